@@ -1,0 +1,135 @@
+# libmess - private semantic search (MESS).  GNU make.
+#
+#   make            library (build/libmess.a, build/libmess.so) and tools
+#   make check      tests, under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make demo       end-to-end run on the bundled real dataset
+#   make bench      benchmarks against the baselines (see docs/)
+#   make data       the large SIFT set (not committed; see datasets/README.md)
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make deps       install (as root) or name the missing Debian packages
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+CC      ?= cc
+PYTHON  ?= /usr/bin/python3
+
+# Hamming distance is one popcount per 64 bits: use the instruction when the
+# build machine has it (the portable builtin is the fallback).
+POPCNT := $(shell grep -qw popcnt /proc/cpuinfo 2>/dev/null && echo -mpopcnt)
+
+WARN     = -std=c99 -pedantic -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
+CPPFLAGS = -D_POSIX_C_SOURCE=200809L
+OPT     ?= -O2 -g
+CFLAGS_ALL = $(WARN) $(CPPFLAGS) $(OPT) $(POPCNT) -pthread $(CFLAGS)
+SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDLIBS   = -lsodium -lzstd -llapack -lblas -lm -pthread
+
+LIB_SRC  = $(sort $(wildcard *.c))
+CLI_SRC  = $(sort $(wildcard cli/*.c))
+TEST_SRC = $(sort $(wildcard tests/test_*.c))
+HDRS     = $(wildcard *.h) $(wildcard cli/*.h) tests/harness.h
+
+REL_OBJ  = $(LIB_SRC:%.c=build/rel/%.o)
+ASAN_OBJ = $(LIB_SRC:%.c=build/asan/%.o)
+CLI_OBJ  = $(CLI_SRC:%.c=build/rel/%.o)
+TESTS_ASAN = $(TEST_SRC:tests/%.c=build/asan/tests/%)
+TESTS_REL  = $(TEST_SRC:tests/%.c=build/rel/tests/%)
+CLI_TESTS  = $(sort $(wildcard tests/cli_*.sh))
+
+MESS = build/mess
+
+.PHONY: all lib tools check test-release demo bench data install uninstall \
+        clean deps deps-check deps-data deps-bench
+.DELETE_ON_ERROR:
+
+all: lib tools
+lib: build/libmess.a build/libmess.so
+tools: $(if $(CLI_SRC),$(MESS))
+
+build/rel/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fPIC -c $< -o $@
+
+build/asan/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SANFLAGS) -c $< -o $@
+
+build/libmess.a: $(REL_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+build/libmess.so: $(REL_OBJ)
+	$(CC) -shared -Wl,-soname,libmess.so.0 -o $@ $^ $(LDLIBS)
+
+build/asan/libmess.a: $(ASAN_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(MESS): $(CLI_OBJ) build/libmess.a
+	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJ) build/libmess.a $(LDLIBS)
+
+build/asan/tests/%: tests/%.c build/asan/libmess.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SANFLAGS) -o $@ $< build/asan/libmess.a $(LDLIBS)
+
+build/rel/tests/%: tests/%.c build/libmess.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< build/libmess.a $(LDLIBS)
+
+# ---- dependencies ---------------------------------------------------------
+deps:
+	@sh scripts/deps.sh build check
+deps-check:
+	@sh scripts/deps.sh build check
+deps-data:
+	@sh scripts/deps.sh data
+deps-bench:
+	@sh scripts/deps.sh build bench
+
+# ---- tests ------------------------------------------------------------------
+# Unit tests run under ASan+UBSan; the command-line tests drive the release
+# tool.  The last line is the total "N passed, N failed".
+check: deps-check
+	@$(MAKE) --no-print-directory -s $(TESTS_ASAN) all
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	  MESS=$(MESS) PYTHON=$(PYTHON) sh tests/run.sh $(TESTS_ASAN) $(CLI_TESTS)
+
+# The same unit tests without sanitizers (faster; used by valgrind runs).
+test-release: deps-check
+	@$(MAKE) --no-print-directory $(TESTS_REL) all
+	@MESS=$(MESS) sh tests/run.sh $(TESTS_REL)
+
+# ---- demo, bench, data --------------------------------------------------------
+demo: deps-check
+	@$(MAKE) --no-print-directory all
+	@sh scripts/demo.sh
+
+bench: deps-bench
+	@$(MAKE) --no-print-directory all
+	@sh scripts/bench.sh
+
+data: deps-data
+	$(PYTHON) datasets/make_sift.py --large
+
+# ---- install ------------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	  $(DESTDIR)$(PREFIX)/share/doc/libmess
+	install -m 644 build/libmess.a $(DESTDIR)$(PREFIX)/lib/libmess.a
+	install -m 755 build/libmess.so $(DESTDIR)$(PREFIX)/lib/libmess.so.0
+	ln -sf libmess.so.0 $(DESTDIR)$(PREFIX)/lib/libmess.so
+	install -m 644 mess.h $(DESTDIR)$(PREFIX)/include/mess.h
+	[ ! -f $(MESS) ] || install -m 755 $(MESS) $(DESTDIR)$(PREFIX)/bin/mess
+	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/libmess/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/^#define MESS_VERSION_STRING "\(.*\)"/\1/p' mess.h)|' \
+	  mess.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mess.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/lib/libmess.a $(DESTDIR)$(PREFIX)/lib/libmess.so \
+	  $(DESTDIR)$(PREFIX)/lib/libmess.so.0 $(DESTDIR)$(PREFIX)/include/mess.h \
+	  $(DESTDIR)$(PREFIX)/bin/mess $(DESTDIR)$(PREFIX)/lib/pkgconfig/mess.pc
+	rm -rf $(DESTDIR)$(PREFIX)/share/doc/libmess
+
+clean:
+	rm -rf build

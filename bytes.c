@@ -1,0 +1,74 @@
+/*
+ * bytes.c - the growable little-endian writer used by every serializer.
+ */
+#include "internal.h"
+
+void mess_wr_init(struct mess_wr *w)
+{
+    w->p = NULL;
+    w->len = 0;
+    w->cap = 0;
+    w->err = MESS_OK;
+}
+
+uint8_t *mess_wr_reserve(struct mess_wr *w, size_t n)
+{
+    size_t need, cap;
+    uint8_t *q;
+
+    if (w->err)
+        return NULL;
+    if (mess_add_size(w->len, n, &need) != MESS_OK) {
+        w->err = MESS_ELIMIT;
+        return NULL;
+    }
+    if (need > w->cap) {
+        cap = w->cap ? w->cap : 256;
+        while (cap < need)
+            cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+        q = (uint8_t *)realloc(w->p, cap);
+        if (!q) {
+            w->err = MESS_ENOMEM;
+            return NULL;
+        }
+        w->p = q;
+        w->cap = cap;
+    }
+    q = w->p + w->len;
+    w->len = need;
+    return q;
+}
+
+void mess_wr_bytes(struct mess_wr *w, const void *src, size_t n)
+{
+    uint8_t *q = mess_wr_reserve(w, n);
+    if (q && n)
+        memcpy(q, src, n);
+}
+
+void mess_wr_u8(struct mess_wr *w, uint8_t v)
+{
+    uint8_t *q = mess_wr_reserve(w, 1);
+    if (q)
+        q[0] = v;
+}
+
+void mess_wr_u32(struct mess_wr *w, uint32_t v)
+{
+    uint8_t *q = mess_wr_reserve(w, 4);
+    if (q)
+        mess_store_u32(q, v);
+}
+
+void mess_wr_u64(struct mess_wr *w, uint64_t v)
+{
+    uint8_t *q = mess_wr_reserve(w, 8);
+    if (q)
+        mess_store_u64(q, v);
+}
+
+void mess_wr_free(struct mess_wr *w)
+{
+    free(w->p);
+    mess_wr_init(w);
+}

@@ -1,0 +1,52 @@
+/*
+ * cli.h - the `mess` command-line tool: shared argument handling and the
+ * per-command entry points (one file per command family in cli/).
+ */
+#ifndef MESS_CLI_H
+#define MESS_CLI_H
+
+#include <stddef.h>
+
+/* Exit codes of the tool. */
+#define CLI_OK 0
+#define CLI_FAIL 1  /* the operation failed (message on stderr) */
+#define CLI_USAGE 2 /* bad command line */
+
+/* The arguments after the command name.  Options are "--name value",
+ * "--name=value" or a bare "--flag"; short "-k value" is accepted where a
+ * command documents it.  Anything else is positional. */
+struct cli_args {
+    int argc;
+    char **argv;
+    unsigned char used[256]; /* which argv entries were consumed */
+};
+
+void cli_args_init(struct cli_args *a, int argc, char **argv);
+/* Value of option `name` ("--x" or "-k"), or NULL if absent. */
+const char *cli_opt(struct cli_args *a, const char *name);
+/* 1 if the bare flag is present. */
+int cli_flag(struct cli_args *a, const char *name);
+/* Parsed numeric options: return 0 and store the value (def if absent), or
+ * print an error naming the option and return -1. */
+int cli_opt_long(struct cli_args *a, const char *name, long lo, long hi,
+                 long def, long *out);
+int cli_opt_double(struct cli_args *a, const char *name, double lo, double hi,
+                   double def, double *out);
+/* Positional argument i (0-based) among those not consumed by options. */
+const char *cli_positional(struct cli_args *a, int i);
+/* Fails (returns -1 with a message) if an argument was not consumed. */
+int cli_check_unused(struct cli_args *a);
+/* "--help" or "-h" present. */
+int cli_wants_help(struct cli_args *a);
+
+/* "mess: <message>\n" on stderr. */
+void cli_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* Command entry points: argc/argv start after the command name. */
+typedef int (*cli_command_fn)(int argc, char **argv);
+
+#endif

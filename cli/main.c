@@ -1,0 +1,58 @@
+/*
+ * main.c - the `mess` tool: dispatch to one command per family.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../mess.h"
+#include "cli.h"
+
+struct command {
+    const char *name;
+    cli_command_fn fn;
+    const char *summary;
+};
+
+static int cmd_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("mess %s\n", mess_version());
+    return CLI_OK;
+}
+
+/* One line per command; the families live in cli/<family>.c. */
+static const struct command commands[] = {
+    {"version", cmd_version, "print the library version"},
+};
+
+static void usage(FILE *f)
+{
+    size_t i;
+    fprintf(f, "usage: mess COMMAND [OPTIONS]   (mess COMMAND --help for details)\n\n"
+               "Private nearest-neighbour search (MESS) for offline experiments.\n\n"
+               "commands:\n");
+    for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+    size_t i;
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0)
+        return cmd_version(0, NULL);
+    for (i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].fn(argc - 2, argv + 2);
+    cli_error("unknown command '%s' (see mess --help)", argv[1]);
+    return CLI_USAGE;
+}

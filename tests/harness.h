@@ -1,0 +1,62 @@
+/*
+ * harness.h - the minimal test harness shared by every tests/test_*.c.
+ *
+ * A test file defines test functions and lists them in main() with RUN().
+ * CHECK() records a failure with its location and goes on; the program
+ * prints "N passed, N failed" as its last line and exits non-zero when any
+ * check failed.  tests/run.sh adds the counts of all test programs.
+ */
+#ifndef MESS_TEST_HARNESS_H
+#define MESS_TEST_HARNESS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int harness_passed, harness_failed, harness_test_failed;
+
+#define CHECK(cond)                                                          \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+            harness_test_failed = 1;                                         \
+        }                                                                    \
+    } while (0)
+
+#define CHECK_RC(expr, want)                                                 \
+    do {                                                                     \
+        int check_rc_ = (expr);                                              \
+        if (check_rc_ != (want)) {                                           \
+            fprintf(stderr, "  FAIL %s:%d: %s returned %d (%s), want %d\n",  \
+                    __FILE__, __LINE__, #expr, check_rc_,                    \
+                    mess_strerror(check_rc_), (int)(want));                  \
+            harness_test_failed = 1;                                         \
+        }                                                                    \
+    } while (0)
+
+#define CHECK_OK(expr) CHECK_RC(expr, MESS_OK)
+
+#define RUN(fn)                                                              \
+    do {                                                                     \
+        harness_test_failed = 0;                                             \
+        fn();                                                                \
+        if (harness_test_failed) {                                           \
+            harness_failed++;                                                \
+            printf("not ok - %s\n", #fn);                                    \
+        } else {                                                             \
+            harness_passed++;                                                \
+            printf("ok - %s\n", #fn);                                        \
+        }                                                                    \
+        fflush(stdout);                                                      \
+    } while (0)
+
+#define HARNESS_END()                                                        \
+    do {                                                                     \
+        printf("%d passed, %d failed\n", harness_passed, harness_failed);    \
+        return harness_failed ? 1 : 0;                                       \
+    } while (0)
+
+/* Path of a file under datasets/ (tests run from the repository root). */
+#define DATA(name) ("datasets/" name)
+
+#endif

@@ -1,0 +1,135 @@
+/*
+ * test_vecio.c - TEXMEX readers: the bundled files parse, round trips are
+ * exact, and malformed files are refused with MESS_EFORMAT.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "../mess.h"
+#include "harness.h"
+
+static const char *tmp_path(const char *ext)
+{
+    static char buf[256];
+    snprintf(buf, sizeof buf, "/tmp/mess_test_vecio_%ld%s", (long)getpid(), ext);
+    return buf;
+}
+
+static void write_raw(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return;
+    fwrite(p, 1, n, f);
+    fclose(f);
+}
+
+static void test_roundtrip_fvecs(void)
+{
+    float v[6] = {1.5f, -2.0f, 3.25f, 0.0f, 1e30f, -1e-30f};
+    float *back = NULL;
+    size_t n = 0, d = 0;
+    const char *p = tmp_path(".fvecs");
+    CHECK_OK(mess_fvecs_write(p, v, 2, 3));
+    CHECK_OK(mess_fvecs_read(p, &back, &n, &d));
+    CHECK(n == 2 && d == 3);
+    CHECK(back && memcmp(back, v, sizeof v) == 0);
+    mess_vecs_free(back);
+    remove(p);
+}
+
+static void test_roundtrip_bvecs_as_float(void)
+{
+    uint8_t v[8] = {0, 1, 2, 255, 7, 8, 9, 10};
+    float *back = NULL;
+    size_t n = 0, d = 0, i;
+    const char *p = tmp_path(".bvecs");
+    CHECK_OK(mess_bvecs_write(p, v, 2, 4));
+    CHECK_OK(mess_vecs_read_f32(p, &back, &n, &d));
+    CHECK(n == 2 && d == 4);
+    for (i = 0; back && i < 8; i++)
+        CHECK(back[i] == (float)v[i]);
+    mess_vecs_free(back);
+    remove(p);
+}
+
+static void test_malformed(void)
+{
+    const char *p = tmp_path(".fvecs");
+    uint8_t buf[64];
+    float *out = NULL;
+    size_t n, d;
+
+    /* empty file */
+    write_raw(p, buf, 0);
+    CHECK_RC(mess_fvecs_read(p, &out, &n, &d), MESS_EFORMAT);
+    /* dim 0 */
+    memset(buf, 0, sizeof buf);
+    write_raw(p, buf, 8);
+    CHECK_RC(mess_fvecs_read(p, &out, &n, &d), MESS_EFORMAT);
+    /* huge dim */
+    buf[0] = 0xff; buf[1] = 0xff; buf[2] = 0xff; buf[3] = 0x7f;
+    write_raw(p, buf, 8);
+    CHECK_RC(mess_fvecs_read(p, &out, &n, &d), MESS_EFORMAT);
+    /* negative dim */
+    buf[3] = 0xff;
+    write_raw(p, buf, 8);
+    CHECK_RC(mess_fvecs_read(p, &out, &n, &d), MESS_EFORMAT);
+    /* dim 2, but size not a whole number of records */
+    memset(buf, 0, sizeof buf);
+    buf[0] = 2;
+    write_raw(p, buf, 13);
+    CHECK_RC(mess_fvecs_read(p, &out, &n, &d), MESS_EFORMAT);
+    /* two records whose dims disagree */
+    buf[12] = 3;
+    write_raw(p, buf, 24);
+    CHECK_RC(mess_fvecs_read(p, &out, &n, &d), MESS_EFORMAT);
+    CHECK(out == NULL);
+    /* missing file, unknown extension */
+    remove(p);
+    CHECK_RC(mess_fvecs_read(p, &out, &n, &d), MESS_EIO);
+    CHECK_RC(mess_vecs_read_f32("x.txt", &out, &n, &d), MESS_EINVAL);
+    CHECK_RC(mess_fvecs_read(NULL, &out, &n, &d), MESS_EINVAL);
+}
+
+static void test_truncated_at_every_length(void)
+{
+    float v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    const char *p = tmp_path(".fvecs");
+    uint8_t whole[64];
+    FILE *f;
+    size_t len, cut, n, d;
+    float *out;
+
+    CHECK_OK(mess_fvecs_write(p, v, 2, 4));
+    f = fopen(p, "rb");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    len = fread(whole, 1, sizeof whole, f);
+    fclose(f);
+    CHECK(len == 40);
+    for (cut = 0; cut < len; cut++) {
+        int rc;
+        out = NULL;
+        write_raw(p, whole, cut);
+        rc = mess_fvecs_read(p, &out, &n, &d);
+        if (cut == 20) {
+            CHECK(rc == MESS_OK && n == 1 && d == 4);
+        } else {
+            CHECK(rc == MESS_EFORMAT);
+        }
+        mess_vecs_free(out);
+    }
+    remove(p);
+}
+
+int main(void)
+{
+    RUN(test_roundtrip_fvecs);
+    RUN(test_roundtrip_bvecs_as_float);
+    RUN(test_malformed);
+    RUN(test_truncated_at_every_length);
+    HARNESS_END();
+}

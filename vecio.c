@@ -1,0 +1,182 @@
+/*
+ * vecio.c - readers and writers for the TEXMEX vector formats
+ * (.fvecs / .ivecs / .bvecs), validating every record header.
+ */
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+
+/* Reads a whole vecs file of elem-byte components into a fresh array.
+ * The file must be a whole number of records, all of the same dim. */
+static int vecs_read(const char *path, size_t elem, void **out, size_t *n_out,
+                     size_t *dim_out)
+{
+    FILE *f;
+    struct stat st;
+    uint8_t hdr[4];
+    uint32_t dim, d;
+    size_t rec, n, i, row, total;
+    uint8_t *buf = NULL;
+    int rc = MESS_EFORMAT;
+
+    if (!path || !out || !n_out || !dim_out)
+        return MESS_EINVAL;
+    *out = NULL;
+    *n_out = *dim_out = 0;
+    f = fopen(path, "rb");
+    if (!f)
+        return MESS_EIO;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        rc = MESS_EIO;
+        goto done;
+    }
+    if (fread(hdr, 1, 4, f) != 4)
+        goto done; /* empty or shorter than one header */
+    dim = mess_load_u32(hdr);
+    if (dim == 0 || dim > MESS_MAX_DIM)
+        goto done;
+    row = (size_t)dim * elem;
+    rec = 4 + row;
+    if ((uint64_t)st.st_size % rec != 0)
+        goto done;
+    n = (size_t)((uint64_t)st.st_size / rec);
+    if (mess_mul_size(n, row, &total) != MESS_OK) {
+        rc = MESS_ELIMIT;
+        goto done;
+    }
+    buf = (uint8_t *)malloc(total ? total : 1);
+    if (!buf) {
+        rc = MESS_ENOMEM;
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        if (i > 0) {
+            if (fread(hdr, 1, 4, f) != 4)
+                goto done;
+            d = mess_load_u32(hdr);
+            if (d != dim)
+                goto done;
+        }
+        if (fread(buf + i * row, 1, row, f) != row)
+            goto done;
+    }
+    *out = buf;
+    buf = NULL;
+    *n_out = n;
+    *dim_out = dim;
+    rc = MESS_OK;
+done:
+    free(buf);
+    fclose(f);
+    return rc;
+}
+
+int mess_fvecs_read(const char *path, float **out, size_t *n, size_t *dim)
+{
+    return vecs_read(path, 4, (void **)out, n, dim);
+}
+
+int mess_ivecs_read(const char *path, int32_t **out, size_t *n, size_t *dim)
+{
+    return vecs_read(path, 4, (void **)out, n, dim);
+}
+
+int mess_bvecs_read(const char *path, uint8_t **out, size_t *n, size_t *dim)
+{
+    return vecs_read(path, 1, (void **)out, n, dim);
+}
+
+static int has_suffix(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+int mess_vecs_read_f32(const char *path, float **out, size_t *n, size_t *dim)
+{
+    uint8_t *b;
+    float *f;
+    size_t i, total;
+    int rc;
+
+    if (!path || !out || !n || !dim)
+        return MESS_EINVAL;
+    if (has_suffix(path, ".fvecs"))
+        return mess_fvecs_read(path, out, n, dim);
+    if (!has_suffix(path, ".bvecs"))
+        return MESS_EINVAL;
+    rc = mess_bvecs_read(path, &b, n, dim);
+    if (rc != MESS_OK)
+        return rc;
+    total = *n * *dim; /* fits: the bytes were allocated */
+    f = (float *)mess_malloc_array(total, sizeof(float));
+    if (!f) {
+        free(b);
+        *n = *dim = 0;
+        return MESS_ENOMEM;
+    }
+    for (i = 0; i < total; i++)
+        f[i] = (float)b[i];
+    free(b);
+    *out = f;
+    return MESS_OK;
+}
+
+/* Writes via a temporary file and rename, so a crash never leaves a torn
+ * file under the final name. */
+static int vecs_write(const char *path, const void *v, size_t n, size_t dim,
+                      size_t elem)
+{
+    FILE *f;
+    char *tmp;
+    size_t len, i, row;
+    uint8_t hdr[4];
+    int ok = 1;
+
+    if (!path || (!v && n) || dim == 0 || dim > MESS_MAX_DIM)
+        return MESS_EINVAL;
+    len = strlen(path);
+    tmp = (char *)malloc(len + 5);
+    if (!tmp)
+        return MESS_ENOMEM;
+    memcpy(tmp, path, len);
+    memcpy(tmp + len, ".tmp", 5);
+    f = fopen(tmp, "wb");
+    if (!f) {
+        free(tmp);
+        return MESS_EIO;
+    }
+    row = dim * elem;
+    mess_store_u32(hdr, (uint32_t)dim);
+    for (i = 0; ok && i < n; i++)
+        ok = fwrite(hdr, 1, 4, f) == 4 &&
+             fwrite((const uint8_t *)v + i * row, 1, row, f) == row;
+    ok = (fclose(f) == 0) && ok;
+    if (ok)
+        ok = rename(tmp, path) == 0;
+    if (!ok)
+        remove(tmp);
+    free(tmp);
+    return ok ? MESS_OK : MESS_EIO;
+}
+
+int mess_fvecs_write(const char *path, const float *v, size_t n, size_t dim)
+{
+    return vecs_write(path, v, n, dim, 4);
+}
+
+int mess_ivecs_write(const char *path, const int32_t *v, size_t n, size_t dim)
+{
+    return vecs_write(path, v, n, dim, 4);
+}
+
+int mess_bvecs_write(const char *path, const uint8_t *v, size_t n, size_t dim)
+{
+    return vecs_write(path, v, n, dim, 1);
+}
+
+void mess_vecs_free(void *p)
+{
+    free(p);
+}
