@@ -49,4 +49,6 @@ void cli_error(const char *fmt, ...)
 /* Command entry points: argc/argv start after the command name. */
 typedef int (*cli_command_fn)(int argc, char **argv);
 
+int cli_cmd_bench(int argc, char **argv); /* bench.c: mess bench WHAT */
+
 #endif

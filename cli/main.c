@@ -23,6 +23,7 @@ static int cmd_version(int argc, char **argv)
 
 /* One line per command; the families live in cli/<family>.c. */
 static const struct command commands[] = {
+    {"bench", cli_cmd_bench, "benchmarks against baselines (mess bench --help)"},
     {"version", cmd_version, "print the library version"},
 };
 

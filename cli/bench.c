@@ -1,0 +1,41 @@
+/*
+ * bench.c - `mess bench WHAT`: dispatch to the benchmark families.
+ * Each benchmark prints its findings and, as its last line, one JSON object.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+struct bench {
+    const char *name;
+    cli_command_fn fn;
+    const char *summary;
+};
+
+/* One line per benchmark; each lives in cli/bench_<name>.c. */
+static const struct bench benches[] = {
+    {NULL, NULL, NULL},
+};
+
+static void usage(FILE *f)
+{
+    size_t i;
+    fprintf(f, "usage: mess bench WHAT [OPTIONS]   (mess bench WHAT --help)\n\n");
+    for (i = 0; benches[i].name; i++)
+        fprintf(f, "  %-8s %s\n", benches[i].name, benches[i].summary);
+}
+
+int cli_cmd_bench(int argc, char **argv)
+{
+    size_t i;
+    if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
+        usage(argc < 1 ? stderr : stdout);
+        return argc < 1 ? CLI_USAGE : CLI_OK;
+    }
+    for (i = 0; benches[i].name; i++)
+        if (strcmp(argv[0], benches[i].name) == 0)
+            return benches[i].fn(argc - 1, argv + 1);
+    cli_error("unknown benchmark '%s' (see mess bench --help)", argv[0]);
+    return CLI_USAGE;
+}
