@@ -83,6 +83,195 @@ int mess_bvecs_write(const char *path, const uint8_t *v, size_t n, size_t dim);
 int mess_ivecs_write(const char *path, const int32_t *v, size_t n, size_t dim);
 void mess_vecs_free(void *p);
 
+/* ------------------------------------------------------------------------
+ * Public parameters
+ *
+ * Everything the server may know.  The client and the server are created
+ * from the same parameters; every buffer and file carries a fingerprint of
+ * them, and a mismatch is MESS_EPARAM.
+ * ---------------------------------------------------------------------- */
+#define MESS_METRIC_L2      0  /* squared Euclidean distance, smaller is closer */
+#define MESS_METRIC_IP      1  /* inner product, reported as -<q,x> */
+#define MESS_METRIC_COSINE  2  /* 1 - cosine similarity */
+
+#define MESS_PAYLOAD_F32    0  /* vector as float32 (exact rerank) */
+#define MESS_PAYLOAD_F16    1  /* IEEE half precision, round to nearest even */
+#define MESS_PAYLOAD_I8     2  /* per-vector scale (float32) + int8 components */
+
+/* Documented limits; larger values are MESS_ELIMIT. */
+#define MESS_MAX_SHARDS     1024
+#define MESS_MAX_BITS       4096       /* kappa */
+#define MESS_MAX_BUDGET     65535      /* per-shard candidate budget */
+#define MESS_MAX_HNSW_M     256
+#define MESS_MAX_EF         65535
+
+typedef struct mess_params {
+    uint32_t dim;             /* embedding dimension, 1..MESS_MAX_DIM */
+    uint32_t metric;          /* MESS_METRIC_* used by the client's rerank */
+    uint32_t kappa;           /* bits per shard code; multiple of 64, <= dim */
+    uint32_t shards;          /* M: number of HNSW graphs */
+    uint32_t per_item;        /* t: shards each item is stored in, 1..M */
+    double   p_store;         /* p_D: storage-side flip probability, [0, 1/2] */
+    double   p_prr;           /* permanent (memoised) query flip probability */
+    double   p_irr;           /* instantaneous query flip probability */
+    uint32_t hnsw_m;          /* M_hnsw: links per node (2*M_hnsw at layer 0) */
+    uint32_t ef_construction; /* HNSW build beam width */
+    uint32_t ef_search;       /* per-shard search beam: ef = max(budget, ef_search) */
+    uint32_t payload;         /* MESS_PAYLOAD_* */
+    uint32_t train_sample;    /* IsoHash subsample per shard; 0 = min(n, 20000) */
+} mess_params;
+
+/* Fills the paper's defaults for vectors of `dim` components: M = 64, t = 16,
+ * kappa = 128 (or the largest multiple of 64 <= dim), p_D = 0.08,
+ * p_PRR = p_IRR = 0.0417424 (effective query flip 0.08), M_hnsw = 16,
+ * efConstruction = 300, ef_search = 0, f32 payloads, L2 metric. */
+void mess_params_default(mess_params *p, uint32_t dim);
+
+/* MESS_OK if the parameters are usable, else MESS_EINVAL / MESS_ELIMIT. */
+int mess_params_check(const mess_params *p);
+
+/* p_q = a(1-b) + b(1-a): the effective flip of PRR a followed by IRR b. */
+double mess_effective_flip(double p_prr, double p_irr);
+
+/* The PRR = IRR probability whose composition flips with probability p_q. */
+double mess_split_flip(double p_q);
+
+/* ------------------------------------------------------------------------
+ * Roles
+ * ---------------------------------------------------------------------- */
+typedef struct mess_client mess_client;  /* secret: keys, hashes, memo cache */
+typedef struct mess_server mess_server;  /* untrusted: graphs and ciphertexts */
+typedef struct mess_query  mess_query;   /* client-side state of one query */
+
+/* Creates a client: trains the per-shard IsoHash on `train` (n x dim floats,
+ * row-major) and draws a 32-byte master key from which the shard AEAD keys,
+ * label keys, route key and memo key are derived.
+ *
+ * The training set is separate from the indexed data on purpose: the privacy
+ * analysis treats the hash as fixed, i.e. trained on public data or data
+ * excluded from the protected set (paper section 5.2.1).
+ *
+ * seed: NULL for production (all keys and coins from the OS CSPRNG), or 32
+ *       bytes for deterministic experiment mode: keys, hash training and
+ *       every randomized-response coin follow from the seed, so runs repeat.
+ *       Keep the seed as secret as the master key.
+ * memo_capacity: queries whose permanent reports are memoised; 0 = 4096.
+ * threads: worker threads for training (0 = 1). */
+int mess_client_new(const mess_params *p, const float *train, size_t n,
+                    const uint8_t *seed, size_t memo_capacity,
+                    unsigned threads, mess_client **out);
+void mess_client_free(mess_client *c);
+int mess_client_params(const mess_client *c, mess_params *out);
+
+/* Creates an empty server for the given public parameters. */
+int mess_server_new(const mess_params *p, mess_server **out);
+void mess_server_free(mess_server *s);
+int mess_server_params(const mess_server *s, mess_params *out);
+
+/* ------------------------------------------------------------------------
+ * Insert and delete
+ *
+ * The client encodes, the server applies.  Buffers are malloc'd by the
+ * library; release them with mess_buf_free().
+ * ---------------------------------------------------------------------- */
+
+/* Encodes n items (ids[i], vectors[i*dim ..]) into an upload buffer: for each
+ * item its t shards from Route(id), and per shard a label, a perturbed code
+ * (fresh coins) and a ciphertext of id || vector.  Ids must be distinct
+ * within the call. threads: 0 = 1. */
+int mess_client_upload(mess_client *c, const uint64_t *ids,
+                       const float *vectors, size_t n, unsigned threads,
+                       uint8_t **buf, size_t *len);
+
+/* Applies an upload buffer.  All or nothing: the buffer is validated in full
+ * before any index changes; an id already stored is MESS_EINVAL. */
+int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
+                             unsigned threads);
+
+/* Encodes the (shard, label) pairs that remove the given ids. */
+int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
+                       uint8_t **buf, size_t *len);
+
+/* Marks the entries named in a delete buffer deleted (they still route but
+ * are never returned).  *missing (may be NULL) counts pairs not found. */
+int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
+                             size_t *missing);
+
+/* Rebuilds every shard without its deleted entries. */
+int mess_server_compact(mess_server *s, unsigned threads);
+
+/* Exact buffer sizes for the parameters (communication figures). */
+size_t mess_upload_size(const mess_params *p, size_t items);
+size_t mess_delete_size(const mess_params *p, size_t items);
+size_t mess_request_size(const mess_params *p);
+size_t mess_response_size(const mess_params *p, size_t pool);
+size_t mess_payload_size(const mess_params *p); /* one ciphertext entry */
+
+void mess_buf_free(uint8_t *buf);
+
+/* ------------------------------------------------------------------------
+ * Query: request (client) -> search (server) -> finish (client)
+ * ---------------------------------------------------------------------- */
+
+/* Builds a request for query q (dim floats) with total candidate pool B =
+ * `pool` (split as evenly as possible over the M shards).  The M codes are
+ * the memoised permanent report of q (RAPPOR-style, keyed by a secret hash
+ * of q) with fresh instantaneous flips; nothing in the request is derived
+ * from the clean query otherwise.  *q_out keeps what finish() needs. */
+int mess_client_request(mess_client *c, const float *q, size_t pool,
+                        mess_query **q_out, uint8_t **req, size_t *req_len);
+
+/* Searches every shard for its budget of nearest perturbed codes and returns
+ * the ciphertexts.  Safe to call from many threads on one server.
+ * threads: workers for the fan-out over shards (0 = 1). */
+int mess_server_search(const mess_server *s, const uint8_t *req,
+                       size_t req_len, unsigned threads, uint8_t **resp,
+                       size_t *resp_len);
+
+typedef struct mess_finish_stats {
+    size_t candidates;     /* entries in the response */
+    size_t unique;         /* distinct authenticated ids among them */
+    size_t auth_failures;  /* entries rejected by AEAD (dropped, counted) */
+    int memo_hit;          /* the permanent report came from the memo cache */
+} mess_finish_stats;
+
+/* Decrypts the response, drops and counts entries failing authentication,
+ * dedupes by id, reranks exactly and writes up to k results (ascending
+ * distance, ties by id) to ids/dists; *n_out is how many.  A response that
+ * is not for this query's request is MESS_EAUTH; a response in which every
+ * entry failed authentication returns MESS_EAUTH too (with stats filled). */
+int mess_client_finish(mess_client *c, const mess_query *q,
+                       const uint8_t *resp, size_t resp_len, size_t k,
+                       uint64_t *ids, float *dists, size_t *n_out,
+                       mess_finish_stats *stats);
+void mess_query_free(mess_query *q);
+
+/* ------------------------------------------------------------------------
+ * State files
+ *
+ * Header with magic, role, version and public parameters, zstd-compressed
+ * body, BLAKE2b checksum; written to PATH.tmp, fsync'd and renamed, so a
+ * crash leaves the old file or the new one.  The client file is mode 0600
+ * and, with a passphrase, sealed (Argon2id key, XChaCha20-Poly1305).
+ * ---------------------------------------------------------------------- */
+int mess_client_save(const mess_client *c, const char *path,
+                     const char *passphrase);
+int mess_client_load(const char *path, const char *passphrase,
+                     mess_client **out);
+int mess_server_save(const mess_server *s, const char *path);
+/* expect: NULL, or parameters the file must match (else MESS_EPARAM). */
+int mess_server_load(const char *path, const mess_params *expect,
+                     mess_server **out);
+
+typedef struct mess_server_stats {
+    size_t entries;        /* nodes over all shards, deleted included */
+    size_t live;
+    size_t deleted;
+    size_t bytes;          /* memory in use: graphs, codes, ciphertexts */
+    size_t min_shard, max_shard; /* live entries of the smallest / largest shard */
+} mess_server_stats;
+int mess_server_stats_get(const mess_server *s, mess_server_stats *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,28 @@
+/*
+ * params.h - public parameters: validation, canonical encoding, fingerprint.
+ * Internal header.
+ */
+#ifndef MESS_PARAMS_H
+#define MESS_PARAMS_H
+
+#include "internal.h"
+
+/* Canonical encoding: 13 fields, integers as u32, probabilities as the
+ * u64 bit pattern of the IEEE double. */
+#define MESS_PARAMS_BYTES 76
+#define MESS_FINGERPRINT_BYTES 16
+
+void params_encode(const mess_params *p, struct mess_wr *w);
+/* Reads and validates (mess_params_check) a parameter block. */
+int params_decode(struct mess_rd *r, mess_params *p);
+/* BLAKE2b-128 of the canonical encoding: equal iff the parameters are. */
+void params_fingerprint(const mess_params *p, uint8_t fp[MESS_FINGERPRINT_BYTES]);
+/* 64-bit words per shard code. */
+static inline uint32_t params_words(const mess_params *p)
+{
+    return p->kappa / 64;
+}
+/* Bytes of the encoded vector inside a payload. */
+size_t params_vector_bytes(const mess_params *p);
+
+#endif

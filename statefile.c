@@ -1,0 +1,325 @@
+/*
+ * statefile.c - compressed, checksummed, atomically replaced state files,
+ * optionally sealed under a passphrase (Argon2id + XChaCha20-Poly1305).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "statefile.h"
+
+static const uint8_t statefile_magic[8] = {'M', 'E', 'S', 'S', 'S', 'T', 'A', 'T'};
+#define STATEFILE_VERSION 1
+#define FLAG_SEALED 1u
+#define HEADER_BYTES (20 + MESS_PARAMS_BYTES + 16)
+#define SALT_BYTES crypto_pwhash_SALTBYTES
+#define SEAL_NONCE_BYTES crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
+#define SEAL_BYTES (SALT_BYTES + 16 + SEAL_NONCE_BYTES)
+#define SUM_BYTES 32
+#define ZSTD_LEVEL 3
+/* A body that claims to expand beyond this ratio is hostile, not ours. */
+#define MAX_EXPANSION 1024
+
+static int derive_key(const char *pass, const uint8_t *salt,
+                      unsigned long long ops, size_t mem, uint8_t key[32])
+{
+    if (crypto_pwhash(key, 32, pass, strlen(pass), salt, ops, mem,
+                      crypto_pwhash_ALG_ARGON2ID13) != 0)
+        return MESS_ENOMEM;
+    return MESS_OK;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return MESS_EIO;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+    return MESS_OK;
+}
+
+/* Syncs the directory holding path so the rename itself is durable. */
+static void sync_parent(const char *path)
+{
+    char *copy = strdup(path);
+    int fd;
+    if (!copy)
+        return;
+    fd = open(dirname(copy), O_RDONLY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(copy);
+}
+
+static int atomic_write(const char *path, const uint8_t *data, size_t len,
+                        unsigned mode)
+{
+    size_t plen = strlen(path);
+    char *tmp = (char *)malloc(plen + 5);
+    int fd, rc;
+    if (!tmp)
+        return MESS_ENOMEM;
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, (mode_t)mode);
+    if (fd < 0) {
+        free(tmp);
+        return MESS_EIO;
+    }
+    rc = fchmod(fd, (mode_t)mode) == 0 ? MESS_OK : MESS_EIO;
+    if (rc == MESS_OK)
+        rc = write_all(fd, data, len);
+    if (rc == MESS_OK && fsync(fd) != 0)
+        rc = MESS_EIO;
+    if (close(fd) != 0 && rc == MESS_OK)
+        rc = MESS_EIO;
+    if (rc == MESS_OK && rename(tmp, path) != 0)
+        rc = MESS_EIO;
+    if (rc != MESS_OK)
+        unlink(tmp);
+    else
+        sync_parent(path);
+    free(tmp);
+    return rc;
+}
+
+int statefile_write(const char *path, uint32_t role, const mess_params *p,
+                    const uint8_t *raw, size_t raw_len,
+                    const char *passphrase, unsigned mode)
+{
+    struct mess_wr w;
+    size_t bound, zlen, hdr_len;
+    uint8_t *z = NULL, *q, key[32];
+    int sealed = passphrase != NULL, rc;
+
+    if (!path || !p || (!raw && raw_len))
+        return MESS_EINVAL;
+    if (sodium_init() < 0)
+        return MESS_ECRYPTO;
+    bound = ZSTD_compressBound(raw_len);
+    if (ZSTD_isError(bound))
+        return MESS_ELIMIT;
+    z = (uint8_t *)malloc(bound ? bound : 1);
+    if (!z)
+        return MESS_ENOMEM;
+    zlen = ZSTD_compress(z, bound, raw, raw_len, ZSTD_LEVEL);
+    if (ZSTD_isError(zlen)) {
+        free(z);
+        return MESS_ENOMEM;
+    }
+
+    mess_wr_init(&w);
+    mess_wr_bytes(&w, statefile_magic, 8);
+    mess_wr_u32(&w, STATEFILE_VERSION);
+    mess_wr_u32(&w, role);
+    mess_wr_u32(&w, sealed ? FLAG_SEALED : 0);
+    params_encode(p, &w);
+    mess_wr_u64(&w, raw_len);
+    mess_wr_u64(&w, sealed ? zlen + crypto_aead_xchacha20poly1305_ietf_ABYTES : zlen);
+    if (sealed) {
+        uint8_t seal[SEAL_BYTES];
+        unsigned long long ops = crypto_pwhash_OPSLIMIT_INTERACTIVE;
+        size_t mem = crypto_pwhash_MEMLIMIT_INTERACTIVE;
+        randombytes_buf(seal, SALT_BYTES);
+        mess_store_u64(seal + SALT_BYTES, ops);
+        mess_store_u64(seal + SALT_BYTES + 8, mem);
+        randombytes_buf(seal + SALT_BYTES + 16, SEAL_NONCE_BYTES);
+        mess_wr_bytes(&w, seal, SEAL_BYTES);
+        rc = derive_key(passphrase, seal, ops, mem, key);
+        if (rc != MESS_OK) {
+            free(z);
+            mess_wr_free(&w);
+            return rc;
+        }
+    }
+    hdr_len = w.len;
+    q = mess_wr_reserve(&w, sealed ? zlen + crypto_aead_xchacha20poly1305_ietf_ABYTES : zlen);
+    if (q && sealed) {
+        unsigned long long clen;
+        crypto_aead_xchacha20poly1305_ietf_encrypt(
+            q, &clen, z, zlen, w.p, hdr_len, NULL,
+            w.p + HEADER_BYTES + SALT_BYTES + 16, key);
+        sodium_memzero(key, sizeof key);
+    } else if (q) {
+        memcpy(q, z, zlen);
+    }
+    free(z);
+    q = mess_wr_reserve(&w, SUM_BYTES);
+    if (q)
+        crypto_generichash(q, SUM_BYTES, w.p, w.len - SUM_BYTES, NULL, 0);
+    rc = w.err ? w.err : atomic_write(path, w.p, w.len, mode);
+    mess_wr_free(&w);
+    return rc;
+}
+
+static int read_file(const char *path, uint8_t **out, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    uint8_t *buf;
+    size_t n;
+    if (!f)
+        return MESS_EIO;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return MESS_EIO;
+    }
+    if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX / 2) {
+        fclose(f);
+        return MESS_ELIMIT;
+    }
+    n = (size_t)st.st_size;
+    buf = (uint8_t *)malloc(n ? n : 1);
+    if (!buf) {
+        fclose(f);
+        return MESS_ENOMEM;
+    }
+    if (fread(buf, 1, n, f) != n) {
+        free(buf);
+        fclose(f);
+        return MESS_EIO;
+    }
+    fclose(f);
+    *out = buf;
+    *len = n;
+    return MESS_OK;
+}
+
+void statefile_free_raw(uint8_t *raw, size_t raw_len)
+{
+    if (raw) {
+        sodium_memzero(raw, raw_len);
+        free(raw);
+    }
+}
+
+int statefile_read(const char *path, uint32_t role, const char *passphrase,
+                   mess_params *p, uint8_t **raw_out, size_t *raw_len_out)
+{
+    uint8_t *file = NULL, *raw = NULL, *z = NULL, sum[SUM_BYTES], key[32];
+    const uint8_t *magic, *body, *seal = NULL;
+    size_t flen = 0, hdr_len, zlen, got;
+    uint32_t version, frole, flags;
+    uint64_t raw_len, stored_len;
+    struct mess_rd r;
+    int rc;
+
+    if (!path || !p || !raw_out || !raw_len_out)
+        return MESS_EINVAL;
+    *raw_out = NULL;
+    *raw_len_out = 0;
+    if (sodium_init() < 0)
+        return MESS_ECRYPTO;
+    rc = read_file(path, &file, &flen);
+    if (rc != MESS_OK)
+        return rc;
+    rc = MESS_EFORMAT;
+    mess_rd_init(&r, file, flen);
+    magic = mess_rd_take(&r, 8);
+    if (!magic || memcmp(magic, statefile_magic, 8) != 0)
+        goto done;
+    if (mess_rd_u32(&r, &version) || mess_rd_u32(&r, &frole) ||
+        mess_rd_u32(&r, &flags))
+        goto done;
+    if (version != STATEFILE_VERSION) {
+        rc = MESS_EVERSION;
+        goto done;
+    }
+    if (flen < SUM_BYTES)
+        goto done;
+    crypto_generichash(sum, SUM_BYTES, file, flen - SUM_BYTES, NULL, 0);
+    if (sodium_memcmp(sum, file + flen - SUM_BYTES, SUM_BYTES) != 0)
+        goto done; /* truncated or corrupted */
+    if (frole != role) {
+        rc = (frole == STATEFILE_CLIENT || frole == STATEFILE_SERVER)
+                 ? MESS_EROLE : MESS_EFORMAT;
+        goto done;
+    }
+    if ((flags & ~FLAG_SEALED) != 0)
+        goto done;
+    if (params_decode(&r, p) || mess_rd_u64(&r, &raw_len) ||
+        mess_rd_u64(&r, &stored_len))
+        goto done;
+    if (flags & FLAG_SEALED) {
+        seal = mess_rd_take(&r, SEAL_BYTES);
+        if (!seal)
+            goto done;
+    }
+    hdr_len = r.off;
+    if (stored_len != (uint64_t)mess_rd_left(&r) - SUM_BYTES)
+        goto done;
+    body = mess_rd_take(&r, (size_t)stored_len);
+    if (!body)
+        goto done;
+    if (raw_len > (stored_len + 4096) * MAX_EXPANSION || raw_len > SIZE_MAX / 2) {
+        rc = MESS_ELIMIT;
+        goto done;
+    }
+    zlen = (size_t)stored_len;
+    if (seal) {
+        unsigned long long ops = mess_load_u64(seal + SALT_BYTES);
+        uint64_t mem = mess_load_u64(seal + SALT_BYTES + 8);
+        unsigned long long mlen;
+        if (!passphrase) {
+            rc = MESS_EPASS;
+            goto done;
+        }
+        if (zlen < crypto_aead_xchacha20poly1305_ietf_ABYTES ||
+            ops < crypto_pwhash_OPSLIMIT_MIN || ops > crypto_pwhash_OPSLIMIT_SENSITIVE ||
+            mem < crypto_pwhash_MEMLIMIT_MIN || mem > crypto_pwhash_MEMLIMIT_SENSITIVE)
+            goto done;
+        rc = derive_key(passphrase, seal, ops, (size_t)mem, key);
+        if (rc != MESS_OK)
+            goto done;
+        z = (uint8_t *)malloc(zlen);
+        if (!z) {
+            rc = MESS_ENOMEM;
+            goto done;
+        }
+        if (crypto_aead_xchacha20poly1305_ietf_decrypt(
+                z, &mlen, NULL, body, zlen, file, hdr_len,
+                seal + SALT_BYTES + 16, key) != 0) {
+            rc = MESS_EPASS;
+            goto done;
+        }
+        zlen = (size_t)mlen;
+        body = z;
+    }
+    raw = (uint8_t *)malloc(raw_len ? (size_t)raw_len : 1);
+    if (!raw) {
+        rc = MESS_ENOMEM;
+        goto done;
+    }
+    got = ZSTD_decompress(raw, (size_t)raw_len, body, zlen);
+    if (ZSTD_isError(got) || got != raw_len) {
+        rc = MESS_EFORMAT;
+        goto done;
+    }
+    *raw_out = raw;
+    *raw_len_out = (size_t)raw_len;
+    raw = NULL;
+    rc = MESS_OK;
+done:
+    sodium_memzero(key, sizeof key);
+    if (raw)
+        statefile_free_raw(raw, (size_t)raw_len);
+    if (z) {
+        sodium_memzero(z, zlen);
+        free(z);
+    }
+    free(file);
+    return rc;
+}

@@ -1,0 +1,39 @@
+/*
+ * statefile.h - the container both state files use.  Internal header.
+ *
+ *   0   magic "MESSSTAT"
+ *   8   u32 format version (1)
+ *   12  u32 role (STATEFILE_CLIENT / STATEFILE_SERVER)
+ *   16  u32 flags (bit 0: body sealed under a passphrase)
+ *   20  public parameters (MESS_PARAMS_BYTES)
+ *   96  u64 raw length (body after decompression)
+ *   104 u64 stored length (body bytes that follow the header)
+ *   112 seal block, only if sealed: salt[16] | u64 opslimit | u64 memlimit |
+ *       nonce[24]
+ *   ..  body: zstd frame of the raw body; if sealed, XChaCha20-Poly1305 of
+ *       it (associated data: every header byte before the body)
+ *   end BLAKE2b-256 of every byte before it
+ *
+ * Written to PATH.tmp, fsync'd, renamed over PATH, directory fsync'd.
+ */
+#ifndef MESS_STATEFILE_H
+#define MESS_STATEFILE_H
+
+#include "params.h"
+
+#define STATEFILE_CLIENT 1
+#define STATEFILE_SERVER 2
+
+/* mode: permission bits of the new file (0600 for the client). */
+int statefile_write(const char *path, uint32_t role, const mess_params *p,
+                    const uint8_t *raw, size_t raw_len,
+                    const char *passphrase, unsigned mode);
+
+/* Reads, checks and decompresses a state file of `role`.  *raw is allocated
+ * with sodium_malloc-free semantics: release it with statefile_free_raw,
+ * which wipes it (client bodies hold keys). */
+int statefile_read(const char *path, uint32_t role, const char *passphrase,
+                   mess_params *p, uint8_t **raw, size_t *raw_len);
+void statefile_free_raw(uint8_t *raw, size_t raw_len);
+
+#endif
