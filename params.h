@@ -9,7 +9,7 @@
 
 /* Canonical encoding: 13 fields, integers as u32, probabilities as the
  * u64 bit pattern of the IEEE double. */
-#define MESS_PARAMS_BYTES 76
+#define MESS_PARAMS_BYTES 64
 #define MESS_FINGERPRINT_BYTES 16
 
 void params_encode(const mess_params *p, struct mess_wr *w);

@@ -6,9 +6,9 @@
  *   12  u32 role (STATEFILE_CLIENT / STATEFILE_SERVER)
  *   16  u32 flags (bit 0: body sealed under a passphrase)
  *   20  public parameters (MESS_PARAMS_BYTES)
- *   96  u64 raw length (body after decompression)
- *   104 u64 stored length (body bytes that follow the header)
- *   112 seal block, only if sealed: salt[16] | u64 opslimit | u64 memlimit |
+ *   84  u64 raw length (body after decompression)
+ *   92  u64 stored length (body bytes that follow the header)
+ *   100 seal block, only if sealed: salt[16] | u64 opslimit | u64 memlimit |
  *       nonce[24]
  *   ..  body: zstd frame of the raw body; if sealed, XChaCha20-Poly1305 of
  *       it (associated data: every header byte before the body)

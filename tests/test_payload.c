@@ -1,0 +1,264 @@
+/*
+ * test_payload.c - payload encodings and AEAD, parameter fingerprints and
+ * the state-file container: round trips, tamper detection, hostile input.
+ */
+#include <math.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../payload.h"
+#include "../statefile.h"
+#include "../wire.h"
+#include "harness.h"
+
+static void test_f16_conversion(void)
+{
+    /* exact values survive, rounding is to nearest even, extremes saturate */
+    CHECK(payload_f16_to_f32(payload_f32_to_f16(1.0f)) == 1.0f);
+    CHECK(payload_f16_to_f32(payload_f32_to_f16(-2.5f)) == -2.5f);
+    CHECK(payload_f16_to_f32(payload_f32_to_f16(65504.0f)) == 65504.0f);
+    CHECK(isinf(payload_f16_to_f32(payload_f32_to_f16(1e6f))));
+    CHECK(payload_f16_to_f32(payload_f32_to_f16(5.9604644775390625e-8f)) ==
+          5.9604644775390625e-8f);
+    CHECK(payload_f16_to_f32(payload_f32_to_f16(1e-10f)) == 0.0f);
+    /* 1 + 2^-11 is a tie between 1 and 1 + 2^-10: even mantissa wins */
+    CHECK(payload_f16_to_f32(payload_f32_to_f16(1.00048828125f)) == 1.0f);
+    CHECK(payload_f16_to_f32(payload_f32_to_f16(1.00146484375f)) == 1.001953125f);
+    CHECK(isnan(payload_f16_to_f32(payload_f32_to_f16(NAN))));
+    {
+        /* every half value round-trips exactly */
+        unsigned h;
+        int bad = 0;
+        for (h = 0; h < 0x10000u; h++) {
+            float f = payload_f16_to_f32((uint16_t)h);
+            if (isnan(f))
+                continue;
+            if (payload_f32_to_f16(f) != h)
+                bad++;
+        }
+        CHECK(bad == 0);
+    }
+}
+
+static void test_vector_encodings(void)
+{
+    float x[16], y[16];
+    uint8_t buf[256];
+    mess_params p;
+    uint32_t i, enc;
+    for (i = 0; i < 16; i++)
+        x[i] = (float)(i * 17 % 256); /* SIFT-like: small non-negative integers */
+    for (enc = 0; enc <= MESS_PAYLOAD_I8; enc++) {
+        mess_params_default(&p, 16);
+        p.payload = enc;
+        payload_encode_vector(&p, x, buf);
+        payload_decode_vector(&p, buf, y);
+        for (i = 0; i < 16; i++)
+            CHECK(fabsf(x[i] - y[i]) <= (enc == MESS_PAYLOAD_I8 ? 0.51f : 0.0f));
+    }
+    /* i8 with negative, fractional data: error within half a step */
+    for (i = 0; i < 16; i++)
+        x[i] = (float)sin((double)i) * 3.0f;
+    p.payload = MESS_PAYLOAD_I8;
+    payload_encode_vector(&p, x, buf);
+    payload_decode_vector(&p, buf, y);
+    for (i = 0; i < 16; i++)
+        CHECK(fabsf(x[i] - y[i]) <= 6.0f / 255.0f / 2.0f + 1e-5f);
+    /* constant vector */
+    for (i = 0; i < 16; i++)
+        x[i] = 7.0f;
+    payload_encode_vector(&p, x, buf);
+    payload_decode_vector(&p, buf, y);
+    for (i = 0; i < 16; i++)
+        CHECK(y[i] == 7.0f);
+}
+
+static void test_seal_open(void)
+{
+    mess_params p;
+    uint8_t key[32], key2[32], nk[32], fresh[16];
+    uint8_t pl[8 + 256], a[12 + 8 + 256 + 16], b[sizeof a];
+    float xx[64], yy[64];
+    uint64_t id = 0;
+    size_t i;
+
+    mess_params_default(&p, 64);
+    CHECK(payload_entry_bytes(&p) == sizeof a);
+    CHECK(mess_payload_size(&p) == sizeof a);
+    randombytes_buf(key, 32);
+    randombytes_buf(key2, 32);
+    randombytes_buf(nk, 32);
+    randombytes_buf(fresh, 16);
+    for (i = 0; i < 64; i++)
+        xx[i] = (float)i - 3.5f;
+    payload_seal(&p, key, nk, 5, 0x1122334455667788ull, xx, fresh, pl, a);
+    CHECK_OK(payload_open(&p, key, 5, a, pl, &id, yy));
+    CHECK(id == 0x1122334455667788ull);
+    CHECK(memcmp(xx, yy, sizeof xx) == 0);
+    /* wrong shard (associated data), wrong key, any flipped bit: rejected */
+    CHECK_RC(payload_open(&p, key, 6, a, pl, &id, yy), MESS_EAUTH);
+    CHECK_RC(payload_open(&p, key2, 5, a, pl, &id, yy), MESS_EAUTH);
+    for (i = 0; i < sizeof a; i += 7) {
+        memcpy(b, a, sizeof a);
+        b[i] ^= 0x01;
+        CHECK_RC(payload_open(&p, key, 5, b, pl, &id, yy), MESS_EAUTH);
+    }
+    /* fresh coins give a fresh nonce and ciphertext for the same item */
+    fresh[0] ^= 1;
+    payload_seal(&p, key, nk, 5, 0x1122334455667788ull, xx, fresh, pl, b);
+    CHECK(memcmp(a, b, 12) != 0);
+    CHECK(memcmp(a + 12, b + 12, sizeof a - 12) != 0);
+    /* the same coins with a different plaintext still give another nonce */
+    fresh[0] ^= 1;
+    xx[0] += 1.0f;
+    payload_seal(&p, key, nk, 5, 0x1122334455667788ull, xx, fresh, pl, b);
+    CHECK(memcmp(a, b, 12) != 0);
+}
+
+static void test_params(void)
+{
+    mess_params p, q;
+    uint8_t fa[16], fb[16];
+    struct mess_wr w;
+    struct mess_rd r;
+
+    mess_params_default(&p, 128);
+    CHECK(p.shards == 64 && p.per_item == 16 && p.kappa == 128);
+    CHECK(fabs(mess_effective_flip(p.p_prr, p.p_irr) - 0.08) < 1e-12);
+    CHECK_OK(mess_params_check(&p));
+    q = p;
+    q.kappa = 96;
+    CHECK_RC(mess_params_check(&q), MESS_EINVAL);
+    q = p;
+    q.per_item = 65;
+    CHECK_RC(mess_params_check(&q), MESS_EINVAL);
+    q = p;
+    q.p_store = NAN;
+    CHECK_RC(mess_params_check(&q), MESS_EINVAL);
+    q = p;
+    q.shards = MESS_MAX_SHARDS + 1;
+    q.per_item = 1;
+    CHECK_RC(mess_params_check(&q), MESS_ELIMIT);
+    q = p;
+    q.kappa = 192;
+    CHECK_RC(mess_params_check(&q), MESS_EINVAL);
+    CHECK_RC(mess_params_check(NULL), MESS_EINVAL);
+
+    params_fingerprint(&p, fa);
+    q = p;
+    q.p_store = 0.0800001;
+    params_fingerprint(&q, fb);
+    CHECK(memcmp(fa, fb, 16) != 0);
+
+    mess_wr_init(&w);
+    params_encode(&p, &w);
+    CHECK(w.len == MESS_PARAMS_BYTES);
+    mess_rd_init(&r, w.p, w.len);
+    CHECK_OK(params_decode(&r, &q));
+    params_fingerprint(&q, fb);
+    CHECK(memcmp(fa, fb, 16) == 0);
+    mess_rd_init(&r, w.p, w.len - 1);
+    CHECK_RC(params_decode(&r, &q), MESS_EFORMAT);
+    mess_wr_free(&w);
+}
+
+static void test_pool_split(void)
+{
+    uint16_t b[64];
+    size_t total = 0;
+    uint32_t j, start;
+    for (start = 0; start < 64; start += 21) {
+        wire_split_pool(64, 1500, start, b);
+        for (j = 0, total = 0; j < 64; j++) {
+            CHECK(b[j] == 23 || b[j] == 24);
+            total += b[j];
+        }
+        CHECK(total == 1500);
+    }
+}
+
+static const char *tmpfile_path(void)
+{
+    static char buf[128];
+    snprintf(buf, sizeof buf, "/tmp/mess_test_state_%ld", (long)getpid());
+    return buf;
+}
+
+static void test_statefile(void)
+{
+    mess_params p, q;
+    uint8_t raw[4096], *back = NULL, *file;
+    size_t len = 0, flen, i;
+    const char *path = tmpfile_path();
+    struct stat st;
+    FILE *f;
+
+    mess_params_default(&p, 128);
+    for (i = 0; i < sizeof raw; i++)
+        raw[i] = (uint8_t)(i * 31 / 7);
+    CHECK_OK(statefile_write(path, STATEFILE_SERVER, &p, raw, sizeof raw, NULL, 0644));
+    CHECK_OK(statefile_read(path, STATEFILE_SERVER, NULL, &q, &back, &len));
+    CHECK(len == sizeof raw && back && memcmp(back, raw, len) == 0);
+    statefile_free_raw(back, len);
+    back = NULL;
+    CHECK_RC(statefile_read(path, STATEFILE_CLIENT, NULL, &q, &back, &len), MESS_EROLE);
+
+    /* sealed client file: mode 0600, passphrase required and checked */
+    CHECK_OK(statefile_write(path, STATEFILE_CLIENT, &p, raw, sizeof raw, "correct horse", 0600));
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    CHECK_RC(statefile_read(path, STATEFILE_CLIENT, NULL, &q, &back, &len), MESS_EPASS);
+    CHECK_RC(statefile_read(path, STATEFILE_CLIENT, "wrong", &q, &back, &len), MESS_EPASS);
+    CHECK_OK(statefile_read(path, STATEFILE_CLIENT, "correct horse", &q, &back, &len));
+    CHECK(len == sizeof raw && back && memcmp(back, raw, len) == 0);
+    statefile_free_raw(back, len);
+    back = NULL;
+
+    /* every truncation and a flipped byte anywhere are refused */
+    CHECK_OK(statefile_write(path, STATEFILE_SERVER, &p, raw, sizeof raw, NULL, 0644));
+    f = fopen(path, "rb");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fseek(f, 0, SEEK_END);
+    flen = (size_t)ftell(f);
+    rewind(f);
+    file = (uint8_t *)malloc(flen);
+    CHECK(fread(file, 1, flen, f) == flen);
+    fclose(f);
+    for (i = 0; i < flen; i++) {
+        int rc;
+        f = fopen(path, "wb");
+        fwrite(file, 1, i, f);
+        fclose(f);
+        rc = statefile_read(path, STATEFILE_SERVER, NULL, &q, &back, &len);
+        CHECK(rc != MESS_OK && back == NULL);
+    }
+    for (i = 0; i < flen; i++) {
+        int rc;
+        file[i] ^= 0x40;
+        f = fopen(path, "wb");
+        fwrite(file, 1, flen, f);
+        fclose(f);
+        file[i] ^= 0x40;
+        rc = statefile_read(path, STATEFILE_SERVER, NULL, &q, &back, &len);
+        CHECK(rc != MESS_OK && back == NULL);
+    }
+    free(file);
+    remove(path);
+    CHECK_RC(statefile_read(path, STATEFILE_SERVER, NULL, &q, &back, &len), MESS_EIO);
+}
+
+int main(void)
+{
+    if (sodium_init() < 0)
+        return 1;
+    RUN(test_f16_conversion);
+    RUN(test_vector_encodings);
+    RUN(test_seal_open);
+    RUN(test_params);
+    RUN(test_pool_split);
+    RUN(test_statefile);
+    HARNESS_END();
+}
