@@ -163,6 +163,11 @@ int mess_client_new(const mess_params *p, const float *train, size_t n,
 void mess_client_free(mess_client *c);
 int mess_client_params(const mess_client *c, mess_params *out);
 
+/* The clean (unperturbed) codes of vector x for every shard: M codes of
+ * kappa/64 words, bit i of shard j in word i/64 at position i%64.  Secret:
+ * for the client's own analysis (accountants, planning), never to be sent. */
+int mess_client_codes(const mess_client *c, const float *x, uint64_t *codes);
+
 /* Creates an empty server for the given public parameters. */
 int mess_server_new(const mess_params *p, mess_server **out);
 void mess_server_free(mess_server *s);
