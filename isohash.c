@@ -1,0 +1,601 @@
+/*
+ * isohash.c - per-shard PCA + isotropic rotation (Lift-and-Projection), and
+ * hashing through BLAS.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <sodium.h>
+
+#include "isohash.h"
+#include "parallel.h"
+#include "rng.h"
+
+/* LAPACK, Fortran interface (trailing hidden lengths of character args). */
+extern void dsyevr_(const char *jobz, const char *range, const char *uplo,
+                    const int *n, double *a, const int *lda, const double *vl,
+                    const double *vu, const int *il, const int *iu,
+                    const double *abstol, int *m, double *w, double *z,
+                    const int *ldz, int *isuppz, double *work,
+                    const int *lwork, int *iwork, const int *liwork, int *info,
+                    size_t, size_t, size_t);
+extern void dgeqrf_(const int *m, const int *n, double *a, const int *lda,
+                    double *tau, double *work, const int *lwork, int *info);
+extern void dorgqr_(const int *m, const int *n, const int *k, double *a,
+                    const int *lda, const double *tau, double *work,
+                    const int *lwork, int *info);
+
+struct isohash {
+    uint32_t dim, kappa, shards;
+    float *proj;        /* dim x (shards * kappa), row-major: all P_j side by side */
+    float *bias;        /* shards * kappa: mu_j . P_j[:, i] */
+    double *residual;   /* per shard */
+    uint32_t *iters;    /* per shard */
+};
+
+uint32_t isohash_dim(const struct isohash *h) { return h->dim; }
+uint32_t isohash_kappa(const struct isohash *h) { return h->kappa; }
+uint32_t isohash_shards(const struct isohash *h) { return h->shards; }
+uint32_t isohash_words(const struct isohash *h) { return h->kappa / 64; }
+
+double isohash_residual(const struct isohash *h, uint32_t shard)
+{
+    return shard < h->shards ? h->residual[shard] : NAN;
+}
+
+uint32_t isohash_iterations(const struct isohash *h, uint32_t shard)
+{
+    return shard < h->shards ? h->iters[shard] : 0;
+}
+
+const float *isohash_projection(const struct isohash *h, uint32_t shard,
+                                size_t *stride_out)
+{
+    if (stride_out)
+        *stride_out = (size_t)h->shards * h->kappa;
+    return shard < h->shards ? h->proj + (size_t)shard * h->kappa : NULL;
+}
+
+void isohash_free(struct isohash *h)
+{
+    if (!h)
+        return;
+    free(h->proj);
+    free(h->bias);
+    free(h->residual);
+    free(h->iters);
+    free(h);
+}
+
+static struct isohash *alloc_hash(uint32_t dim, uint32_t kappa, uint32_t shards)
+{
+    struct isohash *h = (struct isohash *)calloc(1, sizeof *h);
+    size_t cols = (size_t)shards * kappa;
+    if (!h)
+        return NULL;
+    h->dim = dim;
+    h->kappa = kappa;
+    h->shards = shards;
+    h->proj = (float *)mess_malloc_array((size_t)dim * cols, sizeof(float));
+    h->bias = (float *)mess_malloc_array(cols, sizeof(float));
+    h->residual = (double *)mess_calloc_array(shards, sizeof(double));
+    h->iters = (uint32_t *)mess_calloc_array(shards, sizeof(uint32_t));
+    if (!h->proj || !h->bias || !h->residual || !h->iters) {
+        isohash_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+/* Symmetric eigen-decomposition of the n x n matrix a (destroyed): the
+ * eigenvalues il..iu (1-based, ascending) into w, vectors into z (n x m,
+ * column-major). */
+static int eig_range(int n, double *a, int il, int iu, double *w, double *z)
+{
+    int m = 0, info = 0, lwork = -1, liwork = -1, iwq = 0;
+    double wq = 0, vl = 0, vu = 0, abstol = 0;
+    int *isuppz = (int *)mess_malloc_array(2 * (size_t)n, sizeof(int));
+    double *work;
+    int *iwork;
+    const char *range = (il == 1 && iu == n) ? "A" : "I";
+    if (!isuppz)
+        return MESS_ENOMEM;
+    dsyevr_("V", range, "U", &n, a, &n, &vl, &vu, &il, &iu, &abstol, &m, w, z,
+            &n, isuppz, &wq, &lwork, &iwq, &liwork, &info, 1, 1, 1);
+    if (info != 0) {
+        free(isuppz);
+        return MESS_ENUMERIC;
+    }
+    lwork = (int)wq;
+    liwork = iwq;
+    work = (double *)mess_malloc_array((size_t)lwork, sizeof(double));
+    iwork = (int *)mess_malloc_array((size_t)liwork, sizeof(int));
+    if (!work || !iwork) {
+        free(isuppz);
+        free(work);
+        free(iwork);
+        return MESS_ENOMEM;
+    }
+    dsyevr_("V", range, "U", &n, a, &n, &vl, &vu, &il, &iu, &abstol, &m, w, z,
+            &n, isuppz, work, &lwork, iwork, &liwork, &info, 1, 1, 1);
+    free(isuppz);
+    free(work);
+    free(iwork);
+    return (info == 0 && m == iu - il + 1) ? MESS_OK : MESS_ENUMERIC;
+}
+
+/* Haar-random orthogonal k x k (column-major) into q: QR of a Gaussian
+ * matrix with the signs of R's diagonal folded into Q (Mezzadri 2007). */
+static int haar_orthogonal(struct mess_rng *r, int k, double *q)
+{
+    double *tau = (double *)mess_malloc_array((size_t)k, sizeof(double));
+    double *diag = (double *)mess_malloc_array((size_t)k, sizeof(double));
+    double wq = 0, *work = NULL;
+    int info = 0, lwork = -1, i, j;
+    if (!tau || !diag) {
+        free(tau);
+        free(diag);
+        return MESS_ENOMEM;
+    }
+    for (i = 0; i < k * k; i++)
+        q[i] = mess_rng_gaussian(r);
+    dgeqrf_(&k, &k, q, &k, tau, &wq, &lwork, &info);
+    lwork = (int)wq;
+    work = (double *)mess_malloc_array((size_t)lwork, sizeof(double));
+    if (!work || info != 0) {
+        free(tau);
+        free(diag);
+        free(work);
+        return work ? MESS_ENUMERIC : MESS_ENOMEM;
+    }
+    dgeqrf_(&k, &k, q, &k, tau, work, &lwork, &info);
+    for (i = 0; i < k; i++)
+        diag[i] = q[i + (size_t)i * k];
+    if (info == 0)
+        dorgqr_(&k, &k, &k, q, &k, tau, work, &lwork, &info);
+    free(work);
+    free(tau);
+    if (info != 0) {
+        free(diag);
+        return MESS_ENUMERIC;
+    }
+    for (j = 0; j < k; j++)
+        if (diag[j] < 0)
+            for (i = 0; i < k; i++)
+                q[i + (size_t)j * k] = -q[i + (size_t)j * k];
+    free(diag);
+    return MESS_OK;
+}
+
+/* z = v diag(lam) v^T for k x k column-major v. */
+static void congruence(int k, const double *v, const double *lam, double *z)
+{
+    int i, j, c;
+    for (j = 0; j < k; j++)
+        for (i = j; i < k; i++) {
+            double s = 0;
+            for (c = 0; c < k; c++)
+                s += v[i + (size_t)c * k] * lam[c] * v[j + (size_t)c * k];
+            z[i + (size_t)j * k] = s;
+            z[j + (size_t)i * k] = s;
+        }
+}
+
+static double diag_residual(int k, const double *z, double mean)
+{
+    double worst = 0;
+    int i;
+    for (i = 0; i < k; i++) {
+        double e = fabs(z[i + (size_t)i * k] - mean);
+        if (e > worst)
+            worst = e;
+    }
+    return mean > 0 ? worst / mean : worst;
+}
+
+/* Lift-and-Projection (Kong & Li 2012, section 3.2): alternate between the
+ * matrices with the target diagonal (lift: overwrite the diagonal) and the
+ * matrices with spectrum lam (project: keep the eigenvectors, restore the
+ * eigenvalues).  v (k x k, column-major) enters as the random start
+ * Q0^T and leaves as V with diag(V lam V^T) ~ mean; then Q = V^T.
+ * lam is descending. */
+static int lift_and_project(int k, const double *lam, double *v, double tol,
+                            uint32_t max_iter, double *residual,
+                            uint32_t *iters)
+{
+    double *z = (double *)mess_malloc_array((size_t)k * k, sizeof(double));
+    double *u = (double *)mess_malloc_array((size_t)k * k, sizeof(double));
+    double *w = (double *)mess_malloc_array((size_t)k, sizeof(double));
+    double mean = 0;
+    uint32_t it = 0;
+    int i, j, rc = MESS_OK;
+
+    if (!z || !u || !w) {
+        rc = MESS_ENOMEM;
+        goto done;
+    }
+    for (i = 0; i < k; i++)
+        mean += lam[i] / k;
+    congruence(k, v, lam, z);
+    *residual = diag_residual(k, z, mean);
+    while (*residual > tol && it < max_iter) {
+        for (i = 0; i < k; i++)
+            z[i + (size_t)i * k] = mean; /* lift */
+        rc = eig_range(k, z, 1, k, w, u); /* ascending */
+        if (rc != MESS_OK)
+            goto done;
+        /* project: V's column i is the eigenvector of the i-th largest */
+        for (j = 0; j < k; j++)
+            memcpy(v + (size_t)j * k, u + (size_t)(k - 1 - j) * k,
+                   (size_t)k * sizeof(double));
+        congruence(k, v, lam, z);
+        *residual = diag_residual(k, z, mean);
+        it++;
+    }
+    *iters = it;
+done:
+    free(z);
+    free(u);
+    free(w);
+    return rc;
+}
+
+/* PCA of one subsample: mean and top-kappa eigenpairs (descending). */
+struct pca {
+    double *mean;  /* d */
+    double *lam;   /* kappa, descending */
+    double *vec;   /* d x kappa column-major, column i <-> lam[i] */
+};
+
+static void pca_free(struct pca *p)
+{
+    free(p->mean);
+    free(p->lam);
+    free(p->vec);
+    memset(p, 0, sizeof *p);
+}
+
+static int pca_compute(const float *x, size_t n, uint32_t d, uint32_t kappa,
+                       const uint32_t *rows, size_t m, struct pca *out)
+{
+    double *cov = (double *)mess_calloc_array((size_t)d * d, sizeof(double));
+    double *c = (double *)mess_malloc_array(d, sizeof(double));
+    double *w = (double *)mess_malloc_array(d, sizeof(double));
+    double *z = (double *)mess_malloc_array((size_t)d * kappa, sizeof(double));
+    size_t s;
+    uint32_t i, j;
+    int rc;
+    (void)n;
+
+    memset(out, 0, sizeof *out);
+    out->mean = (double *)mess_calloc_array(d, sizeof(double));
+    out->lam = (double *)mess_malloc_array(kappa, sizeof(double));
+    out->vec = (double *)mess_malloc_array((size_t)d * kappa, sizeof(double));
+    if (!cov || !c || !w || !z || !out->mean || !out->lam || !out->vec) {
+        rc = MESS_ENOMEM;
+        goto done;
+    }
+    for (s = 0; s < m; s++) {
+        const float *row = x + (size_t)(rows ? rows[s] : s) * d;
+        for (i = 0; i < d; i++)
+            out->mean[i] += row[i];
+    }
+    for (i = 0; i < d; i++)
+        out->mean[i] /= (double)m;
+    for (s = 0; s < m; s++) {
+        const float *row = x + (size_t)(rows ? rows[s] : s) * d;
+        for (i = 0; i < d; i++)
+            c[i] = row[i] - out->mean[i];
+        for (j = 0; j < d; j++) {
+            double cj = c[j];
+            double *col = cov + (size_t)j * d;
+            for (i = 0; i <= j; i++)
+                col[i] += c[i] * cj; /* upper triangle, column-major */
+        }
+    }
+    for (j = 0; j < d; j++)
+        for (i = 0; i <= j; i++)
+            cov[i + (size_t)j * d] /= (double)m;
+    rc = eig_range((int)d, cov, (int)(d - kappa + 1), (int)d, w, z);
+    if (rc != MESS_OK)
+        goto done;
+    for (i = 0; i < kappa; i++) {
+        out->lam[i] = w[kappa - 1 - i] > 0 ? w[kappa - 1 - i] : 0;
+        memcpy(out->vec + (size_t)i * d, z + (size_t)(kappa - 1 - i) * d,
+               (size_t)d * sizeof(double));
+    }
+done:
+    free(cov);
+    free(c);
+    free(w);
+    free(z);
+    if (rc != MESS_OK)
+        pca_free(out);
+    return rc;
+}
+
+struct train_job {
+    const struct isohash_params *p;
+    const float *x;
+    size_t n, m;
+    const struct pca *shared; /* when every shard uses the whole set */
+    struct isohash *h;
+    double tol;
+    uint32_t max_iter;
+};
+
+static int train_shard(void *ctx, size_t jj, unsigned worker)
+{
+    struct train_job *t = (struct train_job *)ctx;
+    const uint32_t d = t->p->dim, k = t->p->kappa, j = (uint32_t)jj;
+    struct isohash *h = t->h;
+    struct mess_rng rng;
+    struct pca own, *pc;
+    uint32_t *rows = NULL;
+    double *v = NULL;
+    size_t cols = (size_t)h->shards * k, i;
+    uint32_t r, c, a;
+    int rc;
+    (void)worker;
+
+    memset(&own, 0, sizeof own);
+    rc = mess_rng_init(&rng, t->p->seed, jj);
+    if (rc != MESS_OK)
+        return rc;
+    if (t->shared) {
+        pc = (struct pca *)t->shared;
+    } else {
+        /* seeded subsample: partial Fisher-Yates over the row indices */
+        uint32_t *all = (uint32_t *)mess_malloc_array(t->n, sizeof(uint32_t));
+        if (!all) {
+            rc = MESS_ENOMEM;
+            goto done;
+        }
+        for (i = 0; i < t->n; i++)
+            all[i] = (uint32_t)i;
+        for (i = 0; i < t->m; i++) {
+            size_t pick = i + mess_rng_below(&rng, (uint32_t)(t->n - i));
+            uint32_t tmp = all[i];
+            all[i] = all[pick];
+            all[pick] = tmp;
+        }
+        rows = all;
+        rc = pca_compute(t->x, t->n, d, k, rows, t->m, &own);
+        if (rc != MESS_OK)
+            goto done;
+        pc = &own;
+    }
+    v = (double *)mess_malloc_array((size_t)k * k, sizeof(double));
+    if (!v) {
+        rc = MESS_ENOMEM;
+        goto done;
+    }
+    rc = haar_orthogonal(&rng, (int)k, v);
+    if (rc == MESS_OK)
+        rc = lift_and_project((int)k, pc->lam, v, t->tol, t->max_iter,
+                              &h->residual[j], &h->iters[j]);
+    if (rc != MESS_OK)
+        goto done;
+    /* P = W Q with Q = V^T:  P[r][c] = sum_a W[r][a] V[c][a] */
+    for (r = 0; r < d; r++)
+        for (c = 0; c < k; c++) {
+            double s = 0;
+            for (a = 0; a < k; a++)
+                s += pc->vec[r + (size_t)a * d] * v[c + (size_t)a * k];
+            h->proj[(size_t)r * cols + (size_t)j * k + c] = (float)s;
+        }
+    for (c = 0; c < k; c++) {
+        double s = 0;
+        for (r = 0; r < d; r++)
+            s += pc->mean[r] * h->proj[(size_t)r * cols + (size_t)j * k + c];
+        h->bias[(size_t)j * k + c] = (float)s;
+    }
+done:
+    mess_rng_wipe(&rng);
+    pca_free(&own);
+    free(rows);
+    free(v);
+    return rc;
+}
+
+int isohash_train(const struct isohash_params *p, const float *train,
+                  size_t n, struct isohash **out)
+{
+    struct train_job t;
+    struct pca shared;
+    struct isohash *h;
+    size_t i, total;
+    int rc;
+
+    if (!p || !train || !out)
+        return MESS_EINVAL;
+    *out = NULL;
+    if (p->dim == 0 || p->kappa == 0 || p->kappa % 64 != 0 ||
+        p->kappa > p->dim || p->shards == 0 || n < 2)
+        return MESS_EINVAL;
+    if (p->dim > MESS_MAX_DIM || p->kappa > MESS_MAX_BITS ||
+        p->shards > MESS_MAX_SHARDS || n > UINT32_MAX)
+        return MESS_ELIMIT;
+    if (mess_mul_size(n, p->dim, &total) != MESS_OK)
+        return MESS_ELIMIT;
+    for (i = 0; i < total; i++)
+        if (!isfinite(train[i]))
+            return MESS_EINVAL;
+    h = alloc_hash(p->dim, p->kappa, p->shards);
+    if (!h)
+        return MESS_ENOMEM;
+    memset(&t, 0, sizeof t);
+    t.p = p;
+    t.x = train;
+    t.n = n;
+    t.m = p->sample ? p->sample : ISOHASH_DEFAULT_SAMPLE;
+    if (t.m > n)
+        t.m = n;
+    t.h = h;
+    t.tol = p->tol > 0 ? p->tol : ISOHASH_DEFAULT_TOL;
+    t.max_iter = p->max_iter ? p->max_iter : ISOHASH_DEFAULT_MAX_ITER;
+    memset(&shared, 0, sizeof shared);
+    if (t.m == n) {
+        /* every shard sees the whole set: one PCA serves all; the random
+         * rotations still differ per shard */
+        rc = pca_compute(train, n, p->dim, p->kappa, NULL, n, &shared);
+        if (rc != MESS_OK) {
+            isohash_free(h);
+            return rc;
+        }
+        t.shared = &shared;
+    }
+    rc = parallel_for(p->shards, p->threads, train_shard, &t);
+    pca_free(&shared);
+    if (rc != MESS_OK) {
+        isohash_free(h);
+        return rc;
+    }
+    *out = h;
+    return MESS_OK;
+}
+
+/* Packs y[i] > b[i] for i < kappa into words. */
+static void pack_bits(const float *y, const float *b, uint32_t kappa,
+                      uint64_t *code)
+{
+    uint32_t w, i;
+    for (w = 0; w < kappa / 64; w++) {
+        uint64_t word = 0;
+        for (i = 0; i < 64; i++)
+            word |= (uint64_t)(y[w * 64 + i] > b[w * 64 + i]) << i;
+        code[w] = word;
+    }
+}
+
+#define HASH_CHUNK 512
+
+int isohash_hash(const struct isohash *h, uint32_t shard, const float *x,
+                 size_t nvec, uint64_t *codes)
+{
+    size_t cols, s, i;
+    float *y;
+    uint32_t words;
+    if (!h || !x || !codes || shard >= h->shards)
+        return MESS_EINVAL;
+    cols = (size_t)h->shards * h->kappa;
+    words = h->kappa / 64;
+    y = (float *)mess_malloc_array(HASH_CHUNK, (size_t)h->kappa * sizeof(float));
+    if (!y)
+        return MESS_ENOMEM;
+    for (s = 0; s < nvec; s += HASH_CHUNK) {
+        size_t m = nvec - s < HASH_CHUNK ? nvec - s : HASH_CHUNK;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m,
+                    (int)h->kappa, (int)h->dim, 1.0f, x + s * h->dim,
+                    (int)h->dim, h->proj + (size_t)shard * h->kappa, (int)cols,
+                    0.0f, y, (int)h->kappa);
+        for (i = 0; i < m; i++)
+            pack_bits(y + i * h->kappa, h->bias + (size_t)shard * h->kappa,
+                      h->kappa, codes + (s + i) * words);
+    }
+    sodium_memzero(y, HASH_CHUNK * (size_t)h->kappa * sizeof(float));
+    free(y);
+    return MESS_OK;
+}
+
+int isohash_hash_all(const struct isohash *h, const float *x, uint64_t *codes)
+{
+    size_t cols;
+    uint32_t j, words;
+    float *y;
+    if (!h || !x || !codes)
+        return MESS_EINVAL;
+    cols = (size_t)h->shards * h->kappa;
+    words = h->kappa / 64;
+    y = (float *)mess_malloc_array(cols, sizeof(float));
+    if (!y)
+        return MESS_ENOMEM;
+    cblas_sgemv(CblasRowMajor, CblasTrans, (int)h->dim, (int)cols, 1.0f,
+                h->proj, (int)cols, x, 1, 0.0f, y, 1);
+    for (j = 0; j < h->shards; j++)
+        pack_bits(y + (size_t)j * h->kappa, h->bias + (size_t)j * h->kappa,
+                  h->kappa, codes + (size_t)j * words);
+    sodium_memzero(y, cols * sizeof(float));
+    free(y);
+    return MESS_OK;
+}
+
+/* Serialized: u32 dim | u32 kappa | u32 shards | proj (dim x M kappa f32)
+ *             | bias (M kappa f32) | M x (f64 residual | u32 iterations) */
+static void wr_f32(struct mess_wr *w, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    mess_wr_u32(w, u);
+}
+
+int isohash_serialize(const struct isohash *h, struct mess_wr *w)
+{
+    size_t cols, i;
+    uint32_t j;
+    if (!h || !w)
+        return MESS_EINVAL;
+    cols = (size_t)h->shards * h->kappa;
+    mess_wr_u32(w, h->dim);
+    mess_wr_u32(w, h->kappa);
+    mess_wr_u32(w, h->shards);
+    for (i = 0; i < (size_t)h->dim * cols; i++)
+        wr_f32(w, h->proj[i]);
+    for (i = 0; i < cols; i++)
+        wr_f32(w, h->bias[i]);
+    for (j = 0; j < h->shards; j++) {
+        uint64_t u;
+        memcpy(&u, &h->residual[j], 8);
+        mess_wr_u64(w, u);
+        mess_wr_u32(w, h->iters[j]);
+    }
+    return w->err;
+}
+
+int isohash_deserialize(struct mess_rd *r, struct isohash **out)
+{
+    uint32_t dim, kappa, shards, j;
+    size_t cols, nproj, need, i;
+    struct isohash *h;
+
+    if (!r || !out)
+        return MESS_EINVAL;
+    *out = NULL;
+    if (mess_rd_u32(r, &dim) || mess_rd_u32(r, &kappa) || mess_rd_u32(r, &shards))
+        return MESS_EFORMAT;
+    if (dim == 0 || dim > MESS_MAX_DIM || kappa == 0 || kappa % 64 != 0 ||
+        kappa > dim || kappa > MESS_MAX_BITS || shards == 0 ||
+        shards > MESS_MAX_SHARDS)
+        return MESS_EFORMAT;
+    cols = (size_t)shards * kappa;
+    if (mess_mul_size(dim, cols, &nproj) != MESS_OK)
+        return MESS_EFORMAT;
+    /* every byte must be present before anything is allocated */
+    need = (nproj + cols) * 4 + (size_t)shards * 12;
+    if (need > mess_rd_left(r))
+        return MESS_EFORMAT;
+    h = alloc_hash(dim, kappa, shards);
+    if (!h)
+        return MESS_ENOMEM;
+    for (i = 0; i < nproj + cols; i++) {
+        uint32_t u = 0;
+        float f;
+        mess_rd_u32(r, &u);
+        memcpy(&f, &u, 4);
+        if (!isfinite(f)) {
+            isohash_free(h);
+            return MESS_EFORMAT;
+        }
+        if (i < nproj)
+            h->proj[i] = f;
+        else
+            h->bias[i - nproj] = f;
+    }
+    for (j = 0; j < shards; j++) {
+        uint64_t u = 0;
+        mess_rd_u64(r, &u);
+        memcpy(&h->residual[j], &u, 8);
+        mess_rd_u32(r, &h->iters[j]);
+    }
+    *out = h;
+    return MESS_OK;
+}

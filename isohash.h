@@ -1,0 +1,67 @@
+/*
+ * isohash.h - per-shard isotropic hashing (paper section 3.1; Kong & Li,
+ * "Isotropic Hashing", NIPS 2012).  Internal header.
+ *
+ * For each shard j: a seeded subsample of the training set, its mean mu_j
+ * and covariance, the top-kappa eigenvectors W_j (LAPACK dsyevr), and an
+ * orthogonal Q_j with equal diagonal of Q_j^T Lambda Q_j found by
+ * Lift-and-Projection from a seeded Haar-random start (the start is what
+ * makes shards differ when they share a subsample).  Hashing uses
+ * P_j = W_j Q_j: bit i of x's code is ((x - mu_j) . P_j[:, i] > 0), stored in
+ * 64-bit word i/64 at bit position i%64.
+ *
+ * The training set is separate from the indexed set on purpose: the privacy
+ * analysis (section 5.2.1) treats the hash as fixed, i.e. trained on public
+ * data or data excluded from the neighbouring relation.
+ */
+#ifndef MESS_ISOHASH_H
+#define MESS_ISOHASH_H
+
+#include "internal.h"
+
+#define ISOHASH_DEFAULT_SAMPLE 20000
+#define ISOHASH_DEFAULT_TOL 1e-3   /* relative: max |diag - mean| / mean */
+#define ISOHASH_DEFAULT_MAX_ITER 500
+
+struct isohash_params {
+    uint32_t dim;       /* d */
+    uint32_t kappa;     /* bits per shard: multiple of 64, <= dim */
+    uint32_t shards;    /* M */
+    size_t sample;      /* rows per shard subsample; 0 = min(n, 20000) */
+    double tol;         /* LP stop: relative max |diag - mean|; 0 = default */
+    uint32_t max_iter;  /* LP iteration cap; 0 = default */
+    unsigned threads;   /* workers over shards; 0 = 1 */
+    uint8_t seed[32];   /* secret: subsamples and random starts */
+};
+
+struct isohash;
+
+/* Trains all M shard hashes on train (n x dim floats, row-major).
+ * MESS_EINVAL for bad shapes (kappa > dim, kappa not a multiple of 64,
+ * n < 2), MESS_ENUMERIC if LAPACK fails. */
+int isohash_train(const struct isohash_params *p, const float *train,
+                  size_t n, struct isohash **out);
+void isohash_free(struct isohash *h);
+
+uint32_t isohash_dim(const struct isohash *h);
+uint32_t isohash_kappa(const struct isohash *h);
+uint32_t isohash_shards(const struct isohash *h);
+uint32_t isohash_words(const struct isohash *h);
+/* Achieved max |diag(Q^T Lambda Q) - mean| / mean of shard j. */
+double isohash_residual(const struct isohash *h, uint32_t shard);
+/* LP iterations shard j needed. */
+uint32_t isohash_iterations(const struct isohash *h, uint32_t shard);
+/* Column i of P_j (dim floats, strided by stride_out). */
+const float *isohash_projection(const struct isohash *h, uint32_t shard,
+                                size_t *stride_out);
+
+/* Codes of nvec vectors for one shard (BLAS sgemm): codes[nvec x words]. */
+int isohash_hash(const struct isohash *h, uint32_t shard, const float *x,
+                 size_t nvec, uint64_t *codes);
+/* Codes of one vector for all M shards, one sgemv: codes[M x words]. */
+int isohash_hash_all(const struct isohash *h, const float *x, uint64_t *codes);
+
+int isohash_serialize(const struct isohash *h, struct mess_wr *w);
+int isohash_deserialize(struct mess_rd *r, struct isohash **out);
+
+#endif
