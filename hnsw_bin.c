@@ -1,0 +1,854 @@
+/*
+ * hnsw_bin.c - HNSW over packed binary codes (Hamming distance).
+ *
+ * Memory layout: codes, labels, levels and flags in flat arrays; layer 0
+ * links contiguous (node i's block at i * (1 + 2M): a count, then ids);
+ * upper-layer links in one block per node that has levels above 0.
+ * Priority queues hold 64-bit keys (distance << 32 | node), so every
+ * comparison is one integer compare and ties break by node id.
+ */
+#include <math.h>
+
+#include "hnsw_bin.h"
+
+struct hnsw {
+    struct hnsw_params p;
+    uint32_t words, m, m0;
+    double ml;
+    size_t n, cap;
+    uint64_t *codes;     /* cap x words */
+    uint64_t *labels;    /* cap */
+    uint8_t *levels;     /* cap */
+    uint8_t *deleted;    /* cap */
+    uint32_t *links0;    /* cap x (1 + m0) */
+    uint32_t **upper;    /* cap: level x (1 + m) or NULL */
+    uint32_t entry;
+    int max_level;       /* -1 when empty */
+    size_t n_deleted;
+    uint64_t rng;        /* splitmix64 state for levels */
+    uint32_t *map;       /* label -> node, open addressing; UINT32_MAX empty */
+    size_t map_mask;
+    struct hnsw_scratch *build; /* search state of inserts (exclusive) */
+    uint64_t *tmp;       /* 2M + 2 keys for link shrinking */
+    uint32_t *sel, *sel2; /* 2M + 2 ids each */
+};
+
+struct hnsw_scratch {
+    uint32_t *mark;      /* visited epoch per node */
+    size_t mark_cap;
+    uint32_t epoch;
+    uint64_t *cand, *res; /* heaps */
+    size_t cand_cap, res_cap;
+};
+
+#define EMPTY UINT32_MAX
+
+/* ---- small utilities ---------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t mix_label(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+}
+
+static const uint64_t *code_of(const struct hnsw *h, uint32_t node)
+{
+    return h->codes + (size_t)node * h->words;
+}
+
+static uint32_t *links_of(const struct hnsw *h, uint32_t node, int level)
+{
+    if (level == 0)
+        return h->links0 + (size_t)node * (1 + h->m0);
+    return h->upper[node] + (size_t)(level - 1) * (1 + h->m);
+}
+
+static uint32_t dist_to(const struct hnsw *h, const uint64_t *q, uint32_t node)
+{
+    return hnsw_hamming(q, code_of(h, node), h->words);
+}
+
+/* min-heap / max-heap of u64 keys */
+static void heap_push_min(uint64_t *a, size_t *n, uint64_t k)
+{
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (a[p] <= k)
+            break;
+        a[i] = a[p];
+        i = p;
+    }
+    a[i] = k;
+}
+
+static uint64_t heap_pop_min(uint64_t *a, size_t *n)
+{
+    uint64_t top = a[0], last = a[--(*n)];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && a[c + 1] < a[c])
+            c++;
+        if (a[c] >= last)
+            break;
+        a[i] = a[c];
+        i = c;
+    }
+    if (*n)
+        a[i] = last;
+    return top;
+}
+
+static void heap_push_max(uint64_t *a, size_t *n, uint64_t k)
+{
+    size_t i = (*n)++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (a[p] >= k)
+            break;
+        a[i] = a[p];
+        i = p;
+    }
+    a[i] = k;
+}
+
+static uint64_t heap_pop_max(uint64_t *a, size_t *n)
+{
+    uint64_t top = a[0], last = a[--(*n)];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && a[c + 1] > a[c])
+            c++;
+        if (a[c] <= last)
+            break;
+        a[i] = a[c];
+        i = c;
+    }
+    if (*n)
+        a[i] = last;
+    return top;
+}
+
+#define KEY(d, node) ((uint64_t)(d) << 32 | (uint64_t)(node))
+#define KEY_DIST(k) ((uint32_t)((k) >> 32))
+#define KEY_NODE(k) ((uint32_t)(k))
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+static int params_ok(const struct hnsw_params *p)
+{
+    return p && p->bits >= 64 && p->bits % 64 == 0 && p->bits <= MESS_MAX_BITS &&
+           p->m >= 2 && p->m <= MESS_MAX_HNSW_M && p->ef_construction >= 1 &&
+           p->ef_construction <= MESS_MAX_EF;
+}
+
+int hnsw_new(const struct hnsw_params *p, struct hnsw **out)
+{
+    struct hnsw *h;
+    if (!out)
+        return MESS_EINVAL;
+    *out = NULL;
+    if (!params_ok(p))
+        return MESS_EINVAL;
+    h = (struct hnsw *)calloc(1, sizeof *h);
+    if (!h)
+        return MESS_ENOMEM;
+    h->p = *p;
+    h->words = p->bits / 64;
+    h->m = p->m;
+    h->m0 = 2 * p->m;
+    h->ml = 1.0 / log((double)p->m);
+    h->max_level = -1;
+    h->entry = EMPTY;
+    h->rng = p->seed;
+    h->tmp = (uint64_t *)mess_malloc_array((size_t)h->m0 + 2, sizeof *h->tmp);
+    h->sel = (uint32_t *)mess_malloc_array((size_t)h->m0 + 2, sizeof *h->sel);
+    h->sel2 = (uint32_t *)mess_malloc_array((size_t)h->m0 + 2, sizeof *h->sel2);
+    if (!h->tmp || !h->sel || !h->sel2 || hnsw_scratch_new(&h->build) != MESS_OK) {
+        hnsw_free(h);
+        return MESS_ENOMEM;
+    }
+    *out = h;
+    return MESS_OK;
+}
+
+void hnsw_free(struct hnsw *h)
+{
+    size_t i;
+    if (!h)
+        return;
+    if (h->upper)
+        for (i = 0; i < h->n; i++)
+            free(h->upper[i]);
+    free(h->upper);
+    free(h->codes);
+    free(h->labels);
+    free(h->levels);
+    free(h->deleted);
+    free(h->links0);
+    free(h->map);
+    hnsw_scratch_free(h->build);
+    free(h->tmp);
+    free(h->sel);
+    free(h->sel2);
+    free(h);
+}
+
+const struct hnsw_params *hnsw_get_params(const struct hnsw *h)
+{
+    return &h->p;
+}
+
+static int grow(struct hnsw *h, size_t need)
+{
+    size_t cap = h->cap ? h->cap : 64, i;
+    void *q;
+    if (need <= h->cap)
+        return MESS_OK;
+    while (cap < need)
+        cap *= 2;
+#define GROW(field, elems)                                                   \
+    do {                                                                     \
+        size_t bytes_;                                                       \
+        if (mess_mul_size(cap, (elems) * sizeof *h->field, &bytes_))         \
+            return MESS_ELIMIT;                                              \
+        q = realloc(h->field, bytes_);                                       \
+        if (!q)                                                              \
+            return MESS_ENOMEM;                                              \
+        h->field = q;                                                        \
+    } while (0)
+    GROW(codes, h->words);
+    GROW(labels, 1);
+    GROW(levels, 1);
+    GROW(deleted, 1);
+    GROW(links0, 1 + (size_t)h->m0);
+    GROW(upper, 1);
+#undef GROW
+    for (i = h->cap; i < cap; i++)
+        h->upper[i] = NULL;
+    h->cap = cap;
+    return MESS_OK;
+}
+
+/* ---- label map -------------------------------------------------------------- */
+
+static size_t map_find_slot(const struct hnsw *h, uint64_t label)
+{
+    size_t s = (size_t)mix_label(label) & h->map_mask;
+    while (h->map[s] != EMPTY && h->labels[h->map[s]] != label)
+        s = (s + 1) & h->map_mask;
+    return s;
+}
+
+static int map_rebuild(struct hnsw *h, size_t want)
+{
+    size_t size = 16, i;
+    uint32_t *m;
+    while (size < 2 * want)
+        size *= 2;
+    m = (uint32_t *)mess_malloc_array(size, sizeof *m);
+    if (!m)
+        return MESS_ENOMEM;
+    memset(m, 0xff, size * sizeof *m);
+    free(h->map);
+    h->map = m;
+    h->map_mask = size - 1;
+    for (i = 0; i < h->n; i++)
+        if (!h->deleted[i])
+            h->map[map_find_slot(h, h->labels[i])] = (uint32_t)i;
+    return MESS_OK;
+}
+
+int hnsw_find(const struct hnsw *h, uint64_t label, uint32_t *node)
+{
+    size_t s;
+    if (!h)
+        return MESS_EINVAL;
+    if (!h->map)
+        return MESS_ENOTFOUND;
+    s = map_find_slot(h, label);
+    if (h->map[s] == EMPTY || h->deleted[h->map[s]])
+        return MESS_ENOTFOUND;
+    if (node)
+        *node = h->map[s];
+    return MESS_OK;
+}
+
+/* Removes slot s with backward shift (linear probing). */
+static void map_remove(struct hnsw *h, size_t s)
+{
+    size_t j = s;
+    for (;;) {
+        size_t home;
+        j = (j + 1) & h->map_mask;
+        if (h->map[j] == EMPTY)
+            break;
+        home = (size_t)mix_label(h->labels[h->map[j]]) & h->map_mask;
+        if ((s < j) ? (home <= s || home > j) : (home <= s && home > j)) {
+            h->map[s] = h->map[j];
+            s = j;
+        }
+    }
+    h->map[s] = EMPTY;
+}
+
+int hnsw_delete(struct hnsw *h, uint64_t label)
+{
+    size_t s;
+    if (!h)
+        return MESS_EINVAL;
+    if (!h->map)
+        return MESS_ENOTFOUND;
+    s = map_find_slot(h, label);
+    if (h->map[s] == EMPTY)
+        return MESS_ENOTFOUND;
+    h->deleted[h->map[s]] = 1;
+    h->n_deleted++;
+    map_remove(h, s);
+    return MESS_OK;
+}
+
+/* ---- scratch ------------------------------------------------------------------ */
+
+int hnsw_scratch_new(struct hnsw_scratch **out)
+{
+    if (!out)
+        return MESS_EINVAL;
+    *out = (struct hnsw_scratch *)calloc(1, sizeof **out);
+    return *out ? MESS_OK : MESS_ENOMEM;
+}
+
+void hnsw_scratch_free(struct hnsw_scratch *s)
+{
+    if (!s)
+        return;
+    free(s->mark);
+    free(s->cand);
+    free(s->res);
+    free(s);
+}
+
+/* Starts a new visit: bumps the epoch, clearing marks when it wraps. */
+static void scratch_next_epoch(struct hnsw_scratch *s)
+{
+    if (++s->epoch == 0) {
+        memset(s->mark, 0, s->mark_cap * sizeof *s->mark);
+        s->epoch = 1;
+    }
+}
+
+static int grow_keys(uint64_t **a, size_t *cap, size_t need)
+{
+    size_t c;
+    uint64_t *q;
+    if (need <= *cap)
+        return MESS_OK;
+    c = need + need / 2 + 64;
+    q = (uint64_t *)realloc(*a, c * sizeof *q);
+    if (!q)
+        return MESS_ENOMEM;
+    *a = q;
+    *cap = c;
+    return MESS_OK;
+}
+
+/* Prepares marks for n nodes and heaps for `queue` entries, and starts a
+ * new visit. */
+static int scratch_prepare(struct hnsw_scratch *s, size_t n, size_t queue)
+{
+    if (n > s->mark_cap) {
+        size_t cap = n + n / 2 + 64;
+        uint32_t *m = (uint32_t *)mess_calloc_array(cap, sizeof *m);
+        if (!m)
+            return MESS_ENOMEM;
+        free(s->mark);
+        s->mark = m;
+        s->mark_cap = cap;
+        s->epoch = 0;
+    }
+    if (grow_keys(&s->cand, &s->cand_cap, queue) != MESS_OK ||
+        grow_keys(&s->res, &s->res_cap, queue) != MESS_OK)
+        return MESS_ENOMEM;
+    scratch_next_epoch(s);
+    return MESS_OK;
+}
+
+/* ---- search ----------------------------------------------------------------------- */
+
+/* Greedy descent on one layer from *ep (Alg. 2 with ef = 1). */
+static void greedy(const struct hnsw *h, const uint64_t *q, int level,
+                   uint32_t *ep, uint32_t *ep_dist)
+{
+    int changed = 1;
+    while (changed) {
+        const uint32_t *l = links_of(h, *ep, level);
+        uint32_t i;
+        changed = 0;
+        for (i = 1; i <= l[0]; i++) {
+            uint32_t d = dist_to(h, q, l[i]);
+            if (d < *ep_dist || (d == *ep_dist && l[i] < *ep)) {
+                *ep_dist = d;
+                *ep = l[i];
+                changed = 1;
+            }
+        }
+    }
+}
+
+/* Beam search of one layer (Alg. 2).  With live_only, deleted nodes route
+ * but are kept out of the result heap.  The result max-heap (s->res, *nres
+ * entries) holds up to ef keys.  Queue capacity needed: n + 1. */
+static void search_layer(const struct hnsw *h, struct hnsw_scratch *s,
+                         const uint64_t *q, uint32_t ep, uint32_t ep_dist,
+                         size_t ef, int level, int live_only, size_t *nres)
+{
+    size_t nc = 0, nr = 0;
+    s->mark[ep] = s->epoch;
+    heap_push_min(s->cand, &nc, KEY(ep_dist, ep));
+    if (!live_only || !h->deleted[ep])
+        heap_push_max(s->res, &nr, KEY(ep_dist, ep));
+    while (nc > 0) {
+        uint64_t c = heap_pop_min(s->cand, &nc);
+        const uint32_t *l;
+        uint32_t i;
+        if (nr >= ef && KEY_DIST(c) > KEY_DIST(s->res[0]))
+            break;
+        l = links_of(h, KEY_NODE(c), level);
+        for (i = 1; i <= l[0]; i++) {
+            uint32_t e = l[i], d;
+            uint64_t k;
+            if (s->mark[e] == s->epoch)
+                continue;
+            s->mark[e] = s->epoch;
+            d = dist_to(h, q, e);
+            k = KEY(d, e);
+            if (nr < ef || k < s->res[0]) {
+                heap_push_min(s->cand, &nc, k);
+                if (!live_only || !h->deleted[e]) {
+                    heap_push_max(s->res, &nr, k);
+                    if (nr > ef)
+                        heap_pop_max(s->res, &nr);
+                }
+            }
+        }
+    }
+    *nres = nr;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int hnsw_search(const struct hnsw *h, struct hnsw_scratch *s,
+                const uint64_t *query, size_t P, size_t ef,
+                struct hnsw_hit *out, size_t *n_out)
+{
+    uint32_t ep, epd;
+    size_t nres, i;
+    int level, rc;
+
+    if (!h || !s || !query || (!out && P) || !n_out)
+        return MESS_EINVAL;
+    *n_out = 0;
+    if (P == 0 || h->n == 0)
+        return MESS_OK;
+    if (ef < P)
+        ef = P;
+    if (ef > h->n)
+        ef = h->n;
+    rc = scratch_prepare(s, h->n, h->n + 1);
+    if (rc != MESS_OK)
+        return rc;
+    ep = h->entry;
+    epd = dist_to(h, query, ep);
+    for (level = h->max_level; level > 0; level--)
+        greedy(h, query, level, &ep, &epd);
+    search_layer(h, s, query, ep, epd, ef, 0, 1, &nres);
+    qsort(s->res, nres, sizeof *s->res, cmp_u64);
+    for (i = 0; i < nres && i < P; i++) {
+        out[i].node = KEY_NODE(s->res[i]);
+        out[i].dist = KEY_DIST(s->res[i]);
+        out[i].label = h->labels[out[i].node];
+    }
+    *n_out = i;
+    return MESS_OK;
+}
+
+/* ---- insert ---------------------------------------------------------------------- */
+
+/* Heuristic neighbour selection (Alg. 4): candidates keys ascending; keep e
+ * unless an already kept r is strictly closer to e than the base is.
+ * Writes at most `max` ids to sel and returns how many. */
+static uint32_t select_heuristic(const struct hnsw *h, const uint64_t *keys,
+                                 size_t nkeys, uint32_t max, uint32_t *sel)
+{
+    uint32_t ns = 0;
+    size_t i;
+    for (i = 0; i < nkeys && ns < max; i++) {
+        uint32_t e = KEY_NODE(keys[i]), de = KEY_DIST(keys[i]), j;
+        int good = 1;
+        for (j = 0; j < ns && good; j++)
+            if (hnsw_hamming(code_of(h, e), code_of(h, sel[j]), h->words) < de)
+                good = 0;
+        if (good)
+            sel[ns++] = e;
+    }
+    return ns;
+}
+
+/* Adds link node -> e at level, shrinking e's list by the heuristic when
+ * it overflows. */
+static void add_link(struct hnsw *h, uint32_t from, uint32_t to, int level,
+                     uint64_t *tmp, uint32_t *sel)
+{
+    uint32_t *l = links_of(h, from, level);
+    uint32_t max = level == 0 ? h->m0 : h->m, i, k;
+    for (i = 1; i <= l[0]; i++)
+        if (l[i] == to)
+            return;
+    if (l[0] < max) {
+        l[++l[0]] = to;
+        return;
+    }
+    for (i = 0; i < l[0]; i++)
+        tmp[i] = KEY(hnsw_hamming(code_of(h, from), code_of(h, l[i + 1]), h->words), l[i + 1]);
+    tmp[i] = KEY(hnsw_hamming(code_of(h, from), code_of(h, to), h->words), to);
+    qsort(tmp, (size_t)l[0] + 1, sizeof *tmp, cmp_u64);
+    k = select_heuristic(h, tmp, (size_t)l[0] + 1, max, sel);
+    for (i = 0; i < k; i++)
+        l[i + 1] = sel[i];
+    l[0] = k;
+}
+
+int hnsw_add(struct hnsw *h, const uint64_t *code, uint64_t label,
+             uint32_t *node_out)
+{
+    struct hnsw_scratch *s;
+    uint32_t node, ep, epd;
+    int level, lc, rc;
+    size_t nres, slot;
+
+    if (!h || !code)
+        return MESS_EINVAL;
+    if (h->n >= HNSW_MAX_NODES)
+        return MESS_ELIMIT;
+    if (hnsw_find(h, label, NULL) == MESS_OK)
+        return MESS_EINVAL;
+    rc = grow(h, h->n + 1);
+    if (rc != MESS_OK)
+        return rc;
+    if (!h->map || 2 * (h->n + 1) > h->map_mask + 1) {
+        rc = map_rebuild(h, 2 * (h->n + 1));
+        if (rc != MESS_OK)
+            return rc;
+    }
+    /* level ~ floor(-ln(U) m_L) */
+    {
+        double u = ((double)(splitmix64(&h->rng) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+        double l = floor(-log(u) * h->ml);
+        level = l > HNSW_MAX_LEVEL ? HNSW_MAX_LEVEL : (int)l;
+    }
+    node = (uint32_t)h->n;
+    if (level > 0) {
+        h->upper[node] = (uint32_t *)mess_calloc_array((size_t)level * (1 + h->m), sizeof(uint32_t));
+        if (!h->upper[node])
+            return MESS_ENOMEM;
+    }
+    s = h->build;
+    if (scratch_prepare(s, h->n + 1, h->n + 2) != MESS_OK) {
+        free(h->upper[node]);
+        h->upper[node] = NULL;
+        return MESS_ENOMEM;
+    }
+    memcpy(h->codes + (size_t)node * h->words, code, (size_t)h->words * 8);
+    h->labels[node] = label;
+    h->levels[node] = (uint8_t)level;
+    h->deleted[node] = 0;
+    h->links0[(size_t)node * (1 + h->m0)] = 0;
+    h->n++;
+    slot = map_find_slot(h, label);
+    h->map[slot] = node;
+
+    if (h->max_level < 0) {
+        h->entry = node;
+        h->max_level = level;
+        if (node_out)
+            *node_out = node;
+        return MESS_OK;
+    }
+    ep = h->entry;
+    epd = dist_to(h, code, ep);
+    for (lc = h->max_level; lc > level; lc--)
+        greedy(h, code, lc, &ep, &epd);
+    for (lc = level < h->max_level ? level : h->max_level; lc >= 0; lc--) {
+        uint32_t k, i, *l;
+        scratch_next_epoch(s);
+        s->mark[node] = s->epoch; /* never link to itself */
+        search_layer(h, s, code, ep, epd, h->p.ef_construction, lc, 0, &nres);
+        qsort(s->res, nres, sizeof *s->res, cmp_u64);
+        k = select_heuristic(h, s->res, nres, h->m, h->sel);
+        l = links_of(h, node, lc);
+        l[0] = k;
+        for (i = 0; i < k; i++)
+            l[i + 1] = h->sel[i];
+        for (i = 0; i < k; i++)
+            add_link(h, l[i + 1], node, lc, h->tmp, h->sel2);
+        /* the closest found is the entry to the next layer down */
+        if (nres > 0) {
+            ep = KEY_NODE(s->res[0]);
+            epd = KEY_DIST(s->res[0]);
+        }
+    }
+    if (level > h->max_level) {
+        h->max_level = level;
+        h->entry = node;
+    }
+    if (node_out)
+        *node_out = node;
+    return MESS_OK;
+}
+
+/* ---- maintenance and accessors ------------------------------------------------ */
+
+int hnsw_compact(const struct hnsw *h, struct hnsw **out, uint32_t *old_to_new)
+{
+    struct hnsw *c;
+    size_t i;
+    int rc;
+    if (!h || !out)
+        return MESS_EINVAL;
+    *out = NULL;
+    rc = hnsw_new(&h->p, &c);
+    if (rc != MESS_OK)
+        return rc;
+    for (i = 0; i < h->n; i++) {
+        uint32_t node = EMPTY;
+        if (!h->deleted[i]) {
+            rc = hnsw_add(c, code_of(h, (uint32_t)i), h->labels[i], &node);
+            if (rc != MESS_OK) {
+                hnsw_free(c);
+                return rc;
+            }
+        }
+        if (old_to_new)
+            old_to_new[i] = node;
+    }
+    *out = c;
+    return MESS_OK;
+}
+
+size_t hnsw_count(const struct hnsw *h) { return h ? h->n : 0; }
+size_t hnsw_deleted(const struct hnsw *h) { return h ? h->n_deleted : 0; }
+size_t hnsw_live(const struct hnsw *h) { return h ? h->n - h->n_deleted : 0; }
+uint32_t hnsw_entry_point(const struct hnsw *h) { return h ? h->entry : EMPTY; }
+
+size_t hnsw_bytes(const struct hnsw *h)
+{
+    size_t b, i;
+    if (!h)
+        return 0;
+    b = sizeof *h + h->cap * ((size_t)h->words * 8 + 8 + 1 + 1 +
+                              (1 + (size_t)h->m0) * 4 + sizeof(uint32_t *));
+    b += (h->map ? h->map_mask + 1 : 0) * sizeof(uint32_t);
+    for (i = 0; i < h->n; i++)
+        b += (size_t)h->levels[i] * (1 + h->m) * 4;
+    return b;
+}
+
+uint32_t hnsw_level(const struct hnsw *h, uint32_t node)
+{
+    return h && node < h->n ? h->levels[node] : 0;
+}
+
+int hnsw_neighbors(const struct hnsw *h, uint32_t node, uint32_t level,
+                   const uint32_t **ids, size_t *n)
+{
+    const uint32_t *l;
+    if (!h || !ids || !n || node >= h->n || level > h->levels[node])
+        return MESS_EINVAL;
+    l = links_of(h, node, (int)level);
+    *ids = l + 1;
+    *n = l[0];
+    return MESS_OK;
+}
+
+const uint64_t *hnsw_code(const struct hnsw *h, uint32_t node)
+{
+    return h && node < h->n ? code_of(h, node) : NULL;
+}
+
+uint64_t hnsw_label(const struct hnsw *h, uint32_t node)
+{
+    return h && node < h->n ? h->labels[node] : 0;
+}
+
+int hnsw_is_deleted(const struct hnsw *h, uint32_t node)
+{
+    return h && node < h->n ? h->deleted[node] : 0;
+}
+
+/* ---- serialization ----------------------------------------------------------------
+ *
+ *   "HNSW" | u32 version 1 | u32 bits | u32 m | u32 ef_construction |
+ *   u64 seed | u64 level-generator state | u64 n | u32 entry |
+ *   u32 max_level + 1 (0 when empty)
+ *   n x (u64 label | u8 level | u8 deleted | code words)
+ *   n x (for level 0..node level: u32 count | count x u32 id)
+ */
+static const uint8_t hnsw_magic[4] = {'H', 'N', 'S', 'W'};
+
+int hnsw_serialize(const struct hnsw *h, struct mess_wr *w)
+{
+    size_t i;
+    uint32_t k;
+    int lv;
+    if (!h || !w)
+        return MESS_EINVAL;
+    mess_wr_bytes(w, hnsw_magic, 4);
+    mess_wr_u32(w, 1);
+    mess_wr_u32(w, h->p.bits);
+    mess_wr_u32(w, h->p.m);
+    mess_wr_u32(w, h->p.ef_construction);
+    mess_wr_u64(w, h->p.seed);
+    mess_wr_u64(w, h->rng);
+    mess_wr_u64(w, h->n);
+    mess_wr_u32(w, h->entry);
+    mess_wr_u32(w, (uint32_t)(h->max_level + 1));
+    for (i = 0; i < h->n; i++) {
+        mess_wr_u64(w, h->labels[i]);
+        mess_wr_u8(w, h->levels[i]);
+        mess_wr_u8(w, h->deleted[i]);
+        for (k = 0; k < h->words; k++)
+            mess_wr_u64(w, h->codes[i * h->words + k]);
+    }
+    for (i = 0; i < h->n; i++)
+        for (lv = 0; lv <= h->levels[i]; lv++) {
+            const uint32_t *l = links_of(h, (uint32_t)i, lv);
+            for (k = 0; k <= l[0]; k++)
+                mess_wr_u32(w, l[k]);
+        }
+    return w->err;
+}
+
+int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
+                     struct hnsw **out)
+{
+    struct hnsw_params p;
+    struct hnsw *h = NULL;
+    const uint8_t *magic;
+    uint32_t version, entry, top, k;
+    uint64_t n, state;
+    size_t i, rec;
+    int rc = MESS_EFORMAT, lv, seen_top = 0;
+
+    if (!r || !out)
+        return MESS_EINVAL;
+    *out = NULL;
+    memset(&p, 0, sizeof p);
+    magic = mess_rd_take(r, 4);
+    if (!magic || memcmp(magic, hnsw_magic, 4) != 0 || mess_rd_u32(r, &version))
+        return MESS_EFORMAT;
+    if (version != 1)
+        return MESS_EVERSION;
+    if (mess_rd_u32(r, &p.bits) || mess_rd_u32(r, &p.m) ||
+        mess_rd_u32(r, &p.ef_construction) || mess_rd_u64(r, &p.seed) ||
+        mess_rd_u64(r, &state) || mess_rd_u64(r, &n) || mess_rd_u32(r, &entry) ||
+        mess_rd_u32(r, &top))
+        return MESS_EFORMAT;
+    if (!params_ok(&p))
+        return MESS_EFORMAT;
+    if (expect && (expect->bits != p.bits || expect->m != p.m ||
+                   expect->ef_construction != p.ef_construction ||
+                   expect->seed != p.seed))
+        return MESS_EPARAM;
+    /* each node needs at least its record and one link count */
+    rec = 8 + 2 + (size_t)p.bits / 8 + 4;
+    if (n > HNSW_MAX_NODES || n > mess_rd_left(r) / rec || top > HNSW_MAX_LEVEL + 1 ||
+        (n == 0) != (top == 0) || (n > 0 && entry >= n) || (n == 0 && entry != EMPTY))
+        return MESS_EFORMAT;
+    rc = hnsw_new(&p, &h);
+    if (rc != MESS_OK)
+        return rc;
+    rc = MESS_EFORMAT;
+    if (grow(h, (size_t)n) != MESS_OK) {
+        rc = MESS_ENOMEM;
+        goto fail;
+    }
+    for (i = 0; i < n; i++) {
+        if (mess_rd_u64(r, &h->labels[i]) || mess_rd_u8(r, &h->levels[i]) ||
+            mess_rd_u8(r, &h->deleted[i]))
+            goto fail;
+        if (h->levels[i] > HNSW_MAX_LEVEL || h->levels[i] >= top || h->deleted[i] > 1)
+            goto fail;
+        if (h->levels[i] + 1u == top)
+            seen_top = 1;
+        for (k = 0; k < h->words; k++)
+            if (mess_rd_u64(r, &h->codes[i * h->words + k]))
+                goto fail;
+        h->n_deleted += h->deleted[i];
+        h->n = i + 1; /* so hnsw_free releases upper blocks allocated so far */
+        if (h->levels[i] > 0) {
+            h->upper[i] = (uint32_t *)mess_calloc_array((size_t)h->levels[i] * (1 + h->m), 4);
+            if (!h->upper[i]) {
+                rc = MESS_ENOMEM;
+                goto fail;
+            }
+        }
+    }
+    if (n > 0 && (!seen_top || h->levels[entry] + 1u != top))
+        goto fail;
+    for (i = 0; i < n; i++)
+        for (lv = 0; lv <= h->levels[i]; lv++) {
+            uint32_t *l = links_of(h, (uint32_t)i, lv), cnt, max = lv == 0 ? h->m0 : h->m;
+            if (mess_rd_u32(r, &cnt) || cnt > max)
+                goto fail;
+            l[0] = cnt;
+            for (k = 1; k <= cnt; k++) {
+                uint32_t e, j;
+                if (mess_rd_u32(r, &e) || e >= n || e == i || h->levels[e] < lv)
+                    goto fail;
+                for (j = 1; j < k; j++)
+                    if (l[j] == e)
+                        goto fail;
+                l[k] = e;
+            }
+        }
+    h->entry = n ? entry : EMPTY;
+    h->max_level = (int)top - 1;
+    h->rng = state;
+    if (map_rebuild(h, (size_t)n + 1) != MESS_OK) {
+        rc = MESS_ENOMEM;
+        goto fail;
+    }
+    /* live labels must be unique: the map holds one node per label */
+    {
+        size_t live = 0;
+        for (i = 0; i < h->map_mask + 1; i++)
+            live += h->map[i] != EMPTY;
+        if (live != h->n - h->n_deleted)
+            goto fail;
+    }
+    *out = h;
+    return MESS_OK;
+fail:
+    hnsw_free(h);
+    return rc;
+}

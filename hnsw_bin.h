@@ -1,0 +1,101 @@
+/*
+ * hnsw_bin.h - HNSW (Malkov & Yashunin 2018) over packed binary codes with
+ * Hamming distance: the server's index, one per shard.  Internal header.
+ *
+ * Nodes are numbered 0, 1, 2, ... in insertion order.  Each carries a
+ * kappa-bit code, a 64-bit label chosen by the caller (unique among live
+ * nodes) and a deleted flag: a deleted node still routes searches but is
+ * never returned.  Levels follow m_L = 1/ln(M_hnsw) from a seeded generator,
+ * so a build is a deterministic function of (params, insertion sequence).
+ *
+ * Thread safety: any number of threads may call hnsw_search on one index at
+ * once, each with its own scratch; hnsw_add, hnsw_delete and every other
+ * mutation need exclusive access.
+ */
+#ifndef MESS_HNSW_BIN_H
+#define MESS_HNSW_BIN_H
+
+#include "internal.h"
+
+#define HNSW_MAX_LEVEL 31
+#define HNSW_MAX_NODES 0xfffffff0u
+
+struct hnsw_params {
+    uint32_t bits;            /* kappa: multiple of 64, 64..MESS_MAX_BITS */
+    uint32_t m;               /* M_hnsw: links per node above layer 0 (2M at 0), 2..256 */
+    uint32_t ef_construction; /* beam width while inserting, >= 1 */
+    uint64_t seed;            /* level generator seed (public; levels need no secrecy) */
+};
+
+struct hnsw;
+struct hnsw_scratch;
+
+struct hnsw_hit {
+    uint32_t node;
+    uint32_t dist;   /* Hamming distance to the query */
+    uint64_t label;
+};
+
+int hnsw_new(const struct hnsw_params *p, struct hnsw **out);
+void hnsw_free(struct hnsw *h);
+const struct hnsw_params *hnsw_get_params(const struct hnsw *h);
+
+/* Inserts a code (bits/64 words) with a label; *node_out (may be NULL) gets
+ * its node id.  MESS_EINVAL if a live node has the label already. */
+int hnsw_add(struct hnsw *h, const uint64_t *code, uint64_t label,
+             uint32_t *node_out);
+
+/* Per-thread search state (visited marks, queues); grows on demand. */
+int hnsw_scratch_new(struct hnsw_scratch **out);
+void hnsw_scratch_free(struct hnsw_scratch *s);
+
+/* Up to P nearest non-deleted nodes to query (ascending distance, ties by
+ * node id) with beam ef' = max(P, ef).  out has room for P hits. */
+int hnsw_search(const struct hnsw *h, struct hnsw_scratch *s,
+                const uint64_t *query, size_t P, size_t ef,
+                struct hnsw_hit *out, size_t *n_out);
+
+/* MESS_OK and *node (may be NULL) if a live node has the label, else
+ * MESS_ENOTFOUND. */
+int hnsw_find(const struct hnsw *h, uint64_t label, uint32_t *node);
+/* Marks the live node with the label deleted, or MESS_ENOTFOUND. */
+int hnsw_delete(struct hnsw *h, uint64_t label);
+
+/* A new index holding only the live nodes, inserted again in their original
+ * order.  old_to_new (may be NULL; hnsw_count entries) maps old node ids to
+ * new ones, UINT32_MAX for removed nodes. */
+int hnsw_compact(const struct hnsw *h, struct hnsw **out, uint32_t *old_to_new);
+
+size_t hnsw_count(const struct hnsw *h);   /* nodes, deleted included */
+size_t hnsw_live(const struct hnsw *h);
+size_t hnsw_deleted(const struct hnsw *h);
+size_t hnsw_bytes(const struct hnsw *h);   /* memory in use */
+
+/* Read access for the leakage evaluation (the graph the server sees). */
+uint32_t hnsw_level(const struct hnsw *h, uint32_t node);
+int hnsw_neighbors(const struct hnsw *h, uint32_t node, uint32_t level,
+                   const uint32_t **ids, size_t *n);
+const uint64_t *hnsw_code(const struct hnsw *h, uint32_t node);
+uint64_t hnsw_label(const struct hnsw *h, uint32_t node);
+int hnsw_is_deleted(const struct hnsw *h, uint32_t node);
+/* Entry point node, or UINT32_MAX when empty. */
+uint32_t hnsw_entry_point(const struct hnsw *h);
+
+/* Appends the index (format in docs/HNSW.md). */
+int hnsw_serialize(const struct hnsw *h, struct mess_wr *w);
+/* Reads an index, validating every count, level, link and label; expect
+ * (may be NULL) are parameters the index must have (else MESS_EPARAM). */
+int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
+                     struct hnsw **out);
+
+/* Hamming distance of two codes of `words` 64-bit words. */
+static inline uint32_t hnsw_hamming(const uint64_t *a, const uint64_t *b,
+                                    uint32_t words)
+{
+    uint32_t d = 0, i;
+    for (i = 0; i < words; i++)
+        d += (uint32_t)__builtin_popcountll(a[i] ^ b[i]);
+    return d;
+}
+
+#endif

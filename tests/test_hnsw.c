@@ -1,0 +1,361 @@
+/*
+ * test_hnsw.c - the binary HNSW engine on real codes (signs of a seeded
+ * Gaussian projection of the bundled SIFT set): recall against exact
+ * Hamming top-P, deletion, compaction, serialization, hostile buffers,
+ * concurrent searches.
+ */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "../hnsw_bin.h"
+#include "../rng.h"
+#include "harness.h"
+
+#define BITS 128
+#define WORDS (BITS / 64)
+#define NQ 100
+
+static uint64_t *codes, *qcodes;
+static size_t n, nq;
+
+/* sign(x . r_i) for BITS seeded Gaussian directions r_i */
+static uint64_t *project(const float *x, size_t count, size_t dim,
+                         const float *dirs)
+{
+    uint64_t *c = (uint64_t *)calloc(count * WORDS, 8);
+    size_t i, b, k;
+    for (i = 0; i < count; i++)
+        for (b = 0; b < BITS; b++) {
+            double s = 0;
+            for (k = 0; k < dim; k++)
+                s += (x[i * dim + k] - 20.0) * dirs[b * dim + k];
+            if (s > 0)
+                c[i * WORDS + b / 64] |= (uint64_t)1 << (b % 64);
+        }
+    return c;
+}
+
+static int load_codes(void)
+{
+    float *base, *q, *dirs;
+    size_t dim, d2, i;
+    struct mess_rng r;
+    uint8_t seed[32] = {42};
+    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n, &dim) ||
+        mess_vecs_read_f32(DATA("sift/query.bvecs"), &q, &nq, &d2) || d2 != dim)
+        return -1;
+    if (n > 5000)
+        n = 5000;
+    if (nq > NQ)
+        nq = NQ;
+    dirs = (float *)malloc(BITS * dim * sizeof *dirs);
+    mess_rng_init(&r, seed, 1);
+    for (i = 0; i < BITS * dim; i++)
+        dirs[i] = (float)mess_rng_gaussian(&r);
+    codes = project(base, n, dim, dirs);
+    qcodes = project(q, nq, dim, dirs);
+    free(base);
+    free(q);
+    free(dirs);
+    return 0;
+}
+
+static struct hnsw *build(size_t count, uint32_t m, uint32_t efc)
+{
+    struct hnsw_params p = {BITS, m, efc, 7};
+    struct hnsw *h = NULL;
+    size_t i;
+    if (hnsw_new(&p, &h) != MESS_OK)
+        return NULL;
+    for (i = 0; i < count; i++)
+        if (hnsw_add(h, codes + i * WORDS, 1000 + i, NULL) != MESS_OK) {
+            hnsw_free(h);
+            return NULL;
+        }
+    return h;
+}
+
+/* Exact top-P distance threshold: recall counts hits whose distance is
+ * within the P-th smallest distance (ties make the exact set ambiguous). */
+static uint32_t kth_distance(const uint64_t *q, size_t count, size_t P)
+{
+    uint32_t hist[BITS + 1] = {0}, d;
+    size_t i, acc = 0;
+    for (i = 0; i < count; i++)
+        hist[hnsw_hamming(q, codes + i * WORDS, WORDS)]++;
+    for (d = 0; d <= BITS; d++) {
+        acc += hist[d];
+        if (acc >= P)
+            return d;
+    }
+    return BITS;
+}
+
+static double recall(struct hnsw *h, size_t P, size_t ef)
+{
+    struct hnsw_scratch *s;
+    struct hnsw_hit *hits = (struct hnsw_hit *)malloc(P * sizeof *hits);
+    size_t q, got, i, good = 0;
+    hnsw_scratch_new(&s);
+    for (q = 0; q < nq; q++) {
+        uint32_t kth = kth_distance(qcodes + q * WORDS, n, P);
+        hnsw_search(h, s, qcodes + q * WORDS, P, ef, hits, &got);
+        for (i = 0; i < got; i++)
+            good += hits[i].dist <= kth;
+    }
+    hnsw_scratch_free(s);
+    free(hits);
+    return (double)good / (double)(nq * P);
+}
+
+static struct hnsw *g;
+
+static void test_recall(void)
+{
+    double r25, r100;
+    g = build(n, 16, 100);
+    CHECK(g != NULL);
+    if (!g)
+        return;
+    CHECK(hnsw_count(g) == n && hnsw_live(g) == n);
+    r25 = recall(g, 25, 64);
+    r100 = recall(g, 100, 100);
+    printf("# HNSW recall vs exact Hamming (n=%zu): P=25 ef=64 %.3f, P=100 ef=100 %.3f\n",
+           n, r25, r100);
+    CHECK(r25 >= 0.95);
+    CHECK(r100 >= 0.95);
+}
+
+static void test_results_sorted_and_exact_distances(void)
+{
+    struct hnsw_scratch *s;
+    struct hnsw_hit hits[50];
+    size_t got, i;
+    hnsw_scratch_new(&s);
+    CHECK_OK(hnsw_search(g, s, qcodes, 50, 80, hits, &got));
+    CHECK(got == 50);
+    for (i = 0; i < got; i++) {
+        CHECK(hits[i].dist == hnsw_hamming(qcodes, codes + (size_t)hits[i].node * WORDS, WORDS));
+        CHECK(hits[i].label == 1000 + hits[i].node);
+        if (i > 0)
+            CHECK(hits[i - 1].dist < hits[i].dist ||
+                  (hits[i - 1].dist == hits[i].dist && hits[i - 1].node < hits[i].node));
+    }
+    /* every node finds itself at distance 0 */
+    for (i = 0; i < n; i += 97) {
+        CHECK_OK(hnsw_search(g, s, codes + i * WORDS, 1, 32, hits, &got));
+        CHECK(got == 1 && hits[0].dist == 0);
+    }
+    hnsw_scratch_free(s);
+}
+
+static void test_delete_and_compact(void)
+{
+    struct hnsw_scratch *s;
+    struct hnsw_hit hits[40];
+    struct hnsw *c = NULL;
+    uint32_t *map = (uint32_t *)malloc(n * sizeof *map);
+    size_t got, i, j, bad = 0, lost = 0;
+    hnsw_scratch_new(&s);
+    for (i = 0; i < n; i += 3)
+        CHECK_OK(hnsw_delete(g, 1000 + i));
+    CHECK_RC(hnsw_delete(g, 1000), MESS_ENOTFOUND);
+    CHECK_RC(hnsw_find(g, 1000, NULL), MESS_ENOTFOUND);
+    CHECK_OK(hnsw_find(g, 1001, NULL));
+    CHECK(hnsw_deleted(g) == (n + 2) / 3);
+    for (i = 0; i < nq; i++) {
+        CHECK_OK(hnsw_search(g, s, qcodes + i * WORDS, 40, 64, hits, &got));
+        for (j = 0; j < got; j++)
+            bad += hits[j].node % 3 == 0 || hnsw_is_deleted(g, hits[j].node);
+    }
+    CHECK(bad == 0);
+    CHECK_OK(hnsw_compact(g, &c, map));
+    if (!c)
+        return;
+    CHECK(hnsw_count(c) == hnsw_live(g) && hnsw_deleted(c) == 0);
+    for (i = 0; i < n; i++) {
+        if (i % 3 == 0) {
+            CHECK(map[i] == UINT32_MAX);
+            continue;
+        }
+        CHECK(map[i] < hnsw_count(c) && hnsw_label(c, map[i]) == 1000 + i);
+        CHECK_OK(hnsw_search(c, s, codes + i * WORDS, 10, 32, hits, &got));
+        for (j = 0; j < got; j++)
+            if (hits[j].label == 1000 + i)
+                break;
+        lost += j == got;
+    }
+    printf("# live nodes not found by their own code after compaction: %zu of %zu\n",
+           lost, hnsw_count(c));
+    CHECK(lost * 1000 <= hnsw_count(c)); /* at most 0.1% (exact ties at distance 0) */
+    /* a deleted label can be inserted again */
+    CHECK_OK(hnsw_add(g, codes, 1000, NULL));
+    CHECK_OK(hnsw_find(g, 1000, NULL));
+    CHECK_RC(hnsw_add(g, codes, 1000, NULL), MESS_EINVAL);
+    hnsw_free(c);
+    hnsw_scratch_free(s);
+    free(map);
+}
+
+static void test_serialize_roundtrip(void)
+{
+    struct mess_wr w;
+    struct mess_rd r;
+    struct hnsw *b = NULL;
+    struct hnsw_scratch *s;
+    struct hnsw_hit h1[30], h2[30];
+    struct hnsw_params wrong = *hnsw_get_params(g);
+    size_t i, g1, g2;
+    mess_wr_init(&w);
+    CHECK_OK(hnsw_serialize(g, &w));
+    mess_rd_init(&r, w.p, w.len);
+    CHECK_OK(hnsw_deserialize(&r, hnsw_get_params(g), &b));
+    CHECK(mess_rd_left(&r) == 0);
+    if (!b)
+        return;
+    hnsw_scratch_new(&s);
+    CHECK(hnsw_count(b) == hnsw_count(g) && hnsw_deleted(b) == hnsw_deleted(g));
+    for (i = 0; i < nq; i++) {
+        hnsw_search(g, s, qcodes + i * WORDS, 30, 50, h1, &g1);
+        hnsw_search(b, s, qcodes + i * WORDS, 30, 50, h2, &g2);
+        CHECK(g1 == g2 && memcmp(h1, h2, g1 * sizeof *h1) == 0);
+    }
+    wrong.m = 8;
+    mess_rd_init(&r, w.p, w.len);
+    hnsw_free(b);
+    b = NULL;
+    CHECK_RC(hnsw_deserialize(&r, &wrong, &b), MESS_EPARAM);
+    hnsw_scratch_free(s);
+    mess_wr_free(&w);
+}
+
+static void test_hostile_buffers(void)
+{
+    struct hnsw *small = build(150, 4, 16), *b;
+    struct mess_wr w;
+    struct mess_rd r;
+    struct mess_rng rng;
+    uint8_t seed[32] = {9};
+    size_t cut, i, accepted = 0;
+    CHECK(small != NULL);
+    if (!small)
+        return;
+    hnsw_delete(small, 1003);
+    mess_wr_init(&w);
+    CHECK_OK(hnsw_serialize(small, &w));
+    for (cut = 0; cut < w.len; cut++) {
+        b = NULL;
+        mess_rd_init(&r, w.p, cut);
+        CHECK(hnsw_deserialize(&r, NULL, &b) != MESS_OK && b == NULL);
+    }
+    /* random byte flips: never a crash; whatever loads must be searchable */
+    mess_rng_init(&rng, seed, 2);
+    for (i = 0; i < 3000; i++) {
+        size_t pos = mess_rng_below(&rng, (uint32_t)w.len);
+        uint8_t old = w.p[pos];
+        w.p[pos] ^= (uint8_t)(1u << mess_rng_below(&rng, 8));
+        b = NULL;
+        mess_rd_init(&r, w.p, w.len);
+        if (hnsw_deserialize(&r, NULL, &b) == MESS_OK) {
+            struct hnsw_scratch *s;
+            struct hnsw_hit hits[10];
+            size_t got;
+            accepted++;
+            hnsw_scratch_new(&s);
+            CHECK_OK(hnsw_search(b, s, qcodes, 10, 20, hits, &got));
+            hnsw_scratch_free(s);
+            hnsw_free(b);
+        }
+        w.p[pos] = old;
+    }
+    printf("# %zu of 3000 one-bit corruptions still parse (codes and labels carry no checks)\n",
+           accepted);
+    /* hostile node count */
+    {
+        uint8_t buf[64];
+        memcpy(buf, w.p, 64);
+        memset(buf + 36, 0xff, 8); /* n */
+        mess_rd_init(&r, buf, 64);
+        CHECK_RC(hnsw_deserialize(&r, NULL, &b), MESS_EFORMAT);
+    }
+    mess_wr_free(&w);
+    hnsw_free(small);
+}
+
+struct thread_arg {
+    size_t first;
+    int ok;
+};
+
+static void *search_thread(void *arg)
+{
+    struct thread_arg *t = (struct thread_arg *)arg;
+    struct hnsw_scratch *s, *s2;
+    struct hnsw_hit a[20], b[20];
+    size_t i, ga, gb, rep;
+    hnsw_scratch_new(&s);
+    hnsw_scratch_new(&s2);
+    t->ok = 1;
+    for (rep = 0; rep < 3; rep++)
+        for (i = t->first; i < nq; i += 2) {
+            hnsw_search(g, s, qcodes + i * WORDS, 20, 40, a, &ga);
+            hnsw_search(g, s2, qcodes + i * WORDS, 20, 40, b, &gb);
+            if (ga != gb || memcmp(a, b, ga * sizeof *a) != 0)
+                t->ok = 0;
+        }
+    hnsw_scratch_free(s);
+    hnsw_scratch_free(s2);
+    return NULL;
+}
+
+static void test_concurrent_search(void)
+{
+    pthread_t th[4];
+    struct thread_arg args[4];
+    int i;
+    for (i = 0; i < 4; i++) {
+        args[i].first = (size_t)i % 2;
+        pthread_create(&th[i], NULL, search_thread, &args[i]);
+    }
+    for (i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(args[i].ok);
+    }
+}
+
+static void test_bad_params(void)
+{
+    struct hnsw_params p = {96, 16, 100, 1};
+    struct hnsw *h = NULL;
+    CHECK_RC(hnsw_new(&p, &h), MESS_EINVAL);
+    p.bits = 128;
+    p.m = 1;
+    CHECK_RC(hnsw_new(&p, &h), MESS_EINVAL);
+    p.m = 16;
+    p.ef_construction = 0;
+    CHECK_RC(hnsw_new(&p, &h), MESS_EINVAL);
+    CHECK_RC(hnsw_new(NULL, &h), MESS_EINVAL);
+    CHECK(h == NULL);
+}
+
+int main(void)
+{
+    if (load_codes() != 0) {
+        printf("cannot read datasets/sift\n0 passed, 1 failed\n");
+        return 1;
+    }
+    RUN(test_recall);
+    if (!g) {
+        HARNESS_END();
+    }
+    RUN(test_results_sorted_and_exact_distances);
+    RUN(test_serialize_roundtrip);
+    RUN(test_concurrent_search);
+    RUN(test_delete_and_compact);
+    RUN(test_hostile_buffers);
+    RUN(test_bad_params);
+    hnsw_free(g);
+    free(codes);
+    free(qcodes);
+    HARNESS_END();
+}
