@@ -50,5 +50,12 @@ void cli_error(const char *fmt, ...)
 typedef int (*cli_command_fn)(int argc, char **argv);
 
 int cli_cmd_bench(int argc, char **argv); /* bench.c: mess bench WHAT */
+/* protocol.c: the protocol driven from files */
+int cli_cmd_init(int argc, char **argv);
+int cli_cmd_insert(int argc, char **argv);
+int cli_cmd_query(int argc, char **argv);
+int cli_cmd_delete(int argc, char **argv);
+int cli_cmd_compact(int argc, char **argv);
+int cli_cmd_info(int argc, char **argv);
 
 #endif

@@ -23,6 +23,12 @@ static int cmd_version(int argc, char **argv)
 
 /* One line per command; the families live in cli/<family>.c. */
 static const struct command commands[] = {
+    {"init", cli_cmd_init, "create a client state and an empty server state"},
+    {"insert", cli_cmd_insert, "insert the vectors of a file"},
+    {"query", cli_cmd_query, "run queries, report recall, bytes and time"},
+    {"delete", cli_cmd_delete, "delete items by id"},
+    {"compact", cli_cmd_compact, "remove deleted entries from the server"},
+    {"info", cli_cmd_info, "what the server holds and can see"},
     {"bench", cli_cmd_bench, "benchmarks against baselines (mess bench --help)"},
     {"version", cmd_version, "print the library version"},
 };

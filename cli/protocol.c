@@ -1,0 +1,740 @@
+/*
+ * protocol.c - `mess init | insert | query | delete | compact | info`: the
+ * protocol driven from files, one process playing both roles.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../mess.h"
+#include "cli.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int fail(const char *what, const char *path, int rc)
+{
+    if (path)
+        cli_error("%s '%s': %s", what, path, mess_strerror(rc));
+    else
+        cli_error("%s: %s", what, mess_strerror(rc));
+    return CLI_FAIL;
+}
+
+/* Passphrase of the client file, from the environment variable named by
+ * --passphrase-env (never from the command line, where ps would show it). */
+static int passphrase_opt(struct cli_args *a, const char **out)
+{
+    const char *var = cli_opt(a, "--passphrase-env");
+    *out = NULL;
+    if (!var)
+        return 0;
+    *out = getenv(var);
+    if (!*out) {
+        cli_error("--passphrase-env: variable %s is not set", var);
+        return -1;
+    }
+    return 0;
+}
+
+static int hex_value(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+static int parse_seed(const char *hex, uint8_t seed[32])
+{
+    size_t i;
+    if (strlen(hex) != 64)
+        return -1;
+    for (i = 0; i < 32; i++) {
+        int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        seed[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+static void progress(const char *what, size_t done, size_t total)
+{
+    if (isatty(2))
+        fprintf(stderr, "\r%s %zu/%zu", what, done, total);
+    if (isatty(2) && done == total)
+        fputc('\n', stderr);
+}
+
+/* ------------------------------------------------------------------------ */
+
+static const char init_help[] =
+    "usage: mess init --client C --server S --train FILE [options]\n"
+    "\n"
+    "Creates a client state (secret: keys, per-shard IsoHash, memo cache) and\n"
+    "an empty server state for the same public parameters.  FILE (.fvecs or\n"
+    ".bvecs) trains the hashes; it should be public data or data outside the\n"
+    "protected set (the privacy analysis treats the hash as fixed).\n"
+    "\n"
+    "  --shards M          graphs (64)             --per-item T      shards per item (16)\n"
+    "  --bits K            code bits per shard, multiple of 64, <= dim (128)\n"
+    "  --p-store P         storage flip p_D (0.08)\n"
+    "  --p-query Q         effective query flip, split evenly into PRR and IRR (0.08)\n"
+    "  --p-prr A --p-irr B permanent / instantaneous query flips (override --p-query)\n"
+    "  --hnsw-m M          HNSW links (16)         --ef-construction E (300)\n"
+    "  --ef-search E       per-shard search beam, max(budget, E) (0)\n"
+    "  --metric l2|ip|cos  rerank metric (l2)      --payload f32|f16|i8 (f32)\n"
+    "  --train-sample N    IsoHash training subsample per shard (min(n, 20000))\n"
+    "  --memo N            queries kept in the PRR memo cache (4096)\n"
+    "  --seed HEX64        deterministic mode: 32-byte secret seed, reproducible runs\n"
+    "  --threads N         worker threads (1)\n"
+    "  --passphrase-env V  seal the client file with the passphrase in $V\n";
+
+static int parse_choice(struct cli_args *a, const char *name,
+                        const char *const *choices, uint32_t def, uint32_t *out)
+{
+    const char *v = cli_opt(a, name);
+    uint32_t i;
+    *out = def;
+    if (!v)
+        return 0;
+    for (i = 0; choices[i]; i++)
+        if (strcmp(v, choices[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    cli_error("%s: unknown value '%s'", name, v);
+    return -1;
+}
+
+int cli_cmd_init(int argc, char **argv)
+{
+    static const char *const metrics[] = {"l2", "ip", "cos", NULL};
+    static const char *const payloads[] = {"f32", "f16", "i8", NULL};
+    struct cli_args a;
+    const char *cpath, *spath, *train, *seedhex, *pass;
+    long shards, per_item, bits, hm, efc, efs, sample, memo, threads;
+    double p_store, p_query, p_prr, p_irr;
+    uint8_t seed[32];
+    mess_params p;
+    mess_client *c = NULL;
+    mess_server *s = NULL;
+    float *x = NULL;
+    size_t n, dim;
+    double t0;
+    int rc;
+
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(init_help, stdout);
+        return CLI_OK;
+    }
+    cpath = cli_opt(&a, "--client");
+    spath = cli_opt(&a, "--server");
+    train = cli_opt(&a, "--train");
+    seedhex = cli_opt(&a, "--seed");
+    if (!cpath || !spath || !train) {
+        cli_error("init needs --client, --server and --train (see --help)");
+        return CLI_USAGE;
+    }
+    if (cli_opt_long(&a, "--shards", 1, MESS_MAX_SHARDS, 64, &shards) ||
+        cli_opt_long(&a, "--per-item", 1, MESS_MAX_SHARDS, 16, &per_item) ||
+        cli_opt_long(&a, "--bits", 64, MESS_MAX_BITS, 128, &bits) ||
+        cli_opt_long(&a, "--hnsw-m", 2, MESS_MAX_HNSW_M, 16, &hm) ||
+        cli_opt_long(&a, "--ef-construction", 1, MESS_MAX_EF, 300, &efc) ||
+        cli_opt_long(&a, "--ef-search", 0, MESS_MAX_EF, 0, &efs) ||
+        cli_opt_long(&a, "--train-sample", 0, 100000000, 0, &sample) ||
+        cli_opt_long(&a, "--memo", 1, 100000000, 4096, &memo) ||
+        cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
+        cli_opt_double(&a, "--p-store", 0.0, 0.5, 0.08, &p_store) ||
+        cli_opt_double(&a, "--p-query", 0.0, 0.5, 0.08, &p_query) ||
+        cli_opt_double(&a, "--p-prr", 0.0, 0.5, -1.0, &p_prr) ||
+        cli_opt_double(&a, "--p-irr", 0.0, 0.5, -1.0, &p_irr) ||
+        passphrase_opt(&a, &pass))
+        return CLI_USAGE;
+    if (seedhex && parse_seed(seedhex, seed) != 0) {
+        cli_error("--seed: expected 64 hex digits");
+        return CLI_USAGE;
+    }
+    rc = mess_vecs_read_f32(train, &x, &n, &dim);
+    if (rc != MESS_OK)
+        return fail("cannot read training file", train, rc);
+    mess_params_default(&p, (uint32_t)dim);
+    p.shards = (uint32_t)shards;
+    p.per_item = (uint32_t)per_item;
+    p.kappa = (uint32_t)bits;
+    p.p_store = p_store;
+    p.p_prr = p_prr >= 0 ? p_prr : mess_split_flip(p_query);
+    p.p_irr = p_irr >= 0 ? p_irr : mess_split_flip(p_query);
+    p.hnsw_m = (uint32_t)hm;
+    p.ef_construction = (uint32_t)efc;
+    p.ef_search = (uint32_t)efs;
+    p.train_sample = (uint32_t)sample;
+    if (parse_choice(&a, "--metric", metrics, MESS_METRIC_L2, &p.metric) ||
+        parse_choice(&a, "--payload", payloads, MESS_PAYLOAD_F32, &p.payload) ||
+        cli_check_unused(&a)) {
+        mess_vecs_free(x);
+        return CLI_USAGE;
+    }
+    rc = mess_params_check(&p);
+    if (rc != MESS_OK) {
+        mess_vecs_free(x);
+        cli_error("invalid parameters: %s (bits must be a multiple of 64 and "
+                  "at most the dimension %zu; per-item at most shards)",
+                  mess_strerror(rc), dim);
+        return CLI_USAGE;
+    }
+    t0 = now_s();
+    rc = mess_client_new(&p, x, n, seedhex ? seed : NULL, (size_t)memo,
+                         (unsigned)threads, &c);
+    mess_vecs_free(x);
+    if (rc != MESS_OK)
+        return fail("cannot create the client", NULL, rc);
+    rc = mess_server_new(&p, &s);
+    if (rc == MESS_OK)
+        rc = mess_client_save(c, cpath, pass);
+    if (rc != MESS_OK) {
+        mess_client_free(c);
+        mess_server_free(s);
+        return fail("cannot write client state", cpath, rc);
+    }
+    rc = mess_server_save(s, spath);
+    mess_client_free(c);
+    mess_server_free(s);
+    if (rc != MESS_OK)
+        return fail("cannot write server state", spath, rc);
+    printf("{\"dim\":%u,\"shards\":%u,\"per_item\":%u,\"bits\":%u,"
+           "\"p_store\":%.6g,\"p_prr\":%.6g,\"p_irr\":%.6g,\"p_query\":%.6g,"
+           "\"train\":%zu,\"deterministic\":%s,\"seconds\":%.3f}\n",
+           p.dim, p.shards, p.per_item, p.kappa, p.p_store, p.p_prr, p.p_irr,
+           mess_effective_flip(p.p_prr, p.p_irr), n, seedhex ? "true" : "false",
+           now_s() - t0);
+    return CLI_OK;
+}
+
+/* Loads both states; the server must match the client's parameters. */
+static int load_both(struct cli_args *a, const char *cpath, const char *spath,
+                     mess_client **c, mess_server **s)
+{
+    const char *pass;
+    mess_params p;
+    int rc;
+    *c = NULL;
+    *s = NULL;
+    if (passphrase_opt(a, &pass))
+        return CLI_USAGE;
+    rc = mess_client_load(cpath, pass, c);
+    if (rc != MESS_OK)
+        return fail("cannot load client state", cpath, rc);
+    mess_client_params(*c, &p);
+    rc = mess_server_load(spath, &p, s);
+    if (rc != MESS_OK) {
+        mess_client_free(*c);
+        *c = NULL;
+        if (rc == MESS_EPARAM)
+            cli_error("server state '%s' was made for other parameters than client '%s'",
+                      spath, cpath);
+        else
+            fail("cannot load server state", spath, rc);
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}
+
+static int save_both(struct cli_args *a, const mess_client *c, const char *cpath,
+                     const mess_server *s, const char *spath)
+{
+    const char *pass;
+    int rc;
+    if (passphrase_opt(a, &pass))
+        return CLI_USAGE;
+    if (c) {
+        rc = mess_client_save(c, cpath, pass);
+        if (rc != MESS_OK)
+            return fail("cannot write client state", cpath, rc);
+    }
+    if (s) {
+        rc = mess_server_save(s, spath);
+        if (rc != MESS_OK)
+            return fail("cannot write server state", spath, rc);
+    }
+    return CLI_OK;
+}
+
+static const char insert_help[] =
+    "usage: mess insert --client C --server S FILE [--first-id N] [--threads N]\n"
+    "                   [--batch N]\n"
+    "\n"
+    "Inserts the vectors of FILE (.fvecs or .bvecs) with ids N, N+1, ... in\n"
+    "file order: the client hashes, perturbs and encrypts them into upload\n"
+    "buffers of --batch items (10000), the server applies them.  Both states\n"
+    "are saved.  Last line: {\"items\",\"entries\",\"upload_bytes\",\"seconds\",...}.\n";
+
+int cli_cmd_insert(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *cpath, *spath, *file;
+    long first, threads, batch;
+    mess_client *c;
+    mess_server *s;
+    mess_params p;
+    float *x = NULL;
+    uint64_t *ids = NULL;
+    size_t n, dim, i, bytes = 0;
+    double t0, t_client = 0, t_server = 0, t;
+    int rc;
+
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(insert_help, stdout);
+        return CLI_OK;
+    }
+    cpath = cli_opt(&a, "--client");
+    spath = cli_opt(&a, "--server");
+    if (cli_opt_long(&a, "--first-id", 0, 0x7fffffffffffffffL, 0, &first) ||
+        cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
+        cli_opt_long(&a, "--batch", 1, 100000000, 10000, &batch))
+        return CLI_USAGE;
+    cli_opt(&a, "--passphrase-env"); /* consumed by load_both */
+    file = cli_positional(&a, 0);
+    if (!cpath || !spath || !file) {
+        cli_error("insert needs --client, --server and FILE (see --help)");
+        return CLI_USAGE;
+    }
+    if (cli_check_unused(&a))
+        return CLI_USAGE;
+    rc = mess_vecs_read_f32(file, &x, &n, &dim);
+    if (rc != MESS_OK)
+        return fail("cannot read", file, rc);
+    rc = load_both(&a, cpath, spath, &c, &s);
+    if (rc != CLI_OK) {
+        mess_vecs_free(x);
+        return rc;
+    }
+    mess_client_params(c, &p);
+    if (dim != p.dim) {
+        cli_error("'%s' has dimension %zu, the index expects %u", file, dim, p.dim);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    ids = (uint64_t *)malloc((n ? n : 1) * sizeof *ids);
+    if (!ids) {
+        rc = fail("insert", NULL, MESS_ENOMEM);
+        goto done;
+    }
+    for (i = 0; i < n; i++)
+        ids[i] = (uint64_t)first + i;
+    t0 = now_s();
+    for (i = 0; i < n; i += (size_t)batch) {
+        size_t m = n - i < (size_t)batch ? n - i : (size_t)batch, len;
+        uint8_t *buf;
+        t = now_s();
+        rc = mess_client_upload(c, ids + i, x + i * dim, m, (unsigned)threads, &buf, &len);
+        t_client += now_s() - t;
+        if (rc != MESS_OK) {
+            rc = fail("client upload", NULL, rc);
+            goto done;
+        }
+        t = now_s();
+        rc = mess_server_apply_upload(s, buf, len, (unsigned)threads);
+        t_server += now_s() - t;
+        mess_buf_free(buf);
+        bytes += len;
+        if (rc != MESS_OK) {
+            if (rc == MESS_EINVAL)
+                cli_error("server refused the upload: an id in [%zu, %zu) is already stored",
+                          (size_t)first + i, (size_t)first + i + m);
+            else
+                fail("server apply", NULL, rc);
+            rc = CLI_FAIL;
+            goto done;
+        }
+        progress("inserted", i + m, n);
+    }
+    t = now_s() - t0;
+    rc = save_both(&a, c, cpath, s, spath);
+    if (rc == CLI_OK)
+        printf("{\"items\":%zu,\"entries\":%zu,\"upload_bytes\":%zu,"
+               "\"client_seconds\":%.3f,\"server_seconds\":%.3f,\"seconds\":%.3f,"
+               "\"entries_per_s\":%.1f}\n",
+               n, n * p.per_item, bytes, t_client, t_server, t,
+               t > 0 ? (double)(n * p.per_item) / t : 0.0);
+done:
+    free(ids);
+    mess_vecs_free(x);
+    mess_client_free(c);
+    mess_server_free(s);
+    return rc;
+}
+
+static const char query_help[] =
+    "usage: mess query --client C --server S FILE -k K --pool B [options]\n"
+    "\n"
+    "Runs every query of FILE through request -> server search -> finish and\n"
+    "reports the exact bytes exchanged and the time each side spent.\n"
+    "\n"
+    "  -k K            results per query (10)\n"
+    "  --pool B        total candidate pool over all shards (required)\n"
+    "  --out F.ivecs   write the top-k ids per query\n"
+    "  --gt F.ivecs    ground truth: also report recall@k\n"
+    "  --threads N     server fan-out threads (1)\n"
+    "\n"
+    "The client state is saved afterwards: its memo cache holds the permanent\n"
+    "reports, so repeating a query later reuses them (averaging defence).\n"
+    "Last line: {\"queries\",\"k\",\"pool\",\"mean_request_bytes\",\n"
+    "\"mean_response_bytes\",\"mean_candidates\",\"mean_unique_candidates\",\n"
+    "\"server_ms_per_query\",\"client_ms_per_query\",\"auth_failures\",...}.\n";
+
+int cli_cmd_query(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *cpath, *spath, *file, *outp, *gtp;
+    long k, pool, threads;
+    mess_client *c = NULL;
+    mess_server *s = NULL;
+    mess_params p;
+    float *q = NULL, *dists = NULL;
+    int32_t *gt = NULL, *out = NULL;
+    uint64_t *ids = NULL;
+    size_t n, dim, gn = 0, gk = 0, i, hits = 0, auth = 0, memo_hits = 0;
+    double req_b = 0, resp_b = 0, cand = 0, uniq = 0, t_srv = 0, t_cli = 0;
+    int rc;
+
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(query_help, stdout);
+        return CLI_OK;
+    }
+    cpath = cli_opt(&a, "--client");
+    spath = cli_opt(&a, "--server");
+    outp = cli_opt(&a, "--out");
+    gtp = cli_opt(&a, "--gt");
+    if (cli_opt_long(&a, "-k", 1, 100000, 10, &k) ||
+        cli_opt_long(&a, "--pool", 0, (long)MESS_MAX_BUDGET * MESS_MAX_SHARDS, 0, &pool) ||
+        cli_opt_long(&a, "--threads", 1, 256, 1, &threads))
+        return CLI_USAGE;
+    cli_opt(&a, "--passphrase-env");
+    file = cli_positional(&a, 0);
+    if (!cpath || !spath || !file || pool <= 0) {
+        cli_error("query needs --client, --server, --pool B and FILE (see --help)");
+        return CLI_USAGE;
+    }
+    if (cli_check_unused(&a))
+        return CLI_USAGE;
+    rc = mess_vecs_read_f32(file, &q, &n, &dim);
+    if (rc != MESS_OK)
+        return fail("cannot read", file, rc);
+    if (gtp) {
+        rc = mess_ivecs_read(gtp, &gt, &gn, &gk);
+        if (rc != MESS_OK) {
+            mess_vecs_free(q);
+            return fail("cannot read", gtp, rc);
+        }
+        if (gn != n || gk < (size_t)k) {
+            cli_error("'%s' has %zu rows of %zu ids; need %zu rows of at least %ld",
+                      gtp, gn, gk, n, k);
+            mess_vecs_free(q);
+            mess_vecs_free(gt);
+            return CLI_FAIL;
+        }
+    }
+    rc = load_both(&a, cpath, spath, &c, &s);
+    if (rc != CLI_OK)
+        goto done;
+    mess_client_params(c, &p);
+    if (dim != p.dim) {
+        cli_error("'%s' has dimension %zu, the index expects %u", file, dim, p.dim);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    ids = (uint64_t *)malloc((size_t)k * sizeof *ids);
+    dists = (float *)malloc((size_t)k * sizeof *dists);
+    out = (int32_t *)calloc(n ? n * (size_t)k : 1, sizeof *out);
+    if (!ids || !dists || !out) {
+        rc = fail("query", NULL, MESS_ENOMEM);
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        mess_query *qs;
+        uint8_t *req, *resp;
+        size_t req_len, resp_len, got, j;
+        mess_finish_stats st;
+        double t0 = now_s(), t1, t2;
+        rc = mess_client_request(c, q + i * dim, (size_t)pool, &qs, &req, &req_len);
+        if (rc != MESS_OK) {
+            rc = fail("client request", NULL, rc);
+            goto done;
+        }
+        t1 = now_s();
+        rc = mess_server_search(s, req, req_len, (unsigned)threads, &resp, &resp_len);
+        t2 = now_s();
+        mess_buf_free(req);
+        if (rc != MESS_OK) {
+            mess_query_free(qs);
+            rc = fail("server search", NULL, rc);
+            goto done;
+        }
+        rc = mess_client_finish(c, qs, resp, resp_len, (size_t)k, ids, dists, &got, &st);
+        t_cli += (t1 - t0) + (now_s() - t2);
+        t_srv += t2 - t1;
+        mess_buf_free(resp);
+        mess_query_free(qs);
+        if (rc != MESS_OK) {
+            rc = fail("client finish", NULL, rc);
+            goto done;
+        }
+        req_b += (double)req_len;
+        resp_b += (double)resp_len;
+        cand += (double)st.candidates;
+        uniq += (double)st.unique;
+        auth += st.auth_failures;
+        memo_hits += (size_t)st.memo_hit;
+        for (j = 0; j < (size_t)k; j++)
+            out[i * (size_t)k + j] = j < got ? (int32_t)ids[j] : -1;
+        if (gt) {
+            size_t g, r;
+            for (g = 0; g < (size_t)k; g++)
+                for (r = 0; r < got; r++)
+                    if ((uint64_t)(uint32_t)gt[i * gk + g] == ids[r]) {
+                        hits++;
+                        break;
+                    }
+        }
+        progress("queries", i + 1, n);
+    }
+    if (outp && (rc = mess_ivecs_write(outp, out, n, (size_t)k)) != MESS_OK) {
+        rc = fail("cannot write", outp, rc);
+        goto done;
+    }
+    rc = save_both(&a, c, cpath, NULL, NULL);
+    if (rc != CLI_OK)
+        goto done;
+    printf("{\"queries\":%zu,\"k\":%ld,\"pool\":%ld,\"mean_request_bytes\":%.1f,"
+           "\"mean_response_bytes\":%.1f,\"mean_bytes_per_query\":%.1f,"
+           "\"mean_candidates\":%.2f,\"mean_unique_candidates\":%.2f,"
+           "\"server_ms_per_query\":%.4f,\"client_ms_per_query\":%.4f,"
+           "\"auth_failures\":%zu,\"memo_hits\":%zu",
+           n, k, pool, n ? req_b / n : 0.0, n ? resp_b / n : 0.0,
+           n ? (req_b + resp_b) / n : 0.0, n ? cand / n : 0.0,
+           n ? uniq / n : 0.0, n ? 1e3 * t_srv / n : 0.0,
+           n ? 1e3 * t_cli / n : 0.0, auth, memo_hits);
+    if (gt)
+        printf(",\"recall\":%.4f", n ? (double)hits / ((double)n * k) : 0.0);
+    printf("}\n");
+    rc = CLI_OK;
+done:
+    mess_vecs_free(q);
+    mess_vecs_free(gt);
+    free(ids);
+    free(dists);
+    free(out);
+    mess_client_free(c);
+    mess_server_free(s);
+    return rc;
+}
+
+static const char delete_help[] =
+    "usage: mess delete --client C --server S --ids ID[,ID...]\n"
+    "\n"
+    "Marks the items deleted in every shard that holds them (they still route\n"
+    "searches but are never returned); `mess compact` removes them.\n";
+
+static int parse_ids(const char *s, uint64_t **ids, size_t *n)
+{
+    size_t cap = 16, k = 0;
+    uint64_t *v = (uint64_t *)malloc(cap * sizeof *v);
+    if (!v)
+        return -1;
+    while (*s) {
+        char *end;
+        unsigned long long x;
+        if (*s < '0' || *s > '9')
+            break;
+        x = strtoull(s, &end, 10);
+        if (end == s)
+            break;
+        if (k == cap) {
+            uint64_t *w = (uint64_t *)realloc(v, 2 * cap * sizeof *v);
+            if (!w)
+                break;
+            v = w;
+            cap *= 2;
+        }
+        v[k++] = (uint64_t)x;
+        s = end;
+        if (*s == ',')
+            s++;
+        else if (*s)
+            break;
+    }
+    if (*s || k == 0) {
+        free(v);
+        return -1;
+    }
+    *ids = v;
+    *n = k;
+    return 0;
+}
+
+int cli_cmd_delete(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *cpath, *spath, *list;
+    mess_client *c;
+    mess_server *s;
+    uint64_t *ids;
+    uint8_t *buf;
+    size_t n, len, missing;
+    mess_params p;
+    int rc;
+
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(delete_help, stdout);
+        return CLI_OK;
+    }
+    cpath = cli_opt(&a, "--client");
+    spath = cli_opt(&a, "--server");
+    list = cli_opt(&a, "--ids");
+    cli_opt(&a, "--passphrase-env");
+    if (!cpath || !spath || !list) {
+        cli_error("delete needs --client, --server and --ids (see --help)");
+        return CLI_USAGE;
+    }
+    if (cli_check_unused(&a))
+        return CLI_USAGE;
+    if (parse_ids(list, &ids, &n) != 0) {
+        cli_error("--ids: expected a comma-separated list of non-negative integers");
+        return CLI_USAGE;
+    }
+    rc = load_both(&a, cpath, spath, &c, &s);
+    if (rc != CLI_OK) {
+        free(ids);
+        return rc;
+    }
+    rc = mess_client_delete(c, ids, n, &buf, &len);
+    if (rc == MESS_OK) {
+        rc = mess_server_apply_delete(s, buf, len, &missing);
+        mess_buf_free(buf);
+    }
+    if (rc != MESS_OK) {
+        rc = rc == MESS_EINVAL ? (cli_error("--ids: an id is repeated"), CLI_USAGE)
+                               : fail("delete", NULL, rc);
+    } else {
+        rc = save_both(&a, NULL, NULL, s, spath);
+        mess_client_params(c, &p);
+        if (rc == CLI_OK)
+            printf("{\"ids\":%zu,\"entries\":%zu,\"missing_entries\":%zu,\"delete_bytes\":%zu}\n",
+                   n, n * p.per_item, missing, len);
+    }
+    free(ids);
+    mess_client_free(c);
+    mess_server_free(s);
+    return rc;
+}
+
+static const char compact_help[] =
+    "usage: mess compact --server S [--threads N]\n"
+    "\n"
+    "Rebuilds every shard without its deleted entries and saves the server.\n";
+
+static int print_stats(const mess_server *s, const char *lead)
+{
+    mess_server_stats st;
+    mess_params p;
+    mess_server_stats_get(s, &st);
+    mess_server_params(s, &p);
+    printf("{%s\"entries\":%zu,\"live\":%zu,\"deleted\":%zu,\"bytes\":%zu,"
+           "\"bytes_per_entry\":%.1f,\"min_shard\":%zu,\"max_shard\":%zu,"
+           "\"dim\":%u,\"shards\":%u,\"per_item\":%u,\"bits\":%u,"
+           "\"p_store\":%.6g,\"p_prr\":%.6g,\"p_irr\":%.6g,\"hnsw_m\":%u,"
+           "\"ef_construction\":%u,\"ef_search\":%u,\"payload_bytes\":%zu}\n",
+           lead, st.entries, st.live, st.deleted, st.bytes,
+           st.entries ? (double)st.bytes / (double)st.entries : 0.0,
+           st.entries ? st.min_shard : 0, st.max_shard, p.dim, p.shards,
+           p.per_item, p.kappa, p.p_store, p.p_prr, p.p_irr, p.hnsw_m,
+           p.ef_construction, p.ef_search, mess_payload_size(&p));
+    return CLI_OK;
+}
+
+int cli_cmd_compact(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *spath;
+    long threads;
+    mess_server *s;
+    int rc;
+
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(compact_help, stdout);
+        return CLI_OK;
+    }
+    spath = cli_opt(&a, "--server");
+    if (cli_opt_long(&a, "--threads", 1, 256, 1, &threads))
+        return CLI_USAGE;
+    if (!spath) {
+        cli_error("compact needs --server (see --help)");
+        return CLI_USAGE;
+    }
+    if (cli_check_unused(&a))
+        return CLI_USAGE;
+    rc = mess_server_load(spath, NULL, &s);
+    if (rc != MESS_OK)
+        return fail("cannot load server state", spath, rc);
+    rc = mess_server_compact(s, (unsigned)threads);
+    if (rc == MESS_OK)
+        rc = mess_server_save(s, spath);
+    if (rc != MESS_OK) {
+        mess_server_free(s);
+        return fail("compact", spath, rc);
+    }
+    print_stats(s, "\"compacted\":true,");
+    mess_server_free(s);
+    return CLI_OK;
+}
+
+static const char info_help[] =
+    "usage: mess info --server S\n"
+    "\n"
+    "Prints what the server holds, which is all it can see: the public\n"
+    "parameters, and per shard the perturbed codes, opaque labels, graph\n"
+    "links and equal-length ciphertexts.  No id, vector, key or clean code.\n";
+
+int cli_cmd_info(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *spath;
+    mess_server *s;
+    int rc;
+
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(info_help, stdout);
+        return CLI_OK;
+    }
+    spath = cli_opt(&a, "--server");
+    if (!spath) {
+        cli_error("info needs --server (see --help)");
+        return CLI_USAGE;
+    }
+    if (cli_check_unused(&a))
+        return CLI_USAGE;
+    rc = mess_server_load(spath, NULL, &s);
+    if (rc != MESS_OK)
+        return fail("cannot load server state", spath, rc);
+    print_stats(s, "");
+    mess_server_free(s);
+    return CLI_OK;
+}

@@ -1,0 +1,1425 @@
+/*
+ * mess.c - the MESS protocol (paper section 4, Figure 6): client and server
+ * state, insert, delete, query, compaction and the two state files.
+ *
+ * Key schedule (libsodium crypto_kdf from the 32-byte master key):
+ *   context "MESSaead" id j : AEAD key of shard j
+ *   context "MESSlabl" id j : label PRF key of shard j
+ *   context "MESSrout" id 0 : Route PRF key
+ *   context "MESSnonc" id 0 : synthetic-nonce key (payload.h)
+ *   context "MESSmemo" id 0 : key of the PRR memo cache
+ *   context "MESScoin" id 0 : randomized-response seed (deterministic mode)
+ *   context "MESShash" id 0 : IsoHash training seed
+ */
+#include <math.h>
+#include <sodium.h>
+
+#include "hnsw_bin.h"
+#include "isohash.h"
+#include "lshrr.h"
+#include "parallel.h"
+#include "payload.h"
+#include "rng.h"
+#include "statefile.h"
+#include "wire.h"
+
+#define KEY_BYTES 32
+#define DEFAULT_MEMO_CAPACITY 4096
+#define CLIENT_BODY_VERSION 1
+#define SERVER_BODY_VERSION 1
+
+/* Domains separating the deterministic-mode coin streams. */
+enum coin_domain { COIN_STORE = 1, COIN_QUERY = 2 };
+
+struct client_keys {
+    uint8_t master[KEY_BYTES];
+    uint8_t route[KEY_BYTES];
+    uint8_t nonce[KEY_BYTES];
+    uint8_t memo[KEY_BYTES];
+    uint8_t coin[KEY_BYTES];
+    uint8_t hash[KEY_BYTES];
+    uint8_t shard[]; /* M x (aead[32] | label[32]) */
+};
+
+struct mess_client {
+    mess_params p;
+    struct client_keys *keys; /* sodium_malloc'd, wiped on free */
+    size_t keys_len;
+    struct isohash *hash;
+    struct lshrr_memo *memo;
+    int deterministic;        /* coins from a ChaCha20 stream keyed by keys->coin */
+    uint64_t op_counter;      /* separates deterministic streams per operation */
+};
+
+struct shard_store {
+    struct hnsw *graph;
+    uint8_t *entries; /* node i's ciphertext at i * entry_bytes */
+    size_t cap;       /* entries allocated (in entries) */
+};
+
+struct mess_server {
+    mess_params p;
+    size_t entry_bytes;
+    struct shard_store *shards;
+};
+
+struct mess_query {
+    float *q;
+    uint8_t request_id[WIRE_REQUEST_ID_BYTES];
+    uint16_t *budgets;
+    int memo_hit;
+};
+
+/* ------------------------------------------------------------------------
+ * Keys
+ * ---------------------------------------------------------------------- */
+
+static const uint8_t *aead_key(const mess_client *c, uint32_t j)
+{
+    return c->keys->shard + (size_t)j * 2 * KEY_BYTES;
+}
+
+static const uint8_t *label_key(const mess_client *c, uint32_t j)
+{
+    return c->keys->shard + (size_t)j * 2 * KEY_BYTES + KEY_BYTES;
+}
+
+/* Allocates the key block and derives every subkey from keys->master,
+ * which the caller fills first through the returned pointer. */
+static int keys_alloc(mess_client *c)
+{
+    c->keys_len = sizeof(struct client_keys) + (size_t)c->p.shards * 2 * KEY_BYTES;
+    c->keys = (struct client_keys *)sodium_malloc(c->keys_len);
+    if (!c->keys)
+        return MESS_ENOMEM;
+    sodium_memzero(c->keys, c->keys_len);
+    return MESS_OK;
+}
+
+static void keys_derive(mess_client *c)
+{
+    struct client_keys *k = c->keys;
+    uint32_t j;
+    crypto_kdf_derive_from_key(k->route, KEY_BYTES, 0, "MESSrout", k->master);
+    crypto_kdf_derive_from_key(k->nonce, KEY_BYTES, 0, "MESSnonc", k->master);
+    crypto_kdf_derive_from_key(k->memo, KEY_BYTES, 0, "MESSmemo", k->master);
+    crypto_kdf_derive_from_key(k->coin, KEY_BYTES, 0, "MESScoin", k->master);
+    crypto_kdf_derive_from_key(k->hash, KEY_BYTES, 0, "MESShash", k->master);
+    for (j = 0; j < c->p.shards; j++) {
+        crypto_kdf_derive_from_key(k->shard + (size_t)j * 2 * KEY_BYTES,
+                                   KEY_BYTES, j, "MESSaead", k->master);
+        crypto_kdf_derive_from_key(k->shard + (size_t)j * 2 * KEY_BYTES + KEY_BYTES,
+                                   KEY_BYTES, j, "MESSlabl", k->master);
+    }
+}
+
+/* Label of item id in shard j: 64 bits of BLAKE2b under the shard's label
+ * key, so labels of one item are unrelated across shards and the client
+ * needs no table to delete (paper section 4.1). */
+static uint64_t item_label(const mess_client *c, uint32_t j, uint64_t id)
+{
+    uint8_t msg[8], out[8];
+    mess_store_u64(msg, id);
+    crypto_generichash(out, sizeof out, msg, sizeof msg, label_key(c, j),
+                       KEY_BYTES);
+    return mess_load_u64(out);
+}
+
+/* Route(id, M, t): the first t entries of a permutation of [M] drawn by
+ * Fisher-Yates from a ChaCha20 stream keyed by the route key with the id as
+ * nonce: a keyed PRF, independent of the data (section 4.1).  Rejection
+ * sampling keeps every permutation equally likely. */
+static void route(const mess_client *c, uint64_t id, uint32_t *out)
+{
+    uint32_t perm[MESS_MAX_SHARDS], M = c->p.shards, t = c->p.per_item, i;
+    uint8_t nonce[crypto_stream_chacha20_NONCEBYTES], block[256];
+    uint64_t counter = 0;
+    size_t used = sizeof block;
+
+    mess_store_u64(nonce, id);
+    for (i = 0; i < M; i++)
+        perm[i] = i;
+    for (i = 0; i < t; i++) {
+        uint32_t range = M - i, limit = UINT32_MAX - UINT32_MAX % range, r;
+        do {
+            if (used == sizeof block) {
+                crypto_stream_chacha20_xor_ic(block, (const uint8_t *)memset(block, 0, sizeof block),
+                                              sizeof block, nonce, counter,
+                                              c->keys->route);
+                counter += sizeof block / 64;
+                used = 0;
+            }
+            r = mess_load_u32(block + used);
+            used += 4;
+        } while (r >= limit);
+        r = i + r % range;
+        {
+            uint32_t tmp = perm[i];
+            perm[i] = perm[r];
+            perm[r] = tmp;
+        }
+        out[i] = perm[i];
+    }
+}
+
+/* Stream id of a deterministic-mode coin stream: unique per (operation,
+ * domain, item, shard). */
+static uint64_t coin_stream(uint64_t op, enum coin_domain d, uint64_t id,
+                            uint32_t shard)
+{
+    uint8_t msg[24], out[8];
+    mess_store_u64(msg, op);
+    mess_store_u32(msg + 8, (uint32_t)d);
+    mess_store_u32(msg + 12, shard);
+    mess_store_u64(msg + 16, id);
+    crypto_generichash(out, sizeof out, msg, sizeof msg, NULL, 0);
+    return mess_load_u64(out);
+}
+
+static void coins_init(const mess_client *c, struct mess_rng *r, uint64_t op,
+                       enum coin_domain d, uint64_t id, uint32_t shard)
+{
+    mess_rng_init(r, c->deterministic ? c->keys->coin : NULL,
+                  coin_stream(op, d, id, shard));
+}
+
+/* ------------------------------------------------------------------------
+ * Client lifecycle
+ * ---------------------------------------------------------------------- */
+
+void mess_client_free(mess_client *c)
+{
+    if (!c)
+        return;
+    if (c->keys)
+        sodium_free(c->keys); /* wipes */
+    isohash_free(c->hash);
+    lshrr_memo_free(c->memo);
+    free(c);
+}
+
+int mess_client_params(const mess_client *c, mess_params *out)
+{
+    if (!c || !out)
+        return MESS_EINVAL;
+    *out = c->p;
+    return MESS_OK;
+}
+
+static int client_alloc(const mess_params *p, mess_client **out)
+{
+    mess_client *c;
+    int rc;
+    if (sodium_init() < 0)
+        return MESS_ECRYPTO;
+    rc = mess_params_check(p);
+    if (rc != MESS_OK)
+        return rc;
+    c = (mess_client *)calloc(1, sizeof *c);
+    if (!c)
+        return MESS_ENOMEM;
+    c->p = *p;
+    rc = keys_alloc(c);
+    if (rc != MESS_OK) {
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return MESS_OK;
+}
+
+int mess_client_new(const mess_params *p, const float *train, size_t n,
+                    const uint8_t *seed, size_t memo_capacity,
+                    unsigned threads, mess_client **out)
+{
+    struct isohash_params hp;
+    mess_client *c;
+    int rc;
+
+    if (!p || !train || n == 0 || !out)
+        return MESS_EINVAL;
+    *out = NULL;
+    rc = client_alloc(p, &c);
+    if (rc != MESS_OK)
+        return rc;
+    if (seed) {
+        static const uint8_t domain[] = "libmess deterministic master key";
+        crypto_generichash(c->keys->master, KEY_BYTES, domain, sizeof domain,
+                           seed, 32);
+        c->deterministic = 1;
+    } else {
+        randombytes_buf(c->keys->master, KEY_BYTES);
+    }
+    keys_derive(c);
+
+    memset(&hp, 0, sizeof hp);
+    hp.dim = p->dim;
+    hp.kappa = p->kappa;
+    hp.shards = p->shards;
+    hp.sample = p->train_sample;
+    hp.tol = 0.0;     /* library default */
+    hp.max_iter = 0;  /* library default */
+    hp.threads = threads;
+    memcpy(hp.seed, c->keys->hash, 32);
+    rc = isohash_train(&hp, train, n, &c->hash);
+    sodium_memzero(hp.seed, sizeof hp.seed);
+    if (rc == MESS_OK)
+        rc = lshrr_memo_new(memo_capacity ? memo_capacity : DEFAULT_MEMO_CAPACITY,
+                            p->shards, p->kappa, c->keys->memo, &c->memo);
+    if (rc != MESS_OK) {
+        mess_client_free(c);
+        return rc;
+    }
+    *out = c;
+    return MESS_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Upload
+ * ---------------------------------------------------------------------- */
+
+/* Records of one shard, sorted by label: upload order then carries no
+ * linkage across shards. */
+struct label_rec {
+    uint64_t label;
+    size_t item;
+};
+
+static int label_rec_cmp(const void *a, const void *b)
+{
+    const struct label_rec *x = (const struct label_rec *)a;
+    const struct label_rec *y = (const struct label_rec *)b;
+    return x->label < y->label ? -1 : x->label > y->label;
+}
+
+struct shard_upload {
+    mess_client *c;
+    const uint64_t *ids;
+    const float *vectors;
+    struct label_rec **recs;  /* per shard, sorted by label */
+    size_t *counts;           /* per shard */
+    size_t *offset;           /* per shard: first record index in output */
+    uint8_t *out;
+    size_t rec_bytes;
+    uint64_t op;
+};
+
+/* Encodes every record of shard j: hash the shard's items in one sgemm,
+ * perturb each code with fresh coins (p_D), seal each payload. */
+static int upload_shard(void *ctx, size_t jj, unsigned worker)
+{
+    struct shard_upload *u = (struct shard_upload *)ctx;
+    mess_client *c = u->c;
+    const mess_params *p = &c->p;
+    uint32_t j = (uint32_t)jj, words = params_words(p);
+    size_t n = u->counts[j], i, code_bytes = wire_code_bytes(p);
+    float *x = NULL;
+    uint64_t *codes = NULL;
+    uint8_t *plain = NULL;
+    int rc = MESS_OK;
+    (void)worker;
+
+    if (n == 0)
+        return MESS_OK;
+    x = (float *)mess_malloc_array(n, (size_t)p->dim * sizeof(float));
+    codes = (uint64_t *)mess_malloc_array(n, (size_t)words * 8);
+    plain = (uint8_t *)malloc(payload_plain_bytes(p));
+    if (!x || !codes || !plain) {
+        rc = MESS_ENOMEM;
+        goto done;
+    }
+    for (i = 0; i < n; i++)
+        memcpy(x + i * p->dim, u->vectors + u->recs[j][i].item * p->dim,
+               (size_t)p->dim * sizeof(float));
+    rc = isohash_hash(c->hash, j, x, n, codes);
+    if (rc != MESS_OK)
+        goto done;
+    for (i = 0; i < n; i++) {
+        const struct label_rec *lr = &u->recs[j][i];
+        uint8_t *rec = u->out + (u->offset[j] + i) * u->rec_bytes;
+        uint8_t fresh[PAYLOAD_FRESH_BYTES];
+        struct mess_rng rng;
+        uint64_t *code = codes + i * words;
+
+        coins_init(c, &rng, u->op, COIN_STORE, u->ids[lr->item], j);
+        rc = lshrr_flip(&rng, code, p->kappa, p->p_store);
+        mess_rng_bytes(&rng, fresh, sizeof fresh);
+        mess_rng_wipe(&rng);
+        if (rc != MESS_OK)
+            goto done;
+        mess_store_u32(rec, j);
+        mess_store_u64(rec + 4, lr->label);
+        wire_store_code(rec + 12, words, code);
+        payload_seal(p, aead_key(c, j), c->keys->nonce, j, u->ids[lr->item],
+                     u->vectors + lr->item * p->dim, fresh, plain,
+                     rec + 12 + code_bytes);
+    }
+done:
+    if (x)
+        sodium_memzero(x, n * p->dim * sizeof(float));
+    if (codes)
+        sodium_memzero(codes, n * words * 8);
+    free(x);
+    free(codes);
+    if (plain)
+        sodium_memzero(plain, payload_plain_bytes(p));
+    free(plain);
+    return rc;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* MESS_EINVAL if ids has a repeated value. */
+static int ids_distinct(const uint64_t *ids, size_t n)
+{
+    uint64_t *s;
+    size_t i;
+    int rc = MESS_OK;
+    if (n < 2)
+        return MESS_OK;
+    s = (uint64_t *)mess_malloc_array(n, sizeof *s);
+    if (!s)
+        return MESS_ENOMEM;
+    memcpy(s, ids, n * sizeof *s);
+    qsort(s, n, sizeof *s, cmp_u64);
+    for (i = 1; i < n; i++)
+        if (s[i] == s[i - 1])
+            rc = MESS_EINVAL;
+    free(s);
+    return rc;
+}
+
+int mess_client_upload(mess_client *c, const uint64_t *ids,
+                       const float *vectors, size_t n, unsigned threads,
+                       uint8_t **buf, size_t *len)
+{
+    struct shard_upload u;
+    struct mess_wr w;
+    uint32_t M, t, j, route_buf[MESS_MAX_SHARDS];
+    size_t i, total, rec_bytes, *fill = NULL;
+    uint8_t *body;
+    int rc;
+
+    if (!c || (!ids && n) || (!vectors && n) || !buf || !len)
+        return MESS_EINVAL;
+    *buf = NULL;
+    *len = 0;
+    rc = ids_distinct(ids, n);
+    if (rc != MESS_OK)
+        return rc;
+    M = c->p.shards;
+    t = c->p.per_item;
+    memset(&u, 0, sizeof u);
+    u.c = c;
+    u.ids = ids;
+    u.vectors = vectors;
+    u.op = c->op_counter++;
+    rec_bytes = wire_upload_record_bytes(&c->p);
+    u.rec_bytes = rec_bytes;
+    if (mess_mul_size(n, t, &total) != MESS_OK ||
+        mess_mul_size(total, rec_bytes, &total) != MESS_OK)
+        return MESS_ELIMIT;
+
+    u.recs = (struct label_rec **)calloc(M, sizeof *u.recs);
+    u.counts = (size_t *)calloc(M, sizeof *u.counts);
+    u.offset = (size_t *)calloc(M, sizeof *u.offset);
+    fill = (size_t *)calloc(M, sizeof *fill);
+    if (!u.recs || !u.counts || !u.offset || !fill) {
+        rc = MESS_ENOMEM;
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        route(c, ids[i], route_buf);
+        for (j = 0; j < t; j++)
+            u.counts[route_buf[j]]++;
+    }
+    for (j = 0; j < M; j++) {
+        u.recs[j] = (struct label_rec *)mess_malloc_array(u.counts[j] ? u.counts[j] : 1,
+                                                          sizeof **u.recs);
+        if (!u.recs[j]) {
+            rc = MESS_ENOMEM;
+            goto done;
+        }
+        if (j > 0)
+            u.offset[j] = u.offset[j - 1] + u.counts[j - 1];
+    }
+    for (i = 0; i < n; i++) {
+        route(c, ids[i], route_buf);
+        for (j = 0; j < t; j++) {
+            uint32_t s = route_buf[j];
+            u.recs[s][fill[s]].label = item_label(c, s, ids[i]);
+            u.recs[s][fill[s]].item = i;
+            fill[s]++;
+        }
+    }
+    for (j = 0; j < M; j++) {
+        qsort(u.recs[j], u.counts[j], sizeof **u.recs, label_rec_cmp);
+        for (i = 1; i < u.counts[j]; i++)
+            if (u.recs[j][i].label == u.recs[j][i - 1].label) {
+                rc = MESS_ELIMIT; /* a 64-bit label collision: astronomically rare */
+                goto done;
+            }
+    }
+
+    mess_wr_init(&w);
+    wire_header(&w, WIRE_UPLOAD, &c->p);
+    mess_wr_u64(&w, (uint64_t)(n * t));
+    body = mess_wr_reserve(&w, total);
+    if (!body) {
+        rc = w.err;
+        mess_wr_free(&w);
+        goto done;
+    }
+    u.out = body;
+    rc = parallel_for(M, threads, upload_shard, &u);
+    if (rc != MESS_OK) {
+        mess_wr_free(&w);
+        goto done;
+    }
+    *buf = w.p;
+    *len = w.len;
+done:
+    if (u.recs)
+        for (j = 0; j < M; j++)
+            free(u.recs[j]);
+    free(u.recs);
+    free(u.counts);
+    free(u.offset);
+    free(fill);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Delete
+ * ---------------------------------------------------------------------- */
+
+struct del_rec {
+    uint32_t shard;
+    uint64_t label;
+};
+
+static int del_rec_cmp(const void *a, const void *b)
+{
+    const struct del_rec *x = (const struct del_rec *)a;
+    const struct del_rec *y = (const struct del_rec *)b;
+    if (x->shard != y->shard)
+        return x->shard < y->shard ? -1 : 1;
+    return x->label < y->label ? -1 : x->label > y->label;
+}
+
+int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
+                       uint8_t **buf, size_t *len)
+{
+    struct del_rec *recs;
+    struct mess_wr w;
+    uint32_t route_buf[MESS_MAX_SHARDS], j, t;
+    size_t i, k = 0, total;
+    int rc;
+
+    if (!c || (!ids && n) || !buf || !len)
+        return MESS_EINVAL;
+    *buf = NULL;
+    *len = 0;
+    rc = ids_distinct(ids, n);
+    if (rc != MESS_OK)
+        return rc;
+    t = c->p.per_item;
+    if (mess_mul_size(n, t, &total) != MESS_OK)
+        return MESS_ELIMIT;
+    recs = (struct del_rec *)mess_malloc_array(total ? total : 1, sizeof *recs);
+    if (!recs)
+        return MESS_ENOMEM;
+    for (i = 0; i < n; i++) {
+        route(c, ids[i], route_buf);
+        for (j = 0; j < t; j++, k++) {
+            recs[k].shard = route_buf[j];
+            recs[k].label = item_label(c, route_buf[j], ids[i]);
+        }
+    }
+    qsort(recs, total, sizeof *recs, del_rec_cmp);
+    mess_wr_init(&w);
+    wire_header(&w, WIRE_DELETE, &c->p);
+    mess_wr_u64(&w, (uint64_t)total);
+    for (k = 0; k < total; k++) {
+        mess_wr_u32(&w, recs[k].shard);
+        mess_wr_u64(&w, recs[k].label);
+    }
+    free(recs);
+    if (w.err) {
+        rc = w.err;
+        mess_wr_free(&w);
+        return rc;
+    }
+    *buf = w.p;
+    *len = w.len;
+    return MESS_OK;
+}
+
+void mess_buf_free(uint8_t *buf)
+{
+    free(buf);
+}
+
+/* ------------------------------------------------------------------------
+ * Query request and finish (client)
+ * ---------------------------------------------------------------------- */
+
+void mess_query_free(mess_query *q)
+{
+    if (!q)
+        return;
+    free(q->q);
+    free(q->budgets);
+    free(q);
+}
+
+int mess_client_request(mess_client *c, const float *qv, size_t pool,
+                        mess_query **q_out, uint8_t **req, size_t *req_len)
+{
+    const mess_params *p;
+    mess_query *q = NULL;
+    struct mess_rng rng;
+    struct mess_wr w;
+    uint64_t *clean = NULL, *report = NULL;
+    uint8_t *dst;
+    uint32_t j, words;
+    size_t i;
+    int rc;
+
+    if (!c || !qv || !q_out || !req || !req_len || pool == 0)
+        return MESS_EINVAL;
+    *q_out = NULL;
+    *req = NULL;
+    *req_len = 0;
+    p = &c->p;
+    if (pool > (size_t)MESS_MAX_BUDGET * p->shards)
+        return MESS_ELIMIT;
+    for (i = 0; i < p->dim; i++)
+        if (!isfinite(qv[i]))
+            return MESS_EINVAL;
+    words = params_words(p);
+    q = (mess_query *)calloc(1, sizeof *q);
+    clean = (uint64_t *)mess_malloc_array((size_t)p->shards * words, 8);
+    report = (uint64_t *)mess_malloc_array((size_t)p->shards * words, 8);
+    if (!q || !clean || !report) {
+        rc = MESS_ENOMEM;
+        goto fail;
+    }
+    q->q = (float *)mess_malloc_array(p->dim, sizeof(float));
+    q->budgets = (uint16_t *)mess_malloc_array(p->shards, sizeof(uint16_t));
+    if (!q->q || !q->budgets) {
+        rc = MESS_ENOMEM;
+        goto fail;
+    }
+    memcpy(q->q, qv, (size_t)p->dim * sizeof(float));
+
+    rc = isohash_hash_all(c->hash, qv, clean);
+    if (rc != MESS_OK)
+        goto fail;
+    coins_init(c, &rng, c->op_counter++, COIN_QUERY, 0, 0);
+    rc = lshrr_query_report(c->memo, &rng, qv, p->dim, clean, p->p_prr,
+                            p->p_irr, report, &q->memo_hit);
+    /* The request id and the rotation of the pool split are fresh coins,
+     * independent of the clean query (access-pattern theorem, 5.2.3). */
+    mess_rng_bytes(&rng, q->request_id, sizeof q->request_id);
+    wire_split_pool(p->shards, pool, mess_rng_u32(&rng) % p->shards, q->budgets);
+    mess_rng_wipe(&rng);
+    if (rc != MESS_OK)
+        goto fail;
+
+    mess_wr_init(&w);
+    wire_header(&w, WIRE_REQUEST, p);
+    mess_wr_bytes(&w, q->request_id, sizeof q->request_id);
+    for (j = 0; j < p->shards; j++) {
+        uint8_t b[2];
+        b[0] = (uint8_t)q->budgets[j];
+        b[1] = (uint8_t)(q->budgets[j] >> 8);
+        mess_wr_bytes(&w, b, 2);
+    }
+    dst = mess_wr_reserve(&w, (size_t)p->shards * wire_code_bytes(p));
+    if (dst)
+        for (j = 0; j < p->shards; j++)
+            wire_store_code(dst + (size_t)j * wire_code_bytes(p), words,
+                            report + (size_t)j * words);
+    if (w.err) {
+        rc = w.err;
+        mess_wr_free(&w);
+        goto fail;
+    }
+    sodium_memzero(clean, (size_t)p->shards * words * 8);
+    free(clean);
+    free(report);
+    *q_out = q;
+    *req = w.p;
+    *req_len = w.len;
+    return MESS_OK;
+fail:
+    if (clean)
+        sodium_memzero(clean, (size_t)p->shards * words * 8);
+    free(clean);
+    free(report);
+    mess_query_free(q);
+    return rc;
+}
+
+/* Exact distance for the rerank (smaller is closer for every metric). */
+static float rerank_distance(const mess_params *p, const float *q,
+                             const float *x)
+{
+    double acc = 0.0, qq = 0.0, xx = 0.0;
+    uint32_t i;
+    switch (p->metric) {
+    case MESS_METRIC_IP:
+        for (i = 0; i < p->dim; i++)
+            acc += (double)q[i] * x[i];
+        return (float)-acc;
+    case MESS_METRIC_COSINE:
+        for (i = 0; i < p->dim; i++) {
+            acc += (double)q[i] * x[i];
+            qq += (double)q[i] * q[i];
+            xx += (double)x[i] * x[i];
+        }
+        if (qq <= 0.0 || xx <= 0.0)
+            return 1.0f;
+        return (float)(1.0 - acc / sqrt(qq * xx));
+    default:
+        for (i = 0; i < p->dim; i++) {
+            double d = (double)q[i] - x[i];
+            acc += d * d;
+        }
+        return (float)acc;
+    }
+}
+
+struct scored {
+    uint64_t id;
+    float dist;
+};
+
+static int scored_by_id(const void *a, const void *b)
+{
+    const struct scored *x = (const struct scored *)a, *y = (const struct scored *)b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->dist < y->dist ? -1 : x->dist > y->dist;
+}
+
+static int scored_by_dist(const void *a, const void *b)
+{
+    const struct scored *x = (const struct scored *)a, *y = (const struct scored *)b;
+    if (x->dist != y->dist)
+        return x->dist < y->dist ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int mess_client_finish(mess_client *c, const mess_query *q,
+                       const uint8_t *resp, size_t resp_len, size_t k,
+                       uint64_t *ids, float *dists, size_t *n_out,
+                       mess_finish_stats *stats)
+{
+    const mess_params *p;
+    struct mess_rd r;
+    const uint8_t *rid;
+    struct scored *cand = NULL;
+    uint8_t *plain = NULL;
+    float *x = NULL;
+    size_t entry_bytes, total = 0, ncand = 0, i, uniq;
+    mess_finish_stats st;
+    uint32_t j;
+    int rc;
+
+    if (!c || !q || !resp || !n_out || (k && (!ids || !dists)))
+        return MESS_EINVAL;
+    *n_out = 0;
+    memset(&st, 0, sizeof st);
+    st.memo_hit = q->memo_hit;
+    p = &c->p;
+    entry_bytes = payload_entry_bytes(p);
+    mess_rd_init(&r, resp, resp_len);
+    rc = wire_check_header(&r, WIRE_RESPONSE, p);
+    if (rc != MESS_OK)
+        goto out;
+    rid = mess_rd_take(&r, WIRE_REQUEST_ID_BYTES);
+    if (!rid) {
+        rc = MESS_EFORMAT;
+        goto out;
+    }
+    if (sodium_memcmp(rid, q->request_id, WIRE_REQUEST_ID_BYTES) != 0) {
+        rc = MESS_EAUTH; /* a response to another request (e.g. a replay) */
+        goto out;
+    }
+    /* First pass: the shape must be exactly what was asked for. */
+    {
+        struct mess_rd s = r;
+        for (j = 0; j < p->shards; j++) {
+            uint8_t b[2];
+            uint32_t count;
+            if (mess_rd_bytes(&s, b, 2)) {
+                rc = MESS_EFORMAT;
+                goto out;
+            }
+            count = (uint32_t)b[0] | (uint32_t)b[1] << 8;
+            if (count > q->budgets[j] || !mess_rd_take(&s, (size_t)count * entry_bytes)) {
+                rc = MESS_EFORMAT;
+                goto out;
+            }
+            total += count;
+        }
+        if (mess_rd_left(&s) != 0) {
+            rc = MESS_EFORMAT;
+            goto out;
+        }
+    }
+    cand = (struct scored *)mess_malloc_array(total ? total : 1, sizeof *cand);
+    plain = (uint8_t *)malloc(payload_plain_bytes(p));
+    x = (float *)mess_malloc_array(p->dim, sizeof(float));
+    if (!cand || !plain || !x) {
+        rc = MESS_ENOMEM;
+        goto out;
+    }
+    for (j = 0; j < p->shards; j++) {
+        uint8_t b[2];
+        uint32_t count, e;
+        mess_rd_bytes(&r, b, 2);
+        count = (uint32_t)b[0] | (uint32_t)b[1] << 8;
+        for (e = 0; e < count; e++) {
+            const uint8_t *entry = mess_rd_take(&r, entry_bytes);
+            uint64_t id;
+            if (payload_open(p, aead_key(c, j), j, entry, plain, &id, x) != MESS_OK) {
+                st.auth_failures++;
+                continue;
+            }
+            cand[ncand].id = id;
+            cand[ncand].dist = rerank_distance(p, q->q, x);
+            ncand++;
+        }
+    }
+    st.candidates = total;
+    /* dedupe by id, keeping the smallest distance */
+    qsort(cand, ncand, sizeof *cand, scored_by_id);
+    for (i = 0, uniq = 0; i < ncand; i++)
+        if (uniq == 0 || cand[i].id != cand[uniq - 1].id)
+            cand[uniq++] = cand[i];
+    st.unique = uniq;
+    qsort(cand, uniq, sizeof *cand, scored_by_dist);
+    for (i = 0; i < k && i < uniq; i++) {
+        ids[i] = cand[i].id;
+        dists[i] = cand[i].dist;
+    }
+    *n_out = i;
+    rc = (total > 0 && ncand == 0) ? MESS_EAUTH : MESS_OK;
+out:
+    if (stats)
+        *stats = st;
+    if (plain)
+        sodium_memzero(plain, payload_plain_bytes(p));
+    free(plain);
+    free(x);
+    free(cand);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Server
+ * ---------------------------------------------------------------------- */
+
+static struct hnsw_params graph_params(const mess_params *p, uint32_t shard)
+{
+    struct hnsw_params hp;
+    memset(&hp, 0, sizeof hp);
+    hp.bits = p->kappa;
+    hp.m = p->hnsw_m;
+    hp.ef_construction = p->ef_construction;
+    hp.seed = 0x4d455353u + shard; /* public: level draws need no secrecy */
+    return hp;
+}
+
+void mess_server_free(mess_server *s)
+{
+    uint32_t j;
+    if (!s)
+        return;
+    if (s->shards)
+        for (j = 0; j < s->p.shards; j++) {
+            hnsw_free(s->shards[j].graph);
+            free(s->shards[j].entries);
+        }
+    free(s->shards);
+    free(s);
+}
+
+int mess_server_params(const mess_server *s, mess_params *out)
+{
+    if (!s || !out)
+        return MESS_EINVAL;
+    *out = s->p;
+    return MESS_OK;
+}
+
+static int server_alloc(const mess_params *p, int with_graphs, mess_server **out)
+{
+    mess_server *s;
+    uint32_t j;
+    int rc;
+    if (sodium_init() < 0)
+        return MESS_ECRYPTO;
+    rc = mess_params_check(p);
+    if (rc != MESS_OK)
+        return rc;
+    s = (mess_server *)calloc(1, sizeof *s);
+    if (!s)
+        return MESS_ENOMEM;
+    s->p = *p;
+    s->entry_bytes = payload_entry_bytes(p);
+    s->shards = (struct shard_store *)calloc(p->shards, sizeof *s->shards);
+    if (!s->shards) {
+        free(s);
+        return MESS_ENOMEM;
+    }
+    for (j = 0; with_graphs && j < p->shards; j++) {
+        struct hnsw_params hp = graph_params(p, j);
+        rc = hnsw_new(&hp, &s->shards[j].graph);
+        if (rc != MESS_OK) {
+            mess_server_free(s);
+            return rc;
+        }
+    }
+    *out = s;
+    return MESS_OK;
+}
+
+int mess_server_new(const mess_params *p, mess_server **out)
+{
+    if (!p || !out)
+        return MESS_EINVAL;
+    *out = NULL;
+    return server_alloc(p, 1, out);
+}
+
+/* Makes room for `more` ciphertexts in shard j. */
+static int store_reserve(mess_server *s, struct shard_store *st, size_t more)
+{
+    size_t need = hnsw_count(st->graph) + more, cap, bytes;
+    uint8_t *q;
+    if (need <= st->cap)
+        return MESS_OK;
+    cap = st->cap ? st->cap : 64;
+    while (cap < need)
+        cap *= 2;
+    if (mess_mul_size(cap, s->entry_bytes, &bytes) != MESS_OK)
+        return MESS_ELIMIT;
+    q = (uint8_t *)realloc(st->entries, bytes);
+    if (!q)
+        return MESS_ENOMEM;
+    st->entries = q;
+    st->cap = cap;
+    return MESS_OK;
+}
+
+struct apply_job {
+    mess_server *s;
+    const uint8_t *recs;
+    size_t rec_bytes;
+    size_t *start; /* M + 1: records of shard j are [start[j], start[j+1]) */
+};
+
+static int apply_shard(void *ctx, size_t jj, unsigned worker)
+{
+    struct apply_job *a = (struct apply_job *)ctx;
+    mess_server *s = a->s;
+    struct shard_store *st = &s->shards[jj];
+    uint32_t words = params_words(&s->p);
+    size_t i, code_bytes = wire_code_bytes(&s->p);
+    uint64_t code[MESS_MAX_BITS / 64];
+    (void)worker;
+
+    for (i = a->start[jj]; i < a->start[jj + 1]; i++) {
+        const uint8_t *rec = a->recs + i * a->rec_bytes;
+        uint32_t node;
+        int rc;
+        wire_load_code(rec + 12, words, code);
+        rc = hnsw_add(st->graph, code, mess_load_u64(rec + 4), &node);
+        if (rc != MESS_OK)
+            return rc;
+        memcpy(st->entries + (size_t)node * s->entry_bytes, rec + 12 + code_bytes,
+               s->entry_bytes);
+    }
+    return MESS_OK;
+}
+
+int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
+                             unsigned threads)
+{
+    struct apply_job a;
+    struct mess_rd r;
+    uint64_t n;
+    size_t i, bytes;
+    uint32_t prev_shard = 0;
+    uint64_t prev_label = 0;
+    int rc;
+
+    if (!s || !buf)
+        return MESS_EINVAL;
+    mess_rd_init(&r, buf, len);
+    rc = wire_check_header(&r, WIRE_UPLOAD, &s->p);
+    if (rc != MESS_OK)
+        return rc;
+    if (mess_rd_u64(&r, &n))
+        return MESS_EFORMAT;
+    a.s = s;
+    a.rec_bytes = wire_upload_record_bytes(&s->p);
+    if (n > SIZE_MAX || mess_mul_size((size_t)n, a.rec_bytes, &bytes) != MESS_OK ||
+        bytes != mess_rd_left(&r))
+        return MESS_EFORMAT;
+    a.recs = mess_rd_take(&r, bytes);
+    a.start = (size_t *)calloc((size_t)s->p.shards + 1, sizeof *a.start);
+    if (!a.start)
+        return MESS_ENOMEM;
+    /* Validate everything before changing anything: records strictly
+     * ordered by (shard, label), shards in range, labels not stored yet. */
+    for (i = 0; i < n; i++) {
+        const uint8_t *rec = a.recs + i * a.rec_bytes;
+        uint32_t shard = mess_load_u32(rec);
+        uint64_t label = mess_load_u64(rec + 4);
+        if (shard >= s->p.shards ||
+            (i > 0 && (shard < prev_shard || (shard == prev_shard && label <= prev_label)))) {
+            free(a.start);
+            return MESS_EFORMAT;
+        }
+        if (hnsw_find(s->shards[shard].graph, label, NULL) == MESS_OK) {
+            free(a.start);
+            return MESS_EINVAL; /* already stored */
+        }
+        a.start[shard + 1]++;
+        prev_shard = shard;
+        prev_label = label;
+    }
+    for (i = 0; i < s->p.shards; i++)
+        a.start[i + 1] += a.start[i];
+    for (i = 0; i < s->p.shards; i++) {
+        rc = store_reserve(s, &s->shards[i], a.start[i + 1] - a.start[i]);
+        if (rc != MESS_OK) {
+            free(a.start);
+            return rc;
+        }
+    }
+    rc = parallel_for(s->p.shards, threads, apply_shard, &a);
+    free(a.start);
+    return rc;
+}
+
+int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
+                             size_t *missing)
+{
+    struct mess_rd r;
+    const uint8_t *recs;
+    uint64_t n;
+    size_t i, bytes, miss = 0;
+    int rc;
+
+    if (missing)
+        *missing = 0;
+    if (!s || !buf)
+        return MESS_EINVAL;
+    mess_rd_init(&r, buf, len);
+    rc = wire_check_header(&r, WIRE_DELETE, &s->p);
+    if (rc != MESS_OK)
+        return rc;
+    if (mess_rd_u64(&r, &n))
+        return MESS_EFORMAT;
+    if (n > SIZE_MAX ||
+        mess_mul_size((size_t)n, wire_delete_record_bytes(), &bytes) != MESS_OK ||
+        bytes != mess_rd_left(&r))
+        return MESS_EFORMAT;
+    recs = mess_rd_take(&r, bytes);
+    for (i = 0; i < n; i++)
+        if (mess_load_u32(recs + i * 12) >= s->p.shards)
+            return MESS_EFORMAT;
+    for (i = 0; i < n; i++) {
+        const uint8_t *rec = recs + i * 12;
+        rc = hnsw_delete(s->shards[mess_load_u32(rec)].graph, mess_load_u64(rec + 4));
+        if (rc == MESS_ENOTFOUND)
+            miss++;
+        else if (rc != MESS_OK)
+            return rc;
+    }
+    if (missing)
+        *missing = miss;
+    return MESS_OK;
+}
+
+struct search_job {
+    const mess_server *s;
+    const struct wire_request *req;
+    struct hnsw_scratch **scratch; /* per worker */
+    struct hnsw_hit **hits;        /* per shard, budget entries */
+    size_t *found;                 /* per shard */
+};
+
+static int search_shard(void *ctx, size_t jj, unsigned worker)
+{
+    struct search_job *sj = (struct search_job *)ctx;
+    const mess_server *s = sj->s;
+    uint32_t j = (uint32_t)jj, words = params_words(&s->p);
+    uint32_t budget = wire_request_budget(sj->req, j);
+    uint64_t code[MESS_MAX_BITS / 64];
+    size_t ef;
+
+    sj->found[j] = 0;
+    if (budget == 0)
+        return MESS_OK;
+    wire_load_code(sj->req->codes + (size_t)j * wire_code_bytes(&s->p), words, code);
+    ef = s->p.ef_search > budget ? s->p.ef_search : budget;
+    return hnsw_search(s->shards[j].graph, sj->scratch[worker], code, budget, ef,
+                       sj->hits[j], &sj->found[j]);
+}
+
+int mess_server_search(const mess_server *s, const uint8_t *req,
+                       size_t req_len, unsigned threads, uint8_t **resp,
+                       size_t *resp_len)
+{
+    struct wire_request rq;
+    struct search_job sj;
+    struct mess_wr w;
+    uint32_t j, M;
+    unsigned t;
+    size_t total = 0;
+    int rc;
+
+    if (!s || !req || !resp || !resp_len)
+        return MESS_EINVAL;
+    *resp = NULL;
+    *resp_len = 0;
+    rc = wire_request_parse(&s->p, req, req_len, &rq);
+    if (rc != MESS_OK)
+        return rc;
+    M = s->p.shards;
+    if (threads == 0)
+        threads = 1;
+    if (threads > M)
+        threads = M;
+    memset(&sj, 0, sizeof sj);
+    sj.s = s;
+    sj.req = &rq;
+    sj.scratch = (struct hnsw_scratch **)calloc(threads, sizeof *sj.scratch);
+    sj.hits = (struct hnsw_hit **)calloc(M, sizeof *sj.hits);
+    sj.found = (size_t *)calloc(M, sizeof *sj.found);
+    if (!sj.scratch || !sj.hits || !sj.found) {
+        rc = MESS_ENOMEM;
+        goto done;
+    }
+    for (t = 0; t < threads; t++)
+        if ((rc = hnsw_scratch_new(&sj.scratch[t])) != MESS_OK)
+            goto done;
+    for (j = 0; j < M; j++) {
+        uint32_t b = wire_request_budget(&rq, j);
+        sj.hits[j] = (struct hnsw_hit *)mess_malloc_array(b ? b : 1, sizeof **sj.hits);
+        if (!sj.hits[j]) {
+            rc = MESS_ENOMEM;
+            goto done;
+        }
+    }
+    rc = parallel_for(M, threads, search_shard, &sj);
+    if (rc != MESS_OK)
+        goto done;
+    for (j = 0; j < M; j++)
+        total += sj.found[j];
+    mess_wr_init(&w);
+    wire_header(&w, WIRE_RESPONSE, &s->p);
+    mess_wr_bytes(&w, rq.request_id, WIRE_REQUEST_ID_BYTES);
+    for (j = 0; j < M; j++) {
+        size_t e;
+        uint8_t b[2], *dst;
+        b[0] = (uint8_t)sj.found[j];
+        b[1] = (uint8_t)(sj.found[j] >> 8);
+        mess_wr_bytes(&w, b, 2);
+        dst = mess_wr_reserve(&w, sj.found[j] * s->entry_bytes);
+        for (e = 0; dst && e < sj.found[j]; e++)
+            memcpy(dst + e * s->entry_bytes,
+                   s->shards[j].entries + (size_t)sj.hits[j][e].node * s->entry_bytes,
+                   s->entry_bytes);
+    }
+    (void)total;
+    if (w.err) {
+        rc = w.err;
+        mess_wr_free(&w);
+        goto done;
+    }
+    *resp = w.p;
+    *resp_len = w.len;
+done:
+    if (sj.scratch)
+        for (t = 0; t < threads; t++)
+            hnsw_scratch_free(sj.scratch[t]);
+    if (sj.hits)
+        for (j = 0; j < M; j++)
+            free(sj.hits[j]);
+    free(sj.scratch);
+    free(sj.hits);
+    free(sj.found);
+    return rc;
+}
+
+static int compact_shard(void *ctx, size_t jj, unsigned worker)
+{
+    mess_server *s = (mess_server *)ctx;
+    struct shard_store *st = &s->shards[jj];
+    struct hnsw *fresh = NULL;
+    size_t n = hnsw_count(st->graph), i, live;
+    uint32_t *map;
+    uint8_t *entries;
+    int rc;
+    (void)worker;
+
+    if (hnsw_deleted(st->graph) == 0)
+        return MESS_OK;
+    map = (uint32_t *)mess_malloc_array(n ? n : 1, sizeof *map);
+    if (!map)
+        return MESS_ENOMEM;
+    rc = hnsw_compact(st->graph, &fresh, map);
+    if (rc != MESS_OK) {
+        free(map);
+        return rc;
+    }
+    live = hnsw_count(fresh);
+    entries = (uint8_t *)mess_malloc_array(live ? live : 1, s->entry_bytes);
+    if (!entries) {
+        hnsw_free(fresh);
+        free(map);
+        return MESS_ENOMEM;
+    }
+    for (i = 0; i < n; i++)
+        if (map[i] != UINT32_MAX)
+            memcpy(entries + (size_t)map[i] * s->entry_bytes,
+                   st->entries + i * s->entry_bytes, s->entry_bytes);
+    free(map);
+    hnsw_free(st->graph);
+    free(st->entries);
+    st->graph = fresh;
+    st->entries = entries;
+    st->cap = live ? live : 1;
+    return MESS_OK;
+}
+
+int mess_server_compact(mess_server *s, unsigned threads)
+{
+    if (!s)
+        return MESS_EINVAL;
+    return parallel_for(s->p.shards, threads, compact_shard, s);
+}
+
+int mess_server_stats_get(const mess_server *s, mess_server_stats *out)
+{
+    uint32_t j;
+    if (!s || !out)
+        return MESS_EINVAL;
+    memset(out, 0, sizeof *out);
+    out->min_shard = SIZE_MAX;
+    out->bytes = sizeof *s + (size_t)s->p.shards * sizeof *s->shards;
+    for (j = 0; j < s->p.shards; j++) {
+        const struct shard_store *st = &s->shards[j];
+        size_t live = hnsw_live(st->graph);
+        out->entries += hnsw_count(st->graph);
+        out->live += live;
+        out->deleted += hnsw_deleted(st->graph);
+        out->bytes += hnsw_bytes(st->graph) + st->cap * s->entry_bytes;
+        if (live < out->min_shard)
+            out->min_shard = live;
+        if (live > out->max_shard)
+            out->max_shard = live;
+    }
+    return MESS_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * State files
+ *
+ * Client body: u32 version | u8 deterministic | u64 op counter |
+ *              master key[32] | isohash | memo cache
+ * Server body: u32 version | per shard: graph | u64 n | n x entry
+ * ---------------------------------------------------------------------- */
+
+int mess_client_save(const mess_client *c, const char *path,
+                     const char *passphrase)
+{
+    struct mess_wr w;
+    int rc;
+    if (!c || !path)
+        return MESS_EINVAL;
+    mess_wr_init(&w);
+    mess_wr_u32(&w, CLIENT_BODY_VERSION);
+    mess_wr_u8(&w, (uint8_t)c->deterministic);
+    mess_wr_u64(&w, c->op_counter);
+    mess_wr_bytes(&w, c->keys->master, KEY_BYTES);
+    rc = isohash_serialize(c->hash, &w);
+    if (rc == MESS_OK)
+        rc = lshrr_memo_serialize(c->memo, &w);
+    if (rc == MESS_OK)
+        rc = w.err;
+    if (rc == MESS_OK)
+        rc = statefile_write(path, STATEFILE_CLIENT, &c->p, w.p, w.len,
+                             passphrase, 0600);
+    if (w.p)
+        sodium_memzero(w.p, w.len);
+    mess_wr_free(&w);
+    return rc;
+}
+
+int mess_client_load(const char *path, const char *passphrase,
+                     mess_client **out)
+{
+    mess_params p;
+    mess_client *c = NULL;
+    uint8_t *raw = NULL, det;
+    size_t raw_len = 0;
+    struct mess_rd r;
+    uint32_t version;
+    int rc;
+
+    if (!path || !out)
+        return MESS_EINVAL;
+    *out = NULL;
+    rc = statefile_read(path, STATEFILE_CLIENT, passphrase, &p, &raw, &raw_len);
+    if (rc != MESS_OK)
+        return rc;
+    rc = client_alloc(&p, &c);
+    if (rc != MESS_OK)
+        goto done;
+    mess_rd_init(&r, raw, raw_len);
+    rc = MESS_EFORMAT;
+    if (mess_rd_u32(&r, &version) || mess_rd_u8(&r, &det) ||
+        mess_rd_u64(&r, &c->op_counter) ||
+        mess_rd_bytes(&r, c->keys->master, KEY_BYTES))
+        goto done;
+    if (version != CLIENT_BODY_VERSION) {
+        rc = MESS_EVERSION;
+        goto done;
+    }
+    if (det > 1)
+        goto done;
+    c->deterministic = det;
+    keys_derive(c);
+    rc = isohash_deserialize(&r, &c->hash);
+    if (rc == MESS_OK)
+        rc = lshrr_memo_deserialize(&r, c->keys->memo, &c->memo);
+    if (rc != MESS_OK)
+        goto done;
+    if (mess_rd_left(&r) != 0 || isohash_dim(c->hash) != p.dim ||
+        isohash_kappa(c->hash) != p.kappa || isohash_shards(c->hash) != p.shards) {
+        rc = MESS_EFORMAT;
+        goto done;
+    }
+    *out = c;
+    c = NULL;
+    rc = MESS_OK;
+done:
+    mess_client_free(c);
+    statefile_free_raw(raw, raw_len);
+    return rc;
+}
+
+int mess_server_save(const mess_server *s, const char *path)
+{
+    struct mess_wr w;
+    uint32_t j;
+    int rc = MESS_OK;
+    if (!s || !path)
+        return MESS_EINVAL;
+    mess_wr_init(&w);
+    mess_wr_u32(&w, SERVER_BODY_VERSION);
+    for (j = 0; j < s->p.shards && rc == MESS_OK; j++) {
+        size_t n = hnsw_count(s->shards[j].graph);
+        rc = hnsw_serialize(s->shards[j].graph, &w);
+        mess_wr_u64(&w, n);
+        mess_wr_bytes(&w, s->shards[j].entries, n * s->entry_bytes);
+    }
+    if (rc == MESS_OK)
+        rc = w.err;
+    if (rc == MESS_OK)
+        rc = statefile_write(path, STATEFILE_SERVER, &s->p, w.p, w.len, NULL, 0644);
+    mess_wr_free(&w);
+    return rc;
+}
+
+int mess_server_load(const char *path, const mess_params *expect,
+                     mess_server **out)
+{
+    mess_params p;
+    mess_server *s = NULL;
+    uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    struct mess_rd r;
+    uint32_t version, j;
+    uint8_t fa[MESS_FINGERPRINT_BYTES], fb[MESS_FINGERPRINT_BYTES];
+    int rc;
+
+    if (!path || !out)
+        return MESS_EINVAL;
+    *out = NULL;
+    rc = statefile_read(path, STATEFILE_SERVER, NULL, &p, &raw, &raw_len);
+    if (rc != MESS_OK)
+        return rc;
+    if (expect) {
+        params_fingerprint(&p, fa);
+        params_fingerprint(expect, fb);
+        if (memcmp(fa, fb, sizeof fa) != 0) {
+            rc = MESS_EPARAM;
+            goto done;
+        }
+    }
+    rc = server_alloc(&p, 0, &s);
+    if (rc != MESS_OK)
+        goto done;
+    mess_rd_init(&r, raw, raw_len);
+    if (mess_rd_u32(&r, &version)) {
+        rc = MESS_EFORMAT;
+        goto done;
+    }
+    if (version != SERVER_BODY_VERSION) {
+        rc = MESS_EVERSION;
+        goto done;
+    }
+    for (j = 0; j < p.shards; j++) {
+        struct hnsw_params hp = graph_params(&p, j);
+        struct shard_store *st = &s->shards[j];
+        uint64_t n;
+        size_t bytes;
+        const uint8_t *src;
+        rc = hnsw_deserialize(&r, &hp, &st->graph);
+        if (rc != MESS_OK)
+            goto done;
+        rc = MESS_EFORMAT;
+        if (mess_rd_u64(&r, &n) || n != hnsw_count(st->graph) ||
+            mess_mul_size((size_t)n, s->entry_bytes, &bytes) != MESS_OK)
+            goto done;
+        src = mess_rd_take(&r, bytes);
+        if (!src)
+            goto done;
+        st->entries = (uint8_t *)malloc(bytes ? bytes : 1);
+        if (!st->entries) {
+            rc = MESS_ENOMEM;
+            goto done;
+        }
+        memcpy(st->entries, src, bytes);
+        st->cap = (size_t)n;
+    }
+    rc = mess_rd_left(&r) == 0 ? MESS_OK : MESS_EFORMAT;
+done:
+    if (rc == MESS_OK)
+        *out = s;
+    else
+        mess_server_free(s);
+    statefile_free_raw(raw, raw_len);
+    return rc;
+}
+
+int mess_client_codes(const mess_client *c, const float *x, uint64_t *codes)
+{
+    if (!c || !x || !codes)
+        return MESS_EINVAL;
+    return isohash_hash_all(c->hash, x, codes);
+}

@@ -1,0 +1,506 @@
+/*
+ * test_protocol.c - the MESS protocol end to end on the bundled real SIFT
+ * data: recall, insert after build, delete, save/load, and the privacy
+ * invariants of the design checked on the actual buffers.
+ */
+#include <math.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "../mess.h"
+#include "harness.h"
+
+/* A scaled-down configuration so the suite stays fast under ASan. */
+#define N_BASE 3000
+#define N_QUERY 60
+#define K 10
+
+static float *base, *queries, *train;
+static size_t n_base, n_query, n_train, dim;
+static int32_t *truth; /* exact L2 top-K of the first N_BASE base vectors */
+
+static const uint8_t seed[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
+                                 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+                                 25, 26, 27, 28, 29, 30, 31, 32};
+
+static void small_params(mess_params *p)
+{
+    mess_params_default(p, (uint32_t)dim);
+    p->shards = 16;
+    p->per_item = 4;
+    p->ef_construction = 100;
+    p->train_sample = 3000;
+}
+
+static float l2(const float *a, const float *b)
+{
+    double s = 0;
+    size_t i;
+    for (i = 0; i < dim; i++)
+        s += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    return (float)s;
+}
+
+static void exact_truth(void)
+{
+    size_t q, i, j;
+    truth = (int32_t *)malloc(n_query * K * sizeof *truth);
+    for (q = 0; q < n_query; q++) {
+        float best[K];
+        int32_t ids[K];
+        for (j = 0; j < K; j++) {
+            best[j] = INFINITY;
+            ids[j] = -1;
+        }
+        for (i = 0; i < n_base; i++) {
+            float d = l2(queries + q * dim, base + i * dim);
+            if (d < best[K - 1]) {
+                j = K - 1;
+                while (j > 0 && best[j - 1] > d) {
+                    best[j] = best[j - 1];
+                    ids[j] = ids[j - 1];
+                    j--;
+                }
+                best[j] = d;
+                ids[j] = (int32_t)i;
+            }
+        }
+        memcpy(truth + q * K, ids, sizeof ids);
+    }
+}
+
+static int load_data(void)
+{
+    size_t d2, d3;
+    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
+        mess_vecs_read_f32(DATA("sift/query.bvecs"), &queries, &n_query, &d2) ||
+        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d3) ||
+        d2 != dim || d3 != dim)
+        return -1;
+    if (n_base > N_BASE)
+        n_base = N_BASE;
+    if (n_query > N_QUERY)
+        n_query = N_QUERY;
+    exact_truth();
+    return 0;
+}
+
+static int build(const mess_params *p, const uint8_t *sd, mess_client **c,
+                 mess_server **s, size_t n)
+{
+    uint64_t *ids = (uint64_t *)malloc(n * sizeof *ids);
+    uint8_t *buf;
+    size_t len, i;
+    int rc;
+    for (i = 0; i < n; i++)
+        ids[i] = i;
+    rc = mess_client_new(p, train, n_train, sd, 0, 2, c);
+    if (rc == MESS_OK)
+        rc = mess_server_new(p, s);
+    if (rc == MESS_OK)
+        rc = mess_client_upload(*c, ids, base, n, 2, &buf, &len);
+    if (rc == MESS_OK) {
+        if (len != mess_upload_size(p, n))
+            rc = MESS_EFORMAT;
+        if (rc == MESS_OK)
+            rc = mess_server_apply_upload(*s, buf, len, 2);
+        mess_buf_free(buf);
+    }
+    free(ids);
+    return rc;
+}
+
+/* Runs one query through the three steps. */
+static int run_query(mess_client *c, const mess_server *s, const float *q,
+                     size_t pool, uint64_t *ids, float *d, size_t *got,
+                     mess_finish_stats *st)
+{
+    mess_query *qs;
+    uint8_t *req, *resp;
+    size_t rl, sl;
+    int rc = mess_client_request(c, q, pool, &qs, &req, &rl);
+    if (rc != MESS_OK)
+        return rc;
+    rc = mess_server_search(s, req, rl, 2, &resp, &sl);
+    mess_buf_free(req);
+    if (rc == MESS_OK) {
+        rc = mess_client_finish(c, qs, resp, sl, K, ids, d, got, st);
+        mess_buf_free(resp);
+    }
+    mess_query_free(qs);
+    return rc;
+}
+
+static double recall_at(mess_client *c, const mess_server *s, size_t pool)
+{
+    size_t q, hits = 0, got, i, j;
+    uint64_t ids[K];
+    float d[K];
+    mess_finish_stats st;
+    for (q = 0; q < n_query; q++) {
+        if (run_query(c, s, queries + q * dim, pool, ids, d, &got, &st) != MESS_OK)
+            return -1.0;
+        for (i = 0; i < K; i++)
+            for (j = 0; j < got; j++)
+                if ((uint64_t)truth[q * K + i] == ids[j]) {
+                    hits++;
+                    break;
+                }
+    }
+    return (double)hits / (double)(n_query * K);
+}
+
+static mess_client *g_client;
+static mess_server *g_server;
+static mess_params g_params;
+
+static void test_build_and_recall(void)
+{
+    double r_small, r_big;
+    small_params(&g_params);
+    CHECK_OK(build(&g_params, seed, &g_client, &g_server, n_base));
+    if (!g_server)
+        return;
+    r_small = recall_at(g_client, g_server, 80);
+    r_big = recall_at(g_client, g_server, 400);
+    printf("# recall@10 (N=%zu, M=16, t=4, p_D=0.08, p_q=0.08): B=80 %.3f, B=400 %.3f\n",
+           n_base, r_small, r_big);
+    CHECK(r_big >= r_small);
+    CHECK(r_big >= 0.85);
+}
+
+static void test_no_noise_recall(void)
+{
+    mess_params p;
+    mess_client *c = NULL;
+    mess_server *s = NULL;
+    double r;
+    small_params(&p);
+    p.p_store = p.p_prr = p.p_irr = 0.0;
+    CHECK_OK(build(&p, seed, &c, &s, n_base));
+    if (!s)
+        return;
+    r = recall_at(c, s, 200);
+    printf("# No-Noise recall@10 at B=200: %.3f\n", r);
+    CHECK(r >= 0.9);
+    mess_client_free(c);
+    mess_server_free(s);
+}
+
+/* Every record of an upload: shard | label | code | entry. */
+static size_t record_bytes(const mess_params *p)
+{
+    return 12 + p->kappa / 8 + mess_payload_size(p);
+}
+
+static int contains(const uint8_t *hay, size_t n, const void *needle, size_t m)
+{
+    size_t i;
+    for (i = 0; i + m <= n; i++)
+        if (memcmp(hay + i, needle, m) == 0)
+            return 1;
+    return 0;
+}
+
+static void test_upload_invariants(void)
+{
+    mess_params p = g_params;
+    uint64_t ids[50];
+    uint8_t *buf;
+    size_t len, i, rb = record_bytes(&p), n, flips = 0, bits = 0;
+    uint32_t words = p.kappa / 64;
+    uint64_t *clean = (uint64_t *)malloc((size_t)p.shards * words * 8);
+    double sigma;
+
+    for (i = 0; i < 50; i++)
+        ids[i] = 0x9e3779b97f4a7c15ull * (i + 1000); /* distinctive byte patterns */
+    CHECK_OK(mess_client_upload(g_client, ids, base + 100 * dim, 50, 1, &buf, &len));
+    n = (len - 32) / rb;
+    CHECK(n == 50 * p.per_item);
+    /* no id, no vector bytes in anything the server receives */
+    for (i = 0; i < 50; i++) {
+        uint8_t idb[8];
+        size_t b;
+        for (b = 0; b < 8; b++)
+            idb[b] = (uint8_t)(ids[i] >> (8 * b));
+        CHECK(!contains(buf, len, idb, 8));
+        CHECK(!contains(buf, len, base + (100 + i) * dim, 16));
+        CHECK(!contains(buf, len, base + (100 + i) * dim + dim / 2, 16));
+    }
+    /* records ordered by (shard, label): no item's t records sit together */
+    for (i = 1; i < n; i++) {
+        const uint8_t *a = buf + 32 + (i - 1) * rb, *b = buf + 32 + i * rb;
+        uint32_t sa = a[0] | a[1] << 8, sb = b[0] | b[1] << 8;
+        CHECK(sa < sb || (sa == sb && memcmp(a, b, 12) != 0));
+    }
+    /* stored bits flip at p_D against the clean codes: find each record's
+     * item by decrypt-free matching is impossible for the server; the test
+     * knows the plaintext, so it uploads one item at a time instead. */
+    free(buf);
+    for (i = 0; i < 200; i++) {
+        uint64_t id = 5000000 + i;
+        size_t r, w;
+        const float *x = base + (i % n_base) * dim;
+        CHECK_OK(mess_client_codes(g_client, x, clean));
+        CHECK_OK(mess_client_upload(g_client, &id, x, 1, 1, &buf, &len));
+        for (r = 0; r < p.per_item; r++) {
+            const uint8_t *rec = buf + 32 + r * rb;
+            uint32_t shard = rec[0] | rec[1] << 8;
+            for (w = 0; w < words; w++) {
+                uint64_t v = 0;
+                int b;
+                for (b = 7; b >= 0; b--)
+                    v = v << 8 | rec[12 + 8 * w + (size_t)b];
+                flips += (size_t)__builtin_popcountll(v ^ clean[shard * words + w]);
+            }
+            bits += p.kappa;
+            /* labels and ciphertexts of one item differ across its shards */
+            if (r > 0) {
+                const uint8_t *prev = buf + 32 + (r - 1) * rb;
+                CHECK(memcmp(prev + 4, rec + 4, 8) != 0);
+                CHECK(memcmp(prev + 12 + p.kappa / 8, rec + 12 + p.kappa / 8, 28) != 0);
+            }
+        }
+        free(buf);
+    }
+    sigma = sqrt(p.p_store * (1 - p.p_store) / (double)bits);
+    printf("# stored flip rate %.5f (p_D %.3f, 4 sigma %.5f, %zu bits)\n",
+           (double)flips / bits, p.p_store, 4 * sigma, bits);
+    CHECK(fabs((double)flips / bits - p.p_store) <= 4 * sigma);
+    free(clean);
+}
+
+static void test_request_invariants(void)
+{
+    mess_query *q1, *q2;
+    uint8_t *r1, *r2;
+    size_t l1, l2, i;
+    mess_params p = g_params;
+    size_t codes_off = 24 + 16 + 2 * p.shards;
+    /* a fresh query vector, never asked before */
+    float q[512];
+    for (i = 0; i < dim; i++)
+        q[i] = queries[(n_query - 1) * dim + i] + 1.0f;
+    CHECK_OK(mess_client_request(g_client, q, 500, &q1, &r1, &l1));
+    CHECK_OK(mess_client_request(g_client, q, 500, &q2, &r2, &l2));
+    CHECK(l1 == mess_request_size(&p) && l2 == l1);
+    /* the repeated query's request differs (fresh IRR coins, request id) */
+    CHECK(memcmp(r1 + codes_off, r2 + codes_off, l1 - codes_off) != 0);
+    CHECK(memcmp(r1 + 24, r2 + 24, 16) != 0);
+    /* no query bytes in the request */
+    CHECK(!contains(r1, l1, q, 16));
+    mess_buf_free(r1);
+    mess_buf_free(r2);
+    mess_query_free(q1);
+    mess_query_free(q2);
+    {
+        /* the permanent report is reused: the second finish says memo hit */
+        uint64_t ids[K];
+        float d[K];
+        size_t got;
+        mess_finish_stats st;
+        for (i = 0; i < dim; i++)
+            q[i] += 1.0f;
+        CHECK_OK(run_query(g_client, g_server, q, 100, ids, d, &got, &st));
+        CHECK(st.memo_hit == 0);
+        CHECK_OK(run_query(g_client, g_server, q, 100, ids, d, &got, &st));
+        CHECK(st.memo_hit == 1);
+    }
+}
+
+static void test_tampered_response(void)
+{
+    mess_query *qs;
+    uint8_t *req, *resp;
+    size_t rl, sl, got, cut;
+    uint64_t ids[K];
+    float d[K];
+    mess_finish_stats st;
+
+    CHECK_OK(mess_client_request(g_client, queries, 160, &qs, &req, &rl));
+    CHECK_OK(mess_server_search(g_server, req, rl, 1, &resp, &sl));
+    /* one flipped byte in an entry: that entry is dropped and counted */
+    resp[24 + 16 + 2 + 40] ^= 0x20;
+    CHECK_OK(mess_client_finish(g_client, qs, resp, sl, K, ids, d, &got, &st));
+    CHECK(st.auth_failures == 1);
+    CHECK(got == K);
+    resp[24 + 16 + 2 + 40] ^= 0x20;
+    /* a response to another request is refused */
+    resp[30] ^= 1;
+    CHECK_RC(mess_client_finish(g_client, qs, resp, sl, K, ids, d, &got, &st), MESS_EAUTH);
+    resp[30] ^= 1;
+    /* every truncation is refused without a crash */
+    for (cut = 0; cut < sl; cut += (cut < 200 ? 1 : 97))
+        CHECK(mess_client_finish(g_client, qs, resp, cut, K, ids, d, &got, &st) != MESS_OK);
+    CHECK_OK(mess_client_finish(g_client, qs, resp, sl, K, ids, d, &got, &st));
+    mess_buf_free(req);
+    mess_buf_free(resp);
+    mess_query_free(qs);
+}
+
+static void test_hostile_buffers(void)
+{
+    mess_server_stats before, after;
+    uint64_t id = 777777;
+    uint8_t *buf, *resp;
+    size_t len, cut, sl;
+    mess_query *qs;
+
+    mess_server_stats_get(g_server, &before);
+    CHECK_OK(mess_client_upload(g_client, &id, base, 1, 1, &buf, &len));
+    for (cut = 0; cut < len; cut += 3)
+        CHECK(mess_server_apply_upload(g_server, buf, cut, 1) != MESS_OK);
+    buf[32] = 0xff; /* shard out of range */
+    buf[33] = 0xff;
+    CHECK_RC(mess_server_apply_upload(g_server, buf, len, 1), MESS_EFORMAT);
+    mess_server_stats_get(g_server, &after);
+    CHECK(after.entries == before.entries);
+    mess_buf_free(buf);
+    /* requests: truncated, or for other parameters */
+    CHECK_OK(mess_client_request(g_client, queries, 100, &qs, &buf, &len));
+    for (cut = 0; cut < len; cut += 5)
+        CHECK(mess_server_search(g_server, buf, cut, 1, &resp, &sl) != MESS_OK);
+    buf[10] ^= 1; /* fingerprint */
+    CHECK_RC(mess_server_search(g_server, buf, len, 1, &resp, &sl), MESS_EPARAM);
+    mess_buf_free(buf);
+    mess_query_free(qs);
+}
+
+static void test_insert_delete_compact_persist(void)
+{
+    uint64_t new_ids[20], del_ids[10], ids[K];
+    float d[K];
+    size_t i, j, got, missing, len;
+    uint8_t *buf;
+    mess_finish_stats st;
+    mess_client *c2 = NULL;
+    mess_server *s2 = NULL;
+    char cp[64], sp[64];
+    int seen;
+
+    /* insert after build: new items are found by their own vectors */
+    for (i = 0; i < 20; i++)
+        new_ids[i] = 100000 + i;
+    CHECK_OK(mess_client_upload(g_client, new_ids, base + (n_base - 20) * dim, 20, 1, &buf, &len));
+    CHECK_OK(mess_server_apply_upload(g_server, buf, len, 1));
+    /* applying it twice is refused: the ids are stored already */
+    CHECK_RC(mess_server_apply_upload(g_server, buf, len, 1), MESS_EINVAL);
+    mess_buf_free(buf);
+    CHECK_OK(run_query(g_client, g_server, base + (n_base - 5) * dim, 200, ids, d, &got, &st));
+    CHECK(got > 0 && d[0] == 0.0f);
+
+    /* delete ten items that are their own nearest neighbours */
+    for (i = 0; i < 10; i++)
+        del_ids[i] = i * 7;
+    CHECK_OK(mess_client_delete(g_client, del_ids, 10, &buf, &len));
+    CHECK(len == mess_delete_size(&g_params, 10));
+    CHECK_OK(mess_server_apply_delete(g_server, buf, len, &missing));
+    CHECK(missing == 0);
+    CHECK_OK(mess_server_apply_delete(g_server, buf, len, &missing));
+    CHECK(missing == 10 * g_params.per_item);
+    mess_buf_free(buf);
+
+    snprintf(cp, sizeof cp, "/tmp/mess_test_c_%ld", (long)getpid());
+    snprintf(sp, sizeof sp, "/tmp/mess_test_s_%ld", (long)getpid());
+    for (j = 0; j < 3; j++) {
+        /* j = 0: live; 1: after save/load; 2: after compaction */
+        mess_client *c = j == 0 ? g_client : c2;
+        mess_server *s = j == 0 ? g_server : s2;
+        seen = 0;
+        for (i = 0; i < 10; i++) {
+            size_t r;
+            CHECK_OK(run_query(c, s, base + del_ids[i] * dim, 400, ids, d, &got, &st));
+            for (r = 0; r < got; r++)
+                seen += ids[r] == del_ids[i];
+        }
+        CHECK(seen == 0);
+        if (j == 0) {
+            CHECK_OK(mess_client_save(g_client, cp, NULL));
+            CHECK_OK(mess_server_save(g_server, sp));
+            CHECK_OK(mess_client_load(cp, NULL, &c2));
+            CHECK_OK(mess_server_load(sp, &g_params, &s2));
+            if (!c2 || !s2)
+                return;
+        } else if (j == 1) {
+            mess_server_stats stt;
+            CHECK_OK(mess_server_compact(s2, 2));
+            mess_server_stats_get(s2, &stt);
+            CHECK(stt.deleted == 0);
+        }
+    }
+    mess_client_free(c2);
+    mess_server_free(s2);
+    remove(cp);
+    remove(sp);
+}
+
+static void test_deterministic_roundtrip(void)
+{
+    /* Same seed: identical states; save/load: identical answers. */
+    mess_params p;
+    mess_client *a = NULL, *b = NULL, *c = NULL;
+    mess_server *sa = NULL, *sb = NULL, *sc = NULL;
+    uint64_t ia[K], ib[K];
+    float da[K], db[K];
+    size_t ga, gb, q;
+    mess_finish_stats st;
+    char cp[64], sp[64];
+
+    small_params(&p);
+    CHECK_OK(build(&p, seed, &a, &sa, 1000));
+    CHECK_OK(build(&p, seed, &b, &sb, 1000));
+    if (!sa || !sb)
+        return;
+    snprintf(cp, sizeof cp, "/tmp/mess_test_dc_%ld", (long)getpid());
+    snprintf(sp, sizeof sp, "/tmp/mess_test_ds_%ld", (long)getpid());
+    CHECK_OK(mess_client_save(b, cp, "pass phrase"));
+    CHECK_OK(mess_server_save(sb, sp));
+    CHECK_RC(mess_client_load(cp, NULL, &c), MESS_EPASS);
+    CHECK_RC(mess_client_load(sp, NULL, &c), MESS_EROLE);
+    CHECK_OK(mess_client_load(cp, "pass phrase", &c));
+    CHECK_OK(mess_server_load(sp, NULL, &sc));
+    if (!c || !sc)
+        return;
+    for (q = 0; q < 10; q++) {
+        CHECK_OK(run_query(a, sa, queries + q * dim, 200, ia, da, &ga, &st));
+        CHECK_OK(run_query(c, sc, queries + q * dim, 200, ib, db, &gb, &st));
+        CHECK(ga == gb && memcmp(ia, ib, ga * sizeof *ia) == 0);
+    }
+    /* other parameters: the server file is refused */
+    p.per_item = 5;
+    mess_server_free(sc);
+    sc = NULL;
+    CHECK_RC(mess_server_load(sp, &p, &sc), MESS_EPARAM);
+    mess_client_free(a);
+    mess_client_free(b);
+    mess_client_free(c);
+    mess_server_free(sa);
+    mess_server_free(sb);
+    remove(cp);
+    remove(sp);
+}
+
+int main(void)
+{
+    if (load_data() != 0) {
+        printf("cannot read datasets/sift (run from the repository root)\n");
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    RUN(test_build_and_recall);
+    RUN(test_no_noise_recall);
+    RUN(test_upload_invariants);
+    RUN(test_request_invariants);
+    RUN(test_tampered_response);
+    RUN(test_hostile_buffers);
+    RUN(test_insert_delete_compact_persist);
+    RUN(test_deterministic_roundtrip);
+    mess_client_free(g_client);
+    mess_server_free(g_server);
+    free(base);
+    free(queries);
+    free(train);
+    free(truth);
+    HARNESS_END();
+}
