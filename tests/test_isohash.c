@@ -1,0 +1,252 @@
+/*
+ * test_isohash.c - per-shard IsoHash on the bundled SIFT training set:
+ * orthogonal projections, equalised variances, reproducibility, shards that
+ * differ, Hamming distance that tracks angle, and hostile input.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "../isohash.h"
+#include "harness.h"
+
+static float *train, *base;
+static size_t n_train, n_base, dim;
+static struct isohash *h;
+static struct isohash_params hp;
+
+static void params(struct isohash_params *p, uint32_t kappa, uint32_t shards)
+{
+    memset(p, 0, sizeof *p);
+    p->dim = (uint32_t)dim;
+    p->kappa = kappa;
+    p->shards = shards;
+    p->threads = 2;
+    memset(p->seed, 0x5a, 32);
+}
+
+static void test_train(void)
+{
+    params(&hp, 128, 4);
+    CHECK_OK(isohash_train(&hp, train, n_train, &h));
+}
+
+static void test_projection_orthonormal(void)
+{
+    uint32_t j, a, b, r;
+    size_t stride;
+    double worst = 0;
+    for (j = 0; j < 4; j++) {
+        const float *P = isohash_projection(h, j, &stride);
+        for (a = 0; a < 128; a++)
+            for (b = a; b < 128; b++) {
+                double s = 0;
+                for (r = 0; r < dim; r++)
+                    s += (double)P[r * stride + a] * P[r * stride + b];
+                s -= a == b ? 1.0 : 0.0;
+                if (fabs(s) > worst)
+                    worst = fabs(s);
+            }
+    }
+    printf("# max |P^T P - I| = %.2e\n", worst);
+    CHECK(worst < 1e-5);
+}
+
+static void test_equal_variances(void)
+{
+    uint32_t j, i;
+    size_t s, stride;
+    for (j = 0; j < 4; j++) {
+        const float *P = isohash_projection(h, j, &stride);
+        double var[128], mean[128], avg = 0, worst = 0;
+        memset(var, 0, sizeof var);
+        memset(mean, 0, sizeof mean);
+        for (s = 0; s < n_train; s++)
+            for (i = 0; i < 128; i++) {
+                double y = 0;
+                size_t r;
+                for (r = 0; r < dim; r++)
+                    y += (double)train[s * dim + r] * P[r * stride + i];
+                mean[i] += y;
+                var[i] += y * y;
+            }
+        for (i = 0; i < 128; i++) {
+            mean[i] /= (double)n_train;
+            var[i] = var[i] / (double)n_train - mean[i] * mean[i];
+            avg += var[i] / 128;
+        }
+        for (i = 0; i < 128; i++)
+            if (fabs(var[i] - avg) / avg > worst)
+                worst = fabs(var[i] - avg) / avg;
+        printf("# shard %u: LP residual %.2e after %u iterations, measured max "
+               "|var - mean| / mean %.2e\n",
+               j, isohash_residual(h, j), isohash_iterations(h, j), worst);
+        CHECK(isohash_residual(h, j) <= ISOHASH_DEFAULT_TOL);
+        CHECK(worst <= 2 * ISOHASH_DEFAULT_TOL);
+    }
+}
+
+static void test_reproducible_and_distinct(void)
+{
+    struct isohash *again = NULL;
+    uint64_t a[2 * 64], b[2 * 64];
+    CHECK_OK(isohash_train(&hp, train, n_train, &again));
+    if (!again)
+        return;
+    CHECK_OK(isohash_hash(h, 1, base, 64, a));
+    CHECK_OK(isohash_hash(again, 1, base, 64, b));
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    /* shards differ */
+    CHECK_OK(isohash_hash(h, 2, base, 64, b));
+    CHECK(memcmp(a, b, sizeof a) != 0);
+    isohash_free(again);
+    /* another seed, another hash */
+    hp.seed[0] ^= 1;
+    CHECK_OK(isohash_train(&hp, train, n_train, &again));
+    if (again) {
+        CHECK_OK(isohash_hash(again, 1, base, 64, b));
+        CHECK(memcmp(a, b, sizeof a) != 0);
+        isohash_free(again);
+    }
+    hp.seed[0] ^= 1;
+}
+
+static void test_batch_matches_single(void)
+{
+    uint64_t batch[2 * 50], all[4 * 2];
+    size_t i, differ = 0;
+    uint32_t j;
+    for (j = 0; j < 4; j++) {
+        CHECK_OK(isohash_hash(h, j, base, 50, batch));
+        for (i = 0; i < 50; i++) {
+            CHECK_OK(isohash_hash_all(h, base + i * dim, all));
+            differ += (size_t)(__builtin_popcountll(batch[2 * i] ^ all[2 * j]) +
+                               __builtin_popcountll(batch[2 * i + 1] ^ all[2 * j + 1]));
+        }
+    }
+    /* sgemm and sgemv may round a near-zero projection differently */
+    printf("# bits differing between batch and single hashing: %zu of %d\n", differ,
+           4 * 50 * 128);
+    CHECK(differ <= 4);
+}
+
+/* Spearman rank correlation of Hamming distance and angle on pairs. */
+static double rank_of(const double *v, size_t n, size_t i)
+{
+    size_t k, less = 0, eq = 0;
+    for (k = 0; k < n; k++) {
+        less += v[k] < v[i];
+        eq += v[k] == v[i];
+    }
+    return (double)less + (double)(eq - 1) / 2.0;
+}
+
+static void test_hamming_tracks_angle(void)
+{
+    enum { PAIRS = 600 };
+    double ham[PAIRS], ang[PAIRS], rh[PAIRS], ra[PAIRS], mh = 0, ma = 0, c = 0,
+           vh = 0, va = 0, rho;
+    uint64_t codes[2 * 2];
+    size_t p, r;
+    for (p = 0; p < PAIRS; p++) {
+        const float *x = base + p * dim, *y = base + (p * 7 + 13) % n_base * dim;
+        double xy = 0, xx = 0, yy = 0;
+        float xs[256], ys[256];
+        /* angle between vectors centred on the base mean of SIFT, ~20 */
+        for (r = 0; r < dim; r++) {
+            xs[r] = x[r] - 20.0f;
+            ys[r] = y[r] - 20.0f;
+            xy += xs[r] * ys[r];
+            xx += xs[r] * xs[r];
+            yy += ys[r] * ys[r];
+        }
+        ang[p] = acos(xy / sqrt(xx * yy));
+        isohash_hash(h, 0, x, 1, codes);
+        isohash_hash(h, 0, y, 1, codes + 2);
+        ham[p] = (double)(__builtin_popcountll(codes[0] ^ codes[2]) +
+                          __builtin_popcountll(codes[1] ^ codes[3]));
+    }
+    for (p = 0; p < PAIRS; p++) {
+        rh[p] = rank_of(ham, PAIRS, p);
+        ra[p] = rank_of(ang, PAIRS, p);
+        mh += rh[p] / PAIRS;
+        ma += ra[p] / PAIRS;
+    }
+    for (p = 0; p < PAIRS; p++) {
+        c += (rh[p] - mh) * (ra[p] - ma);
+        vh += (rh[p] - mh) * (rh[p] - mh);
+        va += (ra[p] - ma) * (ra[p] - ma);
+    }
+    rho = c / sqrt(vh * va);
+    printf("# Spearman(Hamming, angle) over %d real pairs: %.3f\n", PAIRS, rho);
+    CHECK(rho > 0.6);
+}
+
+static void test_bad_shapes(void)
+{
+    struct isohash_params p;
+    struct isohash *x = NULL;
+    params(&p, 192, 1); /* kappa > dim */
+    CHECK_RC(isohash_train(&p, train, n_train, &x), MESS_EINVAL);
+    params(&p, 100, 1); /* not a multiple of 64 */
+    CHECK_RC(isohash_train(&p, train, n_train, &x), MESS_EINVAL);
+    params(&p, 64, 1);
+    CHECK_RC(isohash_train(&p, train, 1, &x), MESS_EINVAL);
+    CHECK_RC(isohash_train(NULL, train, n_train, &x), MESS_EINVAL);
+    p.shards = 0;
+    CHECK_RC(isohash_train(&p, train, n_train, &x), MESS_EINVAL);
+    CHECK(x == NULL);
+    CHECK_RC(isohash_hash(h, 4, base, 1, NULL), MESS_EINVAL);
+}
+
+static void test_serialize(void)
+{
+    struct mess_wr w;
+    struct mess_rd r;
+    struct isohash *b = NULL;
+    uint64_t a1[2 * 20], a2[2 * 20];
+    size_t cut;
+    mess_wr_init(&w);
+    CHECK_OK(isohash_serialize(h, &w));
+    mess_rd_init(&r, w.p, w.len);
+    CHECK_OK(isohash_deserialize(&r, &b));
+    if (b) {
+        CHECK_OK(isohash_hash(h, 3, base, 20, a1));
+        CHECK_OK(isohash_hash(b, 3, base, 20, a2));
+        CHECK(memcmp(a1, a2, sizeof a1) == 0);
+        isohash_free(b);
+    }
+    for (cut = 0; cut < w.len; cut += (cut < 64 ? 1 : 4093)) {
+        b = NULL;
+        mess_rd_init(&r, w.p, cut);
+        CHECK(isohash_deserialize(&r, &b) != MESS_OK && b == NULL);
+    }
+    memset(w.p, 0xff, 4); /* hostile dim */
+    mess_rd_init(&r, w.p, w.len);
+    CHECK_RC(isohash_deserialize(&r, &b), MESS_EFORMAT);
+    mess_wr_free(&w);
+}
+
+int main(void)
+{
+    size_t d2;
+    if (mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &dim) ||
+        mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &d2) || d2 != dim) {
+        printf("cannot read datasets/sift\n0 passed, 1 failed\n");
+        return 1;
+    }
+    RUN(test_train);
+    if (!h) {
+        HARNESS_END();
+    }
+    RUN(test_projection_orthonormal);
+    RUN(test_equal_variances);
+    RUN(test_reproducible_and_distinct);
+    RUN(test_batch_matches_single);
+    RUN(test_hamming_tracks_angle);
+    RUN(test_bad_shapes);
+    RUN(test_serialize);
+    isohash_free(h);
+    free(train);
+    free(base);
+    HARNESS_END();
+}
