@@ -166,18 +166,22 @@ def faiss_vs_ours(build, fs, ds, pools, threads):
     c, s = build.client, build.server
     for B in pools:
         got_o, got_f = [], []
-        t_o = t_f = t_fs = 0.0
+        t_o = t_f = t_fs = c_o = c_f = 0.0
         qh_o = qh_f = asked = 0
         for q in ds.queries:
             qs, req = c.request(q, B)
             with qs, req:
-                t0 = time.perf_counter()
+                # wall time, and CPU time of the process (both engines run
+                # on this one thread; CPU time ignores descheduling)
+                t0, p0 = time.perf_counter(), time.process_time()
                 resp = s.search(req, 1)
-                t1 = time.perf_counter()
+                t1, p1 = time.perf_counter(), time.process_time()
                 fresp, fnodes = fs.search(req)
-                t2 = time.perf_counter()
+                t2, p2 = time.perf_counter(), time.process_time()
                 t_o += t1 - t0
                 t_f += t2 - t1
+                c_o += p1 - p0
+                c_f += p2 - p1
                 t_fs += fs.search_s
                 with resp:
                     got_o.append(c.finish(qs, resp, K)[0])
@@ -194,6 +198,7 @@ def faiss_vs_ours(build, fs, ds, pools, threads):
                    shard_hamming_recall_faiss=qh_f / asked,
                    server_ms_ours=1e3 * t_o / n, server_ms_faiss=1e3 * t_f / n,
                    faiss_search_only_ms=1e3 * t_fs / n,
+                   server_cpu_ms_ours=1e3 * c_o / n, server_cpu_ms_faiss=1e3 * c_f / n,
                    build_s_ours=build.apply_s, build_s_faiss=fs.build_s)
         log("  faiss vs ours B=%d: recall %.4f / %.4f, shard Hamming recall %.4f / %.4f, "
             "server %.2f (search calls %.2f) / %.2f ms"

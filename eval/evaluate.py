@@ -97,6 +97,8 @@ def main():
                     help="No-Noise pool for table 2 (paper: 250-400 on SIFT)")
     ap.add_argument("--mess-pool", type=int, default=1500,
                     help="MESS pool for table 2, t and payload runs (paper: 1400-1600, Fig. 5: 1500)")
+    ap.add_argument("--small-pool", type=int, default=250,
+                    help="second pool of experiments 2 and 5, where recall is not saturated")
     ap.add_argument("--target", type=float, default=0.95,
                     help="recall target choosing B per p in experiment 3")
     ap.add_argument("--faiss-pools", default="500,1500,4000")
@@ -118,7 +120,7 @@ def main():
     out = a.out or os.path.join(ROOT, "docs", "eval", ds.name)
     os.makedirs(out, exist_ok=True)
     pools = [int(x) for x in a.pools.split(",")]
-    for need in (a.nonoise_pool, a.mess_pool):
+    for need in (a.nonoise_pool, a.mess_pool, a.small_pool):
         if need not in pools:
             pools = sorted(pools + [need])
     exps = set(int(x) for x in a.experiments.split(","))
@@ -175,30 +177,33 @@ def main():
             res["exp3_sweeps"] += rows
 
     # ---- experiment 2: t at a fixed pool
+    two = sorted({a.small_pool, a.mess_pool})
     if 2 in exps:
         for t in (1, 4, 8, 16):
             if t == 16 and "MESS p_q=0.08" in sweeps:
-                r = dict(pick(sweeps["MESS p_q=0.08"][1], a.mess_pool))
+                rows = [dict(pick(sweeps["MESS p_q=0.08"][1], B)) for B in two]
             else:
                 b = noted(Build(ds, "MESS t=%d" % t, params_for(ds, per_item=t), T))
-                r = sweep(b, ds, [a.mess_pool], T)[0]
+                rows = sweep(b, ds, two, T)
                 b.close()
-            r["t"] = t
-            r["paper_recall_quoted"] = paper.FIG5_SIFT_T[t] / 100
-            res["exp2"].append(r)
+            for r in rows:
+                r["t"] = t
+                r["paper_recall_quoted"] = paper.FIG5_SIFT_T[t] / 100 if r["pool"] == 1500 else None
+                res["exp2"].append(r)
 
     # ---- experiment 5: payload encodings
     if 5 in exps:
         for enc in ("f32", "f16", "i8"):
             if enc == "f32" and "MESS p_q=0.08" in sweeps:
-                r = dict(pick(sweeps["MESS p_q=0.08"][1], a.mess_pool))
+                rows = [dict(pick(sweeps["MESS p_q=0.08"][1], B)) for B in two]
             else:
                 b = noted(Build(ds, "MESS %s" % enc, params_for(ds, payload=enc), T))
-                r = sweep(b, ds, [a.mess_pool], T)[0]
+                rows = sweep(b, ds, two, T)
                 b.close()
-            r["payload"] = enc
-            r["entry_bytes"] = params_for(ds, payload=enc).payload_size()
-            res["exp5"].append(r)
+            for r in rows:
+                r["payload"] = enc
+                r["entry_bytes"] = params_for(ds, payload=enc).payload_size()
+                res["exp5"].append(r)
 
     # ---- experiment 6 (and table 2's first row): plaintext hnswlib
     hnsw_chosen = None
@@ -266,11 +271,11 @@ def write_outputs(res, out, a, info, ds):
     if res["exp2"]:
         write_csv(P("exp2_effect_of_t.csv"), res["exp2"])
         plots.effect_of_t(res["exp2"], P("exp2_effect_of_t.png"),
-                          "Recall@10 vs t at B=%d, p_D=p_q=0.08" % a.mess_pool)
-        md.append("\n### Experiment 2: effect of t (B = %d, p_D = p_q = 0.08)\n" % a.mess_pool)
-        md.append(md_table(["t", "Recall@10", "unique candidates", "KB/query", "server ms",
-                            "client ms", "paper SIFT Recall (quoted)"],
-                           [[str(r["t"]), f(r["recall"], 4), f(r["unique"], 0),
+                          "Recall@10 vs t, p_D=p_q=0.08 (%s)" % ds.name)
+        md.append("\n### Experiment 2: effect of t (p_D = p_q = 0.08)\n")
+        md.append(md_table(["t", "B", "Recall@10", "unique candidates", "KB/query", "server ms",
+                            "client ms", "paper SIFT Recall at B=1500 (quoted)"],
+                           [[str(r["t"]), str(r["pool"]), f(r["recall"], 4), f(r["unique"], 0),
                              f(r["kb_per_query"], 1), f(r["server_ms"]), f(r["client_ms"]),
                              f(r["paper_recall_quoted"], 4)] for r in res["exp2"]]))
     if res["exp3_sweeps"]:
@@ -323,11 +328,11 @@ def write_outputs(res, out, a, info, ds):
     if res["exp5"]:
         write_csv(P("exp5_payload.csv"), res["exp5"])
         plots.payloads(res["exp5"], P("exp5_payload.png"),
-                       "Payload encodings at B=%d, p_D=p_q=0.08" % a.mess_pool)
-        md.append("\n### Experiment 5: payload encodings (B = %d)\n" % a.mess_pool)
-        md.append(md_table(["payload", "entry bytes", "Recall@10", "KB/query", "client ms",
+                       "Payload encodings, p_D=p_q=0.08 (%s)" % ds.name)
+        md.append("\n### Experiment 5: payload encodings (p_D = p_q = 0.08)\n")
+        md.append(md_table(["payload", "B", "entry bytes", "Recall@10", "KB/query", "client ms",
                             "LAN total ms", "WAN total ms"],
-                           [[r["payload"], str(r["entry_bytes"]), f(r["recall"], 4),
+                           [[r["payload"], str(r["pool"]), str(r["entry_bytes"]), f(r["recall"], 4),
                              f(r["kb_per_query"], 1), f(r["client_ms"]), f(r["total_lan_ms"]),
                              f(r["total_wan_ms"])] for r in res["exp5"]]))
     if res["hnswlib"]:
@@ -351,11 +356,13 @@ def write_outputs(res, out, a, info, ds):
             md.append(md_table(["B", "Recall@10 ours", "Recall@10 faiss",
                                 "shard Hamming recall ours", "shard Hamming recall faiss",
                                 "server ms ours", "server ms faiss (all)",
-                                "faiss search calls only", "build s ours", "build s faiss"],
+                                "faiss search calls only", "CPU ms ours", "CPU ms faiss",
+                                "build s ours", "build s faiss"],
                                [[str(r["pool"]), f(r["recall_ours"], 4), f(r["recall_faiss"], 4),
                                  f(r["shard_hamming_recall_ours"], 4),
                                  f(r["shard_hamming_recall_faiss"], 4), f(r["server_ms_ours"]),
                                  f(r["server_ms_faiss"]), f(r["faiss_search_only_ms"]),
+                                 f(r.get("server_cpu_ms_ours")), f(r.get("server_cpu_ms_faiss")),
                                  f(r["build_s_ours"], 1), f(r["build_s_faiss"], 1)]
                                 for r in res["faiss"]]))
     if res["builds"]:

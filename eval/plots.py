@@ -40,23 +40,30 @@ def recall_vs_pool(rows, path, title):
 
 
 def effect_of_t(rows, path, title):
-    ts = [r["t"] for r in rows]
+    ts = list(dict.fromkeys(r["t"] for r in rows))
+    pools = sorted(set(r["pool"] for r in rows))
     x = range(len(ts))
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    w = 0.38
-    ax.bar([i - w / 2 for i in x], [100 * r["recall"] for r in rows], w,
-           color="#c53030", label="ours (measured)")
-    ax.bar([i + w / 2 for i in x], [paper.FIG5_SIFT_T.get(t, 0) for t in ts], w,
-           color="white", edgecolor="0.4", hatch="//", label="paper SIFT (quoted, Fig. 5)")
-    for i, r in zip(x, rows):
-        ax.text(i - w / 2, 100 * r["recall"] + 1, "%.1f" % (100 * r["recall"]),
-                ha="center", fontsize=8)
+    n = len(pools) + 1
+    w = 0.8 / n
+    fig, ax = plt.subplots(figsize=(7, 4))
+    shades = ["#feb2b2", "#c53030", "#742a2a"]
+    for k, B in enumerate(pools):
+        vals = [100 * next(r["recall"] for r in rows if r["t"] == t and r["pool"] == B)
+                for t in ts]
+        pos = [i - 0.4 + w * (k + 0.5) for i in x]
+        ax.bar(pos, vals, w, color=shades[k % 3], label="ours, B=%d" % B)
+        for p_, v in zip(pos, vals):
+            ax.text(p_, v + 1, "%.1f" % v, ha="center", fontsize=7)
+    pos = [i - 0.4 + w * (len(pools) + 0.5) for i in x]
+    ax.bar(pos, [paper.FIG5_SIFT_T.get(t, 0) for t in ts], w, color="white",
+           edgecolor="0.4", hatch="//", label="paper SIFT, B=1500 (quoted, Fig. 5)")
     ax.set_xticks(list(x))
     ax.set_xticklabels(["t=%d" % t for t in ts])
     ax.set_ylabel("Recall@10 (%)")
-    ax.set_ylim(0, 110)
+    ax.set_ylim(0, 125)
+    ax.set_yticks(range(0, 101, 20))
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", ncol=3)
     ax.grid(axis="y", alpha=0.3)
     _save(fig, path)
 
@@ -127,21 +134,31 @@ def latency_table(rows, path, title):
 
 
 def payloads(rows, path, title):
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    names = [r["payload"] for r in rows]
-    x = range(len(names))
-    ax.bar(x, [r["kb_per_query"] for r in rows], 0.5, color="#2b6cb0", label="KB/query")
-    ax.set_ylabel("KB per query")
-    ax2 = ax.twinx()
-    ax2.plot(list(x), [r["recall"] for r in rows], "o-", color="#c53030", label="Recall@10")
-    ax2.set_ylim(min(r["recall"] for r in rows) - 0.02, 1.0)
-    ax2.set_ylabel("Recall@10")
-    ax.set_xticks(list(x))
-    ax.set_xticklabels(names)
-    for i, r in zip(x, rows):
-        ax.text(i, r["kb_per_query"] * 0.5, "%.0f KB\n%.4f" % (r["kb_per_query"], r["recall"]),
-                ha="center", color="white", fontsize=8)
-    ax.set_title(title)
+    encs = list(dict.fromkeys(r["payload"] for r in rows))
+    pools = sorted(set(r["pool"] for r in rows))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    x = range(len(encs))
+    w = 0.8 / len(pools)
+    for k, B in enumerate(pools):
+        rr = [next(r for r in rows if r["payload"] == e and r["pool"] == B) for e in encs]
+        pos = [i - 0.4 + w * (k + 0.5) for i in x]
+        bars = a.bar(pos, [r["kb_per_query"] for r in rr], w, label="B=%d" % B)
+        for bar, r in zip(bars, rr):
+            a.text(bar.get_x() + bar.get_width() / 2, r["kb_per_query"], "%.0f" % r["kb_per_query"],
+                   ha="center", va="bottom", fontsize=7)
+        b.plot(list(x), [r["recall"] for r in rr], "o-", label="B=%d" % B)
+    for ax in (a, b):
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(encs)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+    a.set_ylabel("KB per query (request + response)")
+    a.set_title("communication")
+    b.set_ylabel("Recall@10")
+    lo = min(r["recall"] for r in rows)
+    b.set_ylim(max(0, lo - 0.05), 1.005)
+    b.set_title("quality (exact rerank on decoded vectors)")
+    fig.suptitle(title, fontsize=10)
     _save(fig, path)
 
 
