@@ -15,6 +15,7 @@ struct bench {
 
 /* One line per benchmark; each lives in cli/bench_<name>.c. */
 static const struct bench benches[] = {
+    {"encode", cli_bench_encode, "IsoHash hashing and randomized response: throughput, --quality recall"},
     {NULL, NULL, NULL},
 };
 
