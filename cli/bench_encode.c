@@ -382,7 +382,7 @@ static int run_quality(const struct data *d, double pflip, int reps,
         {"random-rotation", ISOHASH_RANDOM},
         {"hyperplanes", ISOHASH_HYPERPLANES},
     };
-    double res[3][4][2][NP];
+    double res[3][4][2][NP], sq[2][NP], sd;
     size_t i, t;
     int k, m, noisy, rep, first = 1;
 
@@ -397,12 +397,13 @@ static int run_quality(const struct data *d, double pflip, int reps,
            "queries %zu, trained on learn (%zu rows, disjoint from base), "
            "mean of %d seeds; flips: base and query codes with p = %.2f\n",
            d->nb, d->nq, d->nl, reps, pflip);
-    printf("%-16s %5s | %7s %7s %7s | %7s %7s %7s\n", "method", "kappa",
-           "P=10", "P=100", "P=1000", "RR P=10", "P=100", "P=1000");
+    printf("%-16s %5s | %7s %7s %7s | %7s %7s %7s | %6s\n", "method", "kappa",
+           "P=10", "P=100", "P=1000", "RR P=10", "P=100", "P=1000", "sd<=");
     for (k = 0; k < 3; k++)
         for (m = 0; m < 4; m++) {
             int ok = !(kappas[k] > d->dim && methods[m].rotation == ISOHASH_PCA);
             memset(res[k][m], 0, sizeof res[k][m]);
+            memset(sq, 0, sizeof sq);
             for (rep = 0; ok && rep < reps; rep++) {
                 struct isohash *h = NULL;
                 if (train(d, kappas[k], 1, methods[m].rotation, threads,
@@ -416,8 +417,10 @@ static int run_quality(const struct data *d, double pflip, int reps,
                         cli_error("out of memory");
                         return CLI_FAIL;
                     }
-                    for (t = 0; t < NP; t++)
+                    for (t = 0; t < NP; t++) {
                         res[k][m][noisy][t] += r[t] / reps;
+                        sq[noisy][t] += r[t] * r[t] / reps;
+                    }
                 }
                 isohash_free(h);
             }
@@ -426,10 +429,18 @@ static int run_quality(const struct data *d, double pflip, int reps,
                        "new axes)\n", methods[m].name, kappas[k]);
                 continue;
             }
-            printf("%-16s %5u | %7.3f %7.3f %7.3f | %7.3f %7.3f %7.3f\n",
+            /* the largest standard deviation over seeds of the row */
+            sd = 0;
+            for (noisy = 0; noisy < 2; noisy++)
+                for (t = 0; t < NP; t++) {
+                    double v = sq[noisy][t] - res[k][m][noisy][t] * res[k][m][noisy][t];
+                    v = v > 0 && reps > 1 ? sqrt(v * reps / (reps - 1)) : 0;
+                    sd = v > sd ? v : sd;
+                }
+            printf("%-16s %5u | %7.3f %7.3f %7.3f | %7.3f %7.3f %7.3f | %6.3f\n",
                    methods[m].name, kappas[k], res[k][m][0][0],
                    res[k][m][0][1], res[k][m][0][2], res[k][m][1][0],
-                   res[k][m][1][1], res[k][m][1][2]);
+                   res[k][m][1][1], res[k][m][1][2], sd);
             fflush(stdout);
         }
     printf("{\"bench\":\"encode-quality\",\"base\":%zu,\"queries\":%zu,"
@@ -450,11 +461,68 @@ static int run_quality(const struct data *d, double pflip, int reps,
     return CLI_OK;
 }
 
+/* ------------------------------------------------------------------------
+ * LP convergence: iterations and time against the tolerance
+ * ---------------------------------------------------------------------- */
+
+static int run_lp(const struct data *d)
+{
+    static const uint32_t kappas[] = {64, 128};
+    static const double tols[] = {1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6};
+    struct isohash_params p;
+    int k, t, first = 1;
+    char json[4096];
+    size_t off = 0;
+
+    printf("# Lift-and-Projection on %zu training rows (d %zu), one shard; "
+           "residual = max |diag - mean| / mean\n", d->nl, d->dim);
+    printf("%5s %8s %10s %12s %14s %8s\n", "kappa", "tol", "iterations",
+           "residual", "abs residual", "time s");
+    for (k = 0; k < 2; k++) {
+        if (kappas[k] > d->dim)
+            continue;
+        for (t = 0; t < 6; t++) {
+            struct isohash *h = NULL;
+            double t0 = now(), dt;
+            int rc;
+            memset(&p, 0, sizeof p);
+            p.dim = (uint32_t)d->dim;
+            p.kappa = kappas[k];
+            p.shards = 1;
+            p.tol = tols[t];
+            p.max_iter = 100000;
+            memset(p.seed, 0x42, sizeof p.seed);
+            rc = isohash_train(&p, d->learn, d->nl, &h);
+            dt = now() - t0;
+            if (rc != MESS_OK) {
+                cli_error("training: %s", mess_strerror(rc));
+                return CLI_FAIL;
+            }
+            printf("%5u %8.0e %10u %12.2e %14.3g %8.2f\n", kappas[k], tols[t],
+                   isohash_iterations(h, 0), isohash_residual(h, 0),
+                   isohash_residual(h, 0) * isohash_target_variance(h, 0), dt);
+            if (off < sizeof json - 200)
+                off += (size_t)snprintf(json + off, sizeof json - off,
+                                        "%s{\"kappa\":%u,\"tol\":%g,"
+                                        "\"iterations\":%u,\"residual\":%.3g,"
+                                        "\"seconds\":%.3f}",
+                                        first ? "" : ",", kappas[k], tols[t],
+                                        isohash_iterations(h, 0),
+                                        isohash_residual(h, 0), dt);
+            first = 0;
+            isohash_free(h);
+        }
+    }
+    printf("{\"bench\":\"encode-lp\",\"rows\":[%s]}\n", json);
+    return CLI_OK;
+}
+
 static void usage(void)
 {
     printf("usage: mess bench encode [--data DIR] [--kappa K] [--shards M]\n"
            "                         [--codes N] [--p P] [--threads T]\n"
-           "       mess bench encode --quality [--data DIR] [--p P] [--seeds R]\n\n"
+           "       mess bench encode --quality [--data DIR] [--p P] [--seeds R]\n"
+           "       mess bench encode --lp [--data DIR]\n\n"
            "Client-side encoding.  DIR holds base, query and learn (.bvecs or\n"
            ".fvecs) and, for --quality, groundtruth.ivecs (default\n"
            "datasets/sift).  IsoHash is trained on learn.\n\n"
@@ -465,7 +533,9 @@ static void usage(void)
            "  --threads T  training threads (default 2)\n"
            "  --quality    recall of Hamming top-P for IsoHash, PCA, a random\n"
            "               rotation and random hyperplanes at kappa 64/128/256\n"
-           "  --seeds R    training / flip seeds averaged by --quality (default 3)\n\n"
+           "  --seeds R    training / flip seeds averaged by --quality (default 3)\n"
+           "  --lp         Lift-and-Projection iterations, residual and time\n"
+           "               against the tolerance (1e-1 .. 1e-6)\n\n"
            "The last line of output is one JSON object.\n");
 }
 
@@ -476,7 +546,7 @@ int cli_bench_encode(int argc, char **argv)
     const char *dir;
     long kappa, shards, ncodes, threads, seeds;
     double p;
-    int quality, rc;
+    int quality, lp, rc;
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -487,6 +557,7 @@ int cli_bench_encode(int argc, char **argv)
     if (!dir)
         dir = "datasets/sift";
     quality = cli_flag(&a, "--quality");
+    lp = cli_flag(&a, "--lp");
     if (cli_opt_long(&a, "--kappa", 64, MESS_MAX_BITS, 128, &kappa) ||
         cli_opt_long(&a, "--shards", 1, MESS_MAX_SHARDS, 16, &shards) ||
         cli_opt_long(&a, "--codes", 1000, 100000000, 1000000, &ncodes) ||
@@ -498,10 +569,16 @@ int cli_bench_encode(int argc, char **argv)
         cli_error("--kappa: must be a multiple of 64");
         return CLI_USAGE;
     }
+    if (quality && lp) {
+        cli_error("--quality and --lp: one at a time");
+        return CLI_USAGE;
+    }
     if (data_load(dir, quality, &d))
         return CLI_FAIL;
     if (quality)
         rc = run_quality(&d, p, (int)seeds, (unsigned)threads);
+    else if (lp)
+        rc = run_lp(&d);
     else
         rc = run_throughput(&d, (uint32_t)kappa, (uint32_t)shards,
                             (unsigned)threads, (size_t)ncodes, p);
