@@ -463,8 +463,13 @@ static size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
         ch[cmin] = pool[ch[cmin]].next;
         ncand--;
         l = links_of(h, c, level);
+        /* the likely next candidate's links, while this one is expanded */
+        if (ch[cmin] != NIL)
+            PREFETCH(links_of(h, pool[ch[cmin]].node, level));
         /* gather the unvisited neighbours and prefetch their codes before
-         * computing any distance: the code loads are the cache misses */
+         * computing any distance: mark and code loads are the cache misses */
+        for (i = 1; i <= l[0]; i++)
+            PREFETCH(mark + l[i]);
         np = 0;
         for (i = 1; i <= l[0]; i++) {
             e = l[i];
