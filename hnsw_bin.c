@@ -91,7 +91,7 @@ static uint32_t *links_of(const struct hnsw *h, uint32_t node, int level)
     return h->upper[node] + (size_t)(level - 1) * (1 + h->m);
 }
 
-static uint32_t dist_to(const struct hnsw *h, const uint64_t *q, uint32_t node)
+static inline uint32_t dist_to(const struct hnsw *h, const uint64_t *q, uint32_t node)
 {
     const uint64_t *c = code_of(h, node);
     if (h->words == 2) /* the common 128-bit case, unrolled */
@@ -396,25 +396,45 @@ static void greedy(const struct hnsw *h, const uint64_t *q, int level,
 
 #define NIL UINT32_MAX
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Sorts a short run of keys (one distance bucket) by node id. */
+/* Sorts keys ascending: insertion sort for short runs (one distance bucket,
+ * a link list), quicksort with median-of-three pivots above that. */
 static void sort_keys(uint64_t *k, size_t n)
 {
-    size_t i, j;
-    if (n > 32) {
-        qsort(k, n, sizeof *k, cmp_u64);
-        return;
+    while (n > 24) {
+        uint64_t a = k[0], b = k[n / 2], c = k[n - 1], pivot, t;
+        size_t i = 0, j = n - 1;
+        pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        for (;;) {
+            while (k[i] < pivot)
+                i++;
+            while (k[j] > pivot)
+                j--;
+            if (i >= j)
+                break;
+            t = k[i];
+            k[i] = k[j];
+            k[j] = t;
+            i++;
+            j--;
+        }
+        /* recurse into the smaller part, loop on the larger */
+        if (j + 1 < n - j - 1) {
+            sort_keys(k, j + 1);
+            k += j + 1;
+            n -= j + 1;
+        } else {
+            sort_keys(k + j + 1, n - j - 1);
+            n = j + 1;
+        }
     }
-    for (i = 1; i < n; i++) {
-        uint64_t v = k[i];
-        for (j = i; j > 0 && k[j - 1] > v; j--)
-            k[j] = k[j - 1];
-        k[j] = v;
+    {
+        size_t i, j;
+        for (i = 1; i < n; i++) {
+            uint64_t v = k[i];
+            for (j = i; j > 0 && k[j - 1] > v; j--)
+                k[j] = k[j - 1];
+            k[j] = v;
+        }
     }
 }
 
