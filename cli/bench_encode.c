@@ -539,7 +539,7 @@ static void usage(void)
            "The last line of output is one JSON object.\n");
 }
 
-int cli_bench_encode(int argc, char **argv)
+int bench_encode(int argc, char **argv)
 {
     struct cli_args a;
     struct data d;
