@@ -8,3 +8,9 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 # Binary HNSW engine vs faiss IndexBinaryHNSW on the same 128-bit codes of
 # datasets/sift and (when built) datasets/large; see docs/HNSW.md.
 nice "$PYTHON" scripts/bench_hnsw.py
+
+# Client-side encoding: IsoHash hashing (sgemv vs sgemm) and randomized
+# response samplers (bits/s, ratios to the reference in the same run), then
+# the recall of Hamming top-P for IsoHash and its baselines; docs/ENCODING.md.
+nice build/mess bench encode
+nice build/mess bench encode --quality --seeds 5
