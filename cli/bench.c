@@ -15,6 +15,7 @@ struct bench {
 
 /* One line per benchmark; each lives in cli/bench_<name>.c. */
 static const struct bench benches[] = {
+    {"protocol", cli_bench_protocol, "MESS recall vs pool, time, bytes, build rate, server memory"},
     {NULL, NULL, NULL},
 };
 
