@@ -395,7 +395,7 @@ static void json_result(FILE *f, const struct result *r, const long *pools,
     fprintf(f, "}");
 }
 
-int cli_bench_protocol(int argc, char **argv)
+int bench_protocol(int argc, char **argv)
 {
     struct cli_args a;
     const char *dir, *pools_s, *configs_s, *payloads_s, *seedhex, *python;
