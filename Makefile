@@ -1,7 +1,8 @@
 # libmess - private semantic search (MESS).  GNU make.
 #
-#   make            library (build/libmess.a, build/libmess.so) and tools
+#   make            library (build/libmess.a, build/libmess.so), tools, examples
 #   make check      tests, under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make python-check  the Python bindings' tests (also part of make check)
 #   make demo       end-to-end run on the bundled real dataset
 #   make bench      benchmarks against the baselines (see docs/)
 #   make data       the large SIFT set (not committed; see datasets/README.md)
@@ -27,6 +28,8 @@ LDLIBS   = -lsodium -lzstd -llapack -lblas -lm -pthread
 LIB_SRC  = $(sort $(wildcard *.c))
 CLI_SRC  = $(sort $(wildcard cli/*.c))
 TEST_SRC = $(sort $(wildcard tests/test_*.c))
+EXAMPLE_SRC = $(sort $(wildcard examples/*.c))
+EXAMPLES = $(EXAMPLE_SRC:examples/%.c=build/examples/%)
 HDRS     = $(wildcard *.h) $(wildcard cli/*.h) tests/harness.h
 
 REL_OBJ  = $(LIB_SRC:%.c=build/rel/%.o)
@@ -35,6 +38,7 @@ CLI_OBJ  = $(CLI_SRC:%.c=build/rel/%.o)
 TESTS_ASAN = $(TEST_SRC:tests/%.c=build/asan/tests/%)
 TESTS_REL  = $(TEST_SRC:tests/%.c=build/rel/tests/%)
 CLI_TESTS  = $(sort $(wildcard tests/cli_*.sh))
+PY_TESTS   = tests/py_bindings.sh
 
 # Fuzz targets (fuzz/fuzz_NAME.c): libFuzzer binaries built with clang, and
 # replay programs (every corpus and regression input once) for make check.
@@ -57,11 +61,12 @@ VALGRIND   ?= valgrind
 MESS = build/mess
 
 .PHONY: all lib tools check test-release demo bench data install uninstall \
-        clean deps deps-check deps-data deps-bench fuzz fuzz-build fuzz-seeds \
-        valgrind tsan crash-test
+        clean deps deps-check deps-data deps-bench python-check examples \
+        fuzz fuzz-build fuzz-seeds valgrind tsan crash-test
 .DELETE_ON_ERROR:
 
-all: lib tools
+all: lib tools examples
+examples: $(EXAMPLES)
 lib: build/libmess.a build/libmess.so
 tools: $(if $(CLI_SRC),$(MESS))
 
@@ -86,6 +91,10 @@ build/asan/libmess.a: $(ASAN_OBJ)
 
 $(MESS): $(CLI_OBJ) build/libmess.a
 	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJ) build/libmess.a $(LDLIBS)
+
+build/examples/%: examples/%.c build/libmess.a mess.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< build/libmess.a $(LDLIBS)
 
 build/asan/tests/%: tests/%.c build/asan/libmess.a $(HDRS)
 	@mkdir -p $(dir $@)
@@ -160,7 +169,13 @@ deps-bench:
 check: deps-check
 	@$(MAKE) --no-print-directory -s $(TESTS_ASAN) $(FUZZ_REPLAY) all
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  MESS=$(MESS) PYTHON=$(PYTHON) sh tests/run.sh $(TESTS_ASAN) $(FUZZ_REPLAY) $(CLI_TESTS)
+	  MESS=$(MESS) PYTHON=$(PYTHON) sh tests/run.sh $(TESTS_ASAN) $(FUZZ_REPLAY) $(CLI_TESTS) $(PY_TESTS)
+
+# The Python bindings' tests alone (python/, ctypes over build/libmess.so).
+python-check:
+	@sh scripts/deps.sh build python
+	@$(MAKE) --no-print-directory -s build/libmess.so
+	@PYTHON=$(PYTHON) sh tests/run.sh $(PY_TESTS)
 
 # The same unit tests without sanitizers (faster; used by valgrind runs).
 test-release: deps-check

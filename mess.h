@@ -277,6 +277,52 @@ typedef struct mess_server_stats {
 } mess_server_stats;
 int mess_server_stats_get(const mess_server *s, mess_server_stats *out);
 
+/* ------------------------------------------------------------------------
+ * Read-only server view
+ *
+ * Everything the untrusted server holds, shard by shard, for leakage
+ * evaluations (paper Appendix A.2) and audits: nodes numbered 0..n-1 in
+ * insertion order, each with its perturbed code, opaque label, HNSW level,
+ * deleted flag, links per level and ciphertext.  Nothing here is secret and
+ * nothing here changes the server.  shard >= M is MESS_EINVAL; an output
+ * array with room for fewer than the shard's n nodes (`cap`) is MESS_ELIMIT.
+ * ---------------------------------------------------------------------- */
+
+/* *nodes: nodes of the shard, deleted ones included. */
+int mess_server_shard_nodes(const mess_server *s, uint32_t shard,
+                            size_t *nodes);
+/* *node: the graph's entry point; MESS_ENOTFOUND if the shard is empty. */
+int mess_server_shard_entry_point(const mess_server *s, uint32_t shard,
+                                  uint32_t *node);
+/* Perturbed codes, kappa/64 words per node (bit layout of
+ * mess_client_codes); cap counts nodes. */
+int mess_server_shard_codes(const mess_server *s, uint32_t shard,
+                            uint64_t *codes, size_t cap);
+int mess_server_shard_labels(const mess_server *s, uint32_t shard,
+                             uint64_t *labels, size_t cap);
+/* Top layer of each node (0 = bottom layer only). */
+int mess_server_shard_levels(const mess_server *s, uint32_t shard,
+                             uint32_t *levels, size_t cap);
+/* 1 for a node marked deleted, else 0. */
+int mess_server_shard_deleted(const mess_server *s, uint32_t shard,
+                              uint8_t *deleted, size_t cap);
+/* Ciphertexts, mess_payload_size() bytes per node; cap counts nodes. */
+int mess_server_shard_entries(const mess_server *s, uint32_t shard,
+                              uint8_t *entries, size_t cap);
+/* Links of one node at one level (at most 2*M_hnsw at level 0, M_hnsw
+ * above): *n is their number; MESS_EINVAL if node >= n or level exceeds the
+ * node's level; MESS_ELIMIT (with *n set) if cap < *n. */
+int mess_server_shard_neighbors(const mess_server *s, uint32_t shard,
+                                uint32_t node, uint32_t level, uint32_t *ids,
+                                size_t cap, size_t *n);
+/* All links of one level in compressed-row form: node i's links are
+ * ids[offsets[i] .. offsets[i+1]) (none for nodes below the level).
+ * offsets has room for n_offsets >= nodes + 1 entries; *n_ids gets the
+ * total, and ids (cap entries) may be NULL with cap 0 to ask for it only. */
+int mess_server_shard_links(const mess_server *s, uint32_t shard,
+                            uint32_t level, size_t *offsets, size_t n_offsets,
+                            uint32_t *ids, size_t cap, size_t *n_ids);
+
 #ifdef __cplusplus
 }
 #endif

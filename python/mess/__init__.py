@@ -1,0 +1,39 @@
+"""libmess for Python: private nearest-neighbour search (MESS) over ctypes.
+
+    import mess
+    p = mess.Params(128, shards=64, per_item=16)
+    with mess.Client(p, train, seed=bytes(32)) as c, mess.Server(p) as s:
+        c.insert(s, ids, base)
+        r = c.query(s, q, k=10, pool=1500)   # request -> search -> finish
+        r.ids, r.dists, r.request_bytes, r.response_bytes
+
+The library is found through $MESS_LIBRARY, next to this package or in the
+source tree's build/, or on the system (see mess._lib).  Errors raise
+mess.MessError subclasses carrying the library's message.
+"""
+from . import _lib
+from ._lib import (AuthenticationError, CryptoInitError, FormatError,
+                   InvalidArgumentError, IOFailureError, LimitError,
+                   MessError, NotFoundError, NumericError, OutOfMemoryError,
+                   ParamsMismatchError, PassphraseError, RoleError,
+                   StateError, VersionError, strerror)
+from .core import (METRICS, PAYLOADS, Buffer, Client, FinishStats, Params,
+                   Query, QueryResult, Server, ServerStats, ShardView,
+                   effective_flip, split_flip)
+from .vecs import (read_bvecs, read_f32, read_fvecs, read_ivecs, write_bvecs,
+                   write_fvecs, write_ivecs)
+
+library_path = _lib.path
+__version__ = _lib.version().decode()
+
+MAX_DIM = 65536
+MAX_SHARDS = 1024
+MAX_BITS = 4096
+MAX_BUDGET = 65535
+MAX_HNSW_M = 256
+MAX_EF = 65535
+
+
+def version():
+    """The linked library's version string."""
+    return _lib.version().decode()

@@ -1,0 +1,286 @@
+"""Loading libmess.so, the C prototypes, and status codes -> exceptions.
+
+The shared library is looked up, first match wins:
+  1. the path in the environment variable MESS_LIBRARY;
+  2. libmess.so next to this package (an installed copy), then the source
+     tree's build/libmess.so (python/mess/ -> ../../build/);
+  3. the system's linker path (ctypes.util.find_library("mess"), then
+     libmess.so.0).
+"""
+import ctypes
+import ctypes.util
+import os
+
+from ctypes import (POINTER, c_char_p, c_double, c_int, c_size_t, c_uint,
+                    c_uint32, c_uint64, c_uint8, c_void_p)
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class mess_params(ctypes.Structure):
+    """Mirror of struct mess_params (mess.h)."""
+    _fields_ = [
+        ("dim", c_uint32),
+        ("metric", c_uint32),
+        ("kappa", c_uint32),
+        ("shards", c_uint32),
+        ("per_item", c_uint32),
+        ("p_store", c_double),
+        ("p_prr", c_double),
+        ("p_irr", c_double),
+        ("hnsw_m", c_uint32),
+        ("ef_construction", c_uint32),
+        ("ef_search", c_uint32),
+        ("payload", c_uint32),
+        ("train_sample", c_uint32),
+    ]
+
+
+class mess_finish_stats(ctypes.Structure):
+    _fields_ = [
+        ("candidates", c_size_t),
+        ("unique", c_size_t),
+        ("auth_failures", c_size_t),
+        ("memo_hit", c_int),
+    ]
+
+
+class mess_server_stats(ctypes.Structure):
+    _fields_ = [
+        ("entries", c_size_t),
+        ("live", c_size_t),
+        ("deleted", c_size_t),
+        ("bytes", c_size_t),
+        ("min_shard", c_size_t),
+        ("max_shard", c_size_t),
+    ]
+
+
+# ---- errors -----------------------------------------------------------------
+
+class MessError(Exception):
+    """A libmess call failed: .code is the MESS_E* status (negative int),
+    .message the library's mess_strerror() text, .function the C function."""
+
+    def __init__(self, code, message, function=None):
+        self.code = code
+        self.message = message
+        self.function = function
+        where = "%s: " % function if function else ""
+        super().__init__("%s%s (%s)" % (where, message, CODE_NAMES.get(code, code)))
+
+
+class InvalidArgumentError(MessError, ValueError):
+    pass
+
+
+class OutOfMemoryError(MessError, MemoryError):
+    pass
+
+
+class IOFailureError(MessError, OSError):
+    pass
+
+
+class FormatError(MessError, ValueError):
+    pass
+
+
+class VersionError(MessError, ValueError):
+    pass
+
+
+class ParamsMismatchError(MessError, ValueError):
+    pass
+
+
+class AuthenticationError(MessError):
+    pass
+
+
+class NotFoundError(MessError, LookupError):
+    pass
+
+
+class LimitError(MessError, ValueError):
+    pass
+
+
+class NumericError(MessError, ArithmeticError):
+    pass
+
+
+class RoleError(MessError, ValueError):
+    pass
+
+
+class CryptoInitError(MessError):
+    pass
+
+
+class PassphraseError(MessError):
+    pass
+
+
+class StateError(MessError):
+    pass
+
+
+CODE_NAMES = {
+    -1: "MESS_EINVAL", -2: "MESS_ENOMEM", -3: "MESS_EIO", -4: "MESS_EFORMAT",
+    -5: "MESS_EVERSION", -6: "MESS_EPARAM", -7: "MESS_EAUTH",
+    -8: "MESS_ENOTFOUND", -9: "MESS_ELIMIT", -10: "MESS_ENUMERIC",
+    -11: "MESS_EROLE", -12: "MESS_ECRYPTO", -13: "MESS_EPASS",
+    -14: "MESS_ESTATE",
+}
+
+_ERROR_CLASSES = {
+    -1: InvalidArgumentError, -2: OutOfMemoryError, -3: IOFailureError,
+    -4: FormatError, -5: VersionError, -6: ParamsMismatchError,
+    -7: AuthenticationError, -8: NotFoundError, -9: LimitError,
+    -10: NumericError, -11: RoleError, -12: CryptoInitError,
+    -13: PassphraseError, -14: StateError,
+}
+
+
+def _candidates():
+    env = os.environ.get("MESS_LIBRARY")
+    if env:
+        yield env
+        return
+    yield os.path.join(_HERE, "libmess.so")
+    yield os.path.normpath(os.path.join(_HERE, "..", "..", "build", "libmess.so"))
+    found = ctypes.util.find_library("mess")
+    if found:
+        yield found
+    yield "libmess.so.0"
+
+
+def _load():
+    errors = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            errors.append("%s: no such file" % path)
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            errors.append("%s: %s" % (path, e))
+    raise ImportError("libmess.so not found (set MESS_LIBRARY to its path); tried: "
+                      + "; ".join(errors))
+
+
+lib, path = _load()
+
+_strerror = lib.mess_strerror
+_strerror.restype = c_char_p
+_strerror.argtypes = [c_int]
+
+
+def strerror(code):
+    """mess_strerror(code) as a str."""
+    return _strerror(int(code)).decode()
+
+
+def error(code, function=None):
+    cls = _ERROR_CLASSES.get(code, MessError)
+    return cls(code, strerror(code), function)
+
+
+def _checked(result, func, args):
+    if result != 0:
+        raise error(result, func.__name__)
+    return result
+
+
+P_u8 = POINTER(c_uint8)
+P_u8p = POINTER(P_u8)
+P_size = POINTER(c_size_t)
+P_params = POINTER(mess_params)
+
+
+def _proto(name, argtypes, restype=c_int, check=None):
+    f = getattr(lib, name)
+    f.argtypes = argtypes
+    f.restype = restype
+    if check is None:
+        check = restype is c_int
+    if check:
+        f.errcheck = _checked
+    return f
+
+
+_P = c_void_p  # opaque handles
+_F = c_void_p  # float arrays (numpy .ctypes.data)
+
+version = _proto("mess_version", [], c_char_p)
+fvecs_read = _proto("mess_fvecs_read", [c_char_p, POINTER(c_void_p), P_size, P_size])
+vecs_read_f32 = _proto("mess_vecs_read_f32", [c_char_p, POINTER(c_void_p), P_size, P_size])
+bvecs_read = _proto("mess_bvecs_read", [c_char_p, POINTER(c_void_p), P_size, P_size])
+ivecs_read = _proto("mess_ivecs_read", [c_char_p, POINTER(c_void_p), P_size, P_size])
+fvecs_write = _proto("mess_fvecs_write", [c_char_p, c_void_p, c_size_t, c_size_t])
+bvecs_write = _proto("mess_bvecs_write", [c_char_p, c_void_p, c_size_t, c_size_t])
+ivecs_write = _proto("mess_ivecs_write", [c_char_p, c_void_p, c_size_t, c_size_t])
+vecs_free = _proto("mess_vecs_free", [c_void_p], None)
+
+params_default = _proto("mess_params_default", [P_params, c_uint32], None)
+params_check = _proto("mess_params_check", [P_params])
+effective_flip = _proto("mess_effective_flip", [c_double, c_double], c_double)
+split_flip = _proto("mess_split_flip", [c_double], c_double)
+
+client_new = _proto("mess_client_new", [P_params, c_void_p, c_size_t, c_void_p,
+                                        c_size_t, c_uint, POINTER(c_void_p)])
+client_free = _proto("mess_client_free", [c_void_p], None)
+client_params = _proto("mess_client_params", [c_void_p, P_params])
+client_codes = _proto("mess_client_codes", [c_void_p, c_void_p, c_void_p])
+server_new = _proto("mess_server_new", [P_params, POINTER(c_void_p)])
+server_free = _proto("mess_server_free", [c_void_p], None)
+server_params = _proto("mess_server_params", [c_void_p, P_params])
+
+client_upload = _proto("mess_client_upload", [c_void_p, c_void_p, c_void_p, c_size_t,
+                                              c_uint, POINTER(c_void_p), P_size])
+server_apply_upload = _proto("mess_server_apply_upload", [c_void_p, c_void_p, c_size_t, c_uint])
+client_delete = _proto("mess_client_delete", [c_void_p, c_void_p, c_size_t,
+                                              POINTER(c_void_p), P_size])
+server_apply_delete = _proto("mess_server_apply_delete", [c_void_p, c_void_p, c_size_t, P_size])
+server_compact = _proto("mess_server_compact", [c_void_p, c_uint])
+
+upload_size = _proto("mess_upload_size", [P_params, c_size_t], c_size_t)
+delete_size = _proto("mess_delete_size", [P_params, c_size_t], c_size_t)
+request_size = _proto("mess_request_size", [P_params], c_size_t)
+response_size = _proto("mess_response_size", [P_params, c_size_t], c_size_t)
+payload_size = _proto("mess_payload_size", [P_params], c_size_t)
+buf_free = _proto("mess_buf_free", [c_void_p], None)
+
+client_request = _proto("mess_client_request", [c_void_p, c_void_p, c_size_t,
+                                                POINTER(c_void_p), POINTER(c_void_p), P_size])
+server_search = _proto("mess_server_search", [c_void_p, c_void_p, c_size_t, c_uint,
+                                              POINTER(c_void_p), P_size])
+client_finish = _proto("mess_client_finish", [c_void_p, c_void_p, c_void_p, c_size_t,
+                                              c_size_t, c_void_p, c_void_p, P_size,
+                                              POINTER(mess_finish_stats)])
+query_free = _proto("mess_query_free", [c_void_p], None)
+
+client_save = _proto("mess_client_save", [c_void_p, c_char_p, c_char_p])
+client_load = _proto("mess_client_load", [c_char_p, c_char_p, POINTER(c_void_p)])
+server_save = _proto("mess_server_save", [c_void_p, c_char_p])
+server_load = _proto("mess_server_load", [c_char_p, P_params, POINTER(c_void_p)])
+server_stats_get = _proto("mess_server_stats_get", [c_void_p, POINTER(mess_server_stats)])
+
+shard_nodes = _proto("mess_server_shard_nodes", [c_void_p, c_uint32, P_size])
+shard_entry_point = _proto("mess_server_shard_entry_point", [c_void_p, c_uint32,
+                                                             POINTER(c_uint32)])
+shard_codes = _proto("mess_server_shard_codes", [c_void_p, c_uint32, c_void_p, c_size_t])
+shard_labels = _proto("mess_server_shard_labels", [c_void_p, c_uint32, c_void_p, c_size_t])
+shard_levels = _proto("mess_server_shard_levels", [c_void_p, c_uint32, c_void_p, c_size_t])
+shard_deleted = _proto("mess_server_shard_deleted", [c_void_p, c_uint32, c_void_p, c_size_t])
+shard_entries = _proto("mess_server_shard_entries", [c_void_p, c_uint32, c_void_p, c_size_t])
+shard_neighbors = _proto("mess_server_shard_neighbors", [c_void_p, c_uint32, c_uint32,
+                                                         c_uint32, c_void_p, c_size_t, P_size])
+shard_links = _proto("mess_server_shard_links", [c_void_p, c_uint32, c_uint32, c_void_p,
+                                                 c_size_t, c_void_p, c_size_t, P_size])
+
+
+def has(name):
+    """True if the loaded library exports the symbol (newer APIs)."""
+    return hasattr(lib, name)

@@ -1,0 +1,509 @@
+"""Python face of libmess: parameters, the client and server roles, byte
+buffers, queries and the read-only server view.
+
+Arrays go in and out as numpy arrays; a C-contiguous array of the right
+dtype (float32 vectors, uint64 ids, uint8 buffers) is passed to C by
+pointer without a copy.  Every handle frees its C object on close(), at
+the end of a `with` block, or when garbage-collected.
+"""
+import ctypes
+import os
+import time
+from collections import namedtuple
+from ctypes import byref, c_size_t, c_uint32, c_void_p
+
+import numpy as np
+
+from . import _lib as L
+from ._lib import MessError
+
+METRICS = {"l2": 0, "ip": 1, "cos": 2, "cosine": 2}
+PAYLOADS = {"f32": 0, "f16": 1, "i8": 2, "int8": 2}
+
+FinishStats = namedtuple("FinishStats", "candidates unique auth_failures memo_hit")
+ServerStats = namedtuple("ServerStats", "entries live deleted bytes min_shard max_shard")
+QueryResult = namedtuple("QueryResult",
+                         "ids dists stats request_bytes response_bytes "
+                         "client_seconds server_seconds")
+
+
+def _f32(a, dim=None, what="vectors"):
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if dim is not None:
+        if a.ndim == 1:
+            a = a.reshape(1, -1) if a.size == dim else a
+        if a.ndim != 2 or a.shape[1] != dim:
+            raise ValueError("%s must have shape (n, %d), got %s" % (what, dim, a.shape))
+    return a
+
+
+def _u64(a):
+    a = np.ascontiguousarray(a)
+    if a.dtype.kind not in "iu":
+        raise TypeError("ids must be integers, got %s" % a.dtype)
+    if a.dtype.kind == "i" and a.size and a.min() < 0:
+        raise ValueError("ids must be non-negative")
+    return np.ascontiguousarray(a.reshape(-1), dtype=np.uint64)
+
+
+def _path(p):
+    return os.fsencode(p)
+
+
+def _pass(p):
+    if p is None:
+        return None
+    return p.encode() if isinstance(p, str) else bytes(p)
+
+
+def _threads(t):
+    if t is None:
+        return os.cpu_count() or 1
+    return int(t)
+
+
+# ---- parameters -------------------------------------------------------------
+
+class Params(L.mess_params):
+    """Public parameters (struct mess_params): Params(dim, **fields) starts
+    from the paper's defaults (mess_params_default) and overrides fields.
+    Extra keywords: p_query (effective query flip, split evenly into PRR
+    and IRR), metric and payload also accept names ("l2", "ip", "cos";
+    "f32", "f16", "i8")."""
+
+    def __init__(self, dim=None, **kw):
+        super().__init__()
+        if dim is not None:
+            L.params_default(byref(self), int(dim))
+        if "p_query" in kw:
+            q = kw.pop("p_query")
+            self.p_prr = self.p_irr = L.split_flip(q)
+        for k, v in kw.items():
+            if k == "metric" and isinstance(v, str):
+                v = METRICS[v.lower()]
+            if k == "payload" and isinstance(v, str):
+                v = PAYLOADS[v.lower()]
+            if k not in dict(L.mess_params._fields_):
+                raise TypeError("unknown parameter %r" % k)
+            setattr(self, k, v)
+
+    @property
+    def p_query(self):
+        """Effective query flip p_q = a(1-b) + b(1-a)."""
+        return L.effective_flip(self.p_prr, self.p_irr)
+
+    @property
+    def words(self):
+        return self.kappa // 64
+
+    def check(self):
+        """Raises InvalidArgumentError / LimitError if unusable."""
+        L.params_check(byref(self))
+        return self
+
+    def copy(self):
+        p = Params()
+        ctypes.pointer(p)[0] = self
+        return p
+
+    def as_dict(self):
+        return {k: getattr(self, k) for k, _ in L.mess_params._fields_}
+
+    def __eq__(self, other):
+        return isinstance(other, L.mess_params) and self.as_dict() == \
+            {k: getattr(other, k) for k, _ in L.mess_params._fields_}
+
+    def __repr__(self):
+        return "Params(%s)" % ", ".join("%s=%r" % kv for kv in self.as_dict().items())
+
+    # exact buffer sizes (communication figures)
+    def upload_size(self, items):
+        return L.upload_size(byref(self), items)
+
+    def delete_size(self, items):
+        return L.delete_size(byref(self), items)
+
+    def request_size(self):
+        return L.request_size(byref(self))
+
+    def response_size(self, pool):
+        return L.response_size(byref(self), pool)
+
+    def payload_size(self):
+        return L.payload_size(byref(self))
+
+
+def effective_flip(p_prr, p_irr):
+    return L.effective_flip(p_prr, p_irr)
+
+
+def split_flip(p_q):
+    return L.split_flip(p_q)
+
+
+# ---- handles ------------------------------------------------------------------
+
+class _Handle:
+    """Owns one C pointer; frees it exactly once."""
+    _free = None
+
+    def __init__(self, ptr):
+        self._ptr = ptr
+
+    @property
+    def ptr(self):
+        if not self._ptr:
+            raise L.StateError(-14, "handle already closed", type(self).__name__)
+        return self._ptr
+
+    @property
+    def closed(self):
+        return not self._ptr
+
+    def close(self):
+        p, self._ptr = self._ptr, None
+        if p:
+            type(self)._free(p)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Buffer(_Handle):
+    """A byte buffer the library allocated (upload, delete, request,
+    response).  Passed back to the library without a copy; np.asarray(buf)
+    is a read-only uint8 view (valid until close()); bytes(buf) copies."""
+    _free = staticmethod(L.buf_free)
+
+    def __init__(self, ptr, length):
+        super().__init__(ptr)
+        self.length = length
+
+    def __len__(self):
+        return self.length
+
+    @property
+    def __array_interface__(self):
+        return {"shape": (self.length,), "typestr": "|u1",
+                "data": (self.ptr, True), "version": 3}
+
+    def __bytes__(self):
+        return ctypes.string_at(self.ptr, self.length)
+
+    def numpy(self):
+        return np.asarray(self)
+
+
+def _buf_arg(b):
+    """(pointer, length, keepalive) for Buffer / bytes / bytearray / numpy."""
+    if isinstance(b, Buffer):
+        return b.ptr, b.length, b
+    if isinstance(b, bytes):
+        return ctypes.cast(ctypes.c_char_p(b), c_void_p).value, len(b), b
+    a = np.ascontiguousarray(np.frombuffer(b, dtype=np.uint8) if not
+                             isinstance(b, np.ndarray) else b.view(np.uint8).reshape(-1))
+    return a.ctypes.data, a.size, a
+
+
+def _take_buf(ptr, n):
+    return Buffer(ptr.value, n.value)
+
+
+class Query(_Handle):
+    """The client-side state of one outstanding query (mess_query)."""
+    _free = staticmethod(L.query_free)
+
+
+class Client(_Handle):
+    """The secret role: keys, per-shard IsoHash, memo cache (mess_client).
+
+    Client(params, train, seed=None, memo_capacity=0, threads=1): trains
+    the hashes on `train` (n x dim float32).  seed: None for production
+    (OS CSPRNG), or 32 bytes for deterministic experiment mode."""
+    _free = staticmethod(L.client_free)
+
+    def __init__(self, params, train, seed=None, memo_capacity=0, threads=1,
+                 _ptr=None):
+        if _ptr is not None:
+            super().__init__(_ptr)
+            return
+        super().__init__(None)
+        train = _f32(train, params.dim, "train")
+        if seed is not None:
+            seed = bytes(seed)
+            if len(seed) != 32:
+                raise ValueError("seed must be 32 bytes")
+        out = c_void_p()
+        L.client_new(byref(params), train.ctypes.data, train.shape[0], seed,
+                     memo_capacity, _threads(threads), byref(out))
+        self._ptr = out.value
+
+    @classmethod
+    def load(cls, path, passphrase=None):
+        out = c_void_p()
+        L.client_load(_path(path), _pass(passphrase), byref(out))
+        return cls(None, None, _ptr=out.value)
+
+    def save(self, path, passphrase=None):
+        L.client_save(self.ptr, _path(path), _pass(passphrase))
+
+    @property
+    def params(self):
+        p = Params()
+        L.client_params(self.ptr, byref(p))
+        return p
+
+    def codes(self, x):
+        """Clean codes of one vector for every shard: uint64 (M, kappa/64).
+        Secret: for the client's own analysis, never to be sent."""
+        p = self.params
+        x = _f32(x).reshape(-1)
+        if x.size != p.dim:
+            raise ValueError("vector must have %d components" % p.dim)
+        out = np.empty((p.shards, p.words), dtype=np.uint64)
+        L.client_codes(self.ptr, x.ctypes.data, out.ctypes.data)
+        return out
+
+    def upload(self, ids, vectors, threads=1):
+        """Encodes items into an upload Buffer for Server.apply_upload."""
+        ids = _u64(ids)
+        v = _f32(vectors, self.params.dim)
+        if v.shape[0] != ids.size:
+            raise ValueError("%d ids for %d vectors" % (ids.size, v.shape[0]))
+        buf, n = c_void_p(), c_size_t()
+        L.client_upload(self.ptr, ids.ctypes.data, v.ctypes.data, ids.size,
+                        _threads(threads), byref(buf), byref(n))
+        return _take_buf(buf, n)
+
+    def delete(self, ids):
+        """Encodes a delete Buffer for Server.apply_delete."""
+        ids = _u64(ids)
+        buf, n = c_void_p(), c_size_t()
+        L.client_delete(self.ptr, ids.ctypes.data, ids.size, byref(buf), byref(n))
+        return _take_buf(buf, n)
+
+    def request(self, q, pool):
+        """(Query, request Buffer) for query vector q and total pool B."""
+        p = self.params
+        q = _f32(q).reshape(-1)
+        if q.size != p.dim:
+            raise ValueError("query must have %d components" % p.dim)
+        qs, buf, n = c_void_p(), c_void_p(), c_size_t()
+        L.client_request(self.ptr, q.ctypes.data, pool, byref(qs), byref(buf), byref(n))
+        return Query(qs.value), _take_buf(buf, n)
+
+    def finish(self, query, response, k):
+        """Decrypts, dedupes and reranks a response: (ids uint64[n],
+        dists float32[n], FinishStats) with n <= k results."""
+        ptr, n, keep = _buf_arg(response)
+        ids = np.empty(max(k, 1), dtype=np.uint64)
+        dists = np.empty(max(k, 1), dtype=np.float32)
+        got = c_size_t()
+        st = L.mess_finish_stats()
+        L.client_finish(self.ptr, query.ptr, ptr, n, k, ids.ctypes.data,
+                        dists.ctypes.data, byref(got), byref(st))
+        del keep
+        return (ids[:got.value], dists[:got.value],
+                FinishStats(st.candidates, st.unique, st.auth_failures, bool(st.memo_hit)))
+
+    # ---- one-call conveniences playing both roles -------------------------
+    def insert(self, server, ids, vectors, threads=1, batch=10000):
+        """Uploads in batches and applies them to `server`; returns the
+        total upload bytes."""
+        ids = _u64(ids)
+        v = _f32(vectors, self.params.dim)
+        total = 0
+        for i in range(0, ids.size, batch):
+            with self.upload(ids[i:i + batch], v[i:i + batch], threads) as b:
+                server.apply_upload(b, threads)
+                total += len(b)
+        return total
+
+    def query(self, server, q, k=10, pool=1500, threads=1):
+        """request -> server search -> finish for one query: a QueryResult
+        with the exact request/response bytes and each side's time."""
+        t0 = time.perf_counter()
+        qs, req = self.request(q, pool)
+        t1 = time.perf_counter()
+        with qs, req:
+            resp = server.search(req, threads)
+            t2 = time.perf_counter()
+            with resp:
+                ids, dists, st = self.finish(qs, resp, k)
+                t3 = time.perf_counter()
+                return QueryResult(ids, dists, st, len(req), len(resp),
+                                   (t1 - t0) + (t3 - t2), t2 - t1)
+
+    def search(self, server, queries, k=10, pool=1500, threads=1):
+        """Many queries: (ids uint64 (nq, k), dists float32 (nq, k)); rows
+        with fewer than k results are padded with 2**64-1 / inf."""
+        Q = _f32(queries, self.params.dim, "queries")
+        ids = np.full((Q.shape[0], k), np.iinfo(np.uint64).max, dtype=np.uint64)
+        dists = np.full((Q.shape[0], k), np.inf, dtype=np.float32)
+        for i in range(Q.shape[0]):
+            r = self.query(server, Q[i], k, pool, threads)
+            ids[i, :r.ids.size] = r.ids
+            dists[i, :r.dists.size] = r.dists
+        return ids, dists
+
+
+class Server(_Handle):
+    """The untrusted role: M HNSW graphs over perturbed codes plus
+    ciphertexts (mess_server).  Server(params) is empty."""
+    _free = staticmethod(L.server_free)
+
+    def __init__(self, params, _ptr=None):
+        if _ptr is not None:
+            super().__init__(_ptr)
+            return
+        super().__init__(None)
+        out = c_void_p()
+        L.server_new(byref(params), byref(out))
+        self._ptr = out.value
+
+    @classmethod
+    def load(cls, path, expect=None):
+        out = c_void_p()
+        L.server_load(_path(path), byref(expect) if expect is not None else None,
+                      byref(out))
+        return cls(None, _ptr=out.value)
+
+    def save(self, path):
+        L.server_save(self.ptr, _path(path))
+
+    @property
+    def params(self):
+        p = Params()
+        L.server_params(self.ptr, byref(p))
+        return p
+
+    def apply_upload(self, buf, threads=1):
+        ptr, n, keep = _buf_arg(buf)
+        L.server_apply_upload(self.ptr, ptr, n, _threads(threads))
+        del keep
+
+    def apply_delete(self, buf):
+        """Returns how many (shard, label) pairs were not found."""
+        ptr, n, keep = _buf_arg(buf)
+        missing = c_size_t()
+        L.server_apply_delete(self.ptr, ptr, n, byref(missing))
+        del keep
+        return missing.value
+
+    def compact(self, threads=1):
+        L.server_compact(self.ptr, _threads(threads))
+
+    def search(self, request, threads=1):
+        """Answers a request: the response Buffer."""
+        ptr, n, keep = _buf_arg(request)
+        out, m = c_void_p(), c_size_t()
+        L.server_search(self.ptr, ptr, n, _threads(threads), byref(out), byref(m))
+        del keep
+        return _take_buf(out, m)
+
+    def stats(self):
+        st = L.mess_server_stats()
+        L.server_stats_get(self.ptr, byref(st))
+        return ServerStats(st.entries, st.live, st.deleted, st.bytes,
+                           st.min_shard, st.max_shard)
+
+    def shard(self, j):
+        """Read-only view of shard j (what the server sees)."""
+        return ShardView(self, j)
+
+    def shards(self):
+        return [ShardView(self, j) for j in range(self.params.shards)]
+
+
+class ShardView:
+    """What the untrusted server holds for one shard: nodes in insertion
+    order with perturbed codes, opaque labels, HNSW levels, deleted flags,
+    links per level and ciphertexts.  Arrays are fresh copies."""
+
+    def __init__(self, server, j):
+        self.server = server
+        self.index = int(j)
+        self._p = server.params
+        if not 0 <= self.index < self._p.shards:
+            raise IndexError("shard %d out of range 0..%d" % (j, self._p.shards - 1))
+
+    @property
+    def nodes(self):
+        n = c_size_t()
+        L.shard_nodes(self.server.ptr, self.index, byref(n))
+        return n.value
+
+    def __len__(self):
+        return self.nodes
+
+    @property
+    def entry_point(self):
+        """Entry node id, or None if the shard is empty."""
+        ep = c_uint32()
+        try:
+            L.shard_entry_point(self.server.ptr, self.index, byref(ep))
+        except L.NotFoundError:
+            return None
+        return ep.value
+
+    def _get(self, fn, shape, dtype):
+        n = self.nodes
+        out = np.empty((n,) + shape, dtype=dtype)
+        fn(self.server.ptr, self.index, out.ctypes.data if out.size else
+           ctypes.addressof(ctypes.c_uint64()), n)
+        return out
+
+    def codes(self):
+        """Perturbed codes, uint64 (n, kappa/64)."""
+        return self._get(L.shard_codes, (self._p.words,), np.uint64)
+
+    def codes_bytes(self):
+        """The same codes as uint8 (n, kappa/8), the wire's byte order."""
+        return self.codes().view(np.uint8)
+
+    def labels(self):
+        return self._get(L.shard_labels, (), np.uint64)
+
+    def levels(self):
+        return self._get(L.shard_levels, (), np.uint32)
+
+    def deleted(self):
+        return self._get(L.shard_deleted, (), np.uint8).astype(bool)
+
+    def entries(self):
+        """Ciphertexts, uint8 (n, payload_size)."""
+        return self._get(L.shard_entries, (self._p.payload_size(),), np.uint8)
+
+    def neighbors(self, node, level=0):
+        out = np.empty(2 * max(self._p.hnsw_m, 1), dtype=np.uint32)
+        n = c_size_t()
+        L.shard_neighbors(self.server.ptr, self.index, node, level,
+                          out.ctypes.data, out.size, byref(n))
+        return out[:n.value].copy()
+
+    def links(self, level=0):
+        """All links of a level: (offsets int64 (n+1,), ids uint32); node i's
+        neighbours are ids[offsets[i]:offsets[i+1]]."""
+        n = self.nodes
+        offs = np.empty(n + 1, dtype=np.uintp)
+        total = c_size_t()
+        L.shard_links(self.server.ptr, self.index, level, offs.ctypes.data,
+                      offs.size, None, 0, byref(total))
+        ids = np.empty(max(total.value, 1), dtype=np.uint32)
+        L.shard_links(self.server.ptr, self.index, level, offs.ctypes.data,
+                      offs.size, ids.ctypes.data, ids.size, byref(total))
+        return offs.astype(np.int64), ids[:total.value]
+
+
+__all__ = ["Params", "Client", "Server", "Query", "Buffer", "ShardView",
+           "FinishStats", "ServerStats", "QueryResult", "MessError",
+           "effective_flip", "split_flip", "METRICS", "PAYLOADS"]

@@ -1,0 +1,297 @@
+"""Tests of the ctypes bindings on the bundled real SIFT data (a scaled-down
+configuration so the suite takes seconds)."""
+import gc
+import os
+import stat
+import tempfile
+import threading
+import unittest
+
+import numpy as np
+
+import mess
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SIFT = os.path.join(ROOT, "datasets", "sift")
+SEED = bytes(range(32))
+N = 1500
+
+
+def exact_topk(base, queries, k):
+    d = (queries ** 2).sum(1)[:, None] - 2 * queries @ base.T + (base ** 2).sum(1)[None]
+    return np.argsort(d, axis=1, kind="stable")[:, :k]
+
+
+def small_params(**kw):
+    args = dict(shards=4, per_item=2, ef_construction=80, train_sample=1000)
+    args.update(kw)
+    return mess.Params(128, **args)
+
+
+class Data:
+    base = mess.read_f32(os.path.join(SIFT, "base.bvecs"))[:N].copy()
+    train = mess.read_f32(os.path.join(SIFT, "learn.bvecs"))
+    queries = mess.read_f32(os.path.join(SIFT, "query.bvecs"))[:40].copy()
+    truth = exact_topk(base, queries, 10)
+
+
+def build(params, n=N, seed=SEED):
+    c = mess.Client(params, Data.train, seed=seed, threads=2)
+    s = mess.Server(params)
+    c.insert(s, np.arange(n), Data.base[:n], threads=2)
+    return c, s
+
+
+def recall(ids, truth):
+    return np.mean([len(set(a.tolist()) & set(b.tolist())) / len(b)
+                    for a, b in zip(ids, truth)])
+
+
+class TestLibrary(unittest.TestCase):
+    def test_version_and_path(self):
+        self.assertEqual(mess.version(), mess.__version__)
+        self.assertTrue(os.path.exists(mess.library_path))
+
+    def test_strerror(self):
+        self.assertIn("invalid", mess.strerror(-1).lower())
+        self.assertTrue(mess.strerror(-999))
+
+    def test_params_defaults_are_the_papers(self):
+        p = mess.Params(128)
+        self.assertEqual((p.shards, p.per_item, p.kappa, p.ef_construction),
+                         (64, 16, 128, 300))
+        self.assertAlmostEqual(p.p_store, 0.08)
+        self.assertAlmostEqual(p.p_query, 0.08, places=9)
+        q = mess.Params(128, p_query=0.12, payload="f16", metric="cos")
+        self.assertAlmostEqual(q.p_query, 0.12, places=9)
+        self.assertEqual((q.payload, q.metric), (1, 2))
+        self.assertEqual(q.copy(), q)
+        self.assertNotEqual(q, p)
+        self.assertAlmostEqual(mess.effective_flip(mess.split_flip(0.1),
+                                                   mess.split_flip(0.1)), 0.1)
+
+    def test_params_errors(self):
+        with self.assertRaises(mess.LimitError) as cm:
+            mess.Params(128, shards=5000).check()
+        self.assertEqual(cm.exception.code, -9)
+        self.assertEqual(cm.exception.message, mess.strerror(-9))
+        with self.assertRaises(mess.InvalidArgumentError):
+            mess.Params(128, kappa=100).check()
+        with self.assertRaises(TypeError):
+            mess.Params(128, no_such_field=1)
+        with self.assertRaises(mess.MessError):
+            mess.Server(mess.Params(128, per_item=65))
+
+    def test_sizes(self):
+        p = mess.Params(128)
+        self.assertEqual(p.request_size(), 1192)  # docs/PROTOCOL.md
+        self.assertEqual(p.payload_size(), 548)
+        self.assertEqual(mess.Params(128, payload="i8").payload_size(), 172)
+        self.assertGreater(p.response_size(1500), 1500 * 548)
+
+
+class TestVecs(unittest.TestCase):
+    def test_read_matches_raw_file(self):
+        raw = np.fromfile(os.path.join(SIFT, "query.bvecs"), dtype=np.uint8)
+        raw = raw.reshape(-1, 4 + 128)[:, 4:]
+        b = mess.read_bvecs(os.path.join(SIFT, "query.bvecs"))
+        f = mess.read_f32(os.path.join(SIFT, "query.bvecs"))
+        self.assertEqual(b.dtype, np.uint8)
+        self.assertTrue(np.array_equal(b, raw))
+        self.assertTrue(np.array_equal(f, raw.astype(np.float32)))
+        self.assertTrue(f.flags.c_contiguous)
+        gt = mess.read_ivecs(os.path.join(SIFT, "groundtruth.ivecs"))
+        self.assertEqual(gt.shape, (200, 100))
+
+    def test_roundtrip_and_bad_files(self):
+        with tempfile.TemporaryDirectory() as d:
+            a = np.random.default_rng(1).standard_normal((7, 5)).astype(np.float32)
+            mess.write_fvecs(os.path.join(d, "a.fvecs"), a)
+            self.assertTrue(np.array_equal(mess.read_fvecs(os.path.join(d, "a.fvecs")), a))
+            mess.write_ivecs(os.path.join(d, "i.ivecs"), np.arange(6).reshape(2, 3))
+            self.assertEqual(mess.read_ivecs(os.path.join(d, "i.ivecs")).tolist(),
+                             [[0, 1, 2], [3, 4, 5]])
+            with open(os.path.join(d, "a.fvecs"), "ab") as f:
+                f.write(b"xy")
+            with self.assertRaises(mess.FormatError):
+                mess.read_fvecs(os.path.join(d, "a.fvecs"))
+            with self.assertRaises(mess.IOFailureError):
+                mess.read_f32(os.path.join(d, "missing.fvecs"))
+
+
+class TestProtocol(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.p = small_params()
+        cls.c, cls.s = build(cls.p)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+        cls.s.close()
+
+    def test_recall_and_bytes(self):
+        ids, dists = self.c.search(self.s, Data.queries, k=10, pool=400, threads=2)
+        self.assertEqual(ids.shape, (40, 10))
+        self.assertGreaterEqual(recall(ids, Data.truth), 0.9)
+        self.assertTrue(np.all(np.diff(dists, axis=1) >= 0))
+        r = self.c.query(self.s, Data.queries[0], 10, 400)
+        self.assertEqual(r.request_bytes, self.p.request_size())
+        self.assertLessEqual(r.response_bytes, self.p.response_size(400))
+        self.assertEqual(r.stats.candidates, 400)
+        self.assertTrue(r.stats.memo_hit)  # query 0 was asked before
+        # distances are the exact squared L2 of the returned ids
+        want = ((Data.base[r.ids.astype(np.int64)] - Data.queries[0]) ** 2).sum(1)
+        self.assertTrue(np.allclose(r.dists, want, rtol=1e-5))
+
+    def test_three_steps_by_hand_and_buffers(self):
+        q, req = self.c.request(Data.queries[1], 160)
+        with q, req:
+            view = np.asarray(req)
+            self.assertEqual(bytes(view[:4]), b"MSRQ")
+            resp = self.s.search(req)
+            # bytes copies go back in as well as library buffers
+            ids, dists, st = self.c.finish(q, bytes(resp), 10)
+            ids2, _, _ = self.c.finish(q, resp, 10)
+            self.assertTrue(np.array_equal(ids, ids2))
+            self.assertEqual(st.auth_failures, 0)
+            # one tampered ciphertext byte: dropped and counted
+            bad = bytearray(bytes(resp))
+            bad[-3] ^= 1
+            _, _, st2 = self.c.finish(q, bad, 10)
+            self.assertEqual(st2.auth_failures, 1)
+            # a response to another request
+            q2, req2 = self.c.request(Data.queries[2], 160)
+            with q2, req2:
+                with self.assertRaises(mess.AuthenticationError):
+                    self.c.finish(q2, resp, 10)
+            resp.close()
+            self.assertTrue(resp.closed)
+
+    def test_concurrent_server_searches(self):
+        q, req = self.c.request(Data.queries[3], 240)
+        out = [None] * 4
+
+        def work(i):
+            with self.s.search(req, threads=1) as r:
+                out[i] = bytes(r)
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        self.assertTrue(all(o == out[0] for o in out))
+        q.close()
+        req.close()
+
+    def test_bad_input(self):
+        with self.assertRaises(ValueError):
+            self.c.request(np.zeros(7, np.float32), 100)
+        with self.assertRaises(mess.VersionError):
+            self.s.apply_upload(b"MSUP" + bytes(60))
+        with self.c.upload([9001], Data.base[:1]) as up:
+            with self.assertRaises(mess.FormatError):  # truncated
+                self.s.apply_upload(bytes(up)[:-1])
+        with self.assertRaises(mess.MessError) as cm:
+            self.s.search(b"junk")
+        self.assertTrue(cm.exception.message)
+        with self.assertRaises(mess.InvalidArgumentError):  # id already stored
+            self.c.insert(self.s, [5], Data.base[5:6])
+        other = small_params(per_item=3)
+        with mess.Server(other) as s2, self.c.upload([9000], Data.base[:1]) as up:
+            with self.assertRaises(mess.ParamsMismatchError):
+                s2.apply_upload(up)
+        with self.assertRaises(ValueError):
+            self.c.upload([1, 2], Data.base[:3])
+
+    def test_server_view(self):
+        total = 0
+        for v in self.s.shards():
+            n = v.nodes
+            total += n
+            codes, labels, levels = v.codes(), v.labels(), v.levels()
+            self.assertEqual(codes.shape, (n, 2))
+            self.assertEqual(v.codes_bytes().shape, (n, 16))
+            self.assertEqual(len(np.unique(labels)), n)
+            self.assertEqual(levels[v.entry_point], levels.max())
+            self.assertEqual(v.entries().shape, (n, self.p.payload_size()))
+            offs, ids = v.links(0)
+            self.assertEqual(offs.shape, (n + 1,))
+            self.assertTrue(np.array_equal(v.neighbors(7, 0), ids[offs[7]:offs[8]]))
+            self.assertTrue(ids.max() < n)
+            self.assertFalse(v.deleted().any())
+        self.assertEqual(total, N * 2)
+        with self.assertRaises(IndexError):
+            self.s.shard(4)
+
+
+class TestLifecycle(unittest.TestCase):
+    def test_clean_codes_visible_without_noise(self):
+        p = small_params(p_store=0.0)
+        c, s = build(p, n=300)
+        with c, s:
+            stored = set()
+            for v in s.shards():
+                stored.update(map(bytes, v.codes_bytes()))
+            mine = set()
+            for i in range(300):
+                mine.update(map(bytes, c.codes(Data.base[i]).view(np.uint8)))
+            self.assertTrue(stored <= mine)
+            self.assertGreater(len(stored), 300)
+
+    def test_delete_compact_save_load(self):
+        p = small_params()
+        c, s = build(p, n=400)
+        with tempfile.TemporaryDirectory() as d, c, s:
+            with c.delete([3, 4, 5]) as buf:
+                self.assertEqual(len(buf), p.delete_size(3))
+                self.assertEqual(s.apply_delete(buf), 0)
+                self.assertEqual(s.apply_delete(buf), 6)  # already gone
+            st = s.stats()
+            self.assertEqual((st.entries, st.deleted), (800, 6))
+            r = c.query(s, Data.base[4], 10, 160)
+            self.assertNotIn(4, r.ids.tolist())
+            s.compact(threads=2)
+            self.assertEqual(s.stats().entries, 794)
+            cp, sp = os.path.join(d, "c.mess"), os.path.join(d, "s.mess")
+            c.save(cp, passphrase="pw")
+            s.save(sp)
+            self.assertEqual(stat.S_IMODE(os.stat(cp).st_mode), 0o600)
+            with self.assertRaises(mess.PassphraseError):
+                mess.Client.load(cp, "wrong")
+            with self.assertRaises(mess.RoleError):
+                mess.Server.load(cp)
+            with self.assertRaises(mess.ParamsMismatchError):
+                mess.Server.load(sp, expect=small_params(shards=5))
+            with mess.Client.load(cp, "pw") as c2, mess.Server.load(sp, p) as s2:
+                self.assertEqual(c2.params, p)
+                self.assertEqual(s2.stats()[:3], s.stats()[:3])
+                r2 = c2.query(s2, Data.base[10], 10, 160)
+                self.assertEqual(r2.ids[0], 10)
+
+    def test_deterministic_mode_repeats(self):
+        p = small_params()
+        a = mess.Client(p, Data.train, seed=SEED)
+        b = mess.Client(p, Data.train, seed=SEED)
+        with a, b:
+            self.assertTrue(np.array_equal(a.codes(Data.base[0]), b.codes(Data.base[0])))
+            with a.upload([1, 2], Data.base[:2]) as ua, b.upload([1, 2], Data.base[:2]) as ub:
+                self.assertEqual(bytes(ua), bytes(ub))
+        with self.assertRaises(ValueError):
+            mess.Client(p, Data.train, seed=b"short")
+
+    def test_closed_handles(self):
+        p = small_params()
+        s = mess.Server(p)
+        s.close()
+        s.close()  # idempotent
+        with self.assertRaises(mess.StateError):
+            s.stats()
+        # garbage collection frees the rest
+        for _ in range(3):
+            mess.Server(p)
+        gc.collect()
+
+
+if __name__ == "__main__":
+    unittest.main()
