@@ -1374,16 +1374,21 @@ int mess_client_save(const mess_client *c, const char *path,
     int rc;
     if (!c || !path)
         return MESS_EINVAL;
+    static const uint8_t placeholder[KEY_BYTES];
     mess_wr_init(&w);
     mess_wr_u32(&w, CLIENT_BODY_VERSION);
     mess_wr_u8(&w, (uint8_t)c->deterministic);
     mess_wr_u64(&w, c->op_counter);
-    mess_wr_bytes(&w, c->keys->master, KEY_BYTES);
+    /* The key goes in last, once the buffer has stopped growing: a realloc
+     * would leave copies of it in freed memory. */
+    mess_wr_bytes(&w, placeholder, KEY_BYTES);
     rc = isohash_serialize(c->hash, &w);
     if (rc == MESS_OK)
         rc = lshrr_memo_serialize(c->memo, &w);
     if (rc == MESS_OK)
         rc = w.err;
+    if (rc == MESS_OK)
+        memcpy(w.p + 4 + 1 + 8, c->keys->master, KEY_BYTES);
     if (rc == MESS_OK)
         rc = statefile_write(path, STATEFILE_CLIENT, &c->p, w.p, w.len,
                              passphrase, 0600);
@@ -1428,6 +1433,17 @@ int mess_client_load(const char *path, const char *passphrase,
     c->deterministic = det;
     keys_derive(c);
     rc = isohash_deserialize(&r, &c->hash);
+    if (rc == MESS_OK) {
+        /* The memo cache writes M x kappa/64 words per report into buffers
+         * sized by the parameters: its shape must be theirs (u64 capacity,
+         * u32 shards, u32 kappa lead its section). */
+        struct mess_rd peek = r;
+        uint64_t cap;
+        uint32_t shards, kappa;
+        if (mess_rd_u64(&peek, &cap) || mess_rd_u32(&peek, &shards) ||
+            mess_rd_u32(&peek, &kappa) || shards != p.shards || kappa != p.kappa)
+            rc = MESS_EFORMAT;
+    }
     if (rc == MESS_OK)
         rc = lshrr_memo_deserialize(&r, c->keys->memo, &c->memo);
     if (rc != MESS_OK)

@@ -178,8 +178,8 @@ static int run_throughput(const struct data *d, uint32_t kappa,
            "max relative residual %.2e\n",
            t_train, t_train * threads / shards, it_min, it_max, res_max);
 
-    /* hashing every base vector into all M shards, two ways */
-    nvec = d->nb;
+    /* hashing the base vectors (at most 100,000) into all M shards, two ways */
+    nvec = d->nb < 100000 ? d->nb : 100000;
     codes = (uint64_t *)malloc(nvec * shards * words * 8 > ncodes * words * 8
                                    ? nvec * shards * words * 8
                                    : ncodes * words * 8);

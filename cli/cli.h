@@ -61,5 +61,9 @@ int cli_cmd_query(int argc, char **argv);
 int cli_cmd_delete(int argc, char **argv);
 int cli_cmd_compact(int argc, char **argv);
 int cli_cmd_info(int argc, char **argv);
+/* account.c: mess account access|search|stored|random-lsh|report */
+int cli_cmd_account(int argc, char **argv);
+/* plan.c: mess plan (correctness model, predicted recall) */
+int cli_cmd_plan(int argc, char **argv);
 
 #endif
