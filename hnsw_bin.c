@@ -4,8 +4,9 @@
  * Memory layout: codes, labels, levels and flags in flat arrays; layer 0
  * links contiguous (node i's block at i * (1 + 2M): a count, then ids);
  * upper-layer links in one block per node that has levels above 0.
- * Priority queues hold 64-bit keys (distance << 32 | node), so every
- * comparison is one integer compare and ties break by node id.
+ * Searches use bucket queues over the integer distances (see struct
+ * hnsw_scratch); sorted results are 64-bit keys (distance << 32 | node), so
+ * ties break by node id.
  */
 #include <math.h>
 
@@ -33,12 +34,29 @@ struct hnsw {
     uint32_t *sel, *sel2; /* 2M + 2 ids each */
 };
 
+/* Search state of one thread.  Distances are integers in [0, bits], so
+ * both queues of Alg. 2 are bucket queues: one singly linked list per
+ * distance, entries taken from a pool that is reset at every search.  The
+ * candidate queue pops from its lowest non-empty bucket, the result set
+ * evicts from its highest; every operation is O(1) amortised and no
+ * comparison involves more than one small integer. */
+struct bq_entry {
+    uint32_t node;
+    uint32_t next;
+};
+
 struct hnsw_scratch {
-    uint32_t *mark;      /* visited epoch per node */
+    uint16_t *mark;      /* visited epoch per node */
     size_t mark_cap;
-    uint32_t epoch;
-    uint64_t *cand, *res; /* heaps */
-    size_t cand_cap, res_cap;
+    uint16_t epoch;
+    struct bq_entry *pool;
+    size_t pool_cap, pool_used;
+    uint32_t *cand_head, *res_head; /* nbuckets each */
+    uint32_t nbuckets;
+    uint64_t *out;       /* sorted (distance, node) keys of the last layer search */
+    size_t out_cap;
+    uint32_t *pending;   /* unvisited neighbours of the node being expanded */
+    size_t pending_cap;
 };
 
 #define EMPTY UINT32_MAX
@@ -73,76 +91,13 @@ static uint32_t *links_of(const struct hnsw *h, uint32_t node, int level)
     return h->upper[node] + (size_t)(level - 1) * (1 + h->m);
 }
 
-static uint32_t dist_to(const struct hnsw *h, const uint64_t *q, uint32_t node)
+static inline uint32_t dist_to(const struct hnsw *h, const uint64_t *q, uint32_t node)
 {
-    return hnsw_hamming(q, code_of(h, node), h->words);
-}
-
-/* min-heap / max-heap of u64 keys */
-static void heap_push_min(uint64_t *a, size_t *n, uint64_t k)
-{
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (a[p] <= k)
-            break;
-        a[i] = a[p];
-        i = p;
-    }
-    a[i] = k;
-}
-
-static uint64_t heap_pop_min(uint64_t *a, size_t *n)
-{
-    uint64_t top = a[0], last = a[--(*n)];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n)
-            break;
-        if (c + 1 < *n && a[c + 1] < a[c])
-            c++;
-        if (a[c] >= last)
-            break;
-        a[i] = a[c];
-        i = c;
-    }
-    if (*n)
-        a[i] = last;
-    return top;
-}
-
-static void heap_push_max(uint64_t *a, size_t *n, uint64_t k)
-{
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (a[p] >= k)
-            break;
-        a[i] = a[p];
-        i = p;
-    }
-    a[i] = k;
-}
-
-static uint64_t heap_pop_max(uint64_t *a, size_t *n)
-{
-    uint64_t top = a[0], last = a[--(*n)];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n)
-            break;
-        if (c + 1 < *n && a[c + 1] > a[c])
-            c++;
-        if (a[c] <= last)
-            break;
-        a[i] = a[c];
-        i = c;
-    }
-    if (*n)
-        a[i] = last;
-    return top;
+    const uint64_t *c = code_of(h, node);
+    if (h->words == 2) /* the common 128-bit case, unrolled */
+        return (uint32_t)(__builtin_popcountll(q[0] ^ c[0]) +
+                          __builtin_popcountll(q[1] ^ c[1]));
+    return hnsw_hamming(q, c, h->words);
 }
 
 #define KEY(d, node) ((uint64_t)(d) << 32 | (uint64_t)(node))
@@ -339,8 +294,11 @@ void hnsw_scratch_free(struct hnsw_scratch *s)
     if (!s)
         return;
     free(s->mark);
-    free(s->cand);
-    free(s->res);
+    free(s->pool);
+    free(s->cand_head);
+    free(s->res_head);
+    free(s->out);
+    free(s->pending);
     free(s);
 }
 
@@ -353,28 +311,31 @@ static void scratch_next_epoch(struct hnsw_scratch *s)
     }
 }
 
-static int grow_keys(uint64_t **a, size_t *cap, size_t need)
+/* Grows *a (elem-byte items) to hold at least need, by 1.5x steps. */
+static int grow_array(void **a, size_t *cap, size_t need, size_t elem)
 {
-    size_t c;
-    uint64_t *q;
+    size_t c = need + need / 2 + 64;
+    void *q;
     if (need <= *cap)
         return MESS_OK;
-    c = need + need / 2 + 64;
-    q = (uint64_t *)realloc(*a, c * sizeof *q);
+    q = mess_malloc_array(c, elem);
     if (!q)
         return MESS_ENOMEM;
+    free(*a);
     *a = q;
     *cap = c;
     return MESS_OK;
 }
 
-/* Prepares marks for n nodes and heaps for `queue` entries, and starts a
- * new visit. */
-static int scratch_prepare(struct hnsw_scratch *s, size_t n, size_t queue)
+/* Prepares marks for n nodes, queues for a search of beam ef over n nodes
+ * (each node enters each queue at most once), and starts a new visit. */
+static int scratch_prepare(struct hnsw_scratch *s, const struct hnsw *h,
+                           size_t n, size_t ef)
 {
+    uint32_t nb = h->p.bits + 1;
     if (n > s->mark_cap) {
         size_t cap = n + n / 2 + 64;
-        uint32_t *m = (uint32_t *)mess_calloc_array(cap, sizeof *m);
+        uint16_t *m = (uint16_t *)mess_calloc_array(cap, sizeof *m);
         if (!m)
             return MESS_ENOMEM;
         free(s->mark);
@@ -382,8 +343,24 @@ static int scratch_prepare(struct hnsw_scratch *s, size_t n, size_t queue)
         s->mark_cap = cap;
         s->epoch = 0;
     }
-    if (grow_keys(&s->cand, &s->cand_cap, queue) != MESS_OK ||
-        grow_keys(&s->res, &s->res_cap, queue) != MESS_OK)
+    if (nb > s->nbuckets) {
+        uint32_t *c = (uint32_t *)mess_malloc_array(nb, sizeof *c);
+        uint32_t *r = (uint32_t *)mess_malloc_array(nb, sizeof *r);
+        if (!c || !r) {
+            free(c);
+            free(r);
+            return MESS_ENOMEM;
+        }
+        free(s->cand_head);
+        free(s->res_head);
+        s->cand_head = c;
+        s->res_head = r;
+        s->nbuckets = nb;
+    }
+    if (grow_array((void **)&s->pool, &s->pool_cap, 2 * n + 2, sizeof *s->pool) ||
+        grow_array((void **)&s->out, &s->out_cap, ef + 1, sizeof *s->out) ||
+        grow_array((void **)&s->pending, &s->pending_cap, (size_t)h->m0 + 1,
+                   sizeof *s->pending))
         return MESS_ENOMEM;
     scratch_next_epoch(s);
     return MESS_OK;
@@ -411,50 +388,150 @@ static void greedy(const struct hnsw *h, const uint64_t *q, int level,
     }
 }
 
-/* Beam search of one layer (Alg. 2).  With live_only, deleted nodes route
- * but are kept out of the result heap.  The result max-heap (s->res, *nres
- * entries) holds up to ef keys.  Queue capacity needed: n + 1. */
-static void search_layer(const struct hnsw *h, struct hnsw_scratch *s,
-                         const uint64_t *q, uint32_t ep, uint32_t ep_dist,
-                         size_t ef, int level, int live_only, size_t *nres)
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
+#define NIL UINT32_MAX
+
+/* Sorts keys ascending: insertion sort for short runs (one distance bucket,
+ * a link list), quicksort with median-of-three pivots above that. */
+static void sort_keys(uint64_t *k, size_t n)
 {
-    size_t nc = 0, nr = 0;
-    s->mark[ep] = s->epoch;
-    heap_push_min(s->cand, &nc, KEY(ep_dist, ep));
-    if (!live_only || !h->deleted[ep])
-        heap_push_max(s->res, &nr, KEY(ep_dist, ep));
-    while (nc > 0) {
-        uint64_t c = heap_pop_min(s->cand, &nc);
+    while (n > 24) {
+        uint64_t a = k[0], b = k[n / 2], c = k[n - 1], pivot, t;
+        size_t i = 0, j = n - 1;
+        pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        for (;;) {
+            while (k[i] < pivot)
+                i++;
+            while (k[j] > pivot)
+                j--;
+            if (i >= j)
+                break;
+            t = k[i];
+            k[i] = k[j];
+            k[j] = t;
+            i++;
+            j--;
+        }
+        /* recurse into the smaller part, loop on the larger */
+        if (j + 1 < n - j - 1) {
+            sort_keys(k, j + 1);
+            k += j + 1;
+            n -= j + 1;
+        } else {
+            sort_keys(k + j + 1, n - j - 1);
+            n = j + 1;
+        }
+    }
+    {
+        size_t i, j;
+        for (i = 1; i < n; i++) {
+            uint64_t v = k[i];
+            for (j = i; j > 0 && k[j - 1] > v; j--)
+                k[j] = k[j - 1];
+            k[j] = v;
+        }
+    }
+}
+
+/* Beam search of one layer (Alg. 2) from ep, with beam ef >= 1.  With
+ * live_only, deleted nodes route but never enter the result set.  The
+ * caller has started a visit (scratch_prepare / scratch_next_epoch).  On
+ * return s->out holds the results as (distance << 32 | node) keys,
+ * ascending (ties by node id); the count is returned. */
+static size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
+                           const uint64_t *q, uint32_t ep, uint32_t ep_dist,
+                           size_t ef, int level, int live_only)
+{
+    struct bq_entry *pool = s->pool;
+    uint32_t *ch = s->cand_head, *rh = s->res_head, *pend = s->pending;
+    uint16_t *mark = s->mark, epoch = s->epoch;
+    const uint32_t words = h->words, bits = h->p.bits;
+    uint32_t used = 0, cmin, rmax = 0, d, i, np;
+    size_t nr = 0, ncand = 0, k;
+
+    memset(ch, 0xff, (size_t)(bits + 1) * sizeof *ch);
+    memset(rh, 0xff, (size_t)(bits + 1) * sizeof *rh);
+#define BQ_PUSH(head, dist, id)                                              \
+    do {                                                                     \
+        pool[used].node = (id);                                              \
+        pool[used].next = head[dist];                                        \
+        head[dist] = used++;                                                 \
+    } while (0)
+
+    mark[ep] = epoch;
+    BQ_PUSH(ch, ep_dist, ep);
+    ncand = 1;
+    cmin = ep_dist;
+    if (!live_only || !h->deleted[ep]) {
+        BQ_PUSH(rh, ep_dist, ep);
+        nr = 1;
+        rmax = ep_dist;
+    }
+    while (ncand > 0) {
+        uint32_t c, e;
         const uint32_t *l;
-        uint32_t i;
-        if (nr >= ef && KEY_DIST(c) > KEY_DIST(s->res[0]))
+        while (ch[cmin] == NIL)
+            cmin++;
+        if (nr >= ef && cmin > rmax)
             break;
-        l = links_of(h, KEY_NODE(c), level);
+        c = pool[ch[cmin]].node;
+        ch[cmin] = pool[ch[cmin]].next;
+        ncand--;
+        l = links_of(h, c, level);
+        /* the likely next candidate's links, while this one is expanded */
+        if (ch[cmin] != NIL)
+            PREFETCH(links_of(h, pool[ch[cmin]].node, level));
+        /* gather the unvisited neighbours and prefetch their codes before
+         * computing any distance: mark and code loads are the cache misses */
+        for (i = 1; i <= l[0]; i++)
+            PREFETCH(mark + l[i]);
+        np = 0;
         for (i = 1; i <= l[0]; i++) {
-            uint32_t e = l[i], d;
-            uint64_t k;
-            if (s->mark[e] == s->epoch)
-                continue;
-            s->mark[e] = s->epoch;
+            e = l[i];
+            if (mark[e] != epoch) {
+                mark[e] = epoch;
+                pend[np++] = e;
+                PREFETCH(h->codes + (size_t)e * words);
+            }
+        }
+        for (i = 0; i < np; i++) {
+            e = pend[i];
             d = dist_to(h, q, e);
-            k = KEY(d, e);
-            if (nr < ef || k < s->res[0]) {
-                heap_push_min(s->cand, &nc, k);
-                if (!live_only || !h->deleted[e]) {
-                    heap_push_max(s->res, &nr, k);
-                    if (nr > ef)
-                        heap_pop_max(s->res, &nr);
+            if (nr < ef || d < rmax) {
+                BQ_PUSH(ch, d, e);
+                ncand++;
+                if (d < cmin)
+                    cmin = d;
+                if (live_only && h->deleted[e])
+                    continue;
+                BQ_PUSH(rh, d, e);
+                if (d > rmax || nr == 0)
+                    rmax = d;
+                if (++nr > ef) {
+                    rh[rmax] = pool[rh[rmax]].next;
+                    nr--;
+                    while (rh[rmax] == NIL)
+                        rmax--;
                 }
             }
         }
     }
-    *nres = nr;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
+#undef BQ_PUSH
+    /* drain the result buckets in ascending distance */
+    k = 0;
+    for (d = 0; d <= rmax && k < nr; d++) {
+        size_t first = k;
+        uint32_t j;
+        for (j = rh[d]; j != NIL; j = pool[j].next)
+            s->out[k++] = KEY(d, pool[j].node);
+        sort_keys(s->out + first, k - first);
+    }
+    return k;
 }
 
 int hnsw_search(const struct hnsw *h, struct hnsw_scratch *s,
@@ -474,18 +551,17 @@ int hnsw_search(const struct hnsw *h, struct hnsw_scratch *s,
         ef = P;
     if (ef > h->n)
         ef = h->n;
-    rc = scratch_prepare(s, h->n, h->n + 1);
+    rc = scratch_prepare(s, h, h->n, ef);
     if (rc != MESS_OK)
         return rc;
     ep = h->entry;
     epd = dist_to(h, query, ep);
     for (level = h->max_level; level > 0; level--)
         greedy(h, query, level, &ep, &epd);
-    search_layer(h, s, query, ep, epd, ef, 0, 1, &nres);
-    qsort(s->res, nres, sizeof *s->res, cmp_u64);
+    nres = search_layer(h, s, query, ep, epd, ef, 0, 1);
     for (i = 0; i < nres && i < P; i++) {
-        out[i].node = KEY_NODE(s->res[i]);
-        out[i].dist = KEY_DIST(s->res[i]);
+        out[i].node = KEY_NODE(s->out[i]);
+        out[i].dist = KEY_DIST(s->out[i]);
         out[i].label = h->labels[out[i].node];
     }
     *n_out = i;
@@ -531,7 +607,7 @@ static void add_link(struct hnsw *h, uint32_t from, uint32_t to, int level,
     for (i = 0; i < l[0]; i++)
         tmp[i] = KEY(hnsw_hamming(code_of(h, from), code_of(h, l[i + 1]), h->words), l[i + 1]);
     tmp[i] = KEY(hnsw_hamming(code_of(h, from), code_of(h, to), h->words), to);
-    qsort(tmp, (size_t)l[0] + 1, sizeof *tmp, cmp_u64);
+    sort_keys(tmp, (size_t)l[0] + 1);
     k = select_heuristic(h, tmp, (size_t)l[0] + 1, max, sel);
     for (i = 0; i < k; i++)
         l[i + 1] = sel[i];
@@ -573,7 +649,7 @@ int hnsw_add(struct hnsw *h, const uint64_t *code, uint64_t label,
             return MESS_ENOMEM;
     }
     s = h->build;
-    if (scratch_prepare(s, h->n + 1, h->n + 2) != MESS_OK) {
+    if (scratch_prepare(s, h, h->n + 1, h->p.ef_construction) != MESS_OK) {
         free(h->upper[node]);
         h->upper[node] = NULL;
         return MESS_ENOMEM;
@@ -602,9 +678,8 @@ int hnsw_add(struct hnsw *h, const uint64_t *code, uint64_t label,
         uint32_t k, i, *l;
         scratch_next_epoch(s);
         s->mark[node] = s->epoch; /* never link to itself */
-        search_layer(h, s, code, ep, epd, h->p.ef_construction, lc, 0, &nres);
-        qsort(s->res, nres, sizeof *s->res, cmp_u64);
-        k = select_heuristic(h, s->res, nres, h->m, h->sel);
+        nres = search_layer(h, s, code, ep, epd, h->p.ef_construction, lc, 0);
+        k = select_heuristic(h, s->out, nres, h->m, h->sel);
         l = links_of(h, node, lc);
         l[0] = k;
         for (i = 0; i < k; i++)
@@ -613,8 +688,8 @@ int hnsw_add(struct hnsw *h, const uint64_t *code, uint64_t label,
             add_link(h, l[i + 1], node, lc, h->tmp, h->sel2);
         /* the closest found is the entry to the next layer down */
         if (nres > 0) {
-            ep = KEY_NODE(s->res[0]);
-            epd = KEY_DIST(s->res[0]);
+            ep = KEY_NODE(s->out[0]);
+            epd = KEY_DIST(s->out[0]);
         }
     }
     if (level > h->max_level) {

@@ -137,6 +137,11 @@ def main():
     n_base = a.base or (0 if large else 10000)
     n_query = a.queries or (10000 if large else 200)
     n_learn = a.learn or (50000 if large else 5000)
+    # sizes given on the command line are requirements; the large set's
+    # default learn size is only a cap (the learn images give ~20k)
+    required = {"base": a.base is not None or not large,
+                "query": True,
+                "learn": a.learn is not None or not large}
 
     t0 = time.time()
     paths = list_images(large)
@@ -158,7 +163,7 @@ def main():
     for r, want in (("base", n_base), ("query", n_query), ("learn", n_learn)):
         x = dedupe(np.concatenate(groups[r])) if groups[r] else np.zeros((0, 128), np.uint8)
         x = x[rng.permutation(len(x))]
-        if want and len(x) < want:
+        if want and len(x) < want and required[r]:
             sys.exit(f"only {len(x)} {r} descriptors available, {want} wanted")
         sets[r] = x[:want] if want else x
     # a descriptor present in two roles would be a near-twin: drop it from

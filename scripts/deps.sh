@@ -11,7 +11,7 @@ pkgs_for() {
     case "$1" in
     build)  echo "build-essential pkg-config libsodium-dev libzstd-dev liblapack-dev libblas-dev" ;;
     check)  echo "build-essential pkg-config libsodium-dev libzstd-dev liblapack-dev libblas-dev python3 python3-numpy" ;;
-    data)   echo "python3 python3-numpy python3-opencv python3-skimage opencv-doc" ;;
+    data)   echo "python3 python3-numpy python3-opencv python3-skimage opencv-doc mate-backgrounds lomiri-wallpapers ukui-wallpapers sway-backgrounds plasma-workspace-wallpapers desktop-base gnome-backgrounds" ;;
     bench)  echo "python3 python3-numpy python3-faiss python3-hnswlib" ;;
     fuzz)   echo "clang libclang-rt-14-dev" ;;
     python) echo "python3 python3-numpy" ;;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "../hnsw_bin.h"
+#include "../parallel.h"
 #include "../rng.h"
 #include "harness.h"
 
@@ -323,6 +324,92 @@ static void test_concurrent_search(void)
     }
 }
 
+/* The read access the leakage evaluation uses sees a well-formed graph:
+ * link counts within M / 2M, no self links or duplicates, neighbours exist
+ * on the level, the entry point has the top level, codes and labels match
+ * what was inserted. */
+static void test_graph_access(void)
+{
+    size_t i, top = 0, links0 = 0, bad = 0;
+    uint32_t ep = hnsw_entry_point(g), m = hnsw_get_params(g)->m;
+    CHECK(ep < hnsw_count(g));
+    for (i = 0; i < hnsw_count(g); i++) {
+        uint32_t lv, node = (uint32_t)i;
+        const uint32_t *ids;
+        size_t k, j, cnt;
+        if (hnsw_level(g, node) > top)
+            top = hnsw_level(g, node);
+        bad += memcmp(hnsw_code(g, node), codes + i * WORDS, WORDS * 8) != 0;
+        bad += hnsw_label(g, node) != 1000 + i;
+        for (lv = 0; lv <= hnsw_level(g, node); lv++) {
+            if (hnsw_neighbors(g, node, lv, &ids, &cnt) != MESS_OK) {
+                bad++;
+                continue;
+            }
+            bad += cnt > (lv == 0 ? 2 * m : m) || cnt == 0;
+            if (lv == 0)
+                links0 += cnt;
+            for (k = 0; k < cnt; k++) {
+                bad += ids[k] == node || ids[k] >= hnsw_count(g) ||
+                       hnsw_level(g, ids[k]) < lv;
+                for (j = 0; j < k; j++)
+                    bad += ids[j] == ids[k];
+            }
+        }
+        CHECK_RC(hnsw_neighbors(g, node, hnsw_level(g, node) + 1, &ids, &cnt), MESS_EINVAL);
+    }
+    CHECK(bad == 0);
+    CHECK(hnsw_level(g, ep) == top);
+    CHECK(hnsw_code(g, (uint32_t)hnsw_count(g)) == NULL);
+    printf("# %zu nodes, top level %zu, %.1f layer-0 links per node, %.1f bytes per node\n",
+           hnsw_count(g), top, (double)links0 / (double)hnsw_count(g),
+           (double)hnsw_bytes(g) / (double)hnsw_count(g));
+    /* memory per node: at least the code and the layer-0 link block */
+    CHECK(hnsw_bytes(g) >= hnsw_count(g) * (WORDS * 8 + 4 * (1 + 2 * m)));
+}
+
+/* Shards built concurrently (one thread per index, as the server does)
+ * are byte-identical to shards built one after the other. */
+#define SHARDS 4
+#define SHARD_N 600
+static struct hnsw *shard[SHARDS];
+
+static int build_shard(void *ctx, size_t j, unsigned worker)
+{
+    struct hnsw_params p = {BITS, 8, 40, 0};
+    size_t i;
+    int rc;
+    (void)ctx;
+    (void)worker;
+    p.seed = 100 + j;
+    rc = hnsw_new(&p, &shard[j]);
+    for (i = 0; rc == MESS_OK && i < SHARD_N; i++)
+        rc = hnsw_add(shard[j], codes + ((i * SHARDS + j) % n) * WORDS, i, NULL);
+    return rc;
+}
+
+static void test_parallel_shards(void)
+{
+    struct mess_wr serial[SHARDS], par;
+    size_t j;
+    for (j = 0; j < SHARDS; j++) {
+        CHECK_OK(build_shard(NULL, j, 0));
+        mess_wr_init(&serial[j]);
+        CHECK_OK(hnsw_serialize(shard[j], &serial[j]));
+        hnsw_free(shard[j]);
+        shard[j] = NULL;
+    }
+    CHECK_OK(parallel_for(SHARDS, 2, build_shard, NULL));
+    for (j = 0; j < SHARDS; j++) {
+        mess_wr_init(&par);
+        CHECK_OK(hnsw_serialize(shard[j], &par));
+        CHECK(par.len == serial[j].len && memcmp(par.p, serial[j].p, par.len) == 0);
+        mess_wr_free(&par);
+        mess_wr_free(&serial[j]);
+        hnsw_free(shard[j]);
+    }
+}
+
 static void test_bad_params(void)
 {
     struct hnsw_params p = {96, 16, 100, 1};
@@ -349,10 +436,12 @@ int main(void)
         HARNESS_END();
     }
     RUN(test_results_sorted_and_exact_distances);
+    RUN(test_graph_access);
     RUN(test_serialize_roundtrip);
     RUN(test_concurrent_search);
     RUN(test_delete_and_compact);
     RUN(test_hostile_buffers);
+    RUN(test_parallel_shards);
     RUN(test_bad_params);
     hnsw_free(g);
     free(codes);
