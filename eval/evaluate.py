@@ -50,9 +50,18 @@ def machine_info(threads):
         "load_avg_at_start": os.getloadavg(), "threads_used": threads,
         "os": platform.platform(), "python": platform.python_version(),
         "numpy": np.__version__, "faiss": getattr(faiss, "__version__", "?"),
+        "hnswlib": _version_of("hnswlib"),
         "matplotlib": matplotlib.__version__, "libmess": mess.version(),
         "library": mess.library_path, "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
+
+
+def _version_of(pkg):
+    try:
+        from importlib.metadata import version
+        return version(pkg)
+    except Exception:
+        return "?"
 
 
 def pick(rows, pool):
@@ -99,7 +108,7 @@ def main():
                     help="MESS pool for table 2, t and payload runs (paper: 1400-1600, Fig. 5: 1500)")
     ap.add_argument("--small-pool", type=int, default=250,
                     help="second pool of experiments 2 and 5, where recall is not saturated")
-    ap.add_argument("--target", type=float, default=0.95,
+    ap.add_argument("--target", type=float, default=0.99,
                     help="recall target choosing B per p in experiment 3")
     ap.add_argument("--faiss-pools", default="500,1500,4000")
     ap.add_argument("--hnsw-target", type=float, default=0.98)
@@ -112,7 +121,10 @@ def main():
                                     os.path.basename(os.path.normpath(a.data)))
         with open(os.path.join(out, "results.json")) as fh:
             saved = json.load(fh)
-        write_outputs(saved["results"], out, argparse.Namespace(**saved["args"]),
+        args = argparse.Namespace(**saved["args"])
+        if "--target" in sys.argv:  # re-choose experiment 3's pools
+            args.target = a.target
+        write_outputs(saved["results"], out, args,
                       saved["machine"], argparse.Namespace(**saved["dataset"]))
         return
 
@@ -258,7 +270,7 @@ def write_outputs(res, out, a, info, ds):
     if res["exp1"]:
         write_csv(P("exp1_recall_vs_pool.csv"), res["exp1"])
         plots.recall_vs_pool(res["exp1"], P("exp1_recall_vs_pool.png"),
-                             "Recall@10 vs pool, t=16 (" + title + ")")
+                             "Recall@10 vs pool B, t=16\n" + title)
         configs = list(dict.fromkeys(r["config"] for r in res["exp1"]))
         pools = list(dict.fromkeys(r["pool"] for r in res["exp1"]))
         quoted = dict(paper.FIG9_SIFT_008_008)
@@ -374,6 +386,23 @@ def write_outputs(res, out, a, info, ds):
                              f(b["encode_s"], 1), f(b["server_s"], 1),
                              f(b["upload_bytes"] / 1e6, 1), str(b["entries"]),
                              f(b["server_bytes"] / 1e6, 1)] for b in res["builds"]]))
+    md.append("\n### Machine\n")
+    md.append(md_table(["item", "value"], [
+        ["CPU", "%s, %s cores, %s GiB RAM" % (info.get("cpu"), info.get("cores"),
+                                              info.get("memory_gib"))],
+        ["load average at start (1/5/15 min)",
+         " / ".join("%.1f" % x for x in info.get("load_avg_at_start", []))],
+        ["threads used", str(info.get("threads_used"))],
+        ["OS", str(info.get("os"))],
+        ["software", "Python %s, numpy %s, faiss %s, hnswlib %s, matplotlib %s, libmess %s"
+         % (info.get("python"), info.get("numpy"), info.get("faiss"), info.get("hnswlib"),
+            info.get("matplotlib"), info.get("libmess"))],
+        ["data", "%s: %s base, %s queries, %s learn, dim %s"
+         % (info.get("dataset"), info.get("base"), info.get("queries"), info.get("train"),
+            info.get("dim"))],
+        ["command", "`%s`" % info.get("command")],
+        ["date (UTC), run time", "%s, %s min" % (info.get("date_utc"), info.get("minutes"))],
+    ]))
     with open(P("tables.md"), "w") as fh:
         fh.write("\n".join(md))
     with open(P("machine.json"), "w") as fh:

@@ -30,9 +30,10 @@ def recall_vs_pool(rows, path, title):
     q = paper.FIG9_SIFT_012_008
     ax.plot([b for b, _ in q], [r for _, r in q], ls=":", color="0.45", lw=1.2,
             label="paper SIFT p_D=0.12, p_q=0.08 (quoted, Fig. 9)")
-    ax.set_xlabel("candidate pool B (sum of per-shard budgets)")
+    ax.set_xscale("log")
+    ax.set_xlabel("candidate pool B (sum of per-shard budgets, log)")
     ax.set_ylabel("Recall@10")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=9)
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
@@ -73,22 +74,20 @@ def query_flip(table, sweeps, path, title):
     ps = [r["p_q"] for r in table]
     x = range(len(ps))
     w = 0.38
-    a.bar([i - w / 2 for i in x], [r["total_wan_ms"] for r in table], w, color="#2b6cb0",
-          label="WAN (left axis)")
-    a2 = a.twinx()
-    a2.bar([i + w / 2 for i in x], [r["total_lan_ms"] for r in table], w, color="#dd6b20",
-           label="LAN (right axis)")
-    for i, r in zip(x, table):
-        a.text(i - w / 2, r["total_wan_ms"], "B=%d" % r["pool"], ha="center",
-               va="bottom", fontsize=7)
+    for off, net, col in ((-w / 2, "lan", "#dd6b20"), (w / 2, "wan", "#2b6cb0")):
+        vals = [r["total_%s_ms" % net] for r in table]
+        a.bar([i + off for i in x], vals, w, color=col, label=net.upper())
+        for i, v in zip(x, vals):
+            a.text(i + off, v * 1.08, "%.1f" % v, ha="center", fontsize=7)
+    a.set_yscale("log")
+    a.set_ylim(min(r["total_lan_ms"] for r in table) / 2,
+               max(r["total_wan_ms"] for r in table) * 4)
     a.set_xticks(list(x))
-    a.set_xticklabels(["p=%.2f" % p for p in ps])
-    a.set_ylabel("WAN total ms/query")
-    a2.set_ylabel("LAN total ms/query")
-    a.set_title("total latency at the smallest B reaching the target")
-    h1, l1 = a.get_legend_handles_labels()
-    h2, l2 = a2.get_legend_handles_labels()
-    a.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper left")
+    a.set_xticklabels(["p=%.2f\nB=%d" % (r["p_q"], r["pool"]) for r in table])
+    a.set_ylabel("total ms/query (log)")
+    a.set_title("total latency at the smallest B reaching the target", fontsize=10)
+    a.legend(fontsize=8, loc="upper left", ncol=2)
+    a.grid(axis="y", alpha=0.3)
     for p in ps:
         rr = [r for r in sweeps if abs(r["p_q"] - p) < 1e-9]
         b.plot([r["pool"] for r in rr], [100 * r["recall"] for r in rr], marker="o",
@@ -99,7 +98,7 @@ def query_flip(table, sweeps, path, title):
     b.set_xscale("log")
     b.set_xlabel("candidate pool B (log)")
     b.set_ylabel("Recall@10 (%)")
-    b.set_title("recall vs pool per query flip p (p_D = 0.08)")
+    b.set_title("recall vs pool per query flip p (p_D = 0.08)", fontsize=10)
     b.grid(alpha=0.3)
     b.legend(fontsize=7, loc="lower right")
     fig.suptitle(title, fontsize=10)
