@@ -321,6 +321,8 @@ def write_outputs(res, out, a, info, ds):
         write_csv(P("exp4_latency_comm.csv"), res["exp4"])
         plots.latency_table(res["exp4"], P("exp4_latency_comm.png"),
                             "Latency per query, %s" % ds.name)
+        plots.recall_vs_latency(res["exp4"], P("exp4_recall_vs_latency.png"),
+                                "Recall@10 vs latency (paper Fig. 4, SIFT panel; grey = quoted)")
         md.append("\n### Experiment 4: latency and communication (paper Table 2)\n")
         rows = []
         for r in res["exp4"]:

@@ -197,3 +197,44 @@ def baselines(hnsw_rows, faiss_rows, path, title):
     b.legend(h1 + h2, l1 + l2, fontsize=7, loc="lower right")
     fig.suptitle(title, fontsize=10)
     _save(fig, path)
+
+
+def recall_vs_latency(rows, path, title):
+    """Figure 4's SIFT panel: Recall@10 against total latency, hollow
+    markers LAN, filled WAN; ours measured in colour, the paper's quoted
+    points in grey.  HE-Cluster (recall 0.47) is named below the axis."""
+    from matplotlib.lines import Line2D
+    fig, ax = plt.subplots(figsize=(8, 4.4))
+    marks = {"HNSW": "o", "No-Noise": "s", "MESS": "D", "Compass": "^", "HE-Cluster": "p"}
+
+    def kind(name):
+        for k in marks:
+            if name.startswith(k):
+                return k
+        return "MESS"
+    handles, low = [], []
+    for r in rows:
+        k = kind(r["scheme"])
+        quoted = r["source"] != "measured"
+        if r["recall"] < 0.9:
+            low.append(r)
+            continue
+        col = "0.55" if quoted else {"HNSW": "#2b6cb0", "No-Noise": "#2f855a",
+                                      "MESS": "#c53030"}.get(k, "k")
+        for net, filled in (("lan", False), ("wan", True)):
+            ax.scatter(r["total_%s_ms" % net], r["recall"], marker=marks[k], s=60,
+                       facecolors=col if filled else "white", edgecolors=col, linewidths=1.4)
+        handles.append(Line2D([], [], ls="", marker=marks[k], markerfacecolor=col,
+                              markeredgecolor=col, label="%s (%s)" % (r["scheme"], r["source"])))
+    ax.set_xscale("log")
+    ax.set_ylim(0.9, 1.01)
+    ax.set_xlabel("total latency per query, ms (log; hollow = LAN, filled = WAN)")
+    ax.set_ylabel("Recall@10")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    for r in low:
+        ax.text(0.01, 0.96, "off scale: %s (%s): Recall %.2f, LAN %.0f ms, WAN %.0f ms"
+                % (r["scheme"], r["source"], r["recall"], r["total_lan_ms"], r["total_wan_ms"]),
+                transform=ax.transAxes, ha="left", fontsize=7, color="0.4")
+    ax.legend(handles=handles, fontsize=7, loc="lower left", ncol=2)
+    _save(fig, path)
