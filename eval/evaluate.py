@@ -101,7 +101,7 @@ def main():
     ap.add_argument("--base", type=int, default=0,
                     help="index only the first N base vectors (exact truth recomputed)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--pools", default="100,250,400,500,750,1000,1500,2000,3000,4000")
+    ap.add_argument("--pools", default="64,100,150,250,400,500,750,1000,1500,2000,3000,4000")
     ap.add_argument("--nonoise-pool", type=int, default=400,
                     help="No-Noise pool for table 2 (paper: 250-400 on SIFT)")
     ap.add_argument("--mess-pool", type=int, default=1500,
