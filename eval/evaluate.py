@@ -52,8 +52,18 @@ def machine_info(threads):
         "numpy": np.__version__, "faiss": getattr(faiss, "__version__", "?"),
         "hnswlib": _version_of("hnswlib"),
         "matplotlib": matplotlib.__version__, "libmess": mess.version(),
+        "commit": _git_commit(),
         "library": mess.library_path, "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
+
+
+def _git_commit():
+    import subprocess
+    try:
+        return subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                              capture_output=True, text=True, timeout=10).stdout.strip() or "?"
+    except Exception:
+        return "?"
 
 
 def _version_of(pkg):
@@ -399,6 +409,7 @@ def write_outputs(res, out, a, info, ds):
         ["software", "Python %s, numpy %s, faiss %s, hnswlib %s, matplotlib %s, libmess %s"
          % (info.get("python"), info.get("numpy"), info.get("faiss"), info.get("hnswlib"),
             info.get("matplotlib"), info.get("libmess"))],
+        ["source commit", str(info.get("commit", "?"))],
         ["data", "%s: %s base, %s queries, %s learn, dim %s"
          % (info.get("dataset"), info.get("base"), info.get("queries"), info.get("train"),
             info.get("dim"))],
