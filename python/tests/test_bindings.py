@@ -85,9 +85,9 @@ class TestLibrary(unittest.TestCase):
     def test_sizes(self):
         p = mess.Params(128)
         self.assertEqual(p.request_size(), 1192)  # docs/PROTOCOL.md
-        self.assertEqual(p.payload_size(), 548)
-        self.assertEqual(mess.Params(128, payload="i8").payload_size(), 172)
-        self.assertGreater(p.response_size(1500), 1500 * 548)
+        self.assertEqual(p.payload_size(), 536)
+        self.assertEqual(mess.Params(128, payload="i8").payload_size(), 160)
+        self.assertGreater(p.response_size(1500), 1500 * 536)
 
 
 class TestVecs(unittest.TestCase):
