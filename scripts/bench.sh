@@ -16,3 +16,9 @@ nice ./build/mess bench protocol --data datasets/sift
 if [ -f datasets/large/groundtruth.ivecs ]; then
     nice ./build/mess bench protocol --data datasets/large --payloads f32,i8
 fi
+
+# Client-side encoding: IsoHash hashing (sgemv vs sgemm) and randomized
+# response samplers (bits/s, ratios to the reference in the same run), then
+# the recall of Hamming top-P for IsoHash and its baselines; docs/ENCODING.md.
+nice ./build/mess bench encode
+nice ./build/mess bench encode --quality --seeds 5
