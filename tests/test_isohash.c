@@ -334,6 +334,32 @@ static void test_stacked_blocks(void)
     CHECK(spread <= 2 * ISOHASH_DEFAULT_TOL);
     CHECK(fabs(isohash_target_variance(x, 0) - avg) / avg < 1e-4);
     isohash_free(x);
+    x = NULL;
+
+    /* a small embedding (the first 10 SIFT coordinates), 64 bits: 7 blocks
+     * of 10, the last one truncated to 4 */
+    {
+        float *small = (float *)malloc(n_train * 10 * sizeof(float));
+        uint64_t c[3];
+        if (!small)
+            return;
+        for (s = 0; s < n_train; s++)
+            memcpy(small + s * 10, train + s * dim, 10 * sizeof(float));
+        memset(&p, 0, sizeof p);
+        p.dim = 10;
+        p.kappa = 64;
+        p.shards = 3;
+        memset(p.seed, 9, 32);
+        CHECK_OK(isohash_train(&p, small, n_train, &x));
+        if (x) {
+            printf("# d 10, kappa 64: residual %.2e\n", isohash_residual(x, 0));
+            CHECK(isohash_residual(x, 0) <= ISOHASH_DEFAULT_TOL);
+            CHECK_OK(isohash_hash_all(x, small, c));
+            CHECK(c[0] != c[1] && c[0] != 0 && c[0] != ~(uint64_t)0);
+            isohash_free(x);
+        }
+        free(small);
+    }
 }
 
 static void test_serialize(void)
