@@ -217,7 +217,7 @@ data: deps-data
 # The paper's experiments with hnswlib and faiss in the same process; CSVs,
 # PNGs and tables.md into docs/eval/NAME.  EVAL_ARGS passes extra options
 # (eval/evaluate.py --help).
-EVAL_LARGE_ARGS ?= --experiments 3 --target 0.95 --base 100000 --queries 200 --pools 250,500,1000,2000,4000,8000
+EVAL_LARGE_ARGS ?= --experiments 3 --target 0.985 --base 100000 --queries 200 --pools 250,500,1000,2000,4000,8000
 EVAL = MESS_LIBRARY=$(CURDIR)/build/libmess.so nice $(PYTHON) eval/evaluate.py
 eval:
 	@sh scripts/deps.sh build eval

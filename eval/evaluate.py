@@ -311,9 +311,9 @@ def write_outputs(res, out, a, info, ds):
         write_csv(P("exp3_query_flip.csv"), table)
         plots.query_flip(table, res["exp3_sweeps"], P("exp3_query_flip.png"),
                          "Query flip p (p_D = 0.08, t = 16; %s); B = smallest grid pool with "
-                         "Recall@10 >= %.2f" % (ds.name, a.target))
+                         "Recall@10 >= %g" % (ds.name, a.target))
         md.append("\n### Experiment 3: query flip p (p_D = 0.08), smallest grid B with "
-                  "Recall@10 >= %.2f\n" % a.target)
+                  "Recall@10 >= %g\n" % a.target)
         rows = []
         for r in table:
             q = paper.TABLE3_SIFT100M.get(round(r["p_q"], 2))
