@@ -240,6 +240,10 @@ typedef struct mess_finish_stats {
     int memo_hit;          /* the permanent report came from the memo cache */
 } mess_finish_stats;
 
+/* Worker threads mess_client_finish uses to open response entries (default
+ * 1; 0 means 1).  A property of this handle only, not saved with it. */
+int mess_client_set_threads(mess_client *c, unsigned threads);
+
 /* Decrypts the response, drops and counts entries failing authentication,
  * dedupes by id, reranks exactly and writes up to k results (ascending
  * distance, ties by id) to ids/dists; *n_out is how many.  A response that
