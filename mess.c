@@ -1346,19 +1346,9 @@ int mess_server_search(const mess_server *s, const uint8_t *req,
         out[off] = (uint8_t)sj.found[j];
         out[off + 1] = (uint8_t)(sj.found[j] >> 8);
         off += 2;
-        for (e = 0; e < sj.found[j]; e++, off += s->entry_bytes) {
-#if defined(__GNUC__)
-            /* the entries are scattered over the shard: fetch ahead */
-            if (e + 4 < sj.found[j]) {
-                const uint8_t *ahead = base + (size_t)sj.hits[j][e + 4].node * s->entry_bytes;
-                size_t l;
-                for (l = 0; l < s->entry_bytes; l += 64)
-                    __builtin_prefetch(ahead + l);
-            }
-#endif
+        for (e = 0; e < sj.found[j]; e++, off += s->entry_bytes)
             memcpy(out + off, base + (size_t)sj.hits[j][e].node * s->entry_bytes,
                    s->entry_bytes);
-        }
     }
     *resp = out;
     *resp_len = len;
