@@ -96,7 +96,8 @@ void mess_vecs_free(void *p);
 
 #define MESS_PAYLOAD_F32    0  /* vector as float32 (exact rerank) */
 #define MESS_PAYLOAD_F16    1  /* IEEE half precision, round to nearest even */
-#define MESS_PAYLOAD_I8     2  /* per-vector scale (float32) + int8 components */
+#define MESS_PAYLOAD_I8     2  /* per-vector offset and step (float32) + 8-bit codes;
+                                  exact for integer vectors of range <= 255 */
 
 /* Documented limits; larger values are MESS_ELIMIT. */
 #define MESS_MAX_SHARDS     1024
