@@ -326,7 +326,7 @@ struct shard_upload {
     uint64_t op;
 };
 
-/* Encodes every record of shard j: hash the shard's items in one sgemm,
+/* Encodes every record of shard j: hash the shard's items in one call,
  * perturb each code with fresh coins (p_D), seal each payload. */
 static int upload_shard(void *ctx, size_t jj, unsigned worker)
 {
