@@ -28,7 +28,8 @@ struct isohash {
     uint32_t dim, kappa, shards;
     float *proj;        /* dim x (shards * kappa), row-major: all P_j side by side */
     float *bias;        /* shards * kappa: mu_j . P_j[:, i] */
-    double *residual;   /* per shard */
+    double *residual;   /* per shard: relative, see isohash_residual */
+    double *target;     /* per shard: the mean variance lambda-bar */
     uint32_t *iters;    /* per shard */
 };
 
@@ -40,6 +41,11 @@ uint32_t isohash_words(const struct isohash *h) { return h->kappa / 64; }
 double isohash_residual(const struct isohash *h, uint32_t shard)
 {
     return shard < h->shards ? h->residual[shard] : NAN;
+}
+
+double isohash_target_variance(const struct isohash *h, uint32_t shard)
+{
+    return shard < h->shards ? h->target[shard] : NAN;
 }
 
 uint32_t isohash_iterations(const struct isohash *h, uint32_t shard)
@@ -62,6 +68,7 @@ void isohash_free(struct isohash *h)
     free(h->proj);
     free(h->bias);
     free(h->residual);
+    free(h->target);
     free(h->iters);
     free(h);
 }
@@ -78,8 +85,9 @@ static struct isohash *alloc_hash(uint32_t dim, uint32_t kappa, uint32_t shards)
     h->proj = (float *)mess_malloc_array((size_t)dim * cols, sizeof(float));
     h->bias = (float *)mess_malloc_array(cols, sizeof(float));
     h->residual = (double *)mess_calloc_array(shards, sizeof(double));
+    h->target = (double *)mess_calloc_array(shards, sizeof(double));
     h->iters = (uint32_t *)mess_calloc_array(shards, sizeof(uint32_t));
-    if (!h->proj || !h->bias || !h->residual || !h->iters) {
+    if (!h->proj || !h->bias || !h->residual || !h->target || !h->iters) {
         isohash_free(h);
         return NULL;
     }
@@ -254,22 +262,26 @@ static void pca_free(struct pca *p)
     memset(p, 0, sizeof *p);
 }
 
-static int pca_compute(const float *x, size_t n, uint32_t d, uint32_t kappa,
+#define COV_CHUNK 256
+
+/* Mean and top-k eigenpairs (descending) of the covariance of the rows
+ * rows[0..m) of x (all of x when rows is NULL).  The covariance is
+ * accumulated in double by BLAS dsyrk over chunks of centred rows. */
+static int pca_compute(const float *x, uint32_t d, uint32_t k,
                        const uint32_t *rows, size_t m, struct pca *out)
 {
     double *cov = (double *)mess_calloc_array((size_t)d * d, sizeof(double));
-    double *c = (double *)mess_malloc_array(d, sizeof(double));
+    double *c = (double *)mess_malloc_array((size_t)COV_CHUNK * d, sizeof(double));
     double *w = (double *)mess_malloc_array(d, sizeof(double));
-    double *z = (double *)mess_malloc_array((size_t)d * kappa, sizeof(double));
-    size_t s;
+    double *z = (double *)mess_malloc_array((size_t)d * k, sizeof(double));
+    size_t s, b;
     uint32_t i, j;
     int rc;
-    (void)n;
 
     memset(out, 0, sizeof *out);
     out->mean = (double *)mess_calloc_array(d, sizeof(double));
-    out->lam = (double *)mess_malloc_array(kappa, sizeof(double));
-    out->vec = (double *)mess_malloc_array((size_t)d * kappa, sizeof(double));
+    out->lam = (double *)mess_malloc_array(k, sizeof(double));
+    out->vec = (double *)mess_malloc_array((size_t)d * k, sizeof(double));
     if (!cov || !c || !w || !z || !out->mean || !out->lam || !out->vec) {
         rc = MESS_ENOMEM;
         goto done;
@@ -281,26 +293,26 @@ static int pca_compute(const float *x, size_t n, uint32_t d, uint32_t kappa,
     }
     for (i = 0; i < d; i++)
         out->mean[i] /= (double)m;
-    for (s = 0; s < m; s++) {
-        const float *row = x + (size_t)(rows ? rows[s] : s) * d;
-        for (i = 0; i < d; i++)
-            c[i] = row[i] - out->mean[i];
-        for (j = 0; j < d; j++) {
-            double cj = c[j];
-            double *col = cov + (size_t)j * d;
-            for (i = 0; i <= j; i++)
-                col[i] += c[i] * cj; /* upper triangle, column-major */
+    for (s = 0; s < m; s += COV_CHUNK) {
+        size_t nb = m - s < COV_CHUNK ? m - s : COV_CHUNK;
+        for (b = 0; b < nb; b++) {
+            const float *row = x + (size_t)(rows ? rows[s + b] : s + b) * d;
+            for (i = 0; i < d; i++)
+                c[b * d + i] = row[i] - out->mean[i];
         }
+        /* c is d x nb column-major: cov += c c^T, upper triangle */
+        cblas_dsyrk(CblasColMajor, CblasUpper, CblasNoTrans, (int)d, (int)nb,
+                    1.0, c, (int)d, 1.0, cov, (int)d);
     }
     for (j = 0; j < d; j++)
         for (i = 0; i <= j; i++)
             cov[i + (size_t)j * d] /= (double)m;
-    rc = eig_range((int)d, cov, (int)(d - kappa + 1), (int)d, w, z);
+    rc = eig_range((int)d, cov, (int)(d - k + 1), (int)d, w, z);
     if (rc != MESS_OK)
         goto done;
-    for (i = 0; i < kappa; i++) {
-        out->lam[i] = w[kappa - 1 - i] > 0 ? w[kappa - 1 - i] : 0;
-        memcpy(out->vec + (size_t)i * d, z + (size_t)(kappa - 1 - i) * d,
+    for (i = 0; i < k; i++) {
+        out->lam[i] = w[k - 1 - i] > 0 ? w[k - 1 - i] : 0;
+        memcpy(out->vec + (size_t)i * d, z + (size_t)(k - 1 - i) * d,
                (size_t)d * sizeof(double));
     }
 done:
@@ -317,23 +329,59 @@ struct train_job {
     const struct isohash_params *p;
     const float *x;
     size_t n, m;
+    uint32_t block;           /* columns per rotation block, <= dim */
     const struct pca *shared; /* when every shard uses the whole set */
     struct isohash *h;
     double tol;
     uint32_t max_iter;
 };
 
+/* Writes columns [c0, c0 + nc) of shard j's P and bias: P = W V^T
+ * restricted to the first nc columns of the rotated block (v is
+ * kb x kb column-major, W is dim x kb). */
+static void store_block(struct isohash *h, uint32_t j, uint32_t c0,
+                        uint32_t nc, const struct pca *pc, uint32_t kb,
+                        const double *v)
+{
+    const uint32_t d = h->dim;
+    const size_t cols = (size_t)h->shards * h->kappa;
+    const size_t off = (size_t)j * h->kappa + c0;
+    uint32_t r, c, a;
+    /* P[r][c] = sum_a W[r][a] Q[a][c] with Q = V^T, Q[a][c] = V[c][a] */
+    for (r = 0; r < d; r++)
+        for (c = 0; c < nc; c++) {
+            double s = 0;
+            for (a = 0; a < kb; a++)
+                s += pc->vec[r + (size_t)a * d] * v[c + (size_t)a * kb];
+            h->proj[(size_t)r * cols + off + c] = (float)s;
+        }
+}
+
+/* Random hyperplanes (Charikar's SimHash), centred on the subsample mean:
+ * the data-independent baseline of the quality comparison. */
+static void store_hyperplanes(struct isohash *h, uint32_t j,
+                              struct mess_rng *rng)
+{
+    const size_t cols = (size_t)h->shards * h->kappa;
+    uint32_t r, c;
+    for (r = 0; r < h->dim; r++)
+        for (c = 0; c < h->kappa; c++)
+            h->proj[(size_t)r * cols + (size_t)j * h->kappa + c] =
+                (float)mess_rng_gaussian(rng);
+}
+
 static int train_shard(void *ctx, size_t jj, unsigned worker)
 {
     struct train_job *t = (struct train_job *)ctx;
-    const uint32_t d = t->p->dim, k = t->p->kappa, j = (uint32_t)jj;
+    const uint32_t d = t->p->dim, k = t->p->kappa, kb = t->block,
+                   j = (uint32_t)jj;
     struct isohash *h = t->h;
     struct mess_rng rng;
     struct pca own, *pc;
     uint32_t *rows = NULL;
     double *v = NULL;
     size_t cols = (size_t)h->shards * k, i;
-    uint32_t r, c, a;
+    uint32_t r, c, c0;
     int rc;
     (void)worker;
 
@@ -359,30 +407,51 @@ static int train_shard(void *ctx, size_t jj, unsigned worker)
             all[pick] = tmp;
         }
         rows = all;
-        rc = pca_compute(t->x, t->n, d, k, rows, t->m, &own);
+        rc = pca_compute(t->x, d, kb, rows, t->m, &own);
         if (rc != MESS_OK)
             goto done;
         pc = &own;
     }
-    v = (double *)mess_malloc_array((size_t)k * k, sizeof(double));
-    if (!v) {
-        rc = MESS_ENOMEM;
-        goto done;
-    }
-    rc = haar_orthogonal(&rng, (int)k, v);
-    if (rc == MESS_OK)
-        rc = lift_and_project((int)k, pc->lam, v, t->tol, t->max_iter,
-                              &h->residual[j], &h->iters[j]);
-    if (rc != MESS_OK)
-        goto done;
-    /* P = W Q with Q = V^T:  P[r][c] = sum_a W[r][a] V[c][a] */
-    for (r = 0; r < d; r++)
-        for (c = 0; c < k; c++) {
-            double s = 0;
-            for (a = 0; a < k; a++)
-                s += pc->vec[r + (size_t)a * d] * v[c + (size_t)a * k];
-            h->proj[(size_t)r * cols + (size_t)j * k + c] = (float)s;
+    h->target[j] = 0;
+    for (c = 0; c < kb; c++)
+        h->target[j] += pc->lam[c] / kb;
+    h->residual[j] = 0;
+    h->iters[j] = 0;
+    if (t->p->rotation == ISOHASH_HYPERPLANES) {
+        store_hyperplanes(h, j, &rng);
+        h->residual[j] = NAN;
+    } else {
+        v = (double *)mess_malloc_array((size_t)kb * kb, sizeof(double));
+        if (!v) {
+            rc = MESS_ENOMEM;
+            goto done;
         }
+        /* kappa > dim: stacked blocks of kb bits, each its own rotation of
+         * the same top-kb principal subspace (the last block truncated) */
+        for (c0 = 0; c0 < k; c0 += kb) {
+            uint32_t nc = k - c0 < kb ? k - c0 : kb, it = 0;
+            double res = 0;
+            if (t->p->rotation == ISOHASH_PCA) {
+                memset(v, 0, (size_t)kb * kb * sizeof(double));
+                for (c = 0; c < kb; c++)
+                    v[c + (size_t)c * kb] = 1.0;
+            } else {
+                rc = haar_orthogonal(&rng, (int)kb, v);
+                if (rc != MESS_OK)
+                    goto done;
+            }
+            rc = lift_and_project((int)kb, pc->lam, v, t->tol,
+                                  t->p->rotation == ISOHASH_LP ? t->max_iter : 0,
+                                  &res, &it);
+            if (rc != MESS_OK)
+                goto done;
+            if (res > h->residual[j])
+                h->residual[j] = res;
+            if (it > h->iters[j])
+                h->iters[j] = it;
+            store_block(h, j, c0, nc, pc, kb, v);
+        }
+    }
     for (c = 0; c < k; c++) {
         double s = 0;
         for (r = 0; r < d; r++)
@@ -404,13 +473,18 @@ int isohash_train(const struct isohash_params *p, const float *train,
     struct pca shared;
     struct isohash *h;
     size_t i, total;
+    uint32_t blocks;
     int rc;
 
     if (!p || !train || !out)
         return MESS_EINVAL;
     *out = NULL;
     if (p->dim == 0 || p->kappa == 0 || p->kappa % 64 != 0 ||
-        p->kappa > p->dim || p->shards == 0 || n < 2)
+        p->shards == 0 || n < 2 || p->rotation < ISOHASH_LP ||
+        p->rotation > ISOHASH_HYPERPLANES || !(p->tol >= 0))
+        return MESS_EINVAL;
+    /* without a rotation, bits beyond the dim principal axes would repeat */
+    if (p->kappa > p->dim && p->rotation == ISOHASH_PCA)
         return MESS_EINVAL;
     if (p->dim > MESS_MAX_DIM || p->kappa > MESS_MAX_BITS ||
         p->shards > MESS_MAX_SHARDS || n > UINT32_MAX)
@@ -430,6 +504,8 @@ int isohash_train(const struct isohash_params *p, const float *train,
     t.m = p->sample ? p->sample : ISOHASH_DEFAULT_SAMPLE;
     if (t.m > n)
         t.m = n;
+    blocks = (p->kappa + p->dim - 1) / p->dim;
+    t.block = (p->kappa + blocks - 1) / blocks;
     t.h = h;
     t.tol = p->tol > 0 ? p->tol : ISOHASH_DEFAULT_TOL;
     t.max_iter = p->max_iter ? p->max_iter : ISOHASH_DEFAULT_MAX_ITER;
@@ -437,7 +513,7 @@ int isohash_train(const struct isohash_params *p, const float *train,
     if (t.m == n) {
         /* every shard sees the whole set: one PCA serves all; the random
          * rotations still differ per shard */
-        rc = pca_compute(train, n, p->dim, p->kappa, NULL, n, &shared);
+        rc = pca_compute(train, p->dim, t.block, NULL, n, &shared);
         if (rc != MESS_OK) {
             isohash_free(h);
             return rc;
@@ -520,7 +596,8 @@ int isohash_hash_all(const struct isohash *h, const float *x, uint64_t *codes)
 }
 
 /* Serialized: u32 dim | u32 kappa | u32 shards | proj (dim x M kappa f32)
- *             | bias (M kappa f32) | M x (f64 residual | u32 iterations) */
+ *             | bias (M kappa f32)
+ *             | M x (f64 residual | f64 target variance | u32 iterations) */
 static void wr_f32(struct mess_wr *w, float f)
 {
     uint32_t u;
@@ -546,6 +623,8 @@ int isohash_serialize(const struct isohash *h, struct mess_wr *w)
         uint64_t u;
         memcpy(&u, &h->residual[j], 8);
         mess_wr_u64(w, u);
+        memcpy(&u, &h->target[j], 8);
+        mess_wr_u64(w, u);
         mess_wr_u32(w, h->iters[j]);
     }
     return w->err;
@@ -563,14 +642,14 @@ int isohash_deserialize(struct mess_rd *r, struct isohash **out)
     if (mess_rd_u32(r, &dim) || mess_rd_u32(r, &kappa) || mess_rd_u32(r, &shards))
         return MESS_EFORMAT;
     if (dim == 0 || dim > MESS_MAX_DIM || kappa == 0 || kappa % 64 != 0 ||
-        kappa > dim || kappa > MESS_MAX_BITS || shards == 0 ||
+        kappa > MESS_MAX_BITS || shards == 0 ||
         shards > MESS_MAX_SHARDS)
         return MESS_EFORMAT;
     cols = (size_t)shards * kappa;
     if (mess_mul_size(dim, cols, &nproj) != MESS_OK)
         return MESS_EFORMAT;
     /* every byte must be present before anything is allocated */
-    need = (nproj + cols) * 4 + (size_t)shards * 12;
+    need = (nproj + cols) * 4 + (size_t)shards * 20;
     if (need > mess_rd_left(r))
         return MESS_EFORMAT;
     h = alloc_hash(dim, kappa, shards);
@@ -594,6 +673,8 @@ int isohash_deserialize(struct mess_rd *r, struct isohash **out)
         uint64_t u = 0;
         mess_rd_u64(r, &u);
         memcpy(&h->residual[j], &u, 8);
+        mess_rd_u64(r, &u);
+        memcpy(&h->target[j], &u, 8);
         mess_rd_u32(r, &h->iters[j]);
     }
     *out = h;

@@ -16,36 +16,97 @@ static uint64_t threshold32(double p)
     return (uint64_t)llround(p * 4294967296.0);
 }
 
-static int check_args(const uint64_t *code, uint32_t bits, double p)
+static int check_args(const struct mess_rng *r, const uint64_t *code,
+                      uint32_t bits, double p)
 {
-    if (!code || bits == 0 || !(p >= 0.0 && p <= 0.5))
+    if (!r || !code || bits == 0 || !(p >= 0.0 && p <= 0.5))
         return MESS_EINVAL;
     return MESS_OK;
 }
 
-int lshrr_flip(struct mess_rng *r, uint64_t *code, uint32_t bits, double p)
+/* Next 4 / 8 keystream bytes as an integer, reading the buffer in place. */
+static uint32_t coin32(struct mess_rng *r)
+{
+    uint32_t u;
+    if (r->pos + 4 > r->fill)
+        return mess_rng_u32(r);
+    u = mess_load_u32(r->buf + r->pos);
+    r->pos += 4;
+    return u;
+}
+
+static uint64_t coin64(struct mess_rng *r)
+{
+    uint64_t u;
+    if (r->pos + 8 > r->fill)
+        return mess_rng_u64(r);
+    u = mess_load_u64(r->buf + r->pos);
+    r->pos += 8;
+    return u;
+}
+
+/* Mask of `bits` (1..64) low lanes. */
+static uint64_t lanes(uint32_t bits)
+{
+    return bits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << bits) - 1;
+}
+
+int lshrr_flip_threshold(struct mess_rng *r, uint64_t *code, uint32_t bits,
+                         double p)
 {
     uint64_t t;
     uint32_t i;
-    int rc = check_args(code, bits, p);
+    int rc = check_args(r, code, bits, p);
     if (rc != MESS_OK)
         return rc;
     t = threshold32(p);
     if (t == 0)
         return MESS_OK;
-    for (i = 0; i < bits; i++) {
-        uint32_t u;
-        if (r->pos + 4 > sizeof r->buf) {
-            uint8_t b[4];
-            mess_rng_bytes(r, b, 4);
-            u = mess_load_u32(b);
-        } else {
-            u = mess_load_u32(r->buf + r->pos);
-            r->pos += 4;
-        }
-        if ((uint64_t)u < t)
+    for (i = 0; i < bits; i++)
+        if ((uint64_t)coin32(r) < t)
             code[i / 64] ^= (uint64_t)1 << (i % 64);
+    return MESS_OK;
+}
+
+/* 64 independent Bernoulli(t / 2^32) lanes: lane l flips iff its 32-bit
+ * uniform U_l < t.  The U_l are drawn bit-sliced, most significant bit
+ * first, one 64-bit random word per bit position, and only as far as some
+ * lane is still undecided (its prefix equal to t's); a lane still tied
+ * after t's lowest set bit has U_l >= t.  So the result is exactly the
+ * comparison of lshrr_flip_threshold, with about log2(64) + 1.3 words per
+ * 64 lanes instead of 32. */
+static uint64_t bernoulli64(struct mess_rng *r, uint32_t t)
+{
+    uint64_t und = ~(uint64_t)0, res = 0;
+    int k, low = 0;
+    while (!(t >> low & 1))
+        low++;
+    for (k = 31; k >= low; k--) {
+        uint64_t w = coin64(r);
+        if (t >> k & 1) {
+            res |= und & ~w; /* U bit 0 under t bit 1: U < t */
+            und &= w;
+        } else {
+            und &= ~w;       /* U bit 1 over t bit 0: U > t */
+        }
+        if (!und)
+            break;
     }
+    return res;
+}
+
+int lshrr_flip(struct mess_rng *r, uint64_t *code, uint32_t bits, double p)
+{
+    uint64_t t;
+    uint32_t w;
+    int rc = check_args(r, code, bits, p);
+    if (rc != MESS_OK)
+        return rc;
+    t = threshold32(p);
+    if (t == 0)
+        return MESS_OK;
+    for (w = 0; w < (bits + 63) / 64; w++)
+        code[w] ^= bernoulli64(r, (uint32_t)t) & lanes(bits - w * 64);
     return MESS_OK;
 }
 
@@ -54,11 +115,11 @@ int lshrr_flip_geometric(struct mess_rng *r, uint64_t *code, uint32_t bits,
 {
     double lq;
     uint64_t pos = 0;
-    int rc = check_args(code, bits, p);
+    int rc = check_args(r, code, bits, p);
     if (rc != MESS_OK || p == 0.0)
         return rc;
     if (p == 0.5)
-        return lshrr_flip(r, code, bits, p);
+        return lshrr_flip(r, code, bits, p); /* one word per 64 bits */
     lq = log1p(-p);
     for (;;) {
         /* positions skipped before the next flip: Geometric(p) by inversion */
@@ -83,15 +144,21 @@ double lshrr_effective_p(double a, double b)
  * Memo cache
  * ---------------------------------------------------------------------- */
 
+/* Entries live in fixed arrays; a hash table (open addressing, linear
+ * probing) maps digests to entries, and a doubly linked list through
+ * prev/next keeps them in recency order (head = most recent), so a lookup,
+ * a use and an eviction are O(1). */
 struct lshrr_memo {
     size_t capacity, count;
     uint32_t shards, kappa, words;
-    uint64_t clock;       /* use counter for LRU */
+    uint64_t clock;       /* use counter: last_used values, serialized */
     uint8_t *key;         /* sodium_malloc'd memo key */
     uint8_t *digests;     /* capacity x 32 */
     uint64_t *last_used;  /* capacity */
     uint64_t *reports;    /* capacity x shards x words */
-    uint32_t *table;      /* open addressing, linear probing: entry index */
+    uint32_t *prev, *next; /* capacity: recency list, EMPTY-terminated */
+    uint32_t head, tail;
+    uint32_t *table;      /* entry index or EMPTY */
     size_t table_mask;
 };
 
@@ -111,6 +178,8 @@ void lshrr_memo_free(struct lshrr_memo *m)
     free(m->digests);
     free(m->last_used);
     free(m->reports);
+    free(m->prev);
+    free(m->next);
     free(m->table);
     free(m);
 }
@@ -149,10 +218,14 @@ int lshrr_memo_new(size_t capacity, uint32_t shards, uint32_t kappa,
     m->last_used = (uint64_t *)mess_malloc_array(capacity, 8);
     m->reports = (uint64_t *)mess_malloc_array(capacity, rw * 8);
     m->table = (uint32_t *)mess_malloc_array(tsize, 4);
-    if (!m->key || !m->digests || !m->last_used || !m->reports || !m->table) {
+    m->prev = (uint32_t *)mess_malloc_array(capacity, 4);
+    m->next = (uint32_t *)mess_malloc_array(capacity, 4);
+    if (!m->key || !m->digests || !m->last_used || !m->reports || !m->table ||
+        !m->prev || !m->next) {
         lshrr_memo_free(m);
         return MESS_ENOMEM;
     }
+    m->head = m->tail = EMPTY;
     memcpy(m->key, key, 32);
     m->table_mask = tsize - 1;
     memset(m->table, 0xff, tsize * 4);
@@ -200,19 +273,42 @@ static void table_remove(struct lshrr_memo *m, size_t s)
     m->table[s] = EMPTY;
 }
 
+static void list_unlink(struct lshrr_memo *m, uint32_t e)
+{
+    if (m->prev[e] != EMPTY)
+        m->next[m->prev[e]] = m->next[e];
+    else
+        m->head = m->next[e];
+    if (m->next[e] != EMPTY)
+        m->prev[m->next[e]] = m->prev[e];
+    else
+        m->tail = m->prev[e];
+}
+
+static void list_push_front(struct lshrr_memo *m, uint32_t e)
+{
+    m->prev[e] = EMPTY;
+    m->next[e] = m->head;
+    if (m->head != EMPTY)
+        m->prev[m->head] = e;
+    else
+        m->tail = e;
+    m->head = e;
+}
+
 /* Index of the entry to (re)use for a new digest: a free one, or the least
- * recently used, which is unlinked from the table first. */
+ * recently used, which is unlinked from the table and the list first. */
 static uint32_t take_entry(struct lshrr_memo *m)
 {
-    size_t i, lru = 0, slot;
+    size_t slot;
+    uint32_t lru;
     if (m->count < m->capacity)
         return (uint32_t)m->count++;
-    for (i = 1; i < m->capacity; i++)
-        if (m->last_used[i] < m->last_used[lru])
-            lru = i;
-    find(m, m->digests + lru * DIGEST_BYTES, &slot);
+    lru = m->tail;
+    list_unlink(m, lru);
+    find(m, m->digests + (size_t)lru * DIGEST_BYTES, &slot);
     table_remove(m, slot);
-    return (uint32_t)lru;
+    return lru;
 }
 
 static void insert_entry(struct lshrr_memo *m, uint32_t e, const uint8_t *digest)
@@ -232,7 +328,6 @@ int lshrr_query_report(struct lshrr_memo *m, struct mess_rng *r,
     uint8_t digest[DIGEST_BYTES], dimb[8];
     size_t slot, rw, i;
     uint32_t e, j;
-    uint64_t *prr;
     int rc = MESS_OK;
 
     if (!m || !r || !query || !clean || !out || dim == 0 ||
@@ -256,23 +351,25 @@ int lshrr_query_report(struct lshrr_memo *m, struct mess_rng *r,
     e = find(m, digest, &slot);
     if (memo_hit)
         *memo_hit = e != EMPTY;
-    if (e == EMPTY) {
-        e = take_entry(m);
-        prr = m->reports + (size_t)e * rw;
-        memcpy(prr, clean, rw * 8);
+    if (e != EMPTY) {
+        memcpy(out, m->reports + (size_t)e * rw, rw * 8);
+        list_unlink(m, e);
+    } else {
+        /* a new permanent report, drawn before the cache is touched */
+        memcpy(out, clean, rw * 8);
         for (j = 0; j < m->shards && rc == MESS_OK; j++)
-            rc = lshrr_flip(r, prr + (size_t)j * m->words, m->kappa, p_prr);
+            rc = lshrr_flip(r, out + (size_t)j * m->words, m->kappa, p_prr);
         if (rc != MESS_OK) {
-            /* leave the entry unused: undo the take */
-            if ((size_t)e == m->count - 1)
-                m->count--;
+            sodium_memzero(out, rw * 8);
+            sodium_memzero(digest, sizeof digest);
             return rc;
         }
+        e = take_entry(m);
+        memcpy(m->reports + (size_t)e * rw, out, rw * 8);
         insert_entry(m, e, digest);
     }
-    prr = m->reports + (size_t)e * rw;
+    list_push_front(m, e);
     m->last_used[e] = ++m->clock;
-    memcpy(out, prr, rw * 8);
     for (j = 0; j < m->shards && rc == MESS_OK; j++)
         rc = lshrr_flip(r, out + (size_t)j * m->words, m->kappa, p_irr);
     sodium_memzero(digest, sizeof digest);
@@ -299,6 +396,41 @@ int lshrr_memo_serialize(const struct lshrr_memo *m, struct mess_wr *w)
             mess_wr_u64(w, m->reports[i * rw + k]);
     }
     return w->err;
+}
+
+struct use_rank {
+    uint64_t used;
+    uint32_t entry;
+};
+
+static int by_use(const void *a, const void *b)
+{
+    const struct use_rank *x = (const struct use_rank *)a,
+                          *y = (const struct use_rank *)b;
+    if (x->used != y->used)
+        return x->used < y->used ? -1 : 1;
+    return x->entry < y->entry ? -1 : x->entry > y->entry;
+}
+
+/* The recency list of a loaded cache, from the last_used stamps. */
+static int rebuild_recency(struct lshrr_memo *m)
+{
+    struct use_rank *u;
+    size_t i;
+    if (m->count == 0)
+        return MESS_OK;
+    u = (struct use_rank *)mess_malloc_array(m->count, sizeof *u);
+    if (!u)
+        return MESS_ENOMEM;
+    for (i = 0; i < m->count; i++) {
+        u[i].used = m->last_used[i];
+        u[i].entry = (uint32_t)i;
+    }
+    qsort(u, m->count, sizeof *u, by_use);
+    for (i = 0; i < m->count; i++)
+        list_push_front(m, u[i].entry);
+    free(u);
+    return MESS_OK;
 }
 
 int lshrr_memo_deserialize(struct mess_rd *r, const uint8_t key[32],
@@ -346,6 +478,11 @@ int lshrr_memo_deserialize(struct mess_rd *r, const uint8_t key[32],
         insert_entry(m, (uint32_t)i, digest);
     }
     m->clock = clock;
+    rc = rebuild_recency(m);
+    if (rc != MESS_OK) {
+        lshrr_memo_free(m);
+        return rc;
+    }
     *out = m;
     return MESS_OK;
 }

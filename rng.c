@@ -7,12 +7,18 @@
 #include "internal.h"
 #include "rng.h"
 
+#define FIRST_FILL 128
+
 static void refill(struct mess_rng *r)
 {
-    memset(r->buf, 0, sizeof r->buf);
-    crypto_stream_chacha20_xor_ic(r->buf, r->buf, sizeof r->buf, r->nonce,
-                                  r->counter, r->key);
-    r->counter += sizeof r->buf / 64;
+    size_t n = r->fill == 0 ? FIRST_FILL : 2 * r->fill;
+    if (n > sizeof r->buf)
+        n = sizeof r->buf;
+    memset(r->buf, 0, n);
+    crypto_stream_chacha20_xor_ic(r->buf, r->buf, n, r->nonce, r->counter,
+                                  r->key);
+    r->counter += n / 64;
+    r->fill = n;
     r->pos = 0;
 }
 
@@ -28,7 +34,8 @@ int mess_rng_init(struct mess_rng *r, const uint8_t *seed, uint64_t stream_id)
         randombytes_buf(r->nonce, 8);
     }
     r->counter = 0;
-    r->pos = sizeof r->buf;
+    r->pos = 0;
+    r->fill = 0;
     return MESS_OK;
 }
 
@@ -37,9 +44,9 @@ void mess_rng_bytes(struct mess_rng *r, void *out, size_t n)
     uint8_t *o = (uint8_t *)out;
     while (n > 0) {
         size_t k;
-        if (r->pos == sizeof r->buf)
+        if (r->pos == r->fill)
             refill(r);
-        k = sizeof r->buf - r->pos;
+        k = r->fill - r->pos;
         if (k > n)
             k = n;
         memcpy(o, r->buf + r->pos, k);

@@ -17,11 +17,17 @@
 
 #define MESS_RNG_BLOCK 512
 
+/* The buffer is refilled with 128 keystream bytes first, then twice as many
+ * each time up to MESS_RNG_BLOCK: a generator that serves one code does not
+ * pay for keystream it never reads, a long-lived one amortises the call.
+ * The byte stream is the same whatever the refill sizes (the ChaCha20 block
+ * counter runs on), so deterministic mode is unaffected. */
 struct mess_rng {
     uint8_t key[32];
     uint8_t nonce[8];
     uint64_t counter; /* next 64-byte ChaCha20 block */
     size_t pos;       /* next unread byte of buf */
+    size_t fill;      /* valid bytes in buf */
     uint8_t buf[MESS_RNG_BLOCK];
 };
 

@@ -15,6 +15,7 @@ struct bench {
 
 /* One line per benchmark; each lives in cli/bench_<name>.c. */
 static const struct bench benches[] = {
+    {"encode", bench_encode, "client encoding: IsoHash and randomized-response throughput, --quality recall"},
     {"hnsw", bench_hnsw, "binary HNSW engine on given codes: build, recall, QPS"},
     {NULL, NULL, NULL},
 };

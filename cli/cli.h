@@ -52,6 +52,7 @@ typedef int (*cli_command_fn)(int argc, char **argv);
 int cli_cmd_bench(int argc, char **argv); /* bench.c: mess bench WHAT */
 /* benchmarks, one per cli/bench_<name>.c */
 int bench_hnsw(int argc, char **argv);
+int bench_encode(int argc, char **argv);
 /* protocol.c: the protocol driven from files */
 int cli_cmd_init(int argc, char **argv);
 int cli_cmd_insert(int argc, char **argv);
@@ -59,5 +60,9 @@ int cli_cmd_query(int argc, char **argv);
 int cli_cmd_delete(int argc, char **argv);
 int cli_cmd_compact(int argc, char **argv);
 int cli_cmd_info(int argc, char **argv);
+/* account.c: mess account access|search|stored|random-lsh|report */
+int cli_cmd_account(int argc, char **argv);
+/* plan.c: mess plan (correctness model, predicted recall) */
+int cli_cmd_plan(int argc, char **argv);
 
 #endif

@@ -29,6 +29,8 @@ static const struct command commands[] = {
     {"delete", cli_cmd_delete, "delete items by id"},
     {"compact", cli_cmd_compact, "remove deleted entries from the server"},
     {"info", cli_cmd_info, "what the server holds and can see"},
+    {"account", cli_cmd_account, "privacy accountants: what the server can learn (mess account --help)"},
+    {"plan", cli_cmd_plan, "predicted recall and the smallest pool for a target"},
     {"bench", cli_cmd_bench, "benchmarks against baselines (mess bench --help)"},
     {"version", cmd_version, "print the library version"},
 };

@@ -95,9 +95,18 @@ static void test_reproducible_and_distinct(void)
     CHECK_OK(isohash_hash(h, 1, base, 64, a));
     CHECK_OK(isohash_hash(again, 1, base, 64, b));
     CHECK(memcmp(a, b, sizeof a) == 0);
-    /* shards differ */
+    /* shards differ: same subsample (the training set is smaller than the
+     * default sample), different rotations */
     CHECK_OK(isohash_hash(h, 2, base, 64, b));
     CHECK(memcmp(a, b, sizeof a) != 0);
+    {
+        size_t st, r;
+        const float *p1 = isohash_projection(h, 1, &st), *p2 = isohash_projection(h, 2, &st);
+        double diff = 0;
+        for (r = 0; r < dim; r++)
+            diff += fabs((double)p1[r * st] - p2[r * st]);
+        CHECK(diff > 0.1);
+    }
     isohash_free(again);
     /* another seed, another hash */
     hp.seed[0] ^= 1;
@@ -185,17 +194,146 @@ static void test_bad_shapes(void)
 {
     struct isohash_params p;
     struct isohash *x = NULL;
-    params(&p, 192, 1); /* kappa > dim */
+    uint64_t codes[4];
+    float *bad;
+    params(&p, 192, 1); /* kappa > dim without a rotation: repeated bits */
+    p.rotation = ISOHASH_PCA;
     CHECK_RC(isohash_train(&p, train, n_train, &x), MESS_EINVAL);
     params(&p, 100, 1); /* not a multiple of 64 */
+    CHECK_RC(isohash_train(&p, train, n_train, &x), MESS_EINVAL);
+    params(&p, 0, 1);
     CHECK_RC(isohash_train(&p, train, n_train, &x), MESS_EINVAL);
     params(&p, 64, 1);
     CHECK_RC(isohash_train(&p, train, 1, &x), MESS_EINVAL);
     CHECK_RC(isohash_train(NULL, train, n_train, &x), MESS_EINVAL);
+    CHECK_RC(isohash_train(&p, NULL, n_train, &x), MESS_EINVAL);
+    p.tol = -1;
+    CHECK_RC(isohash_train(&p, train, n_train, &x), MESS_EINVAL);
+    p.tol = NAN;
+    CHECK_RC(isohash_train(&p, train, n_train, &x), MESS_EINVAL);
+    params(&p, 64, 1);
+    p.rotation = 7;
+    CHECK_RC(isohash_train(&p, train, n_train, &x), MESS_EINVAL);
+    params(&p, 64, 1);
+    p.dim = 0;
+    CHECK_RC(isohash_train(&p, train, n_train, &x), MESS_EINVAL);
+    params(&p, 64, 1);
+    p.kappa = MESS_MAX_BITS + 64;
+    CHECK_RC(isohash_train(&p, train, n_train, &x), MESS_ELIMIT);
+    params(&p, 64, 1);
     p.shards = 0;
     CHECK_RC(isohash_train(&p, train, n_train, &x), MESS_EINVAL);
+    /* a non-finite training value */
+    bad = (float *)malloc(100 * dim * sizeof(float));
+    if (bad) {
+        params(&p, 64, 1);
+        memcpy(bad, train, 100 * dim * sizeof(float));
+        bad[57 * dim + 3] = NAN;
+        CHECK_RC(isohash_train(&p, bad, 100, &x), MESS_EINVAL);
+        bad[57 * dim + 3] = INFINITY;
+        CHECK_RC(isohash_train(&p, bad, 100, &x), MESS_EINVAL);
+        free(bad);
+    }
     CHECK(x == NULL);
     CHECK_RC(isohash_hash(h, 4, base, 1, NULL), MESS_EINVAL);
+    CHECK_RC(isohash_hash(h, 4, base, 1, codes), MESS_EINVAL);
+    CHECK_RC(isohash_hash(NULL, 0, base, 1, codes), MESS_EINVAL);
+    CHECK_RC(isohash_hash_all(h, NULL, codes), MESS_EINVAL);
+    CHECK(isnan(isohash_residual(h, 4)) && isohash_projection(h, 4, NULL) == NULL);
+}
+
+/* The LP tolerance and iteration cap are honoured, and the target variance
+ * is the mean of the projected variances. */
+static void test_lp_parameters(void)
+{
+    struct isohash_params p;
+    struct isohash *x = NULL;
+    params(&p, 64, 1);
+    p.max_iter = 2;
+    CHECK_OK(isohash_train(&p, train, n_train, &x));
+    if (x) {
+        printf("# LP capped at 2 iterations: residual %.2e\n",
+               isohash_residual(x, 0));
+        CHECK(isohash_iterations(x, 0) == 2 && isohash_residual(x, 0) > 1e-3);
+        isohash_free(x);
+        x = NULL;
+    }
+    params(&p, 64, 1);
+    p.tol = 1e-5;
+    CHECK_OK(isohash_train(&p, train, n_train, &x));
+    if (x) {
+        printf("# LP to 1e-5: residual %.2e after %u iterations\n",
+               isohash_residual(x, 0), isohash_iterations(x, 0));
+        CHECK(isohash_residual(x, 0) <= 1e-5);
+        isohash_free(x);
+        x = NULL;
+    }
+    /* no LP: a random rotation leaves the variances unequal */
+    params(&p, 64, 1);
+    p.rotation = ISOHASH_RANDOM;
+    CHECK_OK(isohash_train(&p, train, n_train, &x));
+    if (x) {
+        CHECK(isohash_iterations(x, 0) == 0 && isohash_residual(x, 0) > 0.05);
+        isohash_free(x);
+    }
+}
+
+/* kappa > dim: stacked blocks, each orthonormal and isotropic, all bits of
+ * the same variance, the blocks different rotations. */
+static void test_stacked_blocks(void)
+{
+    struct isohash_params p;
+    struct isohash *x = NULL;
+    const float *P;
+    size_t stride, s, r;
+    uint32_t a, b, i;
+    double worst = 0, cross = 0, var[256], mean[256], avg = 0, spread = 0;
+    params(&p, 256, 1);
+    CHECK_OK(isohash_train(&p, train, n_train, &x));
+    if (!x)
+        return;
+    P = isohash_projection(x, 0, &stride);
+    for (a = 0; a < 256; a++)
+        for (b = a; b < 256; b++) {
+            double dot = 0;
+            for (r = 0; r < dim; r++)
+                dot += (double)P[r * stride + a] * P[r * stride + b];
+            if (a / 128 == b / 128) {
+                dot -= a == b ? 1.0 : 0.0;
+                worst = fabs(dot) > worst ? fabs(dot) : worst;
+            } else if (fabs(dot) > cross) {
+                cross = fabs(dot);
+            }
+        }
+    memset(var, 0, sizeof var);
+    memset(mean, 0, sizeof mean);
+    for (s = 0; s < n_train; s++)
+        for (i = 0; i < 256; i++) {
+            double y = 0;
+            for (r = 0; r < dim; r++)
+                y += (double)train[s * dim + r] * P[r * stride + i];
+            mean[i] += y;
+            var[i] += y * y;
+        }
+    for (i = 0; i < 256; i++) {
+        mean[i] /= (double)n_train;
+        var[i] = var[i] / (double)n_train - mean[i] * mean[i];
+        avg += var[i] / 256;
+    }
+    for (i = 0; i < 256; i++)
+        if (fabs(var[i] - avg) / avg > spread)
+            spread = fabs(var[i] - avg) / avg;
+    printf("# kappa 256 on d %zu: within-block max |P^T P - I| %.2e, largest "
+           "cross-block |cos| %.3f, variance spread %.2e (LP %.2e), "
+           "target %.1f vs mean %.1f\n",
+           dim, worst, cross, spread, isohash_residual(x, 0),
+           isohash_target_variance(x, 0), avg);
+    CHECK(worst < 1e-5);
+    CHECK(cross > 0.05 && cross < 0.999); /* different rotations */
+    CHECK(isohash_residual(x, 0) <= ISOHASH_DEFAULT_TOL);
+    CHECK(spread <= 2 * ISOHASH_DEFAULT_TOL);
+    CHECK(fabs(isohash_target_variance(x, 0) - avg) / avg < 1e-4);
+    isohash_free(x);
 }
 
 static void test_serialize(void)
@@ -244,6 +382,8 @@ int main(void)
     RUN(test_batch_matches_single);
     RUN(test_hamming_tracks_angle);
     RUN(test_bad_shapes);
+    RUN(test_lp_parameters);
+    RUN(test_stacked_blocks);
     RUN(test_serialize);
     isohash_free(h);
     free(train);

@@ -1,0 +1,1231 @@
+/*
+ * accountant.c - privacy accountants (paper section 5.2, Appendix A.1) and
+ * the correctness model (Proposition 4.1, Appendix B).
+ *
+ * Numerics.  Randomized response on u differing coordinates has a privacy
+ * loss that is an integer multiple of eta: world 0 reports z of the u
+ * coordinates as x0's bit with probability Binomial(u, 1-p)(z), world 1 with
+ * Binomial(u, p)(z), and the log-likelihood ratio is (2z - u) eta.  A
+ * mixture over u (the route-averaged distance distribution) is therefore a
+ * distribution over integer multiples k of eta, the "privacy-loss
+ * distribution" (PLD) below, and every profile value is a finite sum of
+ * non-negative terms over it.  Binomial probabilities come from Loader's
+ * saddle-point form in log space (accurate for any u), the far tails are
+ * cut only where a geometric bound proves the dropped mass below 1e-30 in
+ * total, and that bound is added back to every delta, so the profile is an
+ * upper bound.
+ */
+#include <float.h>
+#include <math.h>
+
+#include "internal.h"
+#include "parallel.h"
+
+#define LN_SQRT_2PI 0.91893853320467274178
+#define LN_2PI 1.83787706640934548356
+#define MAX_DISTANCE ((uint64_t)MESS_MAX_SHARDS * MESS_MAX_BITS)
+#define TRUNC_MASS 1e-30           /* PLD mass that may be dropped, in total */
+#define FULL_ENUM_REPEATS (1u << 16) /* search accountant: enumerate every count */
+#define BISECT_ABS 1e-9
+#define BISECT_REL 1e-15
+
+/* ------------------------------------------------------------------------
+ * Small numerical helpers
+ * ---------------------------------------------------------------------- */
+
+static int flip_ok(double p) /* (0, 1/2]; false for NaN */
+{
+    return p > 0.0 && p <= 0.5;
+}
+
+static int flip_ok0(double p) /* [0, 1/2] */
+{
+    return p >= 0.0 && p <= 0.5;
+}
+
+/* ln(e^x + e^y), exact at -INFINITY. */
+static double log_add(double x, double y)
+{
+    if (x == -INFINITY)
+        return y;
+    if (y == -INFINITY)
+        return x;
+    if (x < y) {
+        double t = x;
+        x = y;
+        y = t;
+    }
+    return x + log1p(exp(y - x));
+}
+
+/* n * ln(v), with 0 * ln(0) = 0. */
+static double mul_log(double n, double lv)
+{
+    return n == 0.0 ? 0.0 : n * lv;
+}
+
+/* Standard normal CDF. */
+static double phi(double x)
+{
+    return 0.5 * erfc(-x / sqrt(2.0));
+}
+
+/* ln(n!) - ln(sqrt(2 pi n) (n/e)^n), the error of Stirling's formula
+ * (series in 1/n with the Bernoulli-number coefficients for n > 15). */
+static double stirlerr(double n)
+{
+    const double s0 = 1.0 / 12, s1 = 1.0 / 360, s2 = 1.0 / 1260,
+                 s3 = 1.0 / 1680, s4 = 1.0 / 1188;
+    double nn;
+    if (n <= 15.0)
+        return lgamma(n + 1.0) - (n + 0.5) * log(n) + n - LN_SQRT_2PI;
+    nn = n * n;
+    if (n > 500)
+        return (s0 - s1 / nn) / n;
+    if (n > 80)
+        return (s0 - (s1 - s2 / nn) / nn) / n;
+    if (n > 35)
+        return (s0 - (s1 - (s2 - s3 / nn) / nn) / nn) / n;
+    return (s0 - (s1 - (s2 - (s3 - s4 / nn) / nn) / nn) / nn) / n;
+}
+
+/* x ln(x / m) + m - x, by a series when x is close to m (no cancellation). */
+static double bd0(double x, double m)
+{
+    if (fabs(x - m) < 0.1 * (x + m)) {
+        double v = (x - m) / (x + m), s = (x - m) * v, ej = 2.0 * x * v;
+        int j;
+        v *= v;
+        for (j = 1; j < 1000; j++) {
+            double s1;
+            ej *= v;
+            s1 = s + ej / (2 * j + 1);
+            if (s1 == s)
+                break;
+            s = s1;
+        }
+        return s;
+    }
+    return x * log(x / m) + m - x;
+}
+
+/* ln Binomial(n, q)(x), q1 = 1 - q passed exactly (Loader 2000, "Fast and
+ * accurate computation of binomial probabilities"). */
+static double binom_logpmf(double x, double n, double q, double q1)
+{
+    if (x < 0 || x > n)
+        return -INFINITY;
+    if (q == 0.0)
+        return x == 0 ? 0.0 : -INFINITY;
+    if (q1 == 0.0)
+        return x == n ? 0.0 : -INFINITY;
+    if (x == 0)
+        return n * log(q1);
+    if (x == n)
+        return n * log(q);
+    return stirlerr(n) - stirlerr(x) - stirlerr(n - x) - bd0(x, n * q) -
+           bd0(n - x, n * q1) - 0.5 * (LN_2PI + log(x) + log1p(-x / n));
+}
+
+/* The window [lo, hi] of Binomial(u, q) around its mode outside which the
+ * mass is at most e^logtol on each side.  Past the mode the ratio of
+ * consecutive probabilities r falls monotonically, so the tail beyond z is
+ * at most f(z) r / (1 - r); *outside gets the sum of both bounds. */
+static void binom_window(uint64_t u, double q, double q1, double logtol,
+                         uint64_t *lo, uint64_t *hi, double *outside)
+{
+    double n = (double)u, m = floor((n + 1.0) * q);
+    uint64_t mode = m > n ? u : (uint64_t)m, z;
+    *outside = 0.0;
+    for (z = mode; z < u; z++) {
+        double r = (n - (double)z) / ((double)z + 1.0) * q / q1, b;
+        if (r >= 1.0)
+            continue;
+        b = binom_logpmf((double)z, n, q, q1) + log(r) - log1p(-r);
+        if (b <= logtol) {
+            *outside += exp(b);
+            break;
+        }
+    }
+    *hi = z;
+    for (z = mode; z > 0; z--) {
+        double r = (double)z / (n - (double)z + 1.0) * q1 / q, b;
+        if (r >= 1.0)
+            continue;
+        b = binom_logpmf((double)z, n, q, q1) + log(r) - log1p(-r);
+        if (b <= logtol) {
+            *outside += exp(b);
+            break;
+        }
+    }
+    *lo = z;
+}
+
+/* ------------------------------------------------------------------------
+ * Privacy-loss distribution of randomized response mixed over distances
+ * ---------------------------------------------------------------------- */
+
+struct mess_account_pld {
+    double p, eta;
+    int64_t kmin;    /* atom i has loss (kmin + i) * eta */
+    size_t n;        /* atoms */
+    double *mass;    /* world-0 probability of each loss */
+    double dropped;  /* proven bound on the mass cut from the tails */
+    uint64_t u_max;
+    double u_mean;
+};
+
+int mess_account_eta(double p, double *eta)
+{
+    if (!eta || !flip_ok(p))
+        return MESS_EINVAL;
+    *eta = log1p(-p) - log(p);
+    return MESS_OK;
+}
+
+void mess_account_pld_free(mess_account_pld *pld)
+{
+    if (!pld)
+        return;
+    free(pld->mass);
+    free(pld);
+}
+
+struct support {
+    uint64_t u, lo, hi;
+    double w;
+};
+
+int mess_account_pld_new(double p, const double *logw, size_t len,
+                         mess_account_pld **out)
+{
+    mess_account_pld *pld;
+    struct support *sup;
+    double lmax = -INFINITY, total = 0.0, logtol, q = 1.0 - p;
+    size_t u, ns = 0, i;
+    int64_t kmin = INT64_MAX, kmax = INT64_MIN;
+
+    if (!out)
+        return MESS_EINVAL;
+    *out = NULL;
+    if (!logw || len == 0 || !flip_ok(p))
+        return MESS_EINVAL;
+    if ((uint64_t)(len - 1) > MAX_DISTANCE)
+        return MESS_ELIMIT;
+    for (u = 0; u < len; u++) {
+        if (isnan(logw[u]) || logw[u] == INFINITY)
+            return MESS_EINVAL;
+        if (logw[u] > lmax)
+            lmax = logw[u];
+    }
+    if (lmax == -INFINITY)
+        return MESS_EINVAL;
+    for (u = 0; u < len; u++)
+        total += exp(logw[u] - lmax);
+    pld = (mess_account_pld *)calloc(1, sizeof *pld);
+    if (!pld)
+        return MESS_ENOMEM;
+    pld->p = p;
+    pld->eta = log1p(-p) - log(p);
+    for (u = 0; u < len; u++)
+        if (exp(logw[u] - lmax) / total > 0.0)
+            ns++;
+    sup = (struct support *)mess_malloc_array(ns, sizeof *sup);
+    if (!sup) {
+        free(pld);
+        return MESS_ENOMEM;
+    }
+    /* Each distance may leave TRUNC_MASS / (2 ns) in each tail. */
+    logtol = log(TRUNC_MASS) - log(2.0 * (double)ns);
+    for (u = 0, i = 0; u < len; u++) {
+        double w = exp(logw[u] - lmax) / total, outside;
+        if (!(w > 0.0))
+            continue;
+        sup[i].u = u;
+        sup[i].w = w;
+        pld->u_max = u;
+        pld->u_mean += w * (double)u;
+        binom_window(u, q, p, logtol - log(w), &sup[i].lo, &sup[i].hi, &outside);
+        pld->dropped += w * outside;
+        if ((int64_t)(2 * sup[i].lo) - (int64_t)u < kmin)
+            kmin = (int64_t)(2 * sup[i].lo) - (int64_t)u;
+        if ((int64_t)(2 * sup[i].hi) - (int64_t)u > kmax)
+            kmax = (int64_t)(2 * sup[i].hi) - (int64_t)u;
+        i++;
+    }
+    pld->kmin = kmin;
+    pld->n = (size_t)(kmax - kmin + 1);
+    pld->mass = (double *)mess_calloc_array(pld->n, sizeof(double));
+    if (!pld->mass) {
+        free(sup);
+        free(pld);
+        return MESS_ENOMEM;
+    }
+    for (i = 0; i < ns; i++) {
+        uint64_t z;
+        double n = (double)sup[i].u;
+        for (z = sup[i].lo; z <= sup[i].hi; z++) {
+            int64_t k = (int64_t)(2 * z) - (int64_t)sup[i].u;
+            pld->mass[k - kmin] +=
+                sup[i].w * exp(binom_logpmf((double)z, n, q, p));
+        }
+    }
+    free(sup);
+    *out = pld;
+    return MESS_OK;
+}
+
+/* delta(eps) in the direction world 0 vs world 1.  Randomized response is
+ * symmetric (world 1's loss distribution is world 0's: Binomial(u, p) at z
+ * equals Binomial(u, 1-p) at u - z) and the route weights are the same in
+ * both worlds, so this is also the reverse direction's profile. */
+static double pld_delta(const mess_account_pld *pld, double eps)
+{
+    double s = 0.0;
+    size_t i;
+    for (i = pld->n; i-- > 0;) {
+        double loss = (double)(pld->kmin + (int64_t)i) * pld->eta;
+        if (loss <= eps)
+            break;
+        s += pld->mass[i] * -expm1(eps - loss);
+    }
+    return s + pld->dropped;
+}
+
+int mess_account_pld_delta(const mess_account_pld *pld, double eps,
+                           double *delta)
+{
+    if (!pld || !delta || !(eps >= 0.0) || eps == INFINITY)
+        return MESS_EINVAL;
+    *delta = pld_delta(pld, eps);
+    if (*delta > 1.0)
+        *delta = 1.0;
+    return MESS_OK;
+}
+
+int mess_account_pld_epsilon(const mess_account_pld *pld, double delta0,
+                             double *xi)
+{
+    double lo = 0.0, hi;
+    if (!pld || !xi || !(delta0 >= MESS_ACCOUNT_MIN_DELTA && delta0 < 1.0))
+        return MESS_EINVAL;
+    if (pld_delta(pld, 0.0) <= delta0) {
+        *xi = 0.0;
+        return MESS_OK;
+    }
+    /* Above the largest loss the profile is only the dropped mass. */
+    hi = (double)(pld->kmin + (int64_t)pld->n - 1) * pld->eta;
+    while (hi - lo > fmax(BISECT_ABS, BISECT_REL * hi)) {
+        double mid = 0.5 * (lo + hi);
+        if (pld_delta(pld, mid) <= delta0)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    *xi = hi;
+    return MESS_OK;
+}
+
+static double tail_ratio(const mess_account_pld *pld, double a, double eps)
+{
+    return pld_delta(pld, a) / -expm1(a - eps);
+}
+
+int mess_account_pld_tail(const mess_account_pld *pld, double eps,
+                          double *bound, double *exact)
+{
+    const int grid = 256;
+    double best = 1.0, lo, hi;
+    int i, bi = -1;
+    if (!pld || !bound || !(eps >= 0.0) || eps == INFINITY)
+        return MESS_EINVAL;
+    if (exact) {
+        double s = 0.0;
+        size_t j;
+        for (j = pld->n; j-- > 0;) {
+            if ((double)(pld->kmin + (int64_t)j) * pld->eta <= eps)
+                break;
+            s += pld->mass[j];
+        }
+        *exact = fmin(1.0, s + pld->dropped);
+    }
+    if (eps > 0.0) {
+        /* Coarse grid over [0, eps), then golden-section refinement around
+         * the best point; any a gives a valid bound. */
+        for (i = 0; i < grid; i++) {
+            double r = tail_ratio(pld, eps * i / grid, eps);
+            if (r < best) {
+                best = r;
+                bi = i;
+            }
+        }
+        if (bi >= 0) {
+            const double g = 0.61803398874989484820;
+            double x1, x2, f1, f2;
+            lo = eps * (bi > 0 ? bi - 1 : 0) / grid;
+            hi = eps * (bi + 1) / grid;
+            x1 = hi - g * (hi - lo);
+            x2 = lo + g * (hi - lo);
+            f1 = tail_ratio(pld, x1, eps);
+            f2 = tail_ratio(pld, x2, eps);
+            for (i = 0; i < 80 && hi - lo > 1e-12 * eps; i++) {
+                if (f1 < f2) {
+                    hi = x2;
+                    x2 = x1;
+                    f2 = f1;
+                    x1 = hi - g * (hi - lo);
+                    f1 = tail_ratio(pld, x1, eps);
+                } else {
+                    lo = x1;
+                    x1 = x2;
+                    f1 = f2;
+                    x2 = lo + g * (hi - lo);
+                    f2 = tail_ratio(pld, x2, eps);
+                }
+            }
+            best = fmin(best, fmin(f1, f2));
+        }
+    }
+    *bound = fmin(1.0, best);
+    return MESS_OK;
+}
+
+int mess_account_pld_support(const mess_account_pld *pld, uint64_t *u_max,
+                             double *u_mean)
+{
+    if (!pld)
+        return MESS_EINVAL;
+    if (u_max)
+        *u_max = pld->u_max;
+    if (u_mean)
+        *u_mean = pld->u_mean;
+    return MESS_OK;
+}
+
+/* A point mass at u: the identifier-fixed route, or one shard. */
+static int pld_point(double p, uint64_t u, mess_account_pld **out)
+{
+    double *logw;
+    size_t i;
+    int rc;
+    if (u > MAX_DISTANCE)
+        return MESS_ELIMIT;
+    logw = (double *)mess_malloc_array((size_t)u + 1, sizeof *logw);
+    if (!logw)
+        return MESS_ENOMEM;
+    for (i = 0; i < (size_t)u; i++)
+        logw[i] = -INFINITY;
+    logw[u] = 0.0;
+    rc = mess_account_pld_new(p, logw, (size_t)u + 1, out);
+    free(logw);
+    return rc;
+}
+
+int mess_account_rr_delta(double p, uint64_t u, double eps, double *delta)
+{
+    mess_account_pld *pld;
+    int rc;
+    if (!delta || !flip_ok(p) || !(eps >= 0.0) || eps == INFINITY)
+        return MESS_EINVAL;
+    rc = pld_point(p, u, &pld);
+    if (rc != MESS_OK)
+        return rc;
+    rc = mess_account_pld_delta(pld, eps, delta);
+    mess_account_pld_free(pld);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Stored data (Theorem 5.2, Corollary 5.3, Appendix A.1.1)
+ * ---------------------------------------------------------------------- */
+
+static int check_distances(const uint32_t *d, size_t m, size_t t)
+{
+    size_t s;
+    if (!d || m == 0 || t == 0 || t > m)
+        return MESS_EINVAL;
+    if (m > MESS_MAX_SHARDS)
+        return MESS_ELIMIT;
+    for (s = 0; s < m; s++)
+        if (d[s] > MESS_MAX_BITS)
+            return MESS_EINVAL;
+    return MESS_OK;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sum of the t largest of d[0..m-1] (d already checked). */
+static uint64_t sum_largest(const uint32_t *d, size_t m, size_t t)
+{
+    uint32_t sorted[MESS_MAX_SHARDS];
+    uint64_t s = 0;
+    size_t i;
+    memcpy(sorted, d, m * sizeof *d);
+    qsort(sorted, m, sizeof *sorted, cmp_u32);
+    for (i = m - t; i < m; i++)
+        s += sorted[i];
+    return s;
+}
+
+int mess_account_stored_pure(double p_store, const uint32_t *d, size_t m,
+                             size_t t, double *xi)
+{
+    double eta;
+    int rc;
+    if (!xi || mess_account_eta(p_store, &eta) != MESS_OK)
+        return MESS_EINVAL;
+    rc = check_distances(d, m, t);
+    if (rc != MESS_OK)
+        return rc;
+    *xi = eta * (double)sum_largest(d, m, t);
+    return MESS_OK;
+}
+
+int mess_account_route_weights(const uint32_t *d, size_t m, size_t t,
+                               double *logw, size_t cap, size_t *len)
+{
+    uint32_t sorted[MESS_MAX_SHARDS];
+    uint64_t umax, total = 0, ub, prefix = 0;
+    size_t tt, i, j, u, width, cells;
+    int complement, rc;
+    double *g;
+
+    if (!len)
+        return MESS_EINVAL;
+    rc = check_distances(d, m, t);
+    if (rc != MESS_OK)
+        return rc;
+    umax = sum_largest(d, m, t);
+    *len = (size_t)umax + 1;
+    if (!logw)
+        return MESS_OK;
+    if (cap < *len)
+        return MESS_ELIMIT;
+    memcpy(sorted, d, m * sizeof *d);
+    qsort(sorted, m, sizeof *sorted, cmp_u32); /* ascending: less work early */
+    for (i = 0; i < m; i++)
+        total += sorted[i];
+    /* Choosing t shards is leaving out m - t: run the programme on the
+     * smaller side; the chosen sum is total - excluded sum. */
+    complement = t > m - t;
+    tt = complement ? m - t : t;
+    ub = sum_largest(sorted, m, tt);
+    width = (size_t)ub + 1;
+    if ((tt + 1) > MESS_ACCOUNT_MAX_CELLS / width)
+        return MESS_ELIMIT;
+    cells = (tt + 1) * width;
+    {
+        /* The updates the programme below will make, before making them. */
+        double work = 0.0;
+        for (i = 0; i < m; i++) {
+            prefix += sorted[i];
+            work += (double)((i + 1 < tt ? i + 1 : tt) + 1) *
+                    (double)((prefix < ub ? prefix : ub) + 1);
+        }
+        if (work > MESS_ACCOUNT_MAX_WORK)
+            return MESS_ELIMIT;
+        prefix = 0;
+    }
+    g = (double *)mess_calloc_array(cells, sizeof *g);
+    if (!g)
+        return MESS_ENOMEM;
+    /* g[j][u] = Pr[j of the shards seen so far are in the route and their
+     * distances sum to u].  The route is a uniform tt-subset drawn shard by
+     * shard: with j chosen among the first i, shard i+1 is in it with
+     * probability (tt - j) / (m - i).  This is F_i(j, u) of A.1.1 divided by
+     * C(m, tt), so every entry stays in [0, 1]. */
+    g[0] = 1.0;
+    for (i = 0; i < m; i++) {
+        double left = (double)(m - i);
+        size_t di = sorted[i], jhi = i + 1 < tt ? i + 1 : tt, uhi;
+        prefix += di;
+        uhi = (size_t)(prefix < ub ? prefix : ub);
+        for (j = jhi + 1; j-- > 0;) {
+            double *row = g + j * width;
+            double stay = 1.0 - (double)(tt - j) / left;
+            if (stay < 0.0)
+                stay = 0.0;
+            if (j == 0) {
+                for (u = 0; u <= uhi; u++)
+                    row[u] *= stay;
+                continue;
+            }
+            {
+                const double *prev = g + (j - 1) * width;
+                double pick = (double)(tt - j + 1) / left;
+                for (u = uhi + 1; u-- > 0;) {
+                    double v = row[u] * stay;
+                    if (u >= di)
+                        v += prev[u - di] * pick;
+                    row[u] = v;
+                }
+            }
+        }
+    }
+    for (u = 0; u < *len; u++)
+        logw[u] = -INFINITY;
+    for (u = 0; u < width; u++) {
+        double w = g[tt * width + u];
+        size_t at;
+        if (!(w > 0.0))
+            continue;
+        at = complement ? (size_t)(total - u) : u;
+        if (at < *len)
+            logw[at] = log(w);
+    }
+    free(g);
+    return MESS_OK;
+}
+
+int mess_account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
+                        int fixed, double delta0,
+                        mess_account_stored_result *out)
+{
+    mess_account_pld *pld = NULL;
+    double *logw = NULL;
+    size_t len;
+    int rc;
+
+    if (!out || !flip_ok(p_store) ||
+        !(delta0 >= MESS_ACCOUNT_MIN_DELTA && delta0 < 1.0))
+        return MESS_EINVAL;
+    rc = check_distances(d, m, t);
+    if (rc != MESS_OK)
+        return rc;
+    if (fixed && t != m)
+        return MESS_EINVAL;
+    memset(out, 0, sizeof *out);
+    out->eta = log1p(-p_store) - log(p_store);
+    out->u_max = sum_largest(d, m, t);
+    out->xi_pure = out->eta * (double)out->u_max;
+    if (fixed) {
+        rc = pld_point(p_store, out->u_max, &pld);
+    } else {
+        rc = mess_account_route_weights(d, m, t, NULL, 0, &len);
+        if (rc == MESS_OK) {
+            logw = (double *)mess_malloc_array(len, sizeof *logw);
+            rc = logw ? mess_account_route_weights(d, m, t, logw, len, &len)
+                      : MESS_ENOMEM;
+        }
+        if (rc == MESS_OK)
+            rc = mess_account_pld_new(p_store, logw, len, &pld);
+        free(logw);
+    }
+    if (rc != MESS_OK)
+        return rc;
+    out->u_mean = pld->u_mean;
+    rc = mess_account_pld_epsilon(pld, delta0, &out->xi_pld);
+    mess_account_pld_free(pld);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Access pattern (Theorem 5.4) and search pattern (Theorem 5.5)
+ * ---------------------------------------------------------------------- */
+
+static int repeats_ok(uint64_t r)
+{
+    return r >= 1 && r <= MESS_ACCOUNT_MAX_REPEATS;
+}
+
+int mess_account_access(double a, double b, uint64_t repeats, double *eta_r)
+{
+    double rho, num, den;
+    if (!eta_r || !flip_ok0(a) || !flip_ok0(b) || a + b == 0.0)
+        return MESS_EINVAL;
+    if (repeats < 1)
+        return MESS_EINVAL;
+    if (!repeats_ok(repeats))
+        return MESS_ELIMIT;
+    /* Divide numerator and denominator by (1-b)^R: with
+     * rho = R ln(b / (1-b)) <= 0 nothing overflows for any R. */
+    rho = b == 0.0 ? -INFINITY : (double)repeats * (log(b) - log1p(-b));
+    num = log_add(log1p(-a), a == 0.0 ? -INFINITY : log(a) + rho);
+    den = log_add(a == 0.0 ? -INFINITY : log(a), log1p(-a) + rho);
+    *eta_r = num - den;
+    if (*eta_r < 0.0) /* rounding at a = b = 1/2 */
+        *eta_r = 0.0;
+    return MESS_OK;
+}
+
+/* ln Pr[first R-1 reports have k ones | permanent bit z]. */
+static double log_first(int z, double k, double rest, double lb, double l1b)
+{
+    return z ? mul_log(k, l1b) + mul_log(rest, lb)
+             : mul_log(k, lb) + mul_log(rest, l1b);
+}
+
+/* |ln P_reuse^v(y) - ln P_split^{v,vp}(y)| for a sequence with k ones among
+ * its first R-1 reports and last report y (section 5.2.4). */
+static double search_ratio(int v, int vp, double k, double rest, int y,
+                           double la, double l1a, double lb, double l1b)
+{
+    double reuse = -INFINITY, first = -INFINITY, last = -INFINITY;
+    int z;
+    for (z = 0; z <= 1; z++) {
+        double lr = z == v ? l1a : la, lrp = z == vp ? l1a : la;
+        double lf = log_first(z, k, rest, lb, l1b);
+        double li = z == y ? l1b : lb;
+        if (lr > -INFINITY)
+            reuse = log_add(reuse, lr + lf + li);
+        if (lr > -INFINITY)
+            first = log_add(first, lr + lf);
+        if (lrp > -INFINITY)
+            last = log_add(last, lrp + li);
+    }
+    return fabs(reuse - (first + last));
+}
+
+int mess_account_search(double a, double b, uint64_t repeats, double *gamma_eq,
+                        double *gamma_ne)
+{
+    double la, l1a, lb, l1b, geq = 0.0, gne = 0.0, n1;
+    uint64_t k, step;
+    int v, y;
+    if (!gamma_eq || !gamma_ne || !flip_ok0(a) || !flip_ok(b) || repeats < 1)
+        return MESS_EINVAL;
+    if (!repeats_ok(repeats))
+        return MESS_ELIMIT;
+    la = a == 0.0 ? -INFINITY : log(a);
+    l1a = log1p(-a);
+    lb = log(b);
+    l1b = log1p(-b);
+    n1 = (double)(repeats - 1);
+    /* Beyond FULL_ENUM_REPEATS only the extreme counts: for fixed y the
+     * ratio is affine in the posterior of the permanent bit, which is
+     * monotone in k, so |ln ratio| peaks at k = 0 or k = R-1. */
+    step = repeats <= FULL_ENUM_REPEATS || repeats == 1 ? 1 : repeats - 1;
+    for (k = 0; k < repeats; k += step)
+        for (v = 0; v <= 1; v++)
+            for (y = 0; y <= 1; y++) {
+                double kk = (double)k, rest = n1 - kk;
+                double e = search_ratio(v, v, kk, rest, y, la, l1a, lb, l1b);
+                double ne = search_ratio(v, 1 - v, kk, rest, y, la, l1a, lb, l1b);
+                if (e > geq)
+                    geq = e;
+                if (ne > gne)
+                    gne = ne;
+            }
+    *gamma_eq = geq;
+    *gamma_ne = gne;
+    return MESS_OK;
+}
+
+int mess_account_search_xi(double a, double b, uint64_t repeats, uint64_t bits,
+                           uint64_t distance, double *xi_sp, double *xi_uniform)
+{
+    double geq, gne;
+    int rc;
+    if (!xi_sp || !xi_uniform || bits == 0 || distance > bits)
+        return MESS_EINVAL;
+    if (bits > MAX_DISTANCE)
+        return MESS_ELIMIT;
+    rc = mess_account_search(a, b, repeats, &geq, &gne);
+    if (rc != MESS_OK)
+        return rc;
+    *xi_sp = (double)(bits - distance) * geq + (double)distance * gne;
+    *xi_uniform = (double)bits * (geq > gne ? geq : gne);
+    return MESS_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Random-hyperplane LSH (Appendix A.2.6)
+ * ---------------------------------------------------------------------- */
+
+/* KL(x || y) between Bernoulli distributions, 0 ln 0 = 0. */
+static double kl_bern(double x, double y)
+{
+    double s = 0.0;
+    if (x > 0.0)
+        s += x * (log(x) - log(y));
+    if (x < 1.0)
+        s += (1.0 - x) * (log1p(-x) - log1p(-y));
+    return s;
+}
+
+int mess_account_random_lsh(double p, uint32_t kappa, double d_theta,
+                            double delta0, double *xi_mixture,
+                            double *xi_chernoff)
+{
+    double eta;
+    int rc;
+    if (!flip_ok(p) || kappa == 0 || !(d_theta >= 0.0 && d_theta <= 1.0) ||
+        !(delta0 >= MESS_ACCOUNT_MIN_DELTA && delta0 < 1.0))
+        return MESS_EINVAL;
+    if (kappa > MESS_MAX_BITS)
+        return MESS_ELIMIT;
+    eta = log1p(-p) - log(p);
+    if (xi_mixture) {
+        double *logw = (double *)mess_malloc_array((size_t)kappa + 1, sizeof *logw);
+        mess_account_pld *pld;
+        uint32_t u;
+        if (!logw)
+            return MESS_ENOMEM;
+        for (u = 0; u <= kappa; u++)
+            logw[u] = binom_logpmf(u, kappa, d_theta, 1.0 - d_theta);
+        rc = mess_account_pld_new(p, logw, (size_t)kappa + 1, &pld);
+        free(logw);
+        if (rc != MESS_OK)
+            return rc;
+        rc = mess_account_pld_epsilon(pld, delta0, xi_mixture);
+        mess_account_pld_free(pld);
+        if (rc != MESS_OK)
+            return rc;
+    }
+    if (xi_chernoff) {
+        /* Pr[d_H >= kappa a] <= exp(-kappa KL(a || d_theta)) for a > d_theta
+         * (Chernoff-Hoeffding); a* makes it delta0, and pure randomized
+         * response at distance kappa a* holds outside that event. */
+        double lo = d_theta, hi = 1.0, target = -log(delta0) / kappa;
+        if (d_theta == 0.0) {
+            hi = 0.0;
+        } else if (d_theta < 1.0 && kl_bern(1.0, d_theta) > target) {
+            while (hi - lo > 1e-15) {
+                double mid = 0.5 * (lo + hi);
+                if (kl_bern(mid, d_theta) >= target)
+                    hi = mid;
+                else
+                    lo = mid;
+            }
+        }
+        *xi_chernoff = eta * kappa * hi;
+    }
+    return MESS_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * Correctness model (Proposition 4.1, Appendix B)
+ * ---------------------------------------------------------------------- */
+
+int mess_plan_compound_flip(double p_store, double p_query, double *p_plus)
+{
+    if (!p_plus || !flip_ok0(p_store) || !flip_ok0(p_query))
+        return MESS_EINVAL;
+    *p_plus = p_store * (1.0 - p_query) + p_query * (1.0 - p_store);
+    return MESS_OK;
+}
+
+static double overtake(uint32_t kappa, double p_plus, double d_star, double d)
+{
+    double sd = sqrt(2.0 * kappa * p_plus * (1.0 - p_plus));
+    double mu = (d_star - d) * (1.0 - 2.0 * p_plus);
+    if (sd == 0.0)
+        return mu > 0 ? 1.0 : mu < 0 ? 0.0 : 0.5;
+    return phi(mu / sd);
+}
+
+int mess_plan_overtake(uint32_t kappa, double p_plus, uint32_t d_star,
+                       uint32_t d, double *prob)
+{
+    if (!prob || kappa == 0 || d_star > kappa || d > kappa || !flip_ok0(p_plus))
+        return MESS_EINVAL;
+    *prob = overtake(kappa, p_plus, d_star, d);
+    return MESS_OK;
+}
+
+/* Rank moments from a row of overtaking probabilities. */
+static void rank_moments(const double *row, const double *count, uint32_t kappa,
+                         double occupancy, double *mean, double *var)
+{
+    double mu = 0.0, s2 = 0.0;
+    uint32_t d;
+    for (d = 0; d <= kappa; d++) {
+        mu += count[d] * row[d];
+        s2 += count[d] * row[d] * (1.0 - row[d]);
+    }
+    *mean = 1.0 + occupancy * mu;
+    *var = occupancy * s2;
+}
+
+int mess_plan_rank(uint32_t kappa, double p_plus, uint32_t d_star,
+                   const double *count, double occupancy, double *mean,
+                   double *var)
+{
+    double *row;
+    uint32_t d;
+    if (!count || !mean || !var || kappa == 0 || d_star > kappa ||
+        !flip_ok0(p_plus) || !(occupancy > 0.0 && occupancy <= 1.0))
+        return MESS_EINVAL;
+    if (kappa > MESS_MAX_BITS)
+        return MESS_ELIMIT;
+    for (d = 0; d <= kappa; d++)
+        if (!(count[d] >= 0.0) || count[d] == INFINITY)
+            return MESS_EINVAL;
+    row = (double *)mess_malloc_array((size_t)kappa + 1, sizeof *row);
+    if (!row)
+        return MESS_ENOMEM;
+    for (d = 0; d <= kappa; d++)
+        row[d] = overtake(kappa, p_plus, d_star, d);
+    rank_moments(row, count, kappa, occupancy, mean, var);
+    free(row);
+    return MESS_OK;
+}
+
+static double hit(double mean, double var, double budget)
+{
+    double x = budget + 0.5 - mean;
+    if (var == 0.0)
+        return x >= 0.0 ? 1.0 : 0.0;
+    return phi(x / sqrt(var));
+}
+
+int mess_plan_hit(double mean, double var, double budget, double *prob)
+{
+    if (!prob || !(mean >= 1.0) || mean == INFINITY || !(var >= 0.0) ||
+        var == INFINITY || !(budget >= 0.0) || budget == INFINITY)
+        return MESS_EINVAL;
+    *prob = hit(mean, var, budget);
+    return MESS_OK;
+}
+
+int mess_plan_recovery(const double *p_hit, size_t n, double *prob)
+{
+    double miss = 1.0;
+    size_t s;
+    if (!p_hit || !prob || n == 0)
+        return MESS_EINVAL;
+    for (s = 0; s < n; s++) {
+        if (!(p_hit[s] >= 0.0 && p_hit[s] <= 1.0))
+            return MESS_EINVAL;
+        miss *= 1.0 - p_hit[s];
+    }
+    *prob = 1.0 - miss;
+    return MESS_OK;
+}
+
+/* E over a uniform t-subset S of prod_{s in S} miss[s], by the same
+ * shard-by-shard sampling programme as the route weights (scratch: t + 1). */
+static double expected_miss(const double *miss, size_t m, size_t t,
+                            double *h)
+{
+    size_t i, j;
+    for (j = 0; j <= t; j++)
+        h[j] = 0.0;
+    h[0] = 1.0;
+    for (i = 0; i < m; i++) {
+        double left = (double)(m - i);
+        size_t jhi = i + 1 < t ? i + 1 : t;
+        for (j = jhi + 1; j-- > 0;) {
+            double stay = 1.0 - (double)(t - j) / left, v;
+            if (stay < 0.0)
+                stay = 0.0;
+            v = h[j] * stay;
+            if (j > 0)
+                v += h[j - 1] * (double)(t - j + 1) / left * miss[i];
+            h[j] = v;
+        }
+    }
+    return h[t];
+}
+
+int mess_plan_recovery_uniform(const double *p_hit, size_t m, size_t t,
+                               double *prob)
+{
+    double miss[MESS_MAX_SHARDS], h[MESS_MAX_SHARDS + 1];
+    size_t s;
+    if (!p_hit || !prob || m == 0 || t == 0 || t > m)
+        return MESS_EINVAL;
+    if (m > MESS_MAX_SHARDS)
+        return MESS_ELIMIT;
+    for (s = 0; s < m; s++) {
+        if (!(p_hit[s] >= 0.0 && p_hit[s] <= 1.0))
+            return MESS_EINVAL;
+        miss[s] = 1.0 - p_hit[s];
+    }
+    *prob = 1.0 - expected_miss(miss, m, t, h);
+    if (*prob < 0.0)
+        *prob = 0.0;
+    return MESS_OK;
+}
+
+/* ---- predicted recall from the client's clean codes -------------------- */
+
+#define PLAN_BLOCK 1024
+#define PLAN_TABLE_MAX 1025 /* kappa + 1 up to which overtaking is tabulated */
+
+struct plan {
+    const mess_client *c;
+    mess_params p;
+    const float *data, *queries;
+    size_t n, nq, k, words, cw; /* cw = M * words per vector */
+    uint64_t *qcodes;           /* nq x cw */
+    uint64_t *bcodes;           /* PLAN_BLOCK x cw */
+    size_t block_start, block_len;
+    uint32_t *hist;             /* nq x M x (kappa + 1) */
+    /* exact top-k when no truth is given: per query k (dist, index) */
+    int find_truth;
+    double *tdist;
+    uint32_t *tidx;
+    size_t *tfill;
+    /* phase 2 */
+    const uint32_t *truth;
+    double p_plus;
+    double **rows;              /* overtaking rows by d_star (NULL: on the fly) */
+    const size_t *pools;
+    size_t npools;
+    double *partial;            /* nq x npools */
+};
+
+static double metric_dist(uint32_t metric, const float *a, const float *b,
+                          size_t dim)
+{
+    double s = 0.0, na = 0.0, nb = 0.0;
+    size_t i;
+    if (metric == MESS_METRIC_L2) {
+        for (i = 0; i < dim; i++) {
+            double t = (double)a[i] - (double)b[i];
+            s += t * t;
+        }
+        return s;
+    }
+    for (i = 0; i < dim; i++) {
+        s += (double)a[i] * (double)b[i];
+        na += (double)a[i] * (double)a[i];
+        nb += (double)b[i] * (double)b[i];
+    }
+    if (metric == MESS_METRIC_IP)
+        return -s;
+    return na > 0 && nb > 0 ? 1.0 - s / sqrt(na * nb) : 1.0;
+}
+
+static int plan_codes(void *ctx, size_t i, unsigned worker)
+{
+    struct plan *pl = (struct plan *)ctx;
+    MESS_UNUSED(worker);
+    return mess_client_codes(pl->c, pl->data + (pl->block_start + i) * pl->p.dim,
+                             pl->bcodes + i * pl->cw);
+}
+
+/* One query against the current block: distance histograms per shard and,
+ * when needed, the running exact top-k. */
+static int plan_block_query(void *ctx, size_t q, unsigned worker)
+{
+    struct plan *pl = (struct plan *)ctx;
+    const uint64_t *qc = pl->qcodes + q * pl->cw;
+    uint32_t M = pl->p.shards, kap1 = pl->p.kappa + 1;
+    uint32_t *h = pl->hist + q * (size_t)M * kap1;
+    size_t i, s, w;
+    MESS_UNUSED(worker);
+    for (i = 0; i < pl->block_len; i++) {
+        const uint64_t *bc = pl->bcodes + i * pl->cw;
+        for (s = 0; s < M; s++) {
+            uint32_t dist = 0;
+            for (w = 0; w < pl->words; w++)
+                dist += (uint32_t)__builtin_popcountll(qc[s * pl->words + w] ^
+                                                       bc[s * pl->words + w]);
+            h[s * kap1 + dist]++;
+        }
+    }
+    if (pl->find_truth) {
+        double *td = pl->tdist + q * pl->k;
+        uint32_t *ti = pl->tidx + q * pl->k;
+        size_t *fill = pl->tfill + q;
+        for (i = 0; i < pl->block_len; i++) {
+            size_t idx = pl->block_start + i, pos;
+            double dd = metric_dist(pl->p.metric, pl->queries + q * pl->p.dim,
+                                    pl->data + idx * pl->p.dim, pl->p.dim);
+            if (*fill == pl->k && !(dd < td[pl->k - 1]))
+                continue;
+            pos = *fill < pl->k ? (*fill)++ : pl->k - 1;
+            while (pos > 0 && dd < td[pos - 1]) {
+                td[pos] = td[pos - 1];
+                ti[pos] = ti[pos - 1];
+                pos--;
+            }
+            td[pos] = dd;
+            ti[pos] = (uint32_t)idx;
+        }
+    }
+    return MESS_OK;
+}
+
+/* Phase 2 for one query: per target and shard the rank moments, then per
+ * pool the route-averaged recovery. */
+static int plan_query_recall(void *ctx, size_t q, unsigned worker)
+{
+    struct plan *pl = (struct plan *)ctx;
+    uint32_t M = pl->p.shards, kap1 = pl->p.kappa + 1, t = pl->p.per_item;
+    const uint32_t *h = pl->hist + q * (size_t)M * kap1;
+    double occupancy = (double)t / (double)M;
+    double *count = NULL, *mean = NULL, *var = NULL, *ph = NULL, *scratch = NULL;
+    double *rowbuf = NULL;
+    uint64_t *tc = NULL;
+    size_t i, s, b, d;
+    int rc = MESS_ENOMEM;
+    MESS_UNUSED(worker);
+    count = (double *)mess_malloc_array(kap1, sizeof *count);
+    mean = (double *)mess_malloc_array(M, sizeof *mean);
+    var = (double *)mess_malloc_array(M, sizeof *var);
+    ph = (double *)mess_malloc_array(M, sizeof *ph);
+    scratch = (double *)mess_malloc_array((size_t)t + 1, sizeof *scratch);
+    tc = (uint64_t *)mess_malloc_array(pl->cw, sizeof *tc);
+    if (!pl->rows)
+        rowbuf = (double *)mess_malloc_array(kap1, sizeof *rowbuf);
+    if (!count || !mean || !var || !ph || !scratch || !tc ||
+        (!pl->rows && !rowbuf))
+        goto out;
+    for (i = 0; i < pl->k; i++) {
+        uint32_t target = pl->truth[q * pl->k + i];
+        rc = mess_client_codes(pl->c, pl->data + (size_t)target * pl->p.dim, tc);
+        if (rc != MESS_OK)
+            goto out;
+        for (s = 0; s < M; s++) {
+            const uint64_t *qc = pl->qcodes + q * pl->cw + s * pl->words;
+            uint32_t dstar = 0;
+            size_t w;
+            for (w = 0; w < pl->words; w++)
+                dstar += (uint32_t)__builtin_popcountll(qc[w] ^ tc[s * pl->words + w]);
+            for (d = 0; d < kap1; d++)
+                count[d] = (double)h[s * kap1 + d];
+            count[dstar] -= 1.0; /* the target is not its own background */
+            if (count[dstar] < 0.0)
+                count[dstar] = 0.0;
+            if (rowbuf)
+                for (d = 0; d < kap1; d++)
+                    rowbuf[d] = overtake(pl->p.kappa, pl->p_plus, dstar, (double)d);
+            rank_moments(rowbuf ? rowbuf : pl->rows[dstar], count, pl->p.kappa,
+                         occupancy, &mean[s], &var[s]);
+        }
+        for (b = 0; b < pl->npools; b++) {
+            /* The protocol gives floor(B/M) to every shard and one more to
+             * B mod M shards from a random start. */
+            size_t base = pl->pools[b] / M, extra = pl->pools[b] % M;
+            double f = (double)extra / (double)M;
+            double b0 = (double)(base < MESS_MAX_BUDGET ? base : MESS_MAX_BUDGET);
+            double b1 = (double)(base + 1 < MESS_MAX_BUDGET ? base + 1 : MESS_MAX_BUDGET);
+            for (s = 0; s < M; s++) {
+                ph[s] = (1.0 - f) * hit(mean[s], var[s], b0) +
+                        f * hit(mean[s], var[s], b1);
+                ph[s] = 1.0 - ph[s]; /* as a miss probability */
+            }
+            pl->partial[q * pl->npools + b] +=
+                1.0 - expected_miss(ph, M, t, scratch);
+        }
+    }
+    rc = MESS_OK;
+out:
+    free(count);
+    free(mean);
+    free(var);
+    free(ph);
+    free(scratch);
+    free(tc);
+    free(rowbuf);
+    return rc;
+}
+
+int mess_plan_recall(const mess_client *c, const float *data, size_t n,
+                     const float *queries, size_t nq, const uint32_t *truth,
+                     size_t k, const size_t *pools, size_t npools,
+                     unsigned threads, double *recall)
+{
+    struct plan pl;
+    double p_plus;
+    size_t i, b, kap1, hsize;
+    uint32_t *own_truth = NULL;
+    int rc;
+
+    if (!c || !data || !queries || !pools || !recall || n == 0 || nq == 0 ||
+        k == 0 || k > n || npools == 0)
+        return MESS_EINVAL;
+    if (n > UINT32_MAX)
+        return MESS_ELIMIT;
+    memset(&pl, 0, sizeof pl);
+    rc = mess_client_params(c, &pl.p);
+    if (rc != MESS_OK)
+        return rc;
+    if (truth)
+        for (i = 0; i < nq * k; i++)
+            if (truth[i] >= n)
+                return MESS_EINVAL;
+    rc = mess_plan_compound_flip(pl.p.p_store,
+                                 mess_effective_flip(pl.p.p_prr, pl.p.p_irr),
+                                 &p_plus);
+    if (rc != MESS_OK)
+        return rc;
+    pl.c = c;
+    pl.data = data;
+    pl.queries = queries;
+    pl.n = n;
+    pl.nq = nq;
+    pl.k = k;
+    pl.words = pl.p.kappa / 64;
+    pl.cw = (size_t)pl.p.shards * pl.words;
+    pl.pools = pools;
+    pl.npools = npools;
+    kap1 = (size_t)pl.p.kappa + 1;
+    if (mess_mul_size(nq, (size_t)pl.p.shards * kap1, &hsize) != MESS_OK)
+        return MESS_ELIMIT;
+    pl.qcodes = (uint64_t *)mess_malloc_array(nq, pl.cw * sizeof(uint64_t));
+    pl.bcodes = (uint64_t *)mess_malloc_array(PLAN_BLOCK, pl.cw * sizeof(uint64_t));
+    pl.hist = (uint32_t *)mess_calloc_array(hsize, sizeof(uint32_t));
+    pl.partial = (double *)mess_calloc_array(nq * npools, sizeof(double));
+    pl.p_plus = p_plus;
+    if (kap1 <= PLAN_TABLE_MAX)
+        pl.rows = (double **)mess_calloc_array(kap1, sizeof(double *));
+    pl.find_truth = truth == NULL;
+    if (pl.find_truth) {
+        pl.tdist = (double *)mess_malloc_array(nq * k, sizeof(double));
+        pl.tidx = own_truth = (uint32_t *)mess_malloc_array(nq * k, sizeof(uint32_t));
+        pl.tfill = (size_t *)mess_calloc_array(nq, sizeof(size_t));
+    }
+    rc = MESS_ENOMEM;
+    if (!pl.qcodes || !pl.bcodes || !pl.hist || !pl.partial ||
+        (kap1 <= PLAN_TABLE_MAX && !pl.rows) ||
+        (pl.find_truth && (!pl.tdist || !pl.tidx || !pl.tfill)))
+        goto out;
+    for (i = 0; i < nq; i++) {
+        rc = mess_client_codes(c, queries + i * pl.p.dim, pl.qcodes + i * pl.cw);
+        if (rc != MESS_OK)
+            goto out;
+    }
+    /* Phase 1: stream the database in blocks: hash, then histogram the
+     * per-shard distances to every query (and track the exact top-k). */
+    for (pl.block_start = 0; pl.block_start < n; pl.block_start += PLAN_BLOCK) {
+        pl.block_len = n - pl.block_start < PLAN_BLOCK ? n - pl.block_start : PLAN_BLOCK;
+        rc = parallel_for(pl.block_len, threads ? threads : 1, plan_codes, &pl);
+        if (rc == MESS_OK)
+            rc = parallel_for(nq, threads ? threads : 1, plan_block_query, &pl);
+        if (rc != MESS_OK)
+            goto out;
+    }
+    pl.truth = truth ? truth : own_truth;
+    /* Overtaking probabilities depend only on (d_star, d): one row per
+     * target distance, shared by all queries (computed per target instead
+     * when the table would be large). */
+    rc = MESS_ENOMEM;
+    for (i = 0; pl.rows && i < kap1; i++) {
+        size_t d;
+        pl.rows[i] = (double *)mess_malloc_array(kap1, sizeof(double));
+        if (!pl.rows[i])
+            goto out;
+        for (d = 0; d < kap1; d++)
+            pl.rows[i][d] = overtake(pl.p.kappa, p_plus, (double)i, (double)d);
+    }
+    rc = parallel_for(nq, threads ? threads : 1, plan_query_recall, &pl);
+    if (rc != MESS_OK)
+        goto out;
+    for (b = 0; b < npools; b++) {
+        double s = 0.0;
+        for (i = 0; i < nq; i++)
+            s += pl.partial[i * npools + b];
+        recall[b] = s / ((double)nq * (double)k);
+    }
+out:
+    if (pl.rows)
+        for (i = 0; i < kap1; i++)
+            free(pl.rows[i]);
+    free(pl.rows);
+    free(pl.qcodes);
+    free(pl.bcodes);
+    free(pl.hist);
+    free(pl.partial);
+    free(pl.tdist);
+    free(own_truth);
+    free(pl.tfill);
+    return rc;
+}

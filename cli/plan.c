@@ -1,0 +1,385 @@
+/*
+ * plan.c - `mess plan`: the correctness model of Proposition 4.1 and
+ * Appendix B on the client's own data, to choose a candidate pool B before
+ * outsourcing.  Everything runs locally from the client's clean codes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../mess.h"
+#include "cli.h"
+
+static const char plan_help[] =
+    "usage: mess plan --client C --data FILE --queries FILE [options]\n"
+    "       mess plan --train FILE --data FILE --queries FILE [parameters] [options]\n"
+    "\n"
+    "Predicts Recall@k as a function of the total candidate pool B from the\n"
+    "correctness model (Proposition 4.1, Appendix B), on the client's own data\n"
+    "and clean codes (secret; nothing is sent anywhere), and prints the\n"
+    "smallest B reaching --target.  Per query q, true top-k item i, shard s:\n"
+    "\n"
+    "  p_q     = p_PRR(1-p_IRR) + p_IRR(1-p_PRR)        effective query flip\n"
+    "  p_plus  = p_D(1-p_q) + p_q(1-p_D)                 compound flip\n"
+    "  P_ov(d) = Phi((d*_s - d)(1-2p_plus) / sqrt(2 kappa p_plus(1-p_plus)))\n"
+    "            a background item at clean distance d overtakes the target\n"
+    "            at clean distance d*_s\n"
+    "  rank    ~ N(1 + mu_s, sigma_s^2), mu_s = (t/M) sum_d N_s(d) P_ov(d),\n"
+    "            sigma_s^2 = (t/M) sum_d N_s(d) P_ov(d)(1 - P_ov(d)),\n"
+    "            N_s(d): items of FILE at distance d from q in shard s's hash\n"
+    "  P_hit   = Phi((P + 1/2 - (1 + mu_s)) / sigma_s), P = the shard's budget\n"
+    "            (B split over the M shards as the protocol does)\n"
+    "  recover = 1 - prod over the item's t shards of (1 - P_hit), averaged\n"
+    "            over a uniform t-of-M route\n"
+    "  Recall@k(B) = mean over queries and true top-k items of recover\n"
+    "\n"
+    "The model assumes the shard search returns the exact top-P by perturbed\n"
+    "distance; HNSW misses some, so measured recall lies below it (docs/\n"
+    "PRIVACY.md compares both on the bundled SIFT set).\n"
+    "\n"
+    "  --client C         client state (its hashes and parameters)\n"
+    "  --train FILE       or: train a client here with the parameters below\n"
+    "  --data FILE        the vectors the client stores (.fvecs / .bvecs)\n"
+    "  --queries FILE     sample of queries; --sample N uses the first N\n"
+    "  --gt FILE.ivecs    their exact top-k as row indices of --data\n"
+    "                     (default: computed here with the client's metric)\n"
+    "  -k K               recall depth (10)\n"
+    "  --target R         recall to reach (0.9)\n"
+    "  --pools LIST       B values: comma list or A:B:STEP (M, 2M, ..., 128M)\n"
+    "  --threads N        worker threads (1)\n"
+    "  parameters (with --train): --shards M (64) --per-item T (16) --bits K\n"
+    "    (128) --p-store P (0.08) --p-query Q (0.08) or --p-prr A --p-irr B,\n"
+    "    --train-sample N, --seed HEX64 (deterministic hashes)\n"
+    "  --passphrase-env V client file passphrase in $V\n"
+    "\n"
+    "Last line: {\"pool\":smallest B or null,\"recall_at_pool\",\"target\",\"k\",\n"
+    "\"queries\",\"p_plus\",\"curve\":[[B,recall],...],...}.\n";
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+static int seed_from_hex(const char *hex, uint8_t seed[32])
+{
+    size_t i;
+    if (strlen(hex) != 64)
+        return -1;
+    for (i = 0; i < 32; i++) {
+        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        seed[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+/* "a,b,c" or "lo:hi:step"; every value in [1, max]. */
+static int parse_pools(const char *s, size_t max, size_t **out, size_t *n)
+{
+    unsigned long lo, hi, step;
+    char *end;
+    size_t cap = 16, k = 0;
+    size_t *v;
+    if (strchr(s, ':')) {
+        if (sscanf(s, "%lu:%lu:%lu", &lo, &hi, &step) != 3 || lo < 1 || hi < lo ||
+            step < 1 || hi > max || (hi - lo) / step >= 100000)
+            return -1;
+        v = (size_t *)malloc(((hi - lo) / step + 1) * sizeof *v);
+        if (!v)
+            return -1;
+        for (; lo <= hi; lo += step)
+            v[k++] = lo;
+        *out = v;
+        *n = k;
+        return 0;
+    }
+    v = (size_t *)malloc(cap * sizeof *v);
+    if (!v)
+        return -1;
+    while (*s) {
+        unsigned long x = strtoul(s, &end, 10);
+        if (end == s || x < 1 || x > max)
+            break;
+        if (k == cap) {
+            size_t *w = (size_t *)realloc(v, 2 * cap * sizeof *v);
+            if (!w)
+                break;
+            v = w;
+            cap *= 2;
+        }
+        v[k++] = x;
+        s = end;
+        if (*s == ',' && s[1])
+            s++;
+        else if (*s)
+            break;
+    }
+    if (*s || k == 0) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+/* A client from --client, or trained here from --train and the parameters. */
+static int plan_client(struct cli_args *a, mess_client **c)
+{
+    const char *cpath = cli_opt(a, "--client"), *train = cli_opt(a, "--train");
+    const char *pvar = cli_opt(a, "--passphrase-env"), *seedhex = cli_opt(a, "--seed");
+    long shards, per_item, bits, sample, threads;
+    double p_store, p_query, p_prr, p_irr;
+    uint8_t seed[32];
+    mess_params p;
+    float *x;
+    size_t n, dim;
+    int rc;
+
+    if (cli_opt_long(a, "--shards", 1, MESS_MAX_SHARDS, 64, &shards) ||
+        cli_opt_long(a, "--per-item", 1, MESS_MAX_SHARDS, 16, &per_item) ||
+        cli_opt_long(a, "--bits", 64, MESS_MAX_BITS, 128, &bits) ||
+        cli_opt_long(a, "--train-sample", 0, 100000000, 0, &sample) ||
+        cli_opt_long(a, "--threads", 1, 256, 1, &threads) ||
+        cli_opt_double(a, "--p-store", 0.0, 0.5, 0.08, &p_store) ||
+        cli_opt_double(a, "--p-query", 0.0, 0.5, 0.08, &p_query) ||
+        cli_opt_double(a, "--p-prr", 0.0, 0.5, -1.0, &p_prr) ||
+        cli_opt_double(a, "--p-irr", 0.0, 0.5, -1.0, &p_irr))
+        return CLI_USAGE;
+    if (!cpath == !train) {
+        cli_error("plan needs exactly one of --client and --train (see --help)");
+        return CLI_USAGE;
+    }
+    if (cpath) {
+        static const char *const train_only[] = {
+            "--shards", "--per-item", "--bits", "--train-sample", "--p-store",
+            "--p-query", "--p-prr", "--p-irr", "--seed", NULL};
+        const char *pass = NULL;
+        size_t i;
+        for (i = 0; train_only[i]; i++)
+            if (cli_opt(a, train_only[i])) {
+                cli_error("%s goes with --train; a client state has its own parameters",
+                          train_only[i]);
+                return CLI_USAGE;
+            }
+        if (pvar && !(pass = getenv(pvar))) {
+            cli_error("--passphrase-env: variable %s is not set", pvar);
+            return CLI_USAGE;
+        }
+        rc = mess_client_load(cpath, pass, c);
+        if (rc != MESS_OK) {
+            cli_error("cannot load client state '%s': %s", cpath, mess_strerror(rc));
+            return CLI_FAIL;
+        }
+        return CLI_OK;
+    }
+    if (seedhex && seed_from_hex(seedhex, seed) != 0) {
+        cli_error("--seed: expected 64 hex digits");
+        return CLI_USAGE;
+    }
+    rc = mess_vecs_read_f32(train, &x, &n, &dim);
+    if (rc != MESS_OK) {
+        cli_error("cannot read '%s': %s", train, mess_strerror(rc));
+        return CLI_FAIL;
+    }
+    mess_params_default(&p, (uint32_t)dim);
+    p.shards = (uint32_t)shards;
+    p.per_item = (uint32_t)per_item;
+    p.kappa = (uint32_t)bits;
+    p.p_store = p_store;
+    p.p_prr = p_prr >= 0 ? p_prr : mess_split_flip(p_query);
+    p.p_irr = p_irr >= 0 ? p_irr : mess_split_flip(p_query);
+    p.train_sample = (uint32_t)sample;
+    rc = mess_params_check(&p);
+    if (rc != MESS_OK) {
+        mess_vecs_free(x);
+        cli_error("invalid parameters: %s (bits a multiple of 64 and at most the "
+                  "dimension %zu; per-item at most shards)", mess_strerror(rc), dim);
+        return CLI_USAGE;
+    }
+    rc = mess_client_new(&p, x, n, seedhex ? seed : NULL, 0, (unsigned)threads, c);
+    mess_vecs_free(x);
+    if (rc != MESS_OK) {
+        cli_error("cannot train the client: %s", mess_strerror(rc));
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}
+
+int cli_cmd_plan(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *dpath, *qpath, *gpath, *plist;
+    long k, sample, threads;
+    double target, p_plus, t0;
+    mess_client *c = NULL;
+    mess_params p;
+    float *data = NULL, *queries = NULL;
+    int32_t *gt = NULL;
+    uint32_t *truth = NULL;
+    size_t *pools = NULL, npools = 0, n, dim, nq, qdim, gn = 0, gk = 0, i, j, best;
+    double *recall = NULL;
+    struct timespec ts;
+    int rc;
+
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(plan_help, stdout);
+        return CLI_OK;
+    }
+    dpath = cli_opt(&a, "--data");
+    qpath = cli_opt(&a, "--queries");
+    gpath = cli_opt(&a, "--gt");
+    plist = cli_opt(&a, "--pools");
+    if (cli_opt_long(&a, "-k", 1, 10000, 10, &k) ||
+        cli_opt_long(&a, "--sample", 1, 100000000, 100000000, &sample) ||
+        cli_opt_double(&a, "--target", 0.0, 1.0, 0.9, &target))
+        return CLI_USAGE;
+    if (!dpath || !qpath) {
+        cli_error("plan needs --data and --queries (see --help)");
+        return CLI_USAGE;
+    }
+    rc = plan_client(&a, &c);
+    if (rc != CLI_OK)
+        return rc;
+    /* --threads was parsed by plan_client (it also trains); read it again. */
+    if (cli_opt_long(&a, "--threads", 1, 256, 1, &threads) || cli_check_unused(&a)) {
+        mess_client_free(c);
+        return CLI_USAGE;
+    }
+    mess_client_params(c, &p);
+    if (plist) {
+        if (parse_pools(plist, (size_t)MESS_MAX_BUDGET * p.shards, &pools, &npools) != 0) {
+            cli_error("--pools: expected B1,B2,... or LO:HI:STEP with 1 <= B <= %zu",
+                      (size_t)MESS_MAX_BUDGET * p.shards);
+            rc = CLI_USAGE;
+            goto done;
+        }
+    } else {
+        npools = 128;
+        pools = (size_t *)malloc(npools * sizeof *pools);
+        if (!pools) {
+            rc = CLI_FAIL;
+            goto done;
+        }
+        for (i = 0; i < npools; i++)
+            pools[i] = (i + 1) * p.shards;
+    }
+    rc = mess_vecs_read_f32(dpath, &data, &n, &dim);
+    if (rc != MESS_OK) {
+        cli_error("cannot read '%s': %s", dpath, mess_strerror(rc));
+        rc = CLI_FAIL;
+        goto done;
+    }
+    rc = mess_vecs_read_f32(qpath, &queries, &nq, &qdim);
+    if (rc != MESS_OK) {
+        cli_error("cannot read '%s': %s", qpath, mess_strerror(rc));
+        rc = CLI_FAIL;
+        goto done;
+    }
+    if (dim != p.dim || qdim != p.dim) {
+        cli_error("--data has dimension %zu and --queries %zu; the client expects %u",
+                  dim, qdim, p.dim);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    if ((size_t)sample < nq)
+        nq = (size_t)sample;
+    if ((size_t)k > n) {
+        cli_error("-k %ld exceeds the %zu data vectors", k, n);
+        rc = CLI_USAGE;
+        goto done;
+    }
+    if (gpath) {
+        rc = mess_ivecs_read(gpath, &gt, &gn, &gk);
+        if (rc != MESS_OK) {
+            cli_error("cannot read '%s': %s", gpath, mess_strerror(rc));
+            rc = CLI_FAIL;
+            goto done;
+        }
+        if (gn < nq || gk < (size_t)k) {
+            cli_error("'%s' has %zu rows of %zu ids; need %zu rows of at least %ld",
+                      gpath, gn, gk, nq, k);
+            rc = CLI_FAIL;
+            goto done;
+        }
+        truth = (uint32_t *)malloc(nq * (size_t)k * sizeof *truth);
+        if (!truth) {
+            rc = CLI_FAIL;
+            goto done;
+        }
+        for (i = 0; i < nq; i++)
+            for (j = 0; j < (size_t)k; j++) {
+                int32_t v = gt[i * gk + j];
+                if (v < 0 || (size_t)v >= n) {
+                    cli_error("'%s' row %zu names item %d, outside --data", gpath, i, v);
+                    rc = CLI_FAIL;
+                    goto done;
+                }
+                truth[i * (size_t)k + j] = (uint32_t)v;
+            }
+    }
+    recall = (double *)malloc(npools * sizeof *recall);
+    if (!recall) {
+        rc = CLI_FAIL;
+        goto done;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t0 = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    rc = mess_plan_recall(c, data, n, queries, nq, truth, (size_t)k, pools, npools,
+                          (unsigned)threads, recall);
+    if (rc != MESS_OK) {
+        cli_error("plan: %s", mess_strerror(rc));
+        rc = CLI_FAIL;
+        goto done;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    mess_plan_compound_flip(p.p_store, mess_effective_flip(p.p_prr, p.p_irr), &p_plus);
+    printf("predicted Recall@%ld over %zu queries, %zu items; M = %u, t = %u, kappa = %u, "
+           "p_D = %.4g, p_q = %.4g (p_plus = %.4g)\n",
+           k, nq, n, p.shards, p.per_item, p.kappa, p.p_store,
+           mess_effective_flip(p.p_prr, p.p_irr), p_plus);
+    printf("%10s %10s %10s\n", "pool", "per_shard", "recall");
+    best = npools;
+    for (i = 0; i < npools; i++) {
+        printf("%10zu %10.2f %10.4f\n", pools[i], (double)pools[i] / p.shards, recall[i]);
+        if (best == npools && recall[i] >= target)
+            best = i;
+    }
+    if (best < npools)
+        printf("smallest pool reaching %.4g: B = %zu (predicted %.4f)\n", target,
+               pools[best], recall[best]);
+    else
+        printf("no pool tried reaches %.4g (largest predicted %.4f)\n", target,
+               recall[npools - 1]);
+    printf("{\"k\":%ld,\"queries\":%zu,\"items\":%zu,\"target\":%.6g,", k, nq, n, target);
+    if (best < npools)
+        printf("\"pool\":%zu,\"recall_at_pool\":%.6f,", pools[best], recall[best]);
+    else
+        printf("\"pool\":null,\"recall_at_pool\":null,");
+    printf("\"shards\":%u,\"per_item\":%u,\"bits\":%u,\"p_store\":%.6g,\"p_query\":%.6g,"
+           "\"p_plus\":%.6g,\"seconds\":%.3f,\"curve\":[",
+           p.shards, p.per_item, p.kappa, p.p_store, mess_effective_flip(p.p_prr, p.p_irr),
+           p_plus, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 - t0);
+    for (i = 0; i < npools; i++)
+        printf("%s[%zu,%.6f]", i ? "," : "", pools[i], recall[i]);
+    printf("]}\n");
+    rc = CLI_OK;
+done:
+    mess_client_free(c);
+    mess_vecs_free(data);
+    mess_vecs_free(queries);
+    mess_vecs_free(gt);
+    free(truth);
+    free(pools);
+    free(recall);
+    return rc;
+}

@@ -1,0 +1,147 @@
+#!/bin/sh
+# tests/cli_account.sh - `mess account` and `mess plan` from the command
+# line: the documented forms, their JSON last lines, the paper's regression
+# value, consistency between subcommands, and refusals of bad input.
+# Last line: "N passed, N failed".
+set -u
+MESS=${MESS:-build/mess}
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+
+# json KEY: the value of KEY in the last line of $tmp/out
+json() {
+    tail -n 1 "$tmp/out" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"
+}
+# close A B TOL: |A - B| <= TOL
+close() {
+    awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }'
+}
+run() { "$MESS" "$@" >"$tmp/out" 2>"$tmp/err"; }
+
+# The paper's random-LSH regression value and the exact mixture.
+if run account random-lsh --p-store 0.21 --bits 128 --angle 0.05 --delta 0.01 &&
+    close "$(json xi_paper)" 20.041 0.0005 && close "$(json xi_mixture)" 12.4652 0.0001; then
+    ok "random-lsh reproduces 20.041 (Chernoff form) and the mixture 12.465"
+else
+    bad "random-lsh"
+fi
+
+# R = 1: eta_R is the single report's ln((1-p_q)/p_q).
+if run account access --p-prr 0.1 --p-irr 0.2 --repeats 1 --distance 10 &&
+    close "$(json eta_R)" "$(awk 'BEGIN { q = 0.1*0.8 + 0.2*0.9; printf "%.12g", log((1-q)/q) }')" 1e-6 &&
+    close "$(json xi_ap)" "$(awk -v e="$(json eta_R)" 'BEGIN { printf "%.12g", 10*e }')" 1e-5; then
+    ok "access R=1 and xi_ap = eta_R * DQ"
+else
+    bad "access R=1"
+fi
+
+# Without --distance there is no xi_ap.
+if run account access --p-prr 0.1 --p-irr 0.2 --repeats 5 && [ -z "$(json xi_ap)" ] &&
+    [ -n "$(json eta_R)" ]; then
+    ok "access without --distance"
+else
+    bad "access without --distance"
+fi
+
+# Search: R = 1 gives gamma_eq = 0 and gamma_ne = eta_1; xi_sp adds up.
+run account access --p-prr 0.05 --p-irr 0.05 --repeats 1
+eta1=$(json eta_R)
+if run account search --p-prr 0.05 --p-irr 0.05 --repeats 1 --bits 128 --distance 9 &&
+    close "$(json gamma_eq)" 0 1e-9 && close "$(json gamma_ne)" "$eta1" 1e-6 &&
+    close "$(json xi_sp)" "$(awk -v e="$eta1" 'BEGIN { printf "%.12g", 9*e }')" 1e-4; then
+    ok "search R=1 reduces to one report"
+else
+    bad "search R=1"
+fi
+
+# Stored: fixed route on one shard equals the single-shard value; the
+# uniform route is never above the pure bound.
+if run account stored --p-store 0.08 --distances 9 --per-item 1 --delta 1e-5 --fixed &&
+    close "$(json xi_pure)" "$(awk 'BEGIN { printf "%.12g", 9*log(0.92/0.08) }')" 1e-5; then
+    ok "stored --fixed, one shard"
+else
+    bad "stored --fixed"
+fi
+if run account stored --p-store 0.08 --distances 3,0,7,12,1,1,2,9 --per-item 2 --delta 1e-5 --tail 20 &&
+    [ "$(json u_max)" = 21 ] &&
+    awk -v a="$(json xi_pld)" -v b="$(json xi_pure)" 'BEGIN { exit !(a > 0 && a <= b) }' &&
+    awk -v a="$(json tail_augmented)" -v b="$(json tail_bound)" 'BEGIN { exit !(a <= b && b <= 1) }'; then
+    ok "stored uniform route, tail bound above the augmented tail"
+else
+    bad "stored uniform"
+fi
+
+# Help for every form, with the theorem it comes from.
+okh=1
+for w in access search stored random-lsh report; do
+    "$MESS" account "$w" --help >"$tmp/out" 2>&1 || okh=0
+    grep -q "Theorem\|Corollary\|Appendix" "$tmp/out" || okh=0
+done
+"$MESS" plan --help >"$tmp/out" 2>&1 && grep -q "Proposition 4.1" "$tmp/out" || okh=0
+[ $okh = 1 ] && ok "--help of every form cites its result" || bad "help"
+
+# Refusals: exit code 2, a message, no JSON.
+refuse() {
+    "$MESS" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ $rc -eq 2 ] && [ -s "$tmp/err" ] && ! grep -q '^{' "$tmp/out"; then
+        ok "refused: $*"
+    else
+        bad "not refused (rc $rc): $*"
+    fi
+}
+refuse account access --p-prr 0 --p-irr 0 --repeats 3
+refuse account access --p-prr 0.7 --p-irr 0.1 --repeats 3
+refuse account access --p-prr 0.1 --p-irr 0.1 --repeats 0
+refuse account search --p-prr 0.1 --p-irr 0.1 --repeats 3 --bits 10 --distance 11
+refuse account stored --p-store 0 --distances 1,2 --per-item 1 --delta 0.01
+refuse account stored --p-store 0.1 --distances 1,x --per-item 1 --delta 0.01
+refuse account stored --p-store 0.1 --distances 1,2 --per-item 3 --delta 0.01
+refuse account stored --p-store 0.1 --distances 1,2 --per-item 1 --delta 1
+refuse account random-lsh --p-store 0.1 --bits 128 --angle 2 --delta 0.01
+refuse account nothing
+refuse account access --p-prr 0.1 --p-irr 0.1 --repeats 3 --bogus 1
+
+# Report and plan on the bundled SIFT set with a small client.
+seed=0101010101010101010101010101010101010101010101010101010101010101
+if "$MESS" init --client "$tmp/c" --server "$tmp/s" --train datasets/sift/learn.bvecs \
+    --shards 4 --per-item 2 --bits 64 --train-sample 1000 --seed $seed >/dev/null 2>&1; then
+    # consecutive query rows as challenge pairs
+    if run account report --client "$tmp/c" --pairs datasets/sift/query.bvecs --delta 1e-5 --repeats 3 &&
+        [ "$(json pairs)" = 100 ] && [ "$(grep -c '^{"pair"' "$tmp/out")" = 100 ] &&
+        awk -v a="$(json max_xi_pld)" -v b="$(json max_xi_pure)" 'BEGIN { exit !(a > 0 && a <= b) }'; then
+        ok "report: 100 real pairs"
+    else
+        bad "report"
+    fi
+    # the first pair's distances through `account stored` give the same value
+    first=$(grep '^{"pair":0,' "$tmp/out")
+    d=$(printf '%s\n' "$first" | sed -n 's/.*"d":\[\([0-9,]*\)\].*/\1/p')
+    want=$(printf '%s\n' "$first" | sed -n 's/.*"xi_pld":\([^,}]*\).*/\1/p')
+    if run account stored --p-store 0.08 --distances "$d" --per-item 2 --delta 1e-5 &&
+        close "$(json xi_pld)" "$want" 1e-6; then
+        ok "report agrees with account stored"
+    else
+        bad "report vs stored"
+    fi
+    if run plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs \
+        --sample 10 -k 5 --pools 4,40,400,4000,40000 --target 0.5 --threads 2 &&
+        awk -v r="$(tail -n 1 "$tmp/out" | sed -n 's/.*\[40000,\([0-9.]*\)\].*/\1/p')" 'BEGIN { exit !(r > 0.99) }' &&
+        [ "$(json pool)" != null ]; then
+        ok "plan: recall curve and smallest pool"
+    else
+        bad "plan"
+    fi
+    refuse plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs --shards 8
+    refuse plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs --pools 0,5
+else
+    bad "init for report/plan"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
