@@ -236,6 +236,9 @@ def main():
     ap.add_argument("--ef", default="16,24,32,48,64,96,128,192,256,384")
     ap.add_argument("--nq", type=int, default=2000, help="queries per set")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--write-codes", metavar="DIR",
+                    help="only write each set's codes to DIR/NAME_{base,query}.bvecs "
+                    "(for `mess bench hnsw` runs by hand) and exit")
     ap.add_argument("--target", type=float, default=0.95,
                     help="faiss recall at the compared operating point")
     a = ap.parse_args()
@@ -247,7 +250,18 @@ def main():
         if not os.path.exists(os.path.join(path, "groundtruth.ivecs")):
             print(f"\n== {name}: not built ({path}; see datasets/README.md), skipped")
             continue
+        if a.write_codes:
+            base = read_vectors(os.path.join(path, "base"))
+            query = read_vectors(os.path.join(path, "query"))[:a.nq]
+            bc, qc = simhash(base, query, a.bits, a.seed)
+            os.makedirs(a.write_codes, exist_ok=True)
+            for part, x in (("base", bc), ("query", qc)):
+                write_bvecs(os.path.join(a.write_codes, f"{name}_{part}.bvecs"), x)
+            print(f"{name}: {len(bc)} base and {len(qc)} query codes -> {a.write_codes}")
+            continue
         results.append(bench_set(name, path, a, Ps, efs))
+    if a.write_codes:
+        return
     if not results:
         sys.exit("no data set found")
     print(json.dumps(max(results, key=lambda r: r["n"]), separators=(",", ":")))
