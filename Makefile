@@ -5,6 +5,8 @@
 #   make python-check  the Python bindings' tests (also part of make check)
 #   make demo       end-to-end run on the bundled real dataset
 #   make bench      benchmarks against the baselines (see docs/)
+#   make eval       the paper's evaluation on the bundled set (docs/EVALUATION.md)
+#   make eval-large the same on the large set (after make data)
 #   make data       the large SIFT set (not committed; see datasets/README.md)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make deps       install (as root) or name the missing Debian packages
@@ -40,10 +42,29 @@ TESTS_REL  = $(TEST_SRC:tests/%.c=build/rel/tests/%)
 CLI_TESTS  = $(sort $(wildcard tests/cli_*.sh))
 PY_TESTS   = tests/py_bindings.sh
 
+# Fuzz targets (fuzz/fuzz_NAME.c): libFuzzer binaries built with clang, and
+# replay programs (every corpus and regression input once) for make check.
+FUZZ_TARGETS = $(sort $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c)))
+FUZZ_COMMON  = fuzz/setup.c fuzz/state.c
+FUZZ_HDRS    = $(HDRS) fuzz/fuzz.h
+FUZZ_REPLAY  = $(FUZZ_TARGETS:%=build/asan/fuzz/replay_%)
+FUZZ_BINS    = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+FUZZ_CC     ?= clang
+FUZZ_SAN     = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_OBJ     = $(LIB_SRC:%.c=build/fuzz/obj/%.o)
+FUZZ_SECONDS ?= 60
+
+# ThreadSanitizer build of the tests that run threads over one index.
+TSAN_CC    ?= clang
+TSAN_TESTS  = test_hnsw test_protocol test_concurrency
+TSAN_OBJ    = $(LIB_SRC:%.c=build/tsan/%.o)
+VALGRIND   ?= valgrind
+
 MESS = build/mess
 
 .PHONY: all lib tools check test-release demo bench data install uninstall \
-        clean deps deps-check deps-data deps-bench python-check examples
+        clean deps deps-check deps-data deps-bench python-check examples \
+        fuzz fuzz-build fuzz-seeds valgrind tsan crash-test eval eval-large
 .DELETE_ON_ERROR:
 
 all: lib tools examples
@@ -85,6 +106,55 @@ build/rel/tests/%: tests/%.c build/libmess.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< build/libmess.a $(LDLIBS)
 
+build/tsan/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(TSAN_CC) $(CFLAGS_ALL) -fsanitize=thread -c $< -o $@
+
+build/tsan/libmess.a: $(TSAN_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+build/tsan/tests/%: tests/%.c build/tsan/libmess.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(TSAN_CC) $(CFLAGS_ALL) -fsanitize=thread -o $@ $< build/tsan/libmess.a $(LDLIBS)
+
+# ---- fuzzing --------------------------------------------------------------
+build/fuzz/obj/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CFLAGS_ALL) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
+
+build/fuzz/libmess.a: $(FUZZ_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+build/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_COMMON) build/fuzz/libmess.a $(FUZZ_HDRS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CFLAGS_ALL) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $< $(FUZZ_COMMON) \
+	  build/fuzz/libmess.a $(LDLIBS)
+
+build/asan/fuzz/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(FUZZ_COMMON) build/asan/libmess.a $(FUZZ_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SANFLAGS) -DFUZZ_NAME='"$*"' -o $@ $< fuzz/replay.c \
+	  $(FUZZ_COMMON) build/asan/libmess.a $(LDLIBS)
+
+build/fuzz/make_seeds: fuzz/make_seeds.c $(FUZZ_COMMON) build/libmess.a $(FUZZ_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(FUZZ_COMMON) build/libmess.a $(LDLIBS)
+
+fuzz-build: $(FUZZ_BINS)
+
+# Regenerates the checked-in seed corpora from the bundled data.
+fuzz-seeds: build/fuzz/make_seeds
+	rm -f fuzz/corpus/*/seed-*
+	build/fuzz/make_seeds
+
+# Runs every target FUZZ_SECONDS (default 60) under nice, one at a time
+# (FUZZ_TARGETS=... to pick); new inputs go to build/fuzz/corpus, crashes to
+# fuzz/regress/NAME (replayed by make check once fixed); a line per run is
+# appended to build/fuzz/runs.tsv.
+fuzz: fuzz-build
+	@sh fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 # ---- dependencies ---------------------------------------------------------
 deps:
 	@sh scripts/deps.sh build check
@@ -99,9 +169,9 @@ deps-bench:
 # Unit tests run under ASan+UBSan; the command-line tests drive the release
 # tool.  The last line is the total "N passed, N failed".
 check: deps-check
-	@$(MAKE) --no-print-directory -s $(TESTS_ASAN) all
+	@$(MAKE) --no-print-directory -s $(TESTS_ASAN) $(FUZZ_REPLAY) all
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  MESS=$(MESS) PYTHON=$(PYTHON) sh tests/run.sh $(TESTS_ASAN) $(CLI_TESTS) $(PY_TESTS)
+	  MESS=$(MESS) PYTHON=$(PYTHON) sh tests/run.sh $(TESTS_ASAN) $(FUZZ_REPLAY) $(CLI_TESTS) $(PY_TESTS)
 
 # The Python bindings' tests alone (python/, ctypes over build/libmess.so).
 python-check:
@@ -113,6 +183,23 @@ python-check:
 test-release: deps-check
 	@$(MAKE) --no-print-directory $(TESTS_REL) all
 	@MESS=$(MESS) sh tests/run.sh $(TESTS_REL)
+
+# Every release test binary under valgrind memcheck: any invalid access or
+# definitely/indirectly lost block fails (exit 99).
+valgrind: deps-check
+	@$(MAKE) --no-print-directory $(TESTS_REL) all
+	@MESS=$(MESS) VALGRIND=$(VALGRIND) sh tests/valgrind.sh $(TESTS_REL)
+
+# The threaded tests under ThreadSanitizer (any report fails the run).
+tsan: deps-check
+	@$(MAKE) --no-print-directory $(TSAN_TESTS:%=build/tsan/tests/%)
+	@TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" \
+	  sh tests/run.sh $(TSAN_TESTS:%=build/tsan/tests/%)
+
+# The full crash-safety run: 100 kills per role on a ~10 MB server state.
+crash-test: deps-check
+	@$(MAKE) --no-print-directory build/rel/tests/test_crash
+	@MESS_CRASH_ROUNDS=100 MESS_CRASH_ITEMS=8000 sh tests/run.sh build/rel/tests/test_crash
 
 # ---- demo, bench, data --------------------------------------------------------
 demo: deps-check
@@ -135,6 +222,25 @@ build/mess-portable: $(PORT_OBJ)
 
 data: deps-data
 	$(PYTHON) datasets/make_sift.py --large
+
+# ---- evaluation (docs/EVALUATION.md) -------------------------------------------
+# The paper's experiments with hnswlib and faiss in the same process; CSVs,
+# PNGs and tables.md into docs/eval/NAME.  EVAL_ARGS passes extra options
+# (eval/evaluate.py --help).
+EVAL_LARGE_ARGS ?= --experiments 3 --base 100000 --queries 200 --pools 250,500,1000,2000,4000,8000
+EVAL = MESS_LIBRARY=$(CURDIR)/build/libmess.so nice $(PYTHON) eval/evaluate.py
+eval:
+	@sh scripts/deps.sh build eval
+	@$(MAKE) --no-print-directory -s build/libmess.so
+	$(EVAL) --data datasets/sift --out docs/eval/sift $(EVAL_ARGS)
+
+# The large set (make data): experiment 3 on its first 100,000 base vectors
+# (exact truth recomputed), larger pools; about half an hour on 2 cores.
+eval-large:
+	@sh scripts/deps.sh build eval
+	@test -f datasets/large/groundtruth.ivecs || { echo "datasets/large is not ready: make data" >&2; exit 1; }
+	@$(MAKE) --no-print-directory -s build/libmess.so
+	$(EVAL) --data datasets/large --out docs/eval/large $(EVAL_LARGE_ARGS) $(EVAL_ARGS)
 
 # ---- install ------------------------------------------------------------------
 install: all

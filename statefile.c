@@ -140,13 +140,18 @@ int statefile_write(const char *path, uint32_t role, const mess_params *p,
         mess_wr_bytes(&w, seal, SEAL_BYTES);
         rc = derive_key(passphrase, seal, ops, mem, key);
         if (rc != MESS_OK) {
+            sodium_memzero(z, bound ? bound : 1);
             free(z);
             mess_wr_free(&w);
             return rc;
         }
     }
     hdr_len = w.len;
-    q = mess_wr_reserve(&w, sealed ? zlen + crypto_aead_xchacha20poly1305_ietf_ABYTES : zlen);
+    /* body and checksum reserved at once: no realloc copies the body */
+    q = mess_wr_reserve(&w, (sealed ? zlen + crypto_aead_xchacha20poly1305_ietf_ABYTES
+                                    : zlen) + SUM_BYTES);
+    if (q)
+        w.len -= SUM_BYTES;
     if (q && sealed) {
         unsigned long long clen;
         crypto_aead_xchacha20poly1305_ietf_encrypt(
@@ -156,11 +161,15 @@ int statefile_write(const char *path, uint32_t role, const mess_params *p,
     } else if (q) {
         memcpy(q, z, zlen);
     }
+    /* the compressed body of a client holds its keys */
+    sodium_memzero(z, bound ? bound : 1);
     free(z);
     q = mess_wr_reserve(&w, SUM_BYTES);
     if (q)
         crypto_generichash(q, SUM_BYTES, w.p, w.len - SUM_BYTES, NULL, 0);
     rc = w.err ? w.err : atomic_write(path, w.p, w.len, mode);
+    if (w.p)
+        sodium_memzero(w.p, w.cap);
     mess_wr_free(&w);
     return rc;
 }
@@ -320,6 +329,7 @@ done:
         sodium_memzero(z, zlen);
         free(z);
     }
+    sodium_memzero(file, flen); /* an unsealed client file holds its keys */
     free(file);
     return rc;
 }

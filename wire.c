@@ -98,18 +98,31 @@ void wire_split_pool(uint32_t shards, size_t pool, uint32_t start,
     }
 }
 
+/* fixed + n * per * rec, or 0 if that overflows size_t (no buffer that
+ * large can exist, and 0 is the "invalid" answer of these functions). */
+static size_t checked_records(size_t n, size_t per, size_t rec, size_t fixed)
+{
+    size_t total;
+    if (mess_mul_size(n, per, &total) || mess_mul_size(total, rec, &total) ||
+        mess_add_size(total, fixed, &total))
+        return 0;
+    return total;
+}
+
 size_t mess_upload_size(const mess_params *p, size_t items)
 {
     if (!p || mess_params_check(p) != MESS_OK)
         return 0;
-    return WIRE_HEADER_BYTES + 8 + items * p->per_item * wire_upload_record_bytes(p);
+    return checked_records(items, p->per_item, wire_upload_record_bytes(p),
+                           WIRE_HEADER_BYTES + 8);
 }
 
 size_t mess_delete_size(const mess_params *p, size_t items)
 {
     if (!p || mess_params_check(p) != MESS_OK)
         return 0;
-    return WIRE_HEADER_BYTES + 8 + items * p->per_item * wire_delete_record_bytes();
+    return checked_records(items, p->per_item, wire_delete_record_bytes(),
+                           WIRE_HEADER_BYTES + 8);
 }
 
 size_t mess_request_size(const mess_params *p)
@@ -125,6 +138,7 @@ size_t mess_response_size(const mess_params *p, size_t pool)
 {
     if (!p || mess_params_check(p) != MESS_OK)
         return 0;
-    return WIRE_HEADER_BYTES + WIRE_REQUEST_ID_BYTES + (size_t)p->shards * 2 +
-           pool * payload_entry_bytes(p);
+    return checked_records(pool, 1, payload_entry_bytes(p),
+                           WIRE_HEADER_BYTES + WIRE_REQUEST_ID_BYTES +
+                               (size_t)p->shards * 2);
 }

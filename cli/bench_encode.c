@@ -178,8 +178,8 @@ static int run_throughput(const struct data *d, uint32_t kappa,
            "max relative residual %.2e\n",
            t_train, t_train * threads / shards, it_min, it_max, res_max);
 
-    /* hashing every base vector into all M shards, two ways */
-    nvec = d->nb;
+    /* hashing the base vectors (at most 100,000) into all M shards, two ways */
+    nvec = d->nb < 100000 ? d->nb : 100000;
     codes = (uint64_t *)malloc(nvec * shards * words * 8 > ncodes * words * 8
                                    ? nvec * shards * words * 8
                                    : ncodes * words * 8);
@@ -522,6 +522,7 @@ static void usage(void)
     printf("usage: mess bench encode [--data DIR] [--kappa K] [--shards M]\n"
            "                         [--codes N] [--p P] [--threads T]\n"
            "       mess bench encode --quality [--data DIR] [--p P] [--seeds R]\n"
+           "                         [--queries Q]\n"
            "       mess bench encode --lp [--data DIR]\n\n"
            "Client-side encoding.  DIR holds base, query and learn (.bvecs or\n"
            ".fvecs) and, for --quality, groundtruth.ivecs (default\n"
@@ -534,6 +535,7 @@ static void usage(void)
            "  --quality    recall of Hamming top-P for IsoHash, PCA, a random\n"
            "               rotation and random hyperplanes at kappa 64/128/256\n"
            "  --seeds R    training / flip seeds averaged by --quality (default 3)\n"
+           "  --queries Q  --quality uses the first Q queries only (default all)\n"
            "  --lp         Lift-and-Projection iterations, residual and time\n"
            "               against the tolerance (1e-1 .. 1e-6)\n\n"
            "The last line of output is one JSON object.\n");
@@ -544,7 +546,7 @@ int bench_encode(int argc, char **argv)
     struct cli_args a;
     struct data d;
     const char *dir;
-    long kappa, shards, ncodes, threads, seeds;
+    long kappa, shards, ncodes, threads, seeds, queries;
     double p;
     int quality, lp, rc;
 
@@ -563,6 +565,7 @@ int bench_encode(int argc, char **argv)
         cli_opt_long(&a, "--codes", 1000, 100000000, 1000000, &ncodes) ||
         cli_opt_long(&a, "--threads", 1, 64, 2, &threads) ||
         cli_opt_long(&a, "--seeds", 1, 100, 3, &seeds) ||
+        cli_opt_long(&a, "--queries", 0, 100000000, 0, &queries) ||
         cli_opt_double(&a, "--p", 0.0, 0.5, 0.08, &p) || cli_check_unused(&a))
         return CLI_USAGE;
     if (kappa % 64 != 0) {
@@ -575,6 +578,8 @@ int bench_encode(int argc, char **argv)
     }
     if (data_load(dir, quality, &d))
         return CLI_FAIL;
+    if (queries > 0 && (size_t)queries < d.nq)
+        d.nq = (size_t)queries; /* the first ones */
     if (quality)
         rc = run_quality(&d, p, (int)seeds, (unsigned)threads);
     else if (lp)

@@ -1,0 +1,257 @@
+/*
+ * make_seeds.c - writes the seed corpora fuzz/corpus/<target>/seed-* from
+ * the bundled SIFT data through the real library (make fuzz-seeds).  Run
+ * from the repository root.  Seeds are small on purpose: libFuzzer mutates
+ * faster on small inputs and the repository stays light.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../hnsw_bin.h"
+#include "../statefile.h"
+#include "fuzz.h"
+
+#define SEED_ITEMS 8
+
+static void die(const char *what, int rc)
+{
+    fprintf(stderr, "make_seeds: %s: %s\n", what, mess_strerror(rc));
+    exit(1);
+}
+
+static void put(const char *target, const char *name, uint8_t mode, int with_mode,
+                const uint8_t *data, size_t len)
+{
+    char path[512];
+    FILE *f;
+    snprintf(path, sizeof path, "fuzz/corpus/%s", target);
+    mkdir("fuzz/corpus", 0755);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "fuzz/corpus/%s/seed-%s", target, name);
+    f = fopen(path, "wb");
+    if (!f || (with_mode && fwrite(&mode, 1, 1, f) != 1) ||
+        (len && fwrite(data, 1, len, f) != len) || fclose(f) != 0) {
+        fprintf(stderr, "make_seeds: cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    uint8_t *buf;
+    long n;
+    if (!f || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 ||
+        fseek(f, 0, SEEK_SET) != 0)
+        die(path, MESS_EIO);
+    buf = (uint8_t *)malloc((size_t)n + 1);
+    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n)
+        die(path, MESS_EIO);
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+/* Seeds of a state-file target: the file as is, its raw body, and the
+ * file again for the checksum-fixing mode (fuzz.h). */
+static void state_seeds(const char *target, const char *path, uint32_t role,
+                        const char *pass, const char *name)
+{
+    mess_params p;
+    uint8_t *file, *raw = NULL;
+    size_t flen, rlen = 0;
+    char n[64];
+    int rc;
+    file = slurp(path, &flen);
+    snprintf(n, sizeof n, "%s-file", name);
+    put(target, n, 0, 1, file, flen);
+    snprintf(n, sizeof n, "%s-fixsum", name);
+    put(target, n, 2, 1, file, flen);
+    rc = statefile_read(path, role, pass, &p, &raw, &rlen);
+    if (rc != MESS_OK)
+        die("statefile_read", rc);
+    {
+        struct mess_wr w;
+        mess_wr_init(&w);
+        params_encode(&p, &w);
+        mess_wr_bytes(&w, raw, rlen);
+        snprintf(n, sizeof n, "%s-body", name);
+        put(target, n, 1, 1, w.p, w.len);
+        mess_wr_free(&w);
+    }
+    statefile_free_raw(raw, rlen);
+    free(file);
+}
+
+static void vecs_seeds(void)
+{
+    float *f = NULL;
+    uint8_t *b = NULL;
+    int32_t *g = NULL;
+    size_t n, dim, i;
+    int rc;
+    uint8_t *buf;
+    size_t len;
+    const char *tmp = "build/seed.tmp";
+    if ((rc = mess_bvecs_read("datasets/sift/base.bvecs", &b, &n, &dim)) != MESS_OK ||
+        (rc = mess_ivecs_read("datasets/sift/groundtruth.ivecs", &g, &n, &dim)) != MESS_OK)
+        die("vecs", rc);
+    /* three bvecs records, as bvecs and as fvecs */
+    if ((rc = mess_bvecs_write(tmp, b, 3, 128)) != MESS_OK)
+        die("bvecs_write", rc);
+    buf = slurp(tmp, &len);
+    put("vecs", "bvecs", 2, 1, buf, len);
+    put("vecs", "bvecs-f32", 4, 1, buf, len);
+    free(buf);
+    f = (float *)malloc(3 * 128 * sizeof *f);
+    for (i = 0; i < 3 * 128; i++)
+        f[i] = (float)b[i];
+    if ((rc = mess_fvecs_write(tmp, f, 3, 128)) != MESS_OK)
+        die("fvecs_write", rc);
+    buf = slurp(tmp, &len);
+    put("vecs", "fvecs", 0, 1, buf, len);
+    put("vecs", "fvecs-f32", 3, 1, buf, len);
+    free(buf);
+    if ((rc = mess_ivecs_write(tmp, g, 3, dim)) != MESS_OK)
+        die("ivecs_write", rc);
+    buf = slurp(tmp, &len);
+    put("vecs", "ivecs", 1, 1, buf, len);
+    free(buf);
+    remove(tmp);
+    free(f);
+    mess_vecs_free(b);
+    mess_vecs_free(g);
+}
+
+static void hnsw_seeds(const struct fuzz_fixture *fx)
+{
+    struct hnsw_params hp;
+    struct hnsw *h;
+    struct mess_wr w;
+    uint64_t codes[4 * 1];
+    float *base;
+    size_t n, dim, i;
+    int rc;
+    memset(&hp, 0, sizeof hp);
+    hp.bits = fx->p.kappa;
+    hp.m = fx->p.hnsw_m;
+    hp.ef_construction = fx->p.ef_construction;
+    hp.seed = 1;
+    if ((rc = hnsw_new(&hp, &h)) != MESS_OK)
+        die("hnsw_new", rc);
+    mess_wr_init(&w);
+    hnsw_serialize(h, &w);
+    put("hnsw", "empty", 0, 0, w.p, w.len);
+    mess_wr_free(&w);
+    if ((rc = mess_vecs_read_f32("datasets/sift/base.bvecs", &base, &n, &dim)) != MESS_OK)
+        die("base", rc);
+    /* real codes: shard 0's clean IsoHash codes of 24 base vectors */
+    for (i = 0; i < 24; i++) {
+        if ((rc = mess_client_codes(fx->client, base + i * dim, codes)) != MESS_OK ||
+            (rc = hnsw_add(h, codes, fuzz_item_id(i), NULL)) != MESS_OK)
+            die("codes", rc);
+    }
+    hnsw_delete(h, fuzz_item_id(3));
+    mess_wr_init(&w);
+    hnsw_serialize(h, &w);
+    put("hnsw", "sift24", 0, 0, w.p, w.len);
+    mess_wr_free(&w);
+    hnsw_free(h);
+    mess_vecs_free(base);
+}
+
+int main(void)
+{
+    const struct fuzz_fixture *fx = fuzz_fixture();
+    mess_server *s;
+    uint8_t *up;
+    size_t len, i;
+    uint64_t ids[SEED_ITEMS];
+    float *base;
+    size_t n, dim;
+    int rc;
+
+    /* Client state: the fixture's client is 128 x 256 floats of IsoHash, too
+     * big to mutate well, so the seeds come from a small real client: the
+     * first 64 SIFT components, one shard of 64 bits. */
+    {
+        static const uint8_t seed[32] = "libmess fuzz small client seed01";
+        mess_params sp;
+        mess_client *c;
+        float *learn, *small;
+        size_t nl, dl, j;
+        if ((rc = mess_vecs_read_f32("datasets/sift/learn.bvecs", &learn, &nl, &dl)) !=
+            MESS_OK)
+            die("learn", rc);
+        small = (float *)malloc(500 * 64 * sizeof *small);
+        for (i = 0; i < 500; i++)
+            for (j = 0; j < 64; j++)
+                small[i * 64 + j] = learn[i * dl + j];
+        mess_params_default(&sp, 64);
+        sp.shards = 1;
+        sp.per_item = 1;
+        sp.hnsw_m = 4;
+        sp.ef_construction = 16;
+        if ((rc = mess_client_new(&sp, small, 500, seed, 2, 1, &c)) != MESS_OK)
+            die("small client", rc);
+        {   /* one memoised query, so the memo section is not empty */
+            mess_query *q;
+            uint8_t *req;
+            if ((rc = mess_client_request(c, small, 4, &q, &req, &len)) != MESS_OK)
+                die("small request", rc);
+            mess_query_free(q);
+            mess_buf_free(req);
+        }
+        if ((rc = mess_client_save(c, "build/seed.client", NULL)) != MESS_OK)
+            die("client save", rc);
+        state_seeds("client_state", "build/seed.client", STATEFILE_CLIENT, NULL,
+                    "plain");
+        if ((rc = mess_client_save(c, "build/seed.client", "fuzz")) != MESS_OK)
+            die("client save", rc);
+        mess_client_free(c);
+        free(small);
+        mess_vecs_free(learn);
+    }
+    {
+        uint8_t *file = slurp("build/seed.client", &len);
+        put("client_state", "sealed-file", 0, 1, file, len);
+        free(file);
+    }
+    remove("build/seed.client");
+
+    /* a small upload, and a server holding it */
+    if ((rc = mess_vecs_read_f32("datasets/sift/base.bvecs", &base, &n, &dim)) != MESS_OK)
+        die("base", rc);
+    for (i = 0; i < SEED_ITEMS; i++)
+        ids[i] = fuzz_item_id(1000 + i);
+    if ((rc = mess_client_upload(fx->client, ids, base + 1000 * dim, 4, 1, &up, &len)) !=
+        MESS_OK)
+        die("upload", rc);
+    put("upload", "four-items", 0, 0, up, len);
+    mess_buf_free(up);
+    if ((rc = mess_client_upload(fx->client, ids, base, 0, 1, &up, &len)) != MESS_OK)
+        die("upload", rc);
+    put("upload", "empty", 0, 0, up, len);
+    mess_buf_free(up);
+    if ((rc = mess_client_upload(fx->client, ids, base + 1000 * dim, SEED_ITEMS, 1, &up,
+                                 &len)) != MESS_OK ||
+        (rc = mess_server_new(&fx->p, &s)) != MESS_OK ||
+        (rc = mess_server_apply_upload(s, up, len, 1)) != MESS_OK)
+        die("seed server", rc);
+    mess_buf_free(up);
+    if ((rc = mess_server_save(s, "build/seed.server")) != MESS_OK)
+        die("server save", rc);
+    state_seeds("server_state", "build/seed.server", STATEFILE_SERVER, NULL, "plain");
+    remove("build/seed.server");
+    mess_server_free(s);
+    mess_vecs_free(base);
+
+    put("delete", "quarter", 0, 0, fx->del, fx->del_len);
+    put("request", "query0", 0, 0, fx->request, fx->request_len);
+    put("response", "query0", 0, 0, fx->response, fx->response_len);
+    vecs_seeds();
+    hnsw_seeds(fx);
+    return 0;
+}
