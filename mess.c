@@ -50,6 +50,7 @@ struct mess_client {
     struct lshrr_memo *memo;
     int deterministic;        /* coins from a ChaCha20 stream keyed by keys->coin */
     uint64_t op_counter;      /* separates deterministic streams per operation */
+    unsigned threads;         /* workers opening response entries (not saved) */
 };
 
 struct shard_store {
@@ -218,6 +219,14 @@ int mess_client_params(const mess_client *c, mess_params *out)
     return MESS_OK;
 }
 
+int mess_client_set_threads(mess_client *c, unsigned threads)
+{
+    if (!c)
+        return MESS_EINVAL;
+    c->threads = threads ? threads : 1;
+    return MESS_OK;
+}
+
 static int client_alloc(const mess_params *p, mess_client **out)
 {
     mess_client *c;
@@ -231,6 +240,7 @@ static int client_alloc(const mess_params *p, mess_client **out)
     if (!c)
         return MESS_ENOMEM;
     c->p = *p;
+    c->threads = 1;
     rc = keys_alloc(c);
     if (rc != MESS_OK) {
         free(c);
@@ -316,7 +326,7 @@ struct shard_upload {
     uint64_t op;
 };
 
-/* Encodes every record of shard j: hash the shard's items in one sgemm,
+/* Encodes every record of shard j: hash the shard's items in one call,
  * perturb each code with fresh coins (p_D), seal each payload. */
 static int upload_shard(void *ctx, size_t jj, unsigned worker)
 {
@@ -789,6 +799,49 @@ static void id_set_free(struct id_set *t)
     free(t->used);
 }
 
+/* One response entry after opening: its shard, and if authentic its id and
+ * exact distance. */
+struct opened {
+    const uint8_t *entry;
+    uint32_t shard;
+    int ok;
+    uint64_t id;
+    float dist;
+};
+
+struct open_job {
+    const mess_client *c;
+    const mess_query *q;
+    struct opened *e;
+    size_t n, chunk;
+    uint8_t *plain; /* per worker, payload_plain_bytes each */
+    float *x;       /* per worker, dim each */
+};
+
+/* Opens entries [i * chunk, (i + 1) * chunk): authenticate, decrypt, decode,
+ * distance.  Independent per entry, so workers share nothing. */
+static int open_chunk(void *ctx, size_t i, unsigned worker)
+{
+    struct open_job *o = (struct open_job *)ctx;
+    const mess_params *p = &o->c->p;
+    size_t pb = payload_plain_bytes(p), k, end = (i + 1) * o->chunk;
+    uint8_t *plain = o->plain + worker * pb;
+    float *x = o->x + (size_t)worker * p->dim;
+    if (end > o->n)
+        end = o->n;
+    for (k = i * o->chunk; k < end; k++) {
+        struct opened *e = &o->e[k];
+        e->ok = payload_open_raw(p, aead_key(o->c, e->shard), e->shard, e->entry,
+                                 plain) == MESS_OK;
+        if (!e->ok)
+            continue;
+        e->id = mess_load_u64(plain);
+        payload_decode_vector(p, plain + 8, x);
+        e->dist = rerank_distance(p, o->q->q, x);
+    }
+    return MESS_OK;
+}
+
 int mess_client_finish(mess_client *c, const mess_query *q,
                        const uint8_t *resp, size_t resp_len, size_t k,
                        uint64_t *ids, float *dists, size_t *n_out,
@@ -798,10 +851,11 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     struct mess_rd r;
     const uint8_t *rid;
     struct scored *best = NULL;
+    struct opened *ent = NULL;
+    struct open_job oj;
     struct id_set seen;
-    uint8_t *plain = NULL;
-    float *x = NULL;
     size_t entry_bytes, plain_bytes, total = 0, nok = 0, nbest = 0, i;
+    unsigned workers = 1;
     mess_finish_stats st;
     uint32_t j;
     int rc;
@@ -811,6 +865,7 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     *n_out = 0;
     memset(&st, 0, sizeof st);
     memset(&seen, 0, sizeof seen);
+    memset(&oj, 0, sizeof oj);
     st.memo_hit = q->memo_hit;
     p = &c->p;
     entry_bytes = payload_entry_bytes(p);
@@ -850,37 +905,54 @@ int mess_client_finish(mess_client *c, const mess_query *q,
             goto out;
         }
     }
+    workers = c->threads ? c->threads : 1;
+    if (workers > 64)
+        workers = 64;
     best = (struct scored *)mess_malloc_array(k ? k : 1, sizeof *best);
-    plain = (uint8_t *)malloc(plain_bytes);
-    x = (float *)mess_malloc_array(p->dim, sizeof(float));
-    if (!best || !plain || !x || id_set_init(&seen, total) != MESS_OK) {
+    ent = (struct opened *)mess_malloc_array(total ? total : 1, sizeof *ent);
+    oj.plain = (uint8_t *)mess_malloc_array(workers, plain_bytes);
+    oj.x = (float *)mess_malloc_array((size_t)workers * p->dim, sizeof(float));
+    if (!best || !ent || !oj.plain || !oj.x || id_set_init(&seen, total) != MESS_OK) {
         rc = MESS_ENOMEM;
         goto out;
     }
-    /* Every entry is authenticated; the vector of an id is decoded and
-     * reranked once (the copies of one item carry the same plaintext). */
-    for (j = 0; j < p->shards; j++) {
+    for (j = 0, i = 0; j < p->shards; j++) {
         uint8_t b[2];
         uint32_t count, e;
         mess_rd_bytes(&r, b, 2);
         count = (uint32_t)b[0] | (uint32_t)b[1] << 8;
-        for (e = 0; e < count; e++) {
-            const uint8_t *entry = mess_rd_take(&r, entry_bytes);
-            struct scored v;
-            if (payload_open_raw(p, aead_key(c, j), j, entry, plain) != MESS_OK) {
-                st.auth_failures++;
-                continue;
-            }
-            nok++;
-            v.id = mess_load_u64(plain);
-            if (!id_set_add(&seen, v.id))
-                continue;
-            st.unique++;
-            payload_decode_vector(p, plain + 8, x);
-            v.dist = rerank_distance(p, q->q, x);
-            if (k)
-                heap_offer(best, &nbest, k, v);
+        for (e = 0; e < count; e++, i++) {
+            ent[i].entry = mess_rd_take(&r, entry_bytes);
+            ent[i].shard = j;
         }
+    }
+    /* Every entry is authenticated and decrypted (the SIV covers the
+     * plaintext), in parallel when the client has workers. */
+    oj.c = c;
+    oj.q = q;
+    oj.e = ent;
+    oj.n = total;
+    oj.chunk = workers > 1 ? (total + 4 * workers - 1) / (4 * workers) : total;
+    if (oj.chunk == 0)
+        oj.chunk = 1;
+    rc = parallel_for((total + oj.chunk - 1) / oj.chunk, workers, open_chunk, &oj);
+    if (rc != MESS_OK)
+        goto out;
+    /* Dedupe by id (copies of one item carry one plaintext), best k. */
+    for (i = 0; i < total; i++) {
+        struct scored v;
+        if (!ent[i].ok) {
+            st.auth_failures++;
+            continue;
+        }
+        nok++;
+        if (!id_set_add(&seen, ent[i].id))
+            continue;
+        st.unique++;
+        v.id = ent[i].id;
+        v.dist = ent[i].dist;
+        if (k)
+            heap_offer(best, &nbest, k, v);
     }
     st.candidates = total;
     qsort(best, nbest, sizeof *best, scored_cmp);
@@ -893,12 +965,15 @@ int mess_client_finish(mess_client *c, const mess_query *q,
 out:
     if (stats)
         *stats = st;
-    if (plain)
-        sodium_memzero(plain, plain_bytes);
-    if (x)
-        sodium_memzero(x, (size_t)p->dim * sizeof(float));
-    free(plain);
-    free(x);
+    if (oj.plain)
+        sodium_memzero(oj.plain, workers * plain_bytes);
+    if (oj.x)
+        sodium_memzero(oj.x, (size_t)workers * p->dim * sizeof(float));
+    if (ent)
+        sodium_memzero(ent, total * sizeof *ent);
+    free(oj.plain);
+    free(oj.x);
+    free(ent);
     free(best);
     id_set_free(&seen);
     return rc;

@@ -21,7 +21,8 @@ positive() {
 }
 
 if run --shards 1 --kappa 64 --codes 1000 && [ "$(json bench)" = '"encode"' ] &&
-    positive "$(json hash_sgemv_vps)" && positive "$(json hash_sgemm_vps)" &&
+    positive "$(json hash_all_loop_vps)" && positive "$(json hash_all_sgemv_vps)" &&
+    positive "$(json hash_bulk_loop_vps)" && positive "$(json hash_bulk_sgemm_vps)" &&
     positive "$(json bitsliced_bps)" && [ "$(json kappa)" = 64 ]; then
     ok "throughput run ends with its JSON line"
 else
