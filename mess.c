@@ -1058,9 +1058,12 @@ static int store_reserve(mess_server *s, struct shard_store *st, size_t more)
     uint8_t *q;
     if (need <= st->cap)
         return MESS_OK;
-    cap = st->cap ? st->cap : 64;
-    while (cap < need)
-        cap *= 2;
+    /* geometric (x1.25) so many small uploads stay amortized O(1), but an
+     * upload larger than that gets exactly what it needs: no slack after a
+     * bulk build */
+    cap = st->cap + st->cap / 4;
+    if (cap < need)
+        cap = need;
     if (mess_mul_size(cap, s->entry_bytes, &bytes) != MESS_OK)
         return MESS_ELIMIT;
     q = (uint8_t *)realloc(st->entries, bytes);
