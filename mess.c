@@ -799,45 +799,35 @@ static void id_set_free(struct id_set *t)
     free(t->used);
 }
 
-/* One response entry after opening: its shard, and if authentic its id and
- * exact distance. */
+/* One response entry: its shard, and after opening whether it is
+ * authentic; its plaintext goes to the job's slot for it. */
 struct opened {
     const uint8_t *entry;
     uint32_t shard;
     int ok;
-    uint64_t id;
-    float dist;
 };
 
 struct open_job {
     const mess_client *c;
-    const mess_query *q;
     struct opened *e;
     size_t n, chunk;
-    uint8_t *plain; /* per worker, payload_plain_bytes each */
-    float *x;       /* per worker, dim each */
+    uint8_t *plain; /* n x payload_plain_bytes */
 };
 
-/* Opens entries [i * chunk, (i + 1) * chunk): authenticate, decrypt, decode,
- * distance.  Independent per entry, so workers share nothing. */
+/* Opens entries [i * chunk, (i + 1) * chunk): authenticate and decrypt.
+ * Independent per entry, so workers share nothing. */
 static int open_chunk(void *ctx, size_t i, unsigned worker)
 {
     struct open_job *o = (struct open_job *)ctx;
     const mess_params *p = &o->c->p;
     size_t pb = payload_plain_bytes(p), k, end = (i + 1) * o->chunk;
-    uint8_t *plain = o->plain + worker * pb;
-    float *x = o->x + (size_t)worker * p->dim;
+    (void)worker;
     if (end > o->n)
         end = o->n;
     for (k = i * o->chunk; k < end; k++) {
         struct opened *e = &o->e[k];
         e->ok = payload_open_raw(p, aead_key(o->c, e->shard), e->shard, e->entry,
-                                 plain) == MESS_OK;
-        if (!e->ok)
-            continue;
-        e->id = mess_load_u64(plain);
-        payload_decode_vector(p, plain + 8, x);
-        e->dist = rerank_distance(p, o->q->q, x);
+                                 o->plain + k * pb) == MESS_OK;
     }
     return MESS_OK;
 }
@@ -853,6 +843,7 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     struct scored *best = NULL;
     struct opened *ent = NULL;
     struct open_job oj;
+    float *x = NULL;
     struct id_set seen;
     size_t entry_bytes, plain_bytes, total = 0, nok = 0, nbest = 0, i;
     unsigned workers = 1;
@@ -910,9 +901,9 @@ int mess_client_finish(mess_client *c, const mess_query *q,
         workers = 64;
     best = (struct scored *)mess_malloc_array(k ? k : 1, sizeof *best);
     ent = (struct opened *)mess_malloc_array(total ? total : 1, sizeof *ent);
-    oj.plain = (uint8_t *)mess_malloc_array(workers, plain_bytes);
-    oj.x = (float *)mess_malloc_array((size_t)workers * p->dim, sizeof(float));
-    if (!best || !ent || !oj.plain || !oj.x || id_set_init(&seen, total) != MESS_OK) {
+    oj.plain = (uint8_t *)mess_malloc_array(total ? total : 1, plain_bytes);
+    x = (float *)mess_malloc_array(p->dim, sizeof(float));
+    if (!best || !ent || !oj.plain || !x || id_set_init(&seen, total) != MESS_OK) {
         rc = MESS_ENOMEM;
         goto out;
     }
@@ -929,7 +920,6 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     /* Every entry is authenticated and decrypted (the SIV covers the
      * plaintext), in parallel when the client has workers. */
     oj.c = c;
-    oj.q = q;
     oj.e = ent;
     oj.n = total;
     oj.chunk = workers > 1 ? (total + 4 * workers - 1) / (4 * workers) : total;
@@ -938,19 +928,22 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     rc = parallel_for((total + oj.chunk - 1) / oj.chunk, workers, open_chunk, &oj);
     if (rc != MESS_OK)
         goto out;
-    /* Dedupe by id (copies of one item carry one plaintext), best k. */
+    /* Dedupe by id (copies of one item carry one plaintext), then decode
+     * and rerank each id once, keeping the best k. */
     for (i = 0; i < total; i++) {
+        const uint8_t *pl = oj.plain + i * plain_bytes;
         struct scored v;
         if (!ent[i].ok) {
             st.auth_failures++;
             continue;
         }
         nok++;
-        if (!id_set_add(&seen, ent[i].id))
+        v.id = mess_load_u64(pl);
+        if (!id_set_add(&seen, v.id))
             continue;
         st.unique++;
-        v.id = ent[i].id;
-        v.dist = ent[i].dist;
+        payload_decode_vector(p, pl + 8, x);
+        v.dist = rerank_distance(p, q->q, x);
         if (k)
             heap_offer(best, &nbest, k, v);
     }
@@ -966,13 +959,11 @@ out:
     if (stats)
         *stats = st;
     if (oj.plain)
-        sodium_memzero(oj.plain, workers * plain_bytes);
-    if (oj.x)
-        sodium_memzero(oj.x, (size_t)workers * p->dim * sizeof(float));
-    if (ent)
-        sodium_memzero(ent, total * sizeof *ent);
+        sodium_memzero(oj.plain, total * plain_bytes);
+    if (x)
+        sodium_memzero(x, (size_t)p->dim * sizeof(float));
     free(oj.plain);
-    free(oj.x);
+    free(x);
     free(ent);
     free(best);
     id_set_free(&seen);
@@ -1067,9 +1058,12 @@ static int store_reserve(mess_server *s, struct shard_store *st, size_t more)
     uint8_t *q;
     if (need <= st->cap)
         return MESS_OK;
-    cap = st->cap ? st->cap : 64;
-    while (cap < need)
-        cap *= 2;
+    /* geometric (x1.25) so many small uploads stay amortized O(1), but an
+     * upload larger than that gets exactly what it needs: no slack after a
+     * bulk build */
+    cap = st->cap + st->cap / 4;
+    if (cap < need)
+        cap = need;
     if (mess_mul_size(cap, s->entry_bytes, &bytes) != MESS_OK)
         return MESS_ELIMIT;
     q = (uint8_t *)realloc(st->entries, bytes);
