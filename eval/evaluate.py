@@ -123,6 +123,10 @@ def main():
     ap.add_argument("--faiss-pools", default="500,1500,4000")
     ap.add_argument("--hnsw-target", type=float, default=0.98)
     ap.add_argument("--experiments", default="1,2,3,4,5,6")
+    ap.add_argument("--resume", metavar="RESULTS_JSON",
+                    help="start from an earlier run's results.json (same data, --base, "
+                         "--queries, --pools): its results are kept and its noise sweeps reused "
+                         "instead of rebuilt; --experiments names what to add")
     ap.add_argument("--replot", action="store_true",
                     help="redo CSVs, plots and tables from OUT/results.json only")
     a = ap.parse_args()
@@ -156,6 +160,37 @@ def main():
     t_start = time.perf_counter()
     res = {"exp1": [], "exp2": [], "exp3_sweeps": [], "exp4": [], "exp5": [],
            "hnswlib": [], "faiss": [], "builds": []}
+    sweeps = {}
+    if a.resume:
+        # A long run in parts: each part starts from the previous results.json.
+        with open(a.resume) as fh:
+            prev = json.load(fh)
+        pa = prev["args"]
+        if (prev["dataset"]["n_base"], prev["dataset"]["n_queries"], pa["pools"]) != \
+                (len(ds.base), len(ds.queries), a.pools):
+            sys.exit("--resume: %s was run on other data, --base, --queries or --pools"
+                     % a.resume)
+        res.update(prev["results"])
+        for name in dict.fromkeys(r["config"] for r in res["exp1"]):
+            sweeps[name] = (None, [r for r in res["exp1"] if r["config"] == name])
+        info["earlier_parts"] = prev["machine"].pop("earlier_parts", []) + [prev["machine"]]
+        log("resumed from %s: sweeps of %s reused" % (a.resume, ", ".join(sweeps) or "none"))
+        if 6 in exps and "MESS p_q=0.08" in sweeps:
+            log("experiment 6's faiss comparison needs a fresh p_q=0.08 build: not rerun")
+    out_json = os.path.join(out, "results.json")
+
+    def checkpoint(done):
+        # results.json after every stage: a stopped run keeps what it finished
+        # (--replot turns it into CSVs, plots and tables)
+        info["minutes"] = round((time.perf_counter() - t_start) / 60, 1)
+        info["complete"] = done
+        tmp = out_json + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump({"results": res, "args": vars(a), "machine": info,
+                       "dataset": {"name": ds.name, "n_base": len(ds.base),
+                                   "n_queries": len(ds.queries)}},
+                      fh, indent=0)
+        os.replace(tmp, out_json)
 
     def noted(b):
         res["builds"].append(dict(name=b.name, build_s=b.build_s, train_s=b.train_s,
@@ -166,9 +201,10 @@ def main():
         return b
 
     # ---- the three noise settings: experiments 1, 3 (p=.08/.12), 4, 5, 6
-    sweeps = {}
     if exps & {1, 2, 3, 4, 5, 6}:
         for name, pd, pq in CONFIGS_EXP1:
+            if name in sweeps:
+                continue
             if name == "MESS p_q=0.12" and not exps & {1, 3}:
                 continue
             if name == "No-Noise" and not exps & {1, 4}:
@@ -183,9 +219,11 @@ def main():
                     b, fs, ds, [int(x) for x in a.faiss_pools.split(",")], T)
                 del fs
             b.close()
+            checkpoint(False)
 
     # ---- experiment 3: query flip p with p_D = 0.08
     if 3 in exps:
+        res["exp3_sweeps"] = []  # a resumed run redoes an experiment it names
         for p in (0.0, 0.08, 0.10, 0.12):
             key = {0.08: "MESS p_q=0.08", 0.12: "MESS p_q=0.12"}.get(p)
             if key in sweeps:
@@ -197,24 +235,12 @@ def main():
             for r in rows:
                 r["p_q"] = p
             res["exp3_sweeps"] += rows
+            checkpoint(False)
 
-    # ---- experiment 2: t at a fixed pool
     two = sorted({a.small_pool, a.mess_pool})
-    if 2 in exps:
-        for t in (1, 4, 8, 16):
-            if t == 16 and "MESS p_q=0.08" in sweeps:
-                rows = [dict(pick(sweeps["MESS p_q=0.08"][1], B)) for B in two]
-            else:
-                b = noted(Build(ds, "MESS t=%d" % t, params_for(ds, per_item=t), T))
-                rows = sweep(b, ds, two, T)
-                b.close()
-            for r in rows:
-                r["t"] = t
-                r["paper_recall_quoted"] = paper.FIG5_SIFT_T[t] / 100 if r["pool"] == 1500 else None
-                res["exp2"].append(r)
-
     # ---- experiment 5: payload encodings
     if 5 in exps:
+        res["exp5"] = []
         for enc in ("f32", "f16", "i8"):
             if enc == "f32" and "MESS p_q=0.08" in sweeps:
                 rows = [dict(pick(sweeps["MESS p_q=0.08"][1], B)) for B in two]
@@ -226,14 +252,33 @@ def main():
                 r["payload"] = enc
                 r["entry_bytes"] = params_for(ds, payload=enc).payload_size()
                 res["exp5"].append(r)
+            checkpoint(False)
+
+    # ---- experiment 2: t at a fixed pool
+    if 2 in exps:
+        res["exp2"] = []
+        for t in (1, 4, 8, 16):
+            if t == 16 and "MESS p_q=0.08" in sweeps:
+                rows = [dict(pick(sweeps["MESS p_q=0.08"][1], B)) for B in two]
+            else:
+                b = noted(Build(ds, "MESS t=%d" % t, params_for(ds, per_item=t), T))
+                rows = sweep(b, ds, two, T)
+                b.close()
+            for r in rows:
+                r["t"] = t
+                r["paper_recall_quoted"] = paper.FIG5_SIFT_T[t] / 100 if r["pool"] == 1500 else None
+                res["exp2"].append(r)
+            checkpoint(False)
 
     # ---- experiment 6 (and table 2's first row): plaintext hnswlib
     hnsw_chosen = None
     if exps & {4, 6}:
         res["hnswlib"], hnsw_chosen = baselines.plaintext_hnsw(ds, T, a.hnsw_target)
+        checkpoint(False)
 
     # ---- experiment 4: table 2
     if 4 in exps and "No-Noise" in sweeps and "MESS p_q=0.08" in sweeps:
+        res["exp4"] = []
         builds = {b["name"]: b for b in res["builds"]}
         h = hnsw_chosen
         res["exp4"].append(dict(scheme="HNSW (hnswlib, ef=%d)" % h["ef"], source="measured",
@@ -261,12 +306,7 @@ def main():
                 row["total_%s_ms" % net.lower()] = tot
             res["exp4"].append(row)
 
-    info["minutes"] = round((time.perf_counter() - t_start) / 60, 1)
-    with open(os.path.join(out, "results.json"), "w") as fh:
-        json.dump({"results": res, "args": vars(a), "machine": info,
-                   "dataset": {"name": ds.name, "n_base": len(ds.base),
-                               "n_queries": len(ds.queries)}},
-                  fh, indent=0)
+    checkpoint(True)
     write_outputs(res, out, a, info, ds)
     log("done in %.1f min" % info["minutes"])
 
