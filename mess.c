@@ -1060,6 +1060,15 @@ struct search_job {
     size_t *found;                 /* per shard */
 };
 
+/* Hits shard j can return for a budget: never more than its live nodes, so
+ * a request with huge budgets cannot make the server allocate more than
+ * its index holds (the results are the same). */
+static size_t search_room(const mess_server *s, uint32_t j, uint32_t budget)
+{
+    size_t live = hnsw_live(s->shards[j].graph);
+    return budget < live ? budget : live;
+}
+
 static int search_shard(void *ctx, size_t jj, unsigned worker)
 {
     struct search_job *sj = (struct search_job *)ctx;
@@ -1067,14 +1076,14 @@ static int search_shard(void *ctx, size_t jj, unsigned worker)
     uint32_t j = (uint32_t)jj, words = params_words(&s->p);
     uint32_t budget = wire_request_budget(sj->req, j);
     uint64_t code[MESS_MAX_BITS / 64];
-    size_t ef;
+    size_t ef, room = search_room(s, j, budget);
 
     sj->found[j] = 0;
-    if (budget == 0)
+    if (budget == 0 || room == 0)
         return MESS_OK;
     wire_load_code(sj->req->codes + (size_t)j * wire_code_bytes(&s->p), words, code);
     ef = s->p.ef_search > budget ? s->p.ef_search : budget;
-    return hnsw_search(s->shards[j].graph, sj->scratch[worker], code, budget, ef,
+    return hnsw_search(s->shards[j].graph, sj->scratch[worker], code, room, ef,
                        sj->hits[j], &sj->found[j]);
 }
 
@@ -1116,7 +1125,7 @@ int mess_server_search(const mess_server *s, const uint8_t *req,
         if ((rc = hnsw_scratch_new(&sj.scratch[t])) != MESS_OK)
             goto done;
     for (j = 0; j < M; j++) {
-        uint32_t b = wire_request_budget(&rq, j);
+        size_t b = search_room(s, j, wire_request_budget(&rq, j));
         sj.hits[j] = (struct hnsw_hit *)mess_malloc_array(b ? b : 1, sizeof **sj.hits);
         if (!sj.hits[j]) {
             rc = MESS_ENOMEM;
