@@ -5,6 +5,8 @@
 #   make python-check  the Python bindings' tests (also part of make check)
 #   make demo       end-to-end run on the bundled real dataset
 #   make bench      benchmarks against the baselines (see docs/)
+#   make eval       the paper's evaluation on the bundled set (docs/EVALUATION.md)
+#   make eval-large the same on the large set (after make data)
 #   make data       the large SIFT set (not committed; see datasets/README.md)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make deps       install (as root) or name the missing Debian packages
@@ -62,7 +64,7 @@ MESS = build/mess
 
 .PHONY: all lib tools check test-release demo bench data install uninstall \
         clean deps deps-check deps-data deps-bench python-check examples \
-        fuzz fuzz-build fuzz-seeds valgrind tsan crash-test
+        fuzz fuzz-build fuzz-seeds valgrind tsan crash-test eval eval-large
 .DELETE_ON_ERROR:
 
 all: lib tools examples
@@ -210,6 +212,25 @@ bench: deps-bench
 
 data: deps-data
 	$(PYTHON) datasets/make_sift.py --large
+
+# ---- evaluation (docs/EVALUATION.md) -------------------------------------------
+# The paper's experiments with hnswlib and faiss in the same process; CSVs,
+# PNGs and tables.md into docs/eval/NAME.  EVAL_ARGS passes extra options
+# (eval/evaluate.py --help).
+EVAL_LARGE_ARGS ?= --experiments 3 --base 100000 --queries 200 --pools 250,500,1000,2000,4000,8000
+EVAL = MESS_LIBRARY=$(CURDIR)/build/libmess.so nice $(PYTHON) eval/evaluate.py
+eval:
+	@sh scripts/deps.sh build eval
+	@$(MAKE) --no-print-directory -s build/libmess.so
+	$(EVAL) --data datasets/sift --out docs/eval/sift $(EVAL_ARGS)
+
+# The large set (make data): experiment 3 on its first 100,000 base vectors
+# (exact truth recomputed), larger pools; about half an hour on 2 cores.
+eval-large:
+	@sh scripts/deps.sh build eval
+	@test -f datasets/large/groundtruth.ivecs || { echo "datasets/large is not ready: make data" >&2; exit 1; }
+	@$(MAKE) --no-print-directory -s build/libmess.so
+	$(EVAL) --data datasets/large --out docs/eval/large $(EVAL_LARGE_ARGS) $(EVAL_ARGS)
 
 # ---- install ------------------------------------------------------------------
 install: all

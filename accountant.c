@@ -942,14 +942,202 @@ int mess_plan_recovery_uniform(const double *p_hit, size_t m, size_t t,
     return MESS_OK;
 }
 
+/* ---- the conditional model --------------------------------------------- */
+
+/* Pr[perturbed distance = x | clean distance d], x = 0..kappa: the d
+ * differing coordinates stay different with probability 1 - p_plus, the
+ * others become different with probability p_plus (the proof of
+ * Proposition 4.1), so it is Binomial(d, 1-p_plus) * Binomial(kappa-d,
+ * p_plus), convolved exactly. */
+static void distance_pmf(uint32_t kappa, double p_plus, uint32_t d, double *out,
+                         double *tmp)
+{
+    uint32_t i, j;
+    for (i = 0; i <= kappa; i++)
+        out[i] = 0.0;
+    for (j = 0; j <= kappa - d; j++)
+        tmp[j] = exp(binom_logpmf(j, kappa - d, p_plus, 1.0 - p_plus));
+    for (i = 0; i <= d; i++) {
+        double a = exp(binom_logpmf(i, d, 1.0 - p_plus, p_plus));
+        if (a == 0.0)
+            continue;
+        for (j = 0; j <= kappa - d; j++)
+            out[i + j] += a * tmp[j];
+    }
+}
+
+int mess_plan_distance_pmf(uint32_t kappa, double p_plus, uint32_t d,
+                           double *pmf)
+{
+    double *tmp;
+    if (!pmf || kappa == 0 || d > kappa || !flip_ok0(p_plus))
+        return MESS_EINVAL;
+    if (kappa > MESS_MAX_BITS)
+        return MESS_ELIMIT;
+    tmp = (double *)mess_malloc_array((size_t)kappa + 1, sizeof *tmp);
+    if (!tmp)
+        return MESS_ENOMEM;
+    distance_pmf(kappa, p_plus, d, pmf, tmp);
+    free(tmp);
+    return MESS_OK;
+}
+
+/* Tables of the conditional model for one p_plus: g[d][x] = Pr[D = x | d],
+ * f[d][x] = Pr[D < x | d] + Pr[D = x | d] / 2 (an item at clean distance d
+ * overtakes a target whose perturbed distance is x; ties split evenly),
+ * and the window [lo[d], hi[d]] outside which g[d] is below 1e-16. */
+struct cond_tables {
+    uint32_t kappa;
+    double *g, *f;
+    uint32_t *lo, *hi;
+};
+
+static void cond_free(struct cond_tables *ct)
+{
+    free(ct->g);
+    free(ct->f);
+    free(ct->lo);
+    free(ct->hi);
+}
+
+static int cond_build(struct cond_tables *ct, uint32_t kappa, double p_plus)
+{
+    size_t k1 = (size_t)kappa + 1, cells = k1 * k1;
+    double *tmp;
+    uint32_t d, x;
+    memset(ct, 0, sizeof *ct);
+    ct->kappa = kappa;
+    ct->g = (double *)mess_malloc_array(cells, sizeof(double));
+    ct->f = (double *)mess_malloc_array(cells, sizeof(double));
+    ct->lo = (uint32_t *)mess_malloc_array(k1, sizeof(uint32_t));
+    ct->hi = (uint32_t *)mess_malloc_array(k1, sizeof(uint32_t));
+    tmp = (double *)mess_malloc_array(k1, sizeof(double));
+    if (!ct->g || !ct->f || !ct->lo || !ct->hi || !tmp) {
+        free(tmp);
+        cond_free(ct);
+        return MESS_ENOMEM;
+    }
+    for (d = 0; d <= kappa; d++) {
+        double *g = ct->g + d * k1, *f = ct->f + d * k1, below = 0.0;
+        distance_pmf(kappa, p_plus, d, g, tmp);
+        ct->lo[d] = 0;
+        ct->hi[d] = kappa;
+        while (ct->lo[d] < kappa && g[ct->lo[d]] < 1e-16)
+            ct->lo[d]++;
+        while (ct->hi[d] > ct->lo[d] && g[ct->hi[d]] < 1e-16)
+            ct->hi[d]--;
+        for (x = 0; x <= kappa; x++) {
+            f[x] = below + 0.5 * g[x];
+            below += g[x];
+        }
+    }
+    free(tmp);
+    return MESS_OK;
+}
+
+/* Pr[rank <= budget] of a target at clean distance d_star, for every
+ * budget in bud[0..nb-1] (ascending), added to out[]: a mixture over the
+ * target's perturbed distance x (weight g(x)) of the Gaussian rank with
+ * mean 1 + mu[x] and variance var[x].  Only budgets with |z| <= 8.5 need
+ * the normal CDF; those above take the full weight through a difference
+ * array (sat, nb + 1 entries of scratch). */
+static void cond_hits(const struct cond_tables *ct, uint32_t d_star,
+                      const double *mu, const double *var, const double *bud,
+                      size_t nb, double *out, double *sat)
+{
+    size_t k1 = (size_t)ct->kappa + 1, j;
+    const double *g = ct->g + d_star * k1;
+    double run = 0.0;
+    uint32_t x;
+    for (j = 0; j <= nb; j++)
+        sat[j] = 0.0;
+    for (x = ct->lo[d_star]; x <= ct->hi[d_star]; x++) {
+        double w = g[x], mean = 1.0 + mu[x], sd = sqrt(var[x] > 0.0 ? var[x] : 0.0);
+        double from = mean - 0.5 - 8.5 * sd, upto = mean - 0.5 + 8.5 * sd;
+        size_t lo = 0, hi = nb;
+        if (w == 0.0)
+            continue;
+        while (lo < hi) { /* first budget >= from */
+            size_t mid = (lo + hi) / 2;
+            if (bud[mid] < from)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        for (j = lo; j < nb && bud[j] <= upto; j++) {
+            double z = bud[j] + 0.5 - mean;
+            if (sd == 0.0)
+                out[j] += z >= 0.0 ? w : 0.0;
+            else
+                out[j] += w * phi(z / sd);
+        }
+        sat[j] += w;
+    }
+    for (j = 0; j < nb; j++) {
+        run += sat[j];
+        out[j] += run;
+    }
+}
+
+int mess_plan_hit_conditional(uint32_t kappa, double p_plus, uint32_t d_star,
+                              const double *count, double occupancy,
+                              double budget, double *prob)
+{
+    struct cond_tables ct;
+    double *mu, *var;
+    size_t k1 = (size_t)kappa + 1;
+    uint32_t d, x;
+    int rc;
+    if (!count || !prob || kappa == 0 || d_star > kappa || !flip_ok0(p_plus) ||
+        !(occupancy > 0.0 && occupancy <= 1.0) || !(budget >= 0.0) ||
+        budget == INFINITY)
+        return MESS_EINVAL;
+    if (kappa > MESS_PLAN_MAX_CONDITIONAL_BITS)
+        return MESS_ELIMIT;
+    for (d = 0; d <= kappa; d++)
+        if (!(count[d] >= 0.0) || count[d] == INFINITY)
+            return MESS_EINVAL;
+    rc = cond_build(&ct, kappa, p_plus);
+    if (rc != MESS_OK)
+        return rc;
+    mu = (double *)mess_calloc_array(k1, sizeof *mu);
+    var = (double *)mess_calloc_array(k1, sizeof *var);
+    if (!mu || !var) {
+        free(mu);
+        free(var);
+        cond_free(&ct);
+        return MESS_ENOMEM;
+    }
+    for (d = 0; d <= kappa; d++) {
+        const double *f = ct.f + d * k1;
+        if (count[d] == 0.0)
+            continue;
+        for (x = 0; x <= kappa; x++) {
+            mu[x] += occupancy * count[d] * f[x];
+            var[x] += occupancy * count[d] * f[x] * (1.0 - f[x]);
+        }
+    }
+    {
+        double sat[2];
+        *prob = 0.0;
+        cond_hits(&ct, d_star, mu, var, &budget, 1, prob, sat);
+    }
+    if (*prob > 1.0)
+        *prob = 1.0;
+    free(mu);
+    free(var);
+    cond_free(&ct);
+    return MESS_OK;
+}
+
 /* ---- predicted recall from the client's clean codes -------------------- */
 
 #define PLAN_BLOCK 1024
-#define PLAN_TABLE_MAX 1025 /* kappa + 1 up to which overtaking is tabulated */
 
 struct plan {
     const mess_client *c;
     mess_params p;
+    int model;
     const float *data, *queries;
     size_t n, nq, k, words, cw; /* cw = M * words per vector */
     uint64_t *qcodes;           /* nq x cw */
@@ -964,9 +1152,12 @@ struct plan {
     /* phase 2 */
     const uint32_t *truth;
     double p_plus;
-    double **rows;              /* overtaking rows by d_star (NULL: on the fly) */
-    const size_t *pools;
+    struct cond_tables ct;      /* MESS_PLAN_CONDITIONAL */
     size_t npools;
+    double *bud;                /* distinct per-shard budgets, ascending */
+    size_t nbud;
+    size_t *pool_b0, *pool_b1;  /* per pool: indices into bud */
+    double *pool_f;             /* per pool: share of shards given b1 */
     double *partial;            /* nq x npools */
 };
 
@@ -1043,30 +1234,50 @@ static int plan_block_query(void *ctx, size_t q, unsigned worker)
     return MESS_OK;
 }
 
-/* Phase 2 for one query: per target and shard the rank moments, then per
- * pool the route-averaged recovery. */
+/* Phase 2 for one query: per target and shard the hit probability at every
+ * distinct budget, then per pool the route-averaged recovery. */
 static int plan_query_recall(void *ctx, size_t q, unsigned worker)
 {
     struct plan *pl = (struct plan *)ctx;
-    uint32_t M = pl->p.shards, kap1 = pl->p.kappa + 1, t = pl->p.per_item;
+    uint32_t M = pl->p.shards, kappa = pl->p.kappa, t = pl->p.per_item;
+    size_t kap1 = (size_t)kappa + 1, nb = pl->nbud;
     const uint32_t *h = pl->hist + q * (size_t)M * kap1;
-    double occupancy = (double)t / (double)M;
-    double *count = NULL, *mean = NULL, *var = NULL, *ph = NULL, *scratch = NULL;
-    double *rowbuf = NULL;
+    double occ = (double)t / (double)M;
+    double *count = NULL, *row = NULL, *hits = NULL, *ph = NULL, *scratch = NULL;
+    double *mu = NULL, *var = NULL, *mu1 = NULL, *var1 = NULL, *sat = NULL;
     uint64_t *tc = NULL;
-    size_t i, s, b, d;
+    size_t i, s, b, d, x;
     int rc = MESS_ENOMEM;
     MESS_UNUSED(worker);
     count = (double *)mess_malloc_array(kap1, sizeof *count);
-    mean = (double *)mess_malloc_array(M, sizeof *mean);
-    var = (double *)mess_malloc_array(M, sizeof *var);
+    row = (double *)mess_malloc_array(kap1, sizeof *row);
+    hits = (double *)mess_malloc_array((size_t)M * nb, sizeof *hits);
+    sat = (double *)mess_malloc_array(nb + 1, sizeof *sat);
     ph = (double *)mess_malloc_array(M, sizeof *ph);
     scratch = (double *)mess_malloc_array((size_t)t + 1, sizeof *scratch);
     tc = (uint64_t *)mess_malloc_array(pl->cw, sizeof *tc);
-    if (!pl->rows)
-        rowbuf = (double *)mess_malloc_array(kap1, sizeof *rowbuf);
-    if (!count || !mean || !var || !ph || !scratch || !tc ||
-        (!pl->rows && !rowbuf))
+    if (pl->model == MESS_PLAN_CONDITIONAL) {
+        mu = (double *)mess_calloc_array((size_t)M * kap1, sizeof *mu);
+        var = (double *)mess_calloc_array((size_t)M * kap1, sizeof *var);
+        mu1 = (double *)mess_malloc_array(kap1, sizeof *mu1);
+        var1 = (double *)mess_malloc_array(kap1, sizeof *var1);
+        if (!mu || !var || !mu1 || !var1)
+            goto out;
+        /* Mean and variance of the overtaking count given the target's
+         * perturbed distance x, over all items, per shard. */
+        for (s = 0; s < M; s++)
+            for (d = 0; d <= kappa; d++) {
+                double c = (double)h[s * kap1 + d] * occ;
+                const double *f = pl->ct.f + d * kap1;
+                if (c == 0.0)
+                    continue;
+                for (x = 0; x <= kappa; x++) {
+                    mu[s * kap1 + x] += c * f[x];
+                    var[s * kap1 + x] += c * f[x] * (1.0 - f[x]);
+                }
+            }
+    }
+    if (!count || !row || !hits || !sat || !ph || !scratch || !tc)
         goto out;
     for (i = 0; i < pl->k; i++) {
         uint32_t target = pl->truth[q * pl->k + i];
@@ -1075,53 +1286,116 @@ static int plan_query_recall(void *ctx, size_t q, unsigned worker)
             goto out;
         for (s = 0; s < M; s++) {
             const uint64_t *qc = pl->qcodes + q * pl->cw + s * pl->words;
+            double *hs = hits + s * nb;
             uint32_t dstar = 0;
             size_t w;
             for (w = 0; w < pl->words; w++)
                 dstar += (uint32_t)__builtin_popcountll(qc[w] ^ tc[s * pl->words + w]);
-            for (d = 0; d < kap1; d++)
-                count[d] = (double)h[s * kap1 + d];
-            count[dstar] -= 1.0; /* the target is not its own background */
-            if (count[dstar] < 0.0)
-                count[dstar] = 0.0;
-            if (rowbuf)
-                for (d = 0; d < kap1; d++)
-                    rowbuf[d] = overtake(pl->p.kappa, pl->p_plus, dstar, (double)d);
-            rank_moments(rowbuf ? rowbuf : pl->rows[dstar], count, pl->p.kappa,
-                         occupancy, &mean[s], &var[s]);
+            if (pl->model == MESS_PLAN_CONDITIONAL) {
+                /* the target is not its own background */
+                const double *f = pl->ct.f + (size_t)dstar * kap1;
+                for (x = 0; x <= kappa; x++) {
+                    mu1[x] = mu[s * kap1 + x] - occ * f[x];
+                    var1[x] = var[s * kap1 + x] - occ * f[x] * (1.0 - f[x]);
+                }
+                for (b = 0; b < nb; b++)
+                    hs[b] = 0.0;
+                cond_hits(&pl->ct, dstar, mu1, var1, pl->bud, nb, hs, sat);
+                for (b = 0; b < nb; b++)
+                    hs[b] = hs[b] > 1.0 ? 1.0 : hs[b];
+            } else {
+                double mean, v;
+                for (d = 0; d < kap1; d++) {
+                    count[d] = (double)h[s * kap1 + d];
+                    row[d] = overtake(kappa, pl->p_plus, dstar, (double)d);
+                }
+                count[dstar] -= 1.0; /* the target is not its own background */
+                if (count[dstar] < 0.0)
+                    count[dstar] = 0.0;
+                rank_moments(row, count, kappa, occ, &mean, &v);
+                for (b = 0; b < nb; b++)
+                    hs[b] = hit(mean, v, pl->bud[b]);
+            }
         }
         for (b = 0; b < pl->npools; b++) {
-            /* The protocol gives floor(B/M) to every shard and one more to
-             * B mod M shards from a random start. */
-            size_t base = pl->pools[b] / M, extra = pl->pools[b] % M;
-            double f = (double)extra / (double)M;
-            double b0 = (double)(base < MESS_MAX_BUDGET ? base : MESS_MAX_BUDGET);
-            double b1 = (double)(base + 1 < MESS_MAX_BUDGET ? base + 1 : MESS_MAX_BUDGET);
-            for (s = 0; s < M; s++) {
-                ph[s] = (1.0 - f) * hit(mean[s], var[s], b0) +
-                        f * hit(mean[s], var[s], b1);
-                ph[s] = 1.0 - ph[s]; /* as a miss probability */
-            }
-            pl->partial[q * pl->npools + b] +=
-                1.0 - expected_miss(ph, M, t, scratch);
+            double f = pl->pool_f[b];
+            for (s = 0; s < M; s++)
+                ph[s] = 1.0 - ((1.0 - f) * hits[s * nb + pl->pool_b0[b]] +
+                               f * hits[s * nb + pl->pool_b1[b]]);
+            pl->partial[q * pl->npools + b] += 1.0 - expected_miss(ph, M, t, scratch);
         }
     }
     rc = MESS_OK;
 out:
     free(count);
-    free(mean);
-    free(var);
+    free(row);
+    free(hits);
     free(ph);
     free(scratch);
     free(tc);
-    free(rowbuf);
+    free(mu);
+    free(var);
+    free(mu1);
+    free(var1);
+    free(sat);
     return rc;
 }
 
-int mess_plan_recall(const mess_client *c, const float *data, size_t n,
-                     const float *queries, size_t nq, const uint32_t *truth,
-                     size_t k, const size_t *pools, size_t npools,
-                     unsigned threads, double *recall)
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static size_t find_budget(const double *bud, size_t nb, double v)
+{
+    size_t lo = 0, hi = nb - 1;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (bud[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The per-shard budgets of every pool as the protocol splits it:
+ * floor(B/M) to every shard and one more to B mod M of them. */
+static int plan_budgets(struct plan *pl, const size_t *pools)
+{
+    size_t M = pl->p.shards, b, j, n = 0;
+    pl->bud = (double *)mess_malloc_array(2 * pl->npools, sizeof(double));
+    pl->pool_b0 = (size_t *)mess_malloc_array(pl->npools, sizeof(size_t));
+    pl->pool_b1 = (size_t *)mess_malloc_array(pl->npools, sizeof(size_t));
+    pl->pool_f = (double *)mess_malloc_array(pl->npools, sizeof(double));
+    if (!pl->bud || !pl->pool_b0 || !pl->pool_b1 || !pl->pool_f)
+        return MESS_ENOMEM;
+    for (b = 0; b < pl->npools; b++) {
+        size_t base = pools[b] / M;
+        pl->bud[n++] = (double)(base < MESS_MAX_BUDGET ? base : MESS_MAX_BUDGET);
+        pl->bud[n++] = (double)(base + 1 < MESS_MAX_BUDGET ? base + 1 : MESS_MAX_BUDGET);
+    }
+    qsort(pl->bud, n, sizeof(double), cmp_double);
+    for (b = 0, j = 0; b < n; b++)
+        if (j == 0 || pl->bud[b] != pl->bud[j - 1])
+            pl->bud[j++] = pl->bud[b];
+    pl->nbud = j;
+    for (b = 0; b < pl->npools; b++) {
+        size_t base = pools[b] / M;
+        pl->pool_b0[b] = find_budget(pl->bud, pl->nbud,
+                                     (double)(base < MESS_MAX_BUDGET ? base : MESS_MAX_BUDGET));
+        pl->pool_b1[b] = find_budget(pl->bud, pl->nbud,
+                                     (double)(base + 1 < MESS_MAX_BUDGET ? base + 1 : MESS_MAX_BUDGET));
+        pl->pool_f[b] = (double)(pools[b] % M) / (double)M;
+    }
+    return MESS_OK;
+}
+
+int mess_plan_recall_model(const mess_client *c, int model, const float *data,
+                           size_t n, const float *queries, size_t nq,
+                           const uint32_t *truth, size_t k, const size_t *pools,
+                           size_t npools, unsigned threads, double *recall)
 {
     struct plan pl;
     double p_plus;
@@ -1130,14 +1404,23 @@ int mess_plan_recall(const mess_client *c, const float *data, size_t n,
     int rc;
 
     if (!c || !data || !queries || !pools || !recall || n == 0 || nq == 0 ||
-        k == 0 || k > n || npools == 0)
+        k == 0 || k > n || npools == 0 ||
+        (model != MESS_PLAN_PAPER && model != MESS_PLAN_CONDITIONAL))
         return MESS_EINVAL;
     if (n > UINT32_MAX)
         return MESS_ELIMIT;
+    {
+        size_t x;
+        if (mess_mul_size(nq, k, &x) != MESS_OK ||
+            mess_mul_size(nq, npools, &x) != MESS_OK)
+            return MESS_ELIMIT;
+    }
     memset(&pl, 0, sizeof pl);
     rc = mess_client_params(c, &pl.p);
     if (rc != MESS_OK)
         return rc;
+    if (model == MESS_PLAN_CONDITIONAL && pl.p.kappa > MESS_PLAN_MAX_CONDITIONAL_BITS)
+        return MESS_ELIMIT;
     if (truth)
         for (i = 0; i < nq * k; i++)
             if (truth[i] >= n)
@@ -1148,6 +1431,7 @@ int mess_plan_recall(const mess_client *c, const float *data, size_t n,
     if (rc != MESS_OK)
         return rc;
     pl.c = c;
+    pl.model = model;
     pl.data = data;
     pl.queries = queries;
     pl.n = n;
@@ -1155,18 +1439,23 @@ int mess_plan_recall(const mess_client *c, const float *data, size_t n,
     pl.k = k;
     pl.words = pl.p.kappa / 64;
     pl.cw = (size_t)pl.p.shards * pl.words;
-    pl.pools = pools;
     pl.npools = npools;
+    pl.p_plus = p_plus;
     kap1 = (size_t)pl.p.kappa + 1;
     if (mess_mul_size(nq, (size_t)pl.p.shards * kap1, &hsize) != MESS_OK)
         return MESS_ELIMIT;
+    rc = plan_budgets(&pl, pools);
+    if (rc != MESS_OK)
+        goto out;
+    if (model == MESS_PLAN_CONDITIONAL) {
+        rc = cond_build(&pl.ct, pl.p.kappa, p_plus);
+        if (rc != MESS_OK)
+            goto out;
+    }
     pl.qcodes = (uint64_t *)mess_malloc_array(nq, pl.cw * sizeof(uint64_t));
     pl.bcodes = (uint64_t *)mess_malloc_array(PLAN_BLOCK, pl.cw * sizeof(uint64_t));
     pl.hist = (uint32_t *)mess_calloc_array(hsize, sizeof(uint32_t));
     pl.partial = (double *)mess_calloc_array(nq * npools, sizeof(double));
-    pl.p_plus = p_plus;
-    if (kap1 <= PLAN_TABLE_MAX)
-        pl.rows = (double **)mess_calloc_array(kap1, sizeof(double *));
     pl.find_truth = truth == NULL;
     if (pl.find_truth) {
         pl.tdist = (double *)mess_malloc_array(nq * k, sizeof(double));
@@ -1175,7 +1464,6 @@ int mess_plan_recall(const mess_client *c, const float *data, size_t n,
     }
     rc = MESS_ENOMEM;
     if (!pl.qcodes || !pl.bcodes || !pl.hist || !pl.partial ||
-        (kap1 <= PLAN_TABLE_MAX && !pl.rows) ||
         (pl.find_truth && (!pl.tdist || !pl.tidx || !pl.tfill)))
         goto out;
     for (i = 0; i < nq; i++) {
@@ -1194,18 +1482,6 @@ int mess_plan_recall(const mess_client *c, const float *data, size_t n,
             goto out;
     }
     pl.truth = truth ? truth : own_truth;
-    /* Overtaking probabilities depend only on (d_star, d): one row per
-     * target distance, shared by all queries (computed per target instead
-     * when the table would be large). */
-    rc = MESS_ENOMEM;
-    for (i = 0; pl.rows && i < kap1; i++) {
-        size_t d;
-        pl.rows[i] = (double *)mess_malloc_array(kap1, sizeof(double));
-        if (!pl.rows[i])
-            goto out;
-        for (d = 0; d < kap1; d++)
-            pl.rows[i][d] = overtake(pl.p.kappa, p_plus, (double)i, (double)d);
-    }
     rc = parallel_for(nq, threads ? threads : 1, plan_query_recall, &pl);
     if (rc != MESS_OK)
         goto out;
@@ -1216,10 +1492,11 @@ int mess_plan_recall(const mess_client *c, const float *data, size_t n,
         recall[b] = s / ((double)nq * (double)k);
     }
 out:
-    if (pl.rows)
-        for (i = 0; i < kap1; i++)
-            free(pl.rows[i]);
-    free(pl.rows);
+    cond_free(&pl.ct);
+    free(pl.bud);
+    free(pl.pool_b0);
+    free(pl.pool_b1);
+    free(pl.pool_f);
     free(pl.qcodes);
     free(pl.bcodes);
     free(pl.hist);
@@ -1228,4 +1505,13 @@ out:
     free(own_truth);
     free(pl.tfill);
     return rc;
+}
+
+int mess_plan_recall(const mess_client *c, const float *data, size_t n,
+                     const float *queries, size_t nq, const uint32_t *truth,
+                     size_t k, const size_t *pools, size_t npools,
+                     unsigned threads, double *recall)
+{
+    return mess_plan_recall_model(c, MESS_PLAN_PAPER, data, n, queries, nq, truth,
+                                  k, pools, npools, threads, recall);
 }

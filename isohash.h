@@ -82,11 +82,22 @@ uint32_t isohash_iterations(const struct isohash *h, uint32_t shard);
 const float *isohash_projection(const struct isohash *h, uint32_t shard,
                                 size_t *stride_out);
 
-/* Codes of nvec vectors for one shard (BLAS sgemm): codes[nvec x words]. */
+/* Codes of nvec vectors for one shard: codes[nvec x words].  One
+ * vectorized matrix-vector product per vector against P_j (packed
+ * contiguous once per call). */
 int isohash_hash(const struct isohash *h, uint32_t shard, const float *x,
                  size_t nvec, uint64_t *codes);
-/* Codes of one vector for all M shards, one sgemv: codes[M x words]. */
+/* Codes of one vector for all M shards, one product against the
+ * side-by-side d x (M kappa) matrix: codes[M x words]. */
 int isohash_hash_all(const struct isohash *h, const float *x, uint64_t *codes);
+
+/* The same codes through BLAS (sgemm in chunks of 512 vectors; one sgemv).
+ * Identical sums with the reference BLAS; kept because an optimised BLAS
+ * may beat the loops, and measured against them by `mess bench encode`. */
+int isohash_hash_sgemm(const struct isohash *h, uint32_t shard,
+                       const float *x, size_t nvec, uint64_t *codes);
+int isohash_hash_all_sgemv(const struct isohash *h, const float *x,
+                           uint64_t *codes);
 
 int isohash_serialize(const struct isohash *h, struct mess_wr *w);
 int isohash_deserialize(struct mess_rd *r, struct isohash **out);

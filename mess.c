@@ -3,15 +3,17 @@
  * state, insert, delete, query, compaction and the two state files.
  *
  * Key schedule (libsodium crypto_kdf from the 32-byte master key):
- *   context "MESSaead" id j : AEAD key of shard j
+ *   context "MESSpenc" id j : payload encryption key of shard j (payload.h)
+ *   context "MESSpmac" id j : payload hash key of shard j
+ *   context "MESSpprf" id j : payload PRF key of shard j
  *   context "MESSlabl" id j : label PRF key of shard j
  *   context "MESSrout" id 0 : Route PRF key
- *   context "MESSnonc" id 0 : synthetic-nonce key (payload.h)
  *   context "MESSmemo" id 0 : key of the PRR memo cache
  *   context "MESScoin" id 0 : randomized-response seed (deterministic mode)
  *   context "MESShash" id 0 : IsoHash training seed
  */
 #include <math.h>
+#include <pthread.h>
 #include <sodium.h>
 
 #include "hnsw_bin.h"
@@ -34,11 +36,10 @@ enum coin_domain { COIN_STORE = 1, COIN_QUERY = 2 };
 struct client_keys {
     uint8_t master[KEY_BYTES];
     uint8_t route[KEY_BYTES];
-    uint8_t nonce[KEY_BYTES];
     uint8_t memo[KEY_BYTES];
     uint8_t coin[KEY_BYTES];
     uint8_t hash[KEY_BYTES];
-    uint8_t shard[]; /* M x (aead[32] | label[32]) */
+    uint8_t shard[]; /* M x (payload keys[96] | label[32]) */
 };
 
 struct mess_client {
@@ -57,10 +58,17 @@ struct shard_store {
     size_t cap;       /* entries allocated (in entries) */
 };
 
+#define SCRATCH_POOL 64
+
 struct mess_server {
     mess_params p;
     size_t entry_bytes;
     struct shard_store *shards;
+    /* Search scratch (visit marks sized by the shards) kept across queries,
+     * so a search allocates and clears nothing proportional to the index. */
+    pthread_mutex_t pool_lock;
+    struct hnsw_scratch *pool[SCRATCH_POOL];
+    size_t npool;
 };
 
 struct mess_query {
@@ -74,21 +82,24 @@ struct mess_query {
  * Keys
  * ---------------------------------------------------------------------- */
 
-static const uint8_t *aead_key(const mess_client *c, uint32_t j)
+#define SHARD_KEY_BYTES (sizeof(struct payload_keys) + KEY_BYTES)
+
+static const struct payload_keys *aead_key(const mess_client *c, uint32_t j)
 {
-    return c->keys->shard + (size_t)j * 2 * KEY_BYTES;
+    return (const struct payload_keys *)(const void *)(c->keys->shard +
+                                                       (size_t)j * SHARD_KEY_BYTES);
 }
 
 static const uint8_t *label_key(const mess_client *c, uint32_t j)
 {
-    return c->keys->shard + (size_t)j * 2 * KEY_BYTES + KEY_BYTES;
+    return c->keys->shard + (size_t)j * SHARD_KEY_BYTES + sizeof(struct payload_keys);
 }
 
 /* Allocates the key block and derives every subkey from keys->master,
  * which the caller fills first through the returned pointer. */
 static int keys_alloc(mess_client *c)
 {
-    c->keys_len = sizeof(struct client_keys) + (size_t)c->p.shards * 2 * KEY_BYTES;
+    c->keys_len = sizeof(struct client_keys) + (size_t)c->p.shards * SHARD_KEY_BYTES;
     c->keys = (struct client_keys *)sodium_malloc(c->keys_len);
     if (!c->keys)
         return MESS_ENOMEM;
@@ -101,15 +112,16 @@ static void keys_derive(mess_client *c)
     struct client_keys *k = c->keys;
     uint32_t j;
     crypto_kdf_derive_from_key(k->route, KEY_BYTES, 0, "MESSrout", k->master);
-    crypto_kdf_derive_from_key(k->nonce, KEY_BYTES, 0, "MESSnonc", k->master);
     crypto_kdf_derive_from_key(k->memo, KEY_BYTES, 0, "MESSmemo", k->master);
     crypto_kdf_derive_from_key(k->coin, KEY_BYTES, 0, "MESScoin", k->master);
     crypto_kdf_derive_from_key(k->hash, KEY_BYTES, 0, "MESShash", k->master);
     for (j = 0; j < c->p.shards; j++) {
-        crypto_kdf_derive_from_key(k->shard + (size_t)j * 2 * KEY_BYTES,
-                                   KEY_BYTES, j, "MESSaead", k->master);
-        crypto_kdf_derive_from_key(k->shard + (size_t)j * 2 * KEY_BYTES + KEY_BYTES,
-                                   KEY_BYTES, j, "MESSlabl", k->master);
+        uint8_t *sk = k->shard + (size_t)j * SHARD_KEY_BYTES;
+        crypto_kdf_derive_from_key(sk, KEY_BYTES, j, "MESSpenc", k->master);
+        crypto_kdf_derive_from_key(sk + KEY_BYTES, KEY_BYTES, j, "MESSpmac", k->master);
+        crypto_kdf_derive_from_key(sk + 2 * KEY_BYTES, KEY_BYTES, j, "MESSpprf", k->master);
+        crypto_kdf_derive_from_key(sk + sizeof(struct payload_keys), KEY_BYTES, j,
+                                   "MESSlabl", k->master);
     }
 }
 
@@ -304,7 +316,7 @@ struct shard_upload {
     uint64_t op;
 };
 
-/* Encodes every record of shard j: hash the shard's items in one sgemm,
+/* Encodes every record of shard j: hash the shard's items in one call,
  * perturb each code with fresh coins (p_D), seal each payload. */
 static int upload_shard(void *ctx, size_t jj, unsigned worker)
 {
@@ -337,22 +349,19 @@ static int upload_shard(void *ctx, size_t jj, unsigned worker)
     for (i = 0; i < n; i++) {
         const struct label_rec *lr = &u->recs[j][i];
         uint8_t *rec = u->out + (u->offset[j] + i) * u->rec_bytes;
-        uint8_t fresh[PAYLOAD_FRESH_BYTES];
         struct mess_rng rng;
         uint64_t *code = codes + i * words;
 
         coins_init(c, &rng, u->op, COIN_STORE, u->ids[lr->item], j);
         rc = lshrr_flip(&rng, code, p->kappa, p->p_store);
-        mess_rng_bytes(&rng, fresh, sizeof fresh);
         mess_rng_wipe(&rng);
         if (rc != MESS_OK)
             goto done;
         mess_store_u32(rec, j);
         mess_store_u64(rec + 4, lr->label);
         wire_store_code(rec + 12, words, code);
-        payload_seal(p, aead_key(c, j), c->keys->nonce, j, u->ids[lr->item],
-                     u->vectors + lr->item * p->dim, fresh, plain,
-                     rec + 12 + code_bytes);
+        payload_seal(p, aead_key(c, j), j, u->ids[lr->item],
+                     u->vectors + lr->item * p->dim, plain, rec + 12 + code_bytes);
     }
 done:
     if (x)
@@ -700,20 +709,84 @@ struct scored {
     float dist;
 };
 
-static int scored_by_id(const void *a, const void *b)
+/* Order of the results: ascending distance, ties by id. */
+static int scored_less(const struct scored *x, const struct scored *y)
 {
-    const struct scored *x = (const struct scored *)a, *y = (const struct scored *)b;
-    if (x->id != y->id)
-        return x->id < y->id ? -1 : 1;
-    return x->dist < y->dist ? -1 : x->dist > y->dist;
+    return x->dist < y->dist || (x->dist == y->dist && x->id < y->id);
 }
 
-static int scored_by_dist(const void *a, const void *b)
+static int scored_cmp(const void *a, const void *b)
 {
     const struct scored *x = (const struct scored *)a, *y = (const struct scored *)b;
-    if (x->dist != y->dist)
-        return x->dist < y->dist ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
+    return scored_less(x, y) ? -1 : scored_less(y, x);
+}
+
+/* Max-heap (by scored_less) of the best k so far. */
+static void heap_offer(struct scored *h, size_t *n, size_t k, struct scored v)
+{
+    size_t i, c;
+    if (*n < k) {
+        i = (*n)++;
+        while (i > 0 && scored_less(&h[(i - 1) / 2], &v)) {
+            h[i] = h[(i - 1) / 2];
+            i = (i - 1) / 2;
+        }
+        h[i] = v;
+        return;
+    }
+    if (!scored_less(&v, &h[0]))
+        return;
+    i = 0;
+    for (;;) {
+        c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && scored_less(&h[c], &h[c + 1]))
+            c++;
+        if (!scored_less(&v, &h[c]))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = v;
+}
+
+/* Open-addressing set of the ids seen in one response (dedupe). */
+struct id_set {
+    uint64_t *slot;
+    uint8_t *used;
+    size_t mask;
+};
+
+static int id_set_init(struct id_set *t, size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    t->mask = cap - 1;
+    t->slot = (uint64_t *)mess_malloc_array(cap, sizeof *t->slot);
+    t->used = (uint8_t *)calloc(cap, 1);
+    return t->slot && t->used ? MESS_OK : MESS_ENOMEM;
+}
+
+/* Inserts id; returns 1 if it was new. */
+static int id_set_add(struct id_set *t, uint64_t id)
+{
+    size_t i = (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & t->mask;
+    while (t->used[i]) {
+        if (t->slot[i] == id)
+            return 0;
+        i = (i + 1) & t->mask;
+    }
+    t->used[i] = 1;
+    t->slot[i] = id;
+    return 1;
+}
+
+static void id_set_free(struct id_set *t)
+{
+    free(t->slot);
+    free(t->used);
 }
 
 int mess_client_finish(mess_client *c, const mess_query *q,
@@ -724,10 +797,11 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     const mess_params *p;
     struct mess_rd r;
     const uint8_t *rid;
-    struct scored *cand = NULL;
+    struct scored *best = NULL;
+    struct id_set seen;
     uint8_t *plain = NULL;
     float *x = NULL;
-    size_t entry_bytes, total = 0, ncand = 0, i, uniq;
+    size_t entry_bytes, plain_bytes, total = 0, nok = 0, nbest = 0, i;
     mess_finish_stats st;
     uint32_t j;
     int rc;
@@ -736,9 +810,11 @@ int mess_client_finish(mess_client *c, const mess_query *q,
         return MESS_EINVAL;
     *n_out = 0;
     memset(&st, 0, sizeof st);
+    memset(&seen, 0, sizeof seen);
     st.memo_hit = q->memo_hit;
     p = &c->p;
     entry_bytes = payload_entry_bytes(p);
+    plain_bytes = payload_plain_bytes(p);
     mess_rd_init(&r, resp, resp_len);
     rc = wire_check_header(&r, WIRE_RESPONSE, p);
     if (rc != MESS_OK)
@@ -774,13 +850,15 @@ int mess_client_finish(mess_client *c, const mess_query *q,
             goto out;
         }
     }
-    cand = (struct scored *)mess_malloc_array(total ? total : 1, sizeof *cand);
-    plain = (uint8_t *)malloc(payload_plain_bytes(p));
+    best = (struct scored *)mess_malloc_array(k ? k : 1, sizeof *best);
+    plain = (uint8_t *)malloc(plain_bytes);
     x = (float *)mess_malloc_array(p->dim, sizeof(float));
-    if (!cand || !plain || !x) {
+    if (!best || !plain || !x || id_set_init(&seen, total) != MESS_OK) {
         rc = MESS_ENOMEM;
         goto out;
     }
+    /* Every entry is authenticated; the vector of an id is decoded and
+     * reranked once (the copies of one item carry the same plaintext). */
     for (j = 0; j < p->shards; j++) {
         uint8_t b[2];
         uint32_t count, e;
@@ -788,38 +866,41 @@ int mess_client_finish(mess_client *c, const mess_query *q,
         count = (uint32_t)b[0] | (uint32_t)b[1] << 8;
         for (e = 0; e < count; e++) {
             const uint8_t *entry = mess_rd_take(&r, entry_bytes);
-            uint64_t id;
-            if (payload_open(p, aead_key(c, j), j, entry, plain, &id, x) != MESS_OK) {
+            struct scored v;
+            if (payload_open_raw(p, aead_key(c, j), j, entry, plain) != MESS_OK) {
                 st.auth_failures++;
                 continue;
             }
-            cand[ncand].id = id;
-            cand[ncand].dist = rerank_distance(p, q->q, x);
-            ncand++;
+            nok++;
+            v.id = mess_load_u64(plain);
+            if (!id_set_add(&seen, v.id))
+                continue;
+            st.unique++;
+            payload_decode_vector(p, plain + 8, x);
+            v.dist = rerank_distance(p, q->q, x);
+            if (k)
+                heap_offer(best, &nbest, k, v);
         }
     }
     st.candidates = total;
-    /* dedupe by id, keeping the smallest distance */
-    qsort(cand, ncand, sizeof *cand, scored_by_id);
-    for (i = 0, uniq = 0; i < ncand; i++)
-        if (uniq == 0 || cand[i].id != cand[uniq - 1].id)
-            cand[uniq++] = cand[i];
-    st.unique = uniq;
-    qsort(cand, uniq, sizeof *cand, scored_by_dist);
-    for (i = 0; i < k && i < uniq; i++) {
-        ids[i] = cand[i].id;
-        dists[i] = cand[i].dist;
+    qsort(best, nbest, sizeof *best, scored_cmp);
+    for (i = 0; i < nbest; i++) {
+        ids[i] = best[i].id;
+        dists[i] = best[i].dist;
     }
-    *n_out = i;
-    rc = (total > 0 && ncand == 0) ? MESS_EAUTH : MESS_OK;
+    *n_out = nbest;
+    rc = (total > 0 && nok == 0) ? MESS_EAUTH : MESS_OK;
 out:
     if (stats)
         *stats = st;
     if (plain)
-        sodium_memzero(plain, payload_plain_bytes(p));
+        sodium_memzero(plain, plain_bytes);
+    if (x)
+        sodium_memzero(x, (size_t)p->dim * sizeof(float));
     free(plain);
     free(x);
-    free(cand);
+    free(best);
+    id_set_free(&seen);
     return rc;
 }
 
@@ -848,6 +929,9 @@ void mess_server_free(mess_server *s)
             hnsw_free(s->shards[j].graph);
             free(s->shards[j].entries);
         }
+    while (s->npool > 0)
+        hnsw_scratch_free(s->pool[--s->npool]);
+    pthread_mutex_destroy(&s->pool_lock);
     free(s->shards);
     free(s);
 }
@@ -876,7 +960,8 @@ static int server_alloc(const mess_params *p, int with_graphs, mess_server **out
     s->p = *p;
     s->entry_bytes = payload_entry_bytes(p);
     s->shards = (struct shard_store *)calloc(p->shards, sizeof *s->shards);
-    if (!s->shards) {
+    if (!s->shards || pthread_mutex_init(&s->pool_lock, NULL) != 0) {
+        free(s->shards);
         free(s);
         return MESS_ENOMEM;
     }
@@ -1087,16 +1172,42 @@ static int search_shard(void *ctx, size_t jj, unsigned worker)
                        sj->hits[j], &sj->found[j]);
 }
 
+static int scratch_take(const mess_server *cs, struct hnsw_scratch **out)
+{
+    mess_server *s = (mess_server *)(uintptr_t)cs; /* the pool is not logical state */
+    *out = NULL;
+    pthread_mutex_lock(&s->pool_lock);
+    if (s->npool > 0)
+        *out = s->pool[--s->npool];
+    pthread_mutex_unlock(&s->pool_lock);
+    return *out ? MESS_OK : hnsw_scratch_new(out);
+}
+
+static void scratch_give(const mess_server *cs, struct hnsw_scratch *sc)
+{
+    mess_server *s = (mess_server *)(uintptr_t)cs;
+    if (!sc)
+        return;
+    pthread_mutex_lock(&s->pool_lock);
+    if (s->npool < SCRATCH_POOL) {
+        s->pool[s->npool++] = sc;
+        sc = NULL;
+    }
+    pthread_mutex_unlock(&s->pool_lock);
+    hnsw_scratch_free(sc);
+}
+
 int mess_server_search(const mess_server *s, const uint8_t *req,
                        size_t req_len, unsigned threads, uint8_t **resp,
                        size_t *resp_len)
 {
     struct wire_request rq;
     struct search_job sj;
-    struct mess_wr w;
+    struct hnsw_hit *hits = NULL;
     uint32_t j, M;
     unsigned t;
-    size_t total = 0;
+    size_t total = 0, len, off, pool = 0;
+    uint8_t *out;
     int rc;
 
     if (!s || !req || !resp || !resp_len)
@@ -1122,51 +1233,64 @@ int mess_server_search(const mess_server *s, const uint8_t *req,
         goto done;
     }
     for (t = 0; t < threads; t++)
-        if ((rc = hnsw_scratch_new(&sj.scratch[t])) != MESS_OK)
+        if ((rc = scratch_take(s, &sj.scratch[t])) != MESS_OK)
             goto done;
-    for (j = 0; j < M; j++) {
-        size_t b = search_room(s, j, wire_request_budget(&rq, j));
-        sj.hits[j] = (struct hnsw_hit *)mess_malloc_array(b ? b : 1, sizeof **sj.hits);
-        if (!sj.hits[j]) {
-            rc = MESS_ENOMEM;
-            goto done;
-        }
+    for (j = 0; j < M; j++)
+        pool += search_room(s, j, wire_request_budget(&rq, j));
+    hits = (struct hnsw_hit *)mess_malloc_array(pool ? pool : 1, sizeof *hits);
+    if (!hits) {
+        rc = MESS_ENOMEM;
+        goto done;
+    }
+    for (j = 0, off = 0; j < M; j++) {
+        sj.hits[j] = hits + off;
+        off += search_room(s, j, wire_request_budget(&rq, j));
     }
     rc = parallel_for(M, threads, search_shard, &sj);
     if (rc != MESS_OK)
         goto done;
     for (j = 0; j < M; j++)
         total += sj.found[j];
-    mess_wr_init(&w);
-    wire_header(&w, WIRE_RESPONSE, &s->p);
-    mess_wr_bytes(&w, rq.request_id, WIRE_REQUEST_ID_BYTES);
-    for (j = 0; j < M; j++) {
-        size_t e;
-        uint8_t b[2], *dst;
-        b[0] = (uint8_t)sj.found[j];
-        b[1] = (uint8_t)(sj.found[j] >> 8);
-        mess_wr_bytes(&w, b, 2);
-        dst = mess_wr_reserve(&w, sj.found[j] * s->entry_bytes);
-        for (e = 0; dst && e < sj.found[j]; e++)
-            memcpy(dst + e * s->entry_bytes,
-                   s->shards[j].entries + (size_t)sj.hits[j][e].node * s->entry_bytes,
-                   s->entry_bytes);
-    }
-    (void)total;
-    if (w.err) {
-        rc = w.err;
-        mess_wr_free(&w);
+    /* exact size, one allocation: header | request id | per shard count + entries */
+    len = WIRE_HEADER_BYTES + WIRE_REQUEST_ID_BYTES + (size_t)M * 2 + total * s->entry_bytes;
+    out = (uint8_t *)malloc(len);
+    if (!out) {
+        rc = MESS_ENOMEM;
         goto done;
     }
-    *resp = w.p;
-    *resp_len = w.len;
+    {
+        struct mess_wr w;
+        mess_wr_init(&w);
+        wire_header(&w, WIRE_RESPONSE, &s->p);
+        if (w.err || w.len != WIRE_HEADER_BYTES) {
+            rc = w.err ? w.err : MESS_EFORMAT;
+            mess_wr_free(&w);
+            free(out);
+            goto done;
+        }
+        memcpy(out, w.p, WIRE_HEADER_BYTES);
+        mess_wr_free(&w);
+    }
+    off = WIRE_HEADER_BYTES;
+    memcpy(out + off, rq.request_id, WIRE_REQUEST_ID_BYTES);
+    off += WIRE_REQUEST_ID_BYTES;
+    for (j = 0; j < M; j++) {
+        const uint8_t *base = s->shards[j].entries;
+        size_t e;
+        out[off] = (uint8_t)sj.found[j];
+        out[off + 1] = (uint8_t)(sj.found[j] >> 8);
+        off += 2;
+        for (e = 0; e < sj.found[j]; e++, off += s->entry_bytes)
+            memcpy(out + off, base + (size_t)sj.hits[j][e].node * s->entry_bytes,
+                   s->entry_bytes);
+    }
+    *resp = out;
+    *resp_len = len;
 done:
     if (sj.scratch)
         for (t = 0; t < threads; t++)
-            hnsw_scratch_free(sj.scratch[t]);
-    if (sj.hits)
-        for (j = 0; j < M; j++)
-            free(sj.hits[j]);
+            scratch_give(s, sj.scratch[t]);
+    free(hits);
     free(sj.scratch);
     free(sj.hits);
     free(sj.found);

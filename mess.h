@@ -509,6 +509,31 @@ int mess_plan_recovery(const double *p_hit, size_t n, double *prob);
 int mess_plan_recovery_uniform(const double *p_hit, size_t m, size_t t,
                                double *prob);
 
+/* The conditional refinement (MESS_PLAN_CONDITIONAL below).  Proposition
+ * 4.1 treats the overtaking events of one target as independent, but they
+ * all compare against the same perturbed target distance X; conditioning
+ * on it restores that correlation:
+ *   Pr[X = x | d] = (Binomial(d, 1-p_plus) * Binomial(kappa-d, p_plus))(x)
+ * (the distance law of the proof of Proposition 4.1, convolved exactly),
+ * an item at clean distance d overtakes with F_d(x) = Pr[X_d < x] +
+ * Pr[X_d = x]/2, and P_hit = sum_x Pr[X = x | d_star] Phi((P + 1/2 - 1 -
+ * mu(x)) / sigma(x)) with mu(x), sigma(x)^2 the Poisson-binomial moments
+ * of the F_d(x) (occupancy-scaled counts as in mess_plan_rank).
+ * kappa <= MESS_PLAN_MAX_CONDITIONAL_BITS (tables are (kappa+1)^2). */
+#define MESS_PLAN_PAPER        0  /* Proposition 4.1 / Appendix B as stated */
+#define MESS_PLAN_CONDITIONAL  1  /* conditioned on the target's perturbed distance */
+#define MESS_PLAN_MAX_CONDITIONAL_BITS 1024
+
+/* pmf[x] = Pr[perturbed distance = x | clean distance d], x = 0..kappa. */
+int mess_plan_distance_pmf(uint32_t kappa, double p_plus, uint32_t d,
+                           double *pmf);
+
+/* P_hit of the conditional model for one shard: count[] and occupancy as in
+ * mess_plan_rank (target excluded), budget P >= 0. */
+int mess_plan_hit_conditional(uint32_t kappa, double p_plus, uint32_t d_star,
+                              const double *count, double occupancy,
+                              double budget, double *prob);
+
 /* Predicted Recall@k for candidate pools pools[0..npools-1] (total B split
  * over the M shards as the protocol does), from the client's own clean
  * codes: nothing here leaves the client.
@@ -520,12 +545,23 @@ int mess_plan_recovery_uniform(const double *p_hit, size_t m, size_t t,
  *            aggregate recovery probability (route averaged);
  *   threads: workers (0 = 1).
  * Uses p_D, p_q = mess_effective_flip(p_PRR, p_IRR), M, t, kappa of the
- * client.  The model ignores HNSW's own misses, so it is an upper
- * envelope of measured recall (docs/PRIVACY.md compares both). */
+ * client.  This is Proposition 4.1 / Appendix B as the paper states it;
+ * it treats a target's overtaking events as independent and is strongly
+ * pessimistic at small pools on the bundled SIFT set, where the
+ * conditional model of mess_plan_recall_model comes close to measured
+ * recall (docs/PRIVACY.md compares both). */
 int mess_plan_recall(const mess_client *c, const float *data, size_t n,
                      const float *queries, size_t nq,
                      const uint32_t *truth, size_t k, const size_t *pools,
                      size_t npools, unsigned threads, double *recall);
+
+/* The same with a choice of model: MESS_PLAN_PAPER (what mess_plan_recall
+ * computes) or MESS_PLAN_CONDITIONAL (closer to measured recall; see
+ * docs/PRIVACY.md). */
+int mess_plan_recall_model(const mess_client *c, int model, const float *data,
+                           size_t n, const float *queries, size_t nq,
+                           const uint32_t *truth, size_t k, const size_t *pools,
+                           size_t npools, unsigned threads, double *recall);
 
 #ifdef __cplusplus
 }

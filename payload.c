@@ -6,7 +6,7 @@
 
 #include "payload.h"
 
-static const uint8_t payload_domain[8] = {'M', 'E', 'S', 'S', 'p', 'a', 'y', '1'};
+static const uint8_t payload_domain[8] = {'M', 'E', 'S', 'S', 'p', 'a', 'y', '2'};
 
 size_t payload_plain_bytes(const mess_params *p)
 {
@@ -15,7 +15,7 @@ size_t payload_plain_bytes(const mess_params *p)
 
 size_t payload_entry_bytes(const mess_params *p)
 {
-    return PAYLOAD_NONCE_BYTES + payload_plain_bytes(p) + PAYLOAD_TAG_BYTES;
+    return PAYLOAD_SIV_BYTES + payload_plain_bytes(p);
 }
 
 size_t mess_payload_size(const mess_params *p)
@@ -163,42 +163,74 @@ static void make_ad(uint32_t shard, uint8_t ad[12])
     mess_store_u32(ad + 8, shard);
 }
 
-void payload_seal(const mess_params *p, const uint8_t key[32],
-                  const uint8_t nonce_key[32], uint32_t shard, uint64_t id,
-                  const float *x, const uint8_t fresh[PAYLOAD_FRESH_BYTES],
-                  uint8_t *plain, uint8_t *entry)
+/* siv = HChaCha20(k_prf, Poly1305_{k_mac}(AD || plain))[0..16).  Poly1305
+ * under a fixed key is an almost-universal hash of the fixed-length input,
+ * never exposed: only its image under the PRF HChaCha20 is (hash-then-PRF,
+ * as POLYVAL-then-AES in RFC 8452). */
+static void compute_siv(const struct payload_keys *k, const uint8_t ad[12],
+                        const uint8_t *plain, size_t plen,
+                        uint8_t siv[PAYLOAD_SIV_BYTES])
+{
+    crypto_onetimeauth_state st;
+    uint8_t h[crypto_onetimeauth_BYTES], out[crypto_core_hchacha20_OUTPUTBYTES];
+    crypto_onetimeauth_init(&st, k->mac);
+    crypto_onetimeauth_update(&st, ad, 12);
+    crypto_onetimeauth_update(&st, plain, plen);
+    crypto_onetimeauth_final(&st, h);
+    crypto_core_hchacha20(out, h, k->prf, NULL);
+    memcpy(siv, out, PAYLOAD_SIV_BYTES);
+    sodium_memzero(h, sizeof h);
+    sodium_memzero(&st, sizeof st);
+}
+
+/* ChaCha20 keystream at the position named by the SIV: its first 12 bytes
+ * are the nonce, 30 bits of the rest the first block counter (so a payload
+ * of up to 2^30 blocks never wraps).  Two entries share keystream only if
+ * their SIVs agree on 126 bits. */
+static void stream_xor(const struct payload_keys *k,
+                       const uint8_t siv[PAYLOAD_SIV_BYTES], uint8_t *dst,
+                       const uint8_t *src, size_t len)
+{
+    crypto_stream_chacha20_ietf_xor_ic(dst, src, (unsigned long long)len, siv,
+                                       mess_load_u32(siv + 12) & 0x3fffffffu,
+                                       k->enc);
+}
+
+void payload_seal(const mess_params *p, const struct payload_keys *k,
+                  uint32_t shard, uint64_t id, const float *x, uint8_t *plain,
+                  uint8_t *entry)
 {
     size_t plen = payload_plain_bytes(p);
-    unsigned long long clen;
-    crypto_generichash_state st;
     uint8_t ad[12];
-
     mess_store_u64(plain, id);
     payload_encode_vector(p, x, plain + 8);
     make_ad(shard, ad);
-    crypto_generichash_init(&st, nonce_key, 32, PAYLOAD_NONCE_BYTES);
-    crypto_generichash_update(&st, fresh, PAYLOAD_FRESH_BYTES);
-    crypto_generichash_update(&st, ad, sizeof ad);
-    crypto_generichash_update(&st, plain, plen);
-    crypto_generichash_final(&st, entry, PAYLOAD_NONCE_BYTES);
-    crypto_aead_chacha20poly1305_ietf_encrypt(
-        entry + PAYLOAD_NONCE_BYTES, &clen, plain, plen, ad, sizeof ad, NULL,
-        entry, key);
+    compute_siv(k, ad, plain, plen, entry);
+    stream_xor(k, entry, entry + PAYLOAD_SIV_BYTES, plain, plen);
 }
 
-int payload_open(const mess_params *p, const uint8_t key[32], uint32_t shard,
-                 const uint8_t *entry, uint8_t *plain, uint64_t *id, float *x)
+int payload_open_raw(const mess_params *p, const struct payload_keys *k,
+                     uint32_t shard, const uint8_t *entry, uint8_t *plain)
 {
     size_t plen = payload_plain_bytes(p);
-    unsigned long long mlen;
-    uint8_t ad[12];
-
+    uint8_t ad[12], siv[PAYLOAD_SIV_BYTES];
     make_ad(shard, ad);
-    if (crypto_aead_chacha20poly1305_ietf_decrypt(
-            plain, &mlen, NULL, entry + PAYLOAD_NONCE_BYTES,
-            plen + PAYLOAD_TAG_BYTES, ad, sizeof ad, entry, key) != 0 ||
-        mlen != plen)
+    stream_xor(k, entry, plain, entry + PAYLOAD_SIV_BYTES, plen);
+    compute_siv(k, ad, plain, plen, siv);
+    if (crypto_verify_16(siv, entry) != 0) {
+        sodium_memzero(plain, plen);
         return MESS_EAUTH;
+    }
+    return MESS_OK;
+}
+
+int payload_open(const mess_params *p, const struct payload_keys *k,
+                 uint32_t shard, const uint8_t *entry, uint8_t *plain,
+                 uint64_t *id, float *x)
+{
+    int rc = payload_open_raw(p, k, shard, entry, plain);
+    if (rc != MESS_OK)
+        return rc;
     *id = mess_load_u64(plain);
     payload_decode_vector(p, plain + 8, x);
     return MESS_OK;

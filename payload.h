@@ -1,20 +1,37 @@
 /*
  * payload.h - the encrypted payload stored with every shard entry:
- * id || encoded vector under ChaCha20-Poly1305 (IETF) with the shard's key.
+ * id || encoded vector, sealed per shard by a synthetic-IV AEAD.
  * Internal header.
  *
- * Entry layout (payload_entry_bytes):  nonce[12] | ciphertext | tag[16]
+ * Entry layout (payload_entry_bytes):  siv[16] | ciphertext
  * Plaintext:                           id (u64 LE) | vector encoding
- * Associated data:                     "MESSpay1" | shard (u32 LE)
+ * Associated data:                     "MESSpay2" | shard (u32 LE)
+ *
+ * SIV construction (Rogaway and Shrimpton's deterministic AE, the pattern
+ * of AES-GCM-SIV, RFC 8452, on libsodium's ChaCha family):
+ *   h   = Poly1305 polynomial hash under k_mac of AD || plaintext
+ *   siv = first 16 bytes of HChaCha20(k_prf, h)          (a PRF of AD || P)
+ *   ct  = plaintext XOR ChaCha20(k_enc, nonce = siv[0..12),
+ *                                 first block = 30 bits of siv[12..16))
+ * Opening decrypts with the siv, recomputes it from AD || plaintext and
+ * compares in constant time.  The IV is a PRF of the whole plaintext, so
+ * two different plaintexts never share a keystream (up to a 2^-128 PRF
+ * collision per pair); no nonce is stored and none can be reused.
  */
 #ifndef MESS_PAYLOAD_H
 #define MESS_PAYLOAD_H
 
 #include "params.h"
 
-#define PAYLOAD_NONCE_BYTES 12
-#define PAYLOAD_TAG_BYTES 16
-#define PAYLOAD_FRESH_BYTES 16
+#define PAYLOAD_SIV_BYTES 16
+#define PAYLOAD_KEY_BYTES 32
+
+/* The three independent keys of one shard (derived by the caller). */
+struct payload_keys {
+    uint8_t enc[PAYLOAD_KEY_BYTES]; /* ChaCha20 */
+    uint8_t mac[PAYLOAD_KEY_BYTES]; /* Poly1305 hash key (r | s) */
+    uint8_t prf[PAYLOAD_KEY_BYTES]; /* HChaCha20 */
+};
 
 size_t payload_plain_bytes(const mess_params *p);
 size_t payload_entry_bytes(const mess_params *p);
@@ -23,20 +40,21 @@ size_t payload_entry_bytes(const mess_params *p);
 void payload_encode_vector(const mess_params *p, const float *x, uint8_t *out);
 void payload_decode_vector(const mess_params *p, const uint8_t *in, float *x);
 
-/* Encrypts (id, x) for `shard` into entry[payload_entry_bytes].
- * The nonce is synthetic: BLAKE2b(nonce_key; fresh | shard | plaintext),
- * so it is unique whenever `fresh` is (CSPRNG bytes) and, in deterministic
- * mode, never repeats for two different plaintexts even if `fresh` does.
- * plain: scratch of payload_plain_bytes. */
-void payload_seal(const mess_params *p, const uint8_t key[32],
-                  const uint8_t nonce_key[32], uint32_t shard, uint64_t id,
-                  const float *x, const uint8_t fresh[PAYLOAD_FRESH_BYTES],
-                  uint8_t *plain, uint8_t *entry);
+/* Seals (id, x) for `shard` into entry[payload_entry_bytes].
+ * plain: scratch of payload_plain_bytes (left holding the plaintext). */
+void payload_seal(const mess_params *p, const struct payload_keys *k,
+                  uint32_t shard, uint64_t id, const float *x, uint8_t *plain,
+                  uint8_t *entry);
 
-/* Authenticates and decrypts an entry of `shard`: MESS_OK with *id and x
- * filled, or MESS_EAUTH.  plain: scratch of payload_plain_bytes. */
-int payload_open(const mess_params *p, const uint8_t key[32], uint32_t shard,
-                 const uint8_t *entry, uint8_t *plain, uint64_t *id, float *x);
+/* Authenticates and decrypts an entry of `shard` into plain
+ * [payload_plain_bytes]: MESS_OK, or MESS_EAUTH with plain wiped. */
+int payload_open_raw(const mess_params *p, const struct payload_keys *k,
+                     uint32_t shard, const uint8_t *entry, uint8_t *plain);
+
+/* payload_open_raw, then *id and the decoded vector x. */
+int payload_open(const mess_params *p, const struct payload_keys *k,
+                 uint32_t shard, const uint8_t *entry, uint8_t *plain,
+                 uint64_t *id, float *x);
 
 /* IEEE 754 half precision conversions (round to nearest, ties to even). */
 uint16_t payload_f32_to_f16(float f);

@@ -2,7 +2,8 @@
  * bench_encode.c - `mess bench encode`: the client-side encoding.
  *
  * Throughput (default): IsoHash training time, hashing vectors/s for all M
- * shards (one sgemv per vector vs one sgemm per shard over the batch), and
+ * shards (per vector or per shard over a batch; vectorized loops vs BLAS
+ * sgemv / sgemm), and
  * storage-side randomized response bits/s over 10^6 codes for the three
  * exact samplers, as ratios to the one-uniform-per-bit reference.
  *
@@ -155,7 +156,7 @@ static int run_throughput(const struct data *d, uint32_t kappa,
     struct isohash *h = NULL;
     uint64_t *codes = NULL;
     size_t words = kappa / 64, i, nvec, done;
-    double t0, t_train, t_gemv, t_gemm, rate[4][3], t_seeded, t_csprng,
+    double t0, t_train, t_hash[4], rate[4][3], t_seeded, t_csprng,
         t_one, t_seeded_thr;
     uint32_t j, it_min = UINT32_MAX, it_max = 0;
     double res_max = 0;
@@ -188,35 +189,47 @@ static int run_throughput(const struct data *d, uint32_t kappa,
         cli_error("out of memory");
         return CLI_FAIL;
     }
-    /* best of 3 alternating rounds: the machine may be shared */
-    t_gemv = t_gemm = INFINITY;
-    for (round = 0; round < 3 && rc == MESS_OK; round++) {
-        double t;
-        t0 = now();
-        done = 0;
-        while (rc == MESS_OK && (done < 64 || now() - t0 < 0.3)) {
-            i = done % nvec;
-            rc = isohash_hash_all(h, d->base + i * d->dim,
-                                  codes + i * shards * words);
-            done++;
+    /* best of 3 alternating rounds (the machine may be shared) of four
+     * ways: per vector into all shards (loop, sgemv), per shard over the
+     * batch (loop, sgemm) */
+    for (k = 0; k < 4; k++)
+        t_hash[k] = INFINITY;
+    for (round = 0; round < 3 && rc == MESS_OK; round++)
+        for (k = 0; k < 4 && rc == MESS_OK; k++) {
+            double t;
+            t0 = now();
+            if (k < 2) {
+                done = 0;
+                while (rc == MESS_OK && (done < 64 || now() - t0 < 0.3)) {
+                    i = done % nvec;
+                    rc = (k == 0 ? isohash_hash_all : isohash_hash_all_sgemv)(
+                        h, d->base + i * d->dim, codes + i * shards * words);
+                    done++;
+                }
+                t = (now() - t0) / (double)done;
+            } else {
+                for (j = 0; j < shards && rc == MESS_OK; j++)
+                    rc = (k == 2 ? isohash_hash : isohash_hash_sgemm)(
+                        h, j, d->base, nvec, codes + j * nvec * words);
+                t = (now() - t0) / (double)nvec;
+            }
+            t_hash[k] = t < t_hash[k] ? t : t_hash[k];
         }
-        t = (now() - t0) / (double)done;
-        t_gemv = t < t_gemv ? t : t_gemv;
-        t0 = now();
-        for (j = 0; j < shards && rc == MESS_OK; j++)
-            rc = isohash_hash(h, j, d->base, nvec, codes + j * nvec * words);
-        t = (now() - t0) / (double)nvec;
-        t_gemm = t < t_gemm ? t : t_gemm;
-    }
     if (rc != MESS_OK) {
         cli_error("hashing: %s", mess_strerror(rc));
         free(codes);
         isohash_free(h);
         return CLI_FAIL;
     }
-    printf("hash, vectors/s into all %u shards (best of 3): per-vector sgemv "
-           "%.0f, bulk sgemm per shard (%zu vectors) %.0f, ratio %.2f\n",
-           shards, 1.0 / t_gemv, nvec, 1.0 / t_gemm, t_gemv / t_gemm);
+    printf("# hashing into all %u shards, vectors/s (best of 3); ratios to "
+           "BLAS sgemv per vector\n", shards);
+    printf("per vector, BLAS sgemv (isohash_hash_all_sgemv)   %10.0f  1.00\n"
+           "per vector, vectorized loop (isohash_hash_all)    %10.0f  %.2f\n"
+           "per shard over %6zu, BLAS sgemm (isohash_hash_sgemm) %7.0f  %.2f\n"
+           "per shard over %6zu, vectorized loop (isohash_hash)  %7.0f  %.2f\n",
+           1.0 / t_hash[1], 1.0 / t_hash[0], t_hash[1] / t_hash[0], nvec,
+           1.0 / t_hash[3], t_hash[1] / t_hash[3], nvec, 1.0 / t_hash[2],
+           t_hash[1] / t_hash[2]);
 
     /* storage-side randomized response over ncodes codes */
     printf("# randomized response, %zu codes x %u bits, one generator, best "
@@ -262,10 +275,11 @@ static int run_throughput(const struct data *d, uint32_t kappa,
 
     printf("{\"bench\":\"encode\",\"dim\":%zu,\"kappa\":%u,\"shards\":%u,"
            "\"train_s\":%.3f,\"lp_iter_max\":%u,\"lp_residual_max\":%.3g,"
-           "\"hash_sgemv_vps\":%.1f,\"hash_sgemm_vps\":%.1f,"
-           "\"sgemm_over_sgemv\":%.3f,\"codes\":%zu,\"flip\":[",
-           d->dim, kappa, shards, t_train, it_max, res_max, 1.0 / t_gemv,
-           1.0 / t_gemm, t_gemv / t_gemm, ncodes);
+           "\"hash_all_sgemv_vps\":%.1f,\"hash_all_loop_vps\":%.1f,"
+           "\"hash_bulk_sgemm_vps\":%.1f,\"hash_bulk_loop_vps\":%.1f,"
+           "\"codes\":%zu,\"flip\":[",
+           d->dim, kappa, shards, t_train, it_max, res_max, 1.0 / t_hash[1],
+           1.0 / t_hash[0], 1.0 / t_hash[3], 1.0 / t_hash[2], ncodes);
     for (s = 0; s < 4; s++)
         printf("%s{\"p\":%g,\"threshold_bps\":%.4g,\"bitsliced_bps\":%.4g,"
                "\"geometric_bps\":%.4g}",
@@ -522,6 +536,7 @@ static void usage(void)
     printf("usage: mess bench encode [--data DIR] [--kappa K] [--shards M]\n"
            "                         [--codes N] [--p P] [--threads T]\n"
            "       mess bench encode --quality [--data DIR] [--p P] [--seeds R]\n"
+           "                         [--queries Q]\n"
            "       mess bench encode --lp [--data DIR]\n\n"
            "Client-side encoding.  DIR holds base, query and learn (.bvecs or\n"
            ".fvecs) and, for --quality, groundtruth.ivecs (default\n"
@@ -534,6 +549,7 @@ static void usage(void)
            "  --quality    recall of Hamming top-P for IsoHash, PCA, a random\n"
            "               rotation and random hyperplanes at kappa 64/128/256\n"
            "  --seeds R    training / flip seeds averaged by --quality (default 3)\n"
+           "  --queries Q  --quality uses the first Q queries only (default all)\n"
            "  --lp         Lift-and-Projection iterations, residual and time\n"
            "               against the tolerance (1e-1 .. 1e-6)\n\n"
            "The last line of output is one JSON object.\n");
@@ -544,7 +560,7 @@ int bench_encode(int argc, char **argv)
     struct cli_args a;
     struct data d;
     const char *dir;
-    long kappa, shards, ncodes, threads, seeds;
+    long kappa, shards, ncodes, threads, seeds, queries;
     double p;
     int quality, lp, rc;
 
@@ -563,6 +579,7 @@ int bench_encode(int argc, char **argv)
         cli_opt_long(&a, "--codes", 1000, 100000000, 1000000, &ncodes) ||
         cli_opt_long(&a, "--threads", 1, 64, 2, &threads) ||
         cli_opt_long(&a, "--seeds", 1, 100, 3, &seeds) ||
+        cli_opt_long(&a, "--queries", 0, 100000000, 0, &queries) ||
         cli_opt_double(&a, "--p", 0.0, 0.5, 0.08, &p) || cli_check_unused(&a))
         return CLI_USAGE;
     if (kappa % 64 != 0) {
@@ -575,6 +592,8 @@ int bench_encode(int argc, char **argv)
     }
     if (data_load(dir, quality, &d))
         return CLI_FAIL;
+    if (queries > 0 && (size_t)queries < d.nq)
+        d.nq = (size_t)queries; /* the first ones */
     if (quality)
         rc = run_quality(&d, p, (int)seeds, (unsigned)threads);
     else if (lp)

@@ -34,9 +34,15 @@ static const char plan_help[] =
     "            over a uniform t-of-M route\n"
     "  Recall@k(B) = mean over queries and true top-k items of recover\n"
     "\n"
-    "The model assumes the shard search returns the exact top-P by perturbed\n"
-    "distance; HNSW misses some, so measured recall lies below it (docs/\n"
-    "PRIVACY.md compares both on the bundled SIFT set).\n"
+    "That is the paper's model (column \"paper\").  It treats the overtaking\n"
+    "events of one target as independent although they all compare against\n"
+    "the same perturbed target distance X, which makes it pessimistic at small\n"
+    "pools.  Column \"conditional\" conditions on X: Pr[X = x | d*] is the\n"
+    "exact law Binomial(d*, 1-p_plus) * Binomial(kappa-d*, p_plus), an item at\n"
+    "clean distance d overtakes with Pr[X_d < x] + Pr[X_d = x]/2, and\n"
+    "P_hit = sum_x Pr[X = x | d*] Phi((P + 1/2 - 1 - mu(x)) / sigma(x)).  Both\n"
+    "assume an exact top-P search per shard; HNSW misses a little more.\n"
+    "docs/PRIVACY.md compares both with measured recall on the bundled SIFT set.\n"
     "\n"
     "  --client C         client state (its hashes and parameters)\n"
     "  --train FILE       or: train a client here with the parameters below\n"
@@ -46,6 +52,8 @@ static const char plan_help[] =
     "                     (default: computed here with the client's metric)\n"
     "  -k K               recall depth (10)\n"
     "  --target R         recall to reach (0.9)\n"
+    "  --model M          conditional (default, kappa <= 1024) or paper: the\n"
+    "                     curve that picks the smallest pool\n"
     "  --pools LIST       B values: comma list or A:B:STEP (M, 2M, ..., 128M)\n"
     "  --threads N        worker threads (1)\n"
     "  parameters (with --train): --shards M (64) --per-item T (16) --bits K\n"
@@ -53,8 +61,9 @@ static const char plan_help[] =
     "    --train-sample N, --seed HEX64 (deterministic hashes)\n"
     "  --passphrase-env V client file passphrase in $V\n"
     "\n"
-    "Last line: {\"pool\":smallest B or null,\"recall_at_pool\",\"target\",\"k\",\n"
-    "\"queries\",\"p_plus\",\"curve\":[[B,recall],...],...}.\n";
+    "Last line: {\"pool\":smallest B or null,\"recall_at_pool\",\"model\",\n"
+    "\"target\",\"k\",\"queries\",\"p_plus\",\"curve\":[[B,recall],...] (of --model),\n"
+    "\"curve_paper\",\"curve_conditional\",...}.\n";
 
 static int hexval(char ch)
 {
@@ -129,6 +138,24 @@ static int parse_pools(const char *s, size_t max, size_t **out, size_t *n)
     *out = v;
     *n = k;
     return 0;
+}
+
+/* "key":[[B,r],...] (null without values) */
+static void print_curve(const char *key, const size_t *pools, const double *r,
+                        size_t n, int comma)
+{
+    size_t i;
+    printf("\"%s\":", key);
+    if (!r)
+        printf("null");
+    else {
+        putchar('[');
+        for (i = 0; i < n; i++)
+            printf("%s[%zu,%.6f]", i ? "," : "", pools[i], r[i]);
+        putchar(']');
+    }
+    if (comma)
+        putchar(',');
 }
 
 /* A client from --client, or trained here from --train and the parameters. */
@@ -226,14 +253,26 @@ int cli_cmd_plan(int argc, char **argv)
     int32_t *gt = NULL;
     uint32_t *truth = NULL;
     size_t *pools = NULL, npools = 0, n, dim, nq, qdim, gn = 0, gk = 0, i, j, best;
-    double *recall = NULL;
+    double *recall = NULL, *cond, *sel;
+    const char *model_name;
     struct timespec ts;
-    int rc;
+    int rc, model;
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
         fputs(plan_help, stdout);
         return CLI_OK;
+    }
+    model_name = cli_opt(&a, "--model");
+    if (!model_name)
+        model_name = "conditional";
+    if (strcmp(model_name, "conditional") == 0)
+        model = MESS_PLAN_CONDITIONAL;
+    else if (strcmp(model_name, "paper") == 0)
+        model = MESS_PLAN_PAPER;
+    else {
+        cli_error("--model: expected conditional or paper, got '%s'", model_name);
+        return CLI_USAGE;
     }
     dpath = cli_opt(&a, "--data");
     qpath = cli_opt(&a, "--queries");
@@ -327,51 +366,69 @@ int cli_cmd_plan(int argc, char **argv)
                 truth[i * (size_t)k + j] = (uint32_t)v;
             }
     }
-    recall = (double *)malloc(npools * sizeof *recall);
+    recall = (double *)malloc(2 * npools * sizeof *recall);
     if (!recall) {
         rc = CLI_FAIL;
         goto done;
     }
+    cond = p.kappa <= MESS_PLAN_MAX_CONDITIONAL_BITS ? recall + npools : NULL;
+    if (model == MESS_PLAN_CONDITIONAL && !cond) {
+        cli_error("--model conditional needs kappa <= %d (use --model paper)",
+                  MESS_PLAN_MAX_CONDITIONAL_BITS);
+        rc = CLI_USAGE;
+        goto done;
+    }
     clock_gettime(CLOCK_MONOTONIC, &ts);
     t0 = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-    rc = mess_plan_recall(c, data, n, queries, nq, truth, (size_t)k, pools, npools,
-                          (unsigned)threads, recall);
+    rc = mess_plan_recall_model(c, MESS_PLAN_PAPER, data, n, queries, nq, truth,
+                                (size_t)k, pools, npools, (unsigned)threads, recall);
+    if (rc == MESS_OK && cond)
+        rc = mess_plan_recall_model(c, MESS_PLAN_CONDITIONAL, data, n, queries, nq,
+                                    truth, (size_t)k, pools, npools, (unsigned)threads,
+                                    cond);
     if (rc != MESS_OK) {
         cli_error("plan: %s", mess_strerror(rc));
         rc = CLI_FAIL;
         goto done;
     }
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    sel = model == MESS_PLAN_CONDITIONAL ? cond : recall;
     mess_plan_compound_flip(p.p_store, mess_effective_flip(p.p_prr, p.p_irr), &p_plus);
     printf("predicted Recall@%ld over %zu queries, %zu items; M = %u, t = %u, kappa = %u, "
            "p_D = %.4g, p_q = %.4g (p_plus = %.4g)\n",
            k, nq, n, p.shards, p.per_item, p.kappa, p.p_store,
            mess_effective_flip(p.p_prr, p.p_irr), p_plus);
-    printf("%10s %10s %10s\n", "pool", "per_shard", "recall");
+    printf("%10s %10s %10s %12s\n", "pool", "per_shard", "paper", "conditional");
     best = npools;
     for (i = 0; i < npools; i++) {
-        printf("%10zu %10.2f %10.4f\n", pools[i], (double)pools[i] / p.shards, recall[i]);
-        if (best == npools && recall[i] >= target)
+        printf("%10zu %10.2f %10.4f", pools[i], (double)pools[i] / p.shards, recall[i]);
+        if (cond)
+            printf(" %12.4f\n", cond[i]);
+        else
+            printf(" %12s\n", "-");
+        if (best == npools && sel[i] >= target)
             best = i;
     }
     if (best < npools)
-        printf("smallest pool reaching %.4g: B = %zu (predicted %.4f)\n", target,
-               pools[best], recall[best]);
+        printf("smallest pool reaching %.4g (%s model): B = %zu (predicted %.4f)\n", target,
+               model_name, pools[best], sel[best]);
     else
-        printf("no pool tried reaches %.4g (largest predicted %.4f)\n", target,
-               recall[npools - 1]);
-    printf("{\"k\":%ld,\"queries\":%zu,\"items\":%zu,\"target\":%.6g,", k, nq, n, target);
+        printf("no pool tried reaches %.4g (%s model; largest predicted %.4f)\n", target,
+               model_name, sel[npools - 1]);
+    printf("{\"k\":%ld,\"queries\":%zu,\"items\":%zu,\"target\":%.6g,\"model\":\"%s\",",
+           k, nq, n, target, model_name);
     if (best < npools)
-        printf("\"pool\":%zu,\"recall_at_pool\":%.6f,", pools[best], recall[best]);
+        printf("\"pool\":%zu,\"recall_at_pool\":%.6f,", pools[best], sel[best]);
     else
         printf("\"pool\":null,\"recall_at_pool\":null,");
     printf("\"shards\":%u,\"per_item\":%u,\"bits\":%u,\"p_store\":%.6g,\"p_query\":%.6g,"
-           "\"p_plus\":%.6g,\"seconds\":%.3f,\"curve\":[",
+           "\"p_plus\":%.6g,\"seconds\":%.3f,",
            p.shards, p.per_item, p.kappa, p.p_store, mess_effective_flip(p.p_prr, p.p_irr),
            p_plus, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 - t0);
-    for (i = 0; i < npools; i++)
-        printf("%s[%zu,%.6f]", i ? "," : "", pools[i], recall[i]);
-    printf("]}\n");
+    print_curve("curve", pools, sel, npools, 1);
+    print_curve("curve_paper", pools, recall, npools, 1);
+    print_curve("curve_conditional", pools, cond, npools, 0);
+    printf("}\n");
     rc = CLI_OK;
 done:
     mess_client_free(c);

@@ -8,3 +8,17 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 # Binary HNSW engine vs faiss IndexBinaryHNSW on the same 128-bit codes of
 # datasets/sift and (when built) datasets/large; see docs/HNSW.md.
 nice "$PYTHON" scripts/bench_hnsw.py
+
+# The MESS protocol: recall@10 vs pool for No-Noise and MESS flips, time,
+# bytes per payload encoding, build rate, server memory, with hnswlib on
+# the raw vectors as reference; see docs/PROTOCOL.md.
+nice ./build/mess bench protocol --data datasets/sift
+if [ -f datasets/large/groundtruth.ivecs ]; then
+    nice ./build/mess bench protocol --data datasets/large --payloads f32,i8
+fi
+
+# Client-side encoding: IsoHash hashing (sgemv vs sgemm) and randomized
+# response samplers (bits/s, ratios to the reference in the same run), then
+# the recall of Hamming top-P for IsoHash and its baselines; docs/ENCODING.md.
+nice ./build/mess bench encode
+nice ./build/mess bench encode --quality --seeds 5

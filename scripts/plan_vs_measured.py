@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""plan_vs_measured.py [options] - `mess plan`'s predicted Recall@k against the
-recall `mess query --gt` measures, on the same deterministic client.
+"""plan_vs_measured.py [options] - `mess plan`'s predicted Recall@k (the paper's
+model and the conditional one) against the recall `mess query --gt`
+measures, on the same deterministic client.
 
 Builds a client and server on the bundled SIFT set (mess init / insert with a
 fixed --seed, so runs repeat), measures recall at every pool B with
@@ -10,8 +11,8 @@ fits the paper's empirical curve (Appendix B)
     R(B) = gamma_cov * Phi((B_eff - mu_R) / sigma_R),  B_eff = M floor(B/M) + 1/2
 
 to the measurements by least squares.  Reports, per B, measured / predicted /
-fitted recall, and the error of (a) the unfitted model, (b) the model scaled
-by one fitted coverage factor, (c) the three-parameter normal-CDF fit.
+fitted recall, and the error of each model (a) unfitted, (b) scaled by one
+fitted coverage factor, and (c) of the three-parameter normal-CDF fit.
 Last line: one JSON object.
 
   --mess PATH        the tool (build/mess)
@@ -69,7 +70,8 @@ def main():
     plan = run([a.mess, "plan", "--client", c, "--data", os.path.join(d, "base.bvecs"),
                 "--queries", os.path.join(d, "query.bvecs"), "--gt", gt, "-k", a.k,
                 "--pools", ",".join(map(str, pools)), "--threads", a.threads])
-    pred = np.array([r for _, r in plan["curve"]])
+    paper = np.array([r for _, r in plan["curve_paper"]])
+    cond = np.array([r for _, r in plan["curve_conditional"]])
     meas = []
     for b in pools:
         q = run([a.mess, "query", "--client", c, "--server", s, os.path.join(d, "query.bvecs"),
@@ -86,29 +88,35 @@ def main():
     (g, mu, sg), _ = curve_fit(model, beff, meas, p0=[meas.max(), np.median(beff), np.median(beff)],
                                bounds=([0, -1e6, 1e-6], [1, 1e6, 1e7]), maxfev=20000)
     fit = model(beff, g, mu, sg)
-    cov = float(np.dot(pred, meas) / np.dot(pred, pred))  # one coverage factor
-    scaled = cov * pred
 
     def err(x):
         e = x - meas
         return float(np.sqrt(np.mean(e * e))), float(np.max(np.abs(e)))
 
-    print("%8s %10s %10s %10s %10s" % ("B", "measured", "model", "cov*model", "normal fit"))
+    def coverage(pred):  # one factor, least squares
+        return float(np.dot(pred, meas) / np.dot(pred, pred))
+
+    cp, cc = coverage(paper), coverage(cond)
+    print("%8s %9s %9s %9s %9s %9s" % ("B", "measured", "paper", "cond", "cov*cond", "fit"))
     for i, b in enumerate(pools):
-        print("%8d %10.4f %10.4f %10.4f %10.4f" % (b, meas[i], pred[i], scaled[i], fit[i]))
-    e0, e1, e2 = err(pred), err(scaled), err(fit)
-    print("unfitted model: rmse %.4f max %.4f; coverage %.4f x model: rmse %.4f max %.4f; "
-          "normal fit (gamma %.4f mu %.1f sigma %.1f): rmse %.4f max %.4f"
-          % (e0[0], e0[1], cov, e1[0], e1[1], g, mu, sg, e2[0], e2[1]))
-    print(json.dumps({
-        "p_store": float(a.p_store), "p_query": float(a.p_query), "shards": M,
-        "k": int(a.k), "pools": pools,
-        "measured": [round(float(x), 4) for x in meas],
-        "predicted": [round(float(x), 4) for x in pred],
-        "rmse_model": round(e0[0], 4), "max_err_model": round(e0[1], 4),
-        "coverage": round(cov, 4), "rmse_coverage_model": round(e1[0], 4),
-        "gamma_cov": round(float(g), 4), "mu_R": round(float(mu), 1), "sigma_R": round(float(sg), 1),
-        "rmse_fit": round(e2[0], 4), "max_err_fit": round(e2[1], 4)}))
+        print("%8d %9.4f %9.4f %9.4f %9.4f %9.4f"
+              % (b, meas[i], paper[i], cond[i], cc * cond[i], fit[i]))
+    out = {"p_store": float(a.p_store), "p_query": float(a.p_query), "shards": M,
+           "k": int(a.k), "pools": pools,
+           "measured": [round(float(x), 4) for x in meas],
+           "paper": [round(float(x), 4) for x in paper],
+           "conditional": [round(float(x), 4) for x in cond],
+           "gamma_cov": round(float(g), 4), "mu_R": round(float(mu), 1),
+           "sigma_R": round(float(sg), 1)}
+    for name, x in (("paper", paper), ("paper_cov", cp * paper), ("conditional", cond),
+                    ("conditional_cov", cc * cond), ("fit", fit)):
+        r, m = err(x)
+        out["rmse_" + name] = round(r, 4)
+        out["max_err_" + name] = round(m, 4)
+        print("%-16s rmse %.4f max %.4f" % (name, r, m))
+    out["coverage_paper"] = round(cp, 4)
+    out["coverage_conditional"] = round(cc, 4)
+    print(json.dumps(out))
     return 0
 
 

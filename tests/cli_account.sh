@@ -137,6 +137,39 @@ if "$MESS" init --client "$tmp/c" --server "$tmp/s" --train datasets/sift/learn.
     else
         bad "plan"
     fi
+    # both curves; the paper's model is the pessimistic one at small pools
+    cpaper=$(tail -n 1 "$tmp/out" | sed -n 's/.*"curve_paper":\[\[4,\([0-9.]*\)\].*/\1/p')
+    ccond=$(tail -n 1 "$tmp/out" | sed -n 's/.*"curve_conditional":\[\[4,\([0-9.]*\)\].*/\1/p')
+    if [ "$(json model)" = '"conditional"' ] && [ -n "$cpaper" ] && [ -n "$ccond" ] &&
+        awk -v a="$cpaper" -v b="$ccond" 'BEGIN { exit !(a >= 0 && a <= 1 && b >= 0 && b <= 1) }'; then
+        ok "plan: paper and conditional curves"
+    else
+        bad "plan curves"
+    fi
+    if run plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs \
+        --sample 5 -k 5 --pools 4,40,400 --model paper &&
+        [ "$(json model)" = '"paper"' ]; then
+        ok "plan --model paper"
+    else
+        bad "plan --model paper"
+    fi
+    # dataset + parameters instead of a client state: the same seed and
+    # parameters give the same hashes, hence the same prediction
+    if run plan --train datasets/sift/learn.bvecs --shards 4 --per-item 2 --bits 64 \
+        --train-sample 1000 --seed $seed --data datasets/sift/base.bvecs \
+        --queries datasets/sift/query.bvecs --sample 5 -k 5 --pools 4,40,400 --model paper; then
+        tail -n 1 "$tmp/out" | sed 's/"seconds":[0-9.]*,//' >"$tmp/train.json"
+        run plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs \
+            --sample 5 -k 5 --pools 4,40,400 --model paper
+        if tail -n 1 "$tmp/out" | sed 's/"seconds":[0-9.]*,//' | cmp -s - "$tmp/train.json"; then
+            ok "plan --train equals plan --client for the same seed"
+        else
+            bad "plan --train vs --client"
+        fi
+    else
+        bad "plan --train"
+    fi
+    refuse plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs --model best
     refuse plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs --shards 8
     refuse plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs --pools 0,5
 else

@@ -689,6 +689,91 @@ static void test_recovery_brute(void)
     }
 }
 
+
+/* The perturbed-distance law against all 2^kappa flip patterns. */
+static void test_distance_pmf_brute(void)
+{
+    const int kappa = 10;
+    const double pps[] = {0.0, 0.05, 0.1472, 0.3, 0.5};
+    size_t ip;
+    int d;
+    for (ip = 0; ip < 5; ip++)
+        for (d = 0; d <= kappa; d++) {
+            double want[11] = {0}, got[11], total = 0;
+            uint32_t e, diff = (1u << d) - 1;
+            int x;
+            for (e = 0; e < (1u << kappa); e++)
+                want[popcount32(diff ^ e)] += rr_prob(0, e, kappa, pps[ip]);
+            CHECK_OK(mess_plan_distance_pmf((uint32_t)kappa, pps[ip], (uint32_t)d, got));
+            for (x = 0; x <= kappa; x++) {
+                CHECK(fabs(got[x] - want[x]) < 1e-14);
+                total += got[x];
+            }
+            CHECK(fabs(total - 1) < 1e-13);
+        }
+    {
+        double pmf[11];
+        CHECK_RC(mess_plan_distance_pmf(10, 0.1, 11, pmf), MESS_EINVAL);
+        CHECK_RC(mess_plan_distance_pmf(10, 0.6, 1, pmf), MESS_EINVAL);
+        CHECK_RC(mess_plan_distance_pmf(10, 0.1, 1, NULL), MESS_EINVAL);
+    }
+}
+
+/* The conditional hit probability: exact cases without noise, and a
+ * simulation of its own generative assumptions (every item's perturbed
+ * distance drawn independently, the target's included). */
+static void test_hit_conditional(void)
+{
+    double count[33] = {0}, h;
+    count[1] = 2;
+    count[5] = 5;
+    /* no noise: the rank is 1 + 2 */
+    CHECK_OK(mess_plan_hit_conditional(32, 0.0, 3, count, 1.0, 3.0, &h));
+    CHECK(fabs(h - 1.0) < 1e-12);
+    CHECK_OK(mess_plan_hit_conditional(32, 0.0, 3, count, 1.0, 2.0, &h));
+    CHECK(fabs(h) < 1e-12);
+    /* one tie at the target's distance counts half: rank 3.5 +- 0.5 */
+    count[3] = 1;
+    CHECK_OK(mess_plan_hit_conditional(32, 0.0, 3, count, 1.0, 3.0, &h));
+    CHECK(fabs(h - 0.5) < 1e-12);
+    {
+        const uint32_t kappa = 32, dstar = 6, trials = 4000;
+        const double pp = 0.15, budget = 4.0;
+        double cnt[33] = {0}, model, paper, mean, var;
+        uint32_t tr, hits = 0;
+        cnt[8] = 10;
+        cnt[10] = 20;
+        cnt[13] = 40;
+        cnt[16] = 60;
+        CHECK_OK(mess_plan_hit_conditional(kappa, pp, dstar, cnt, 1.0, budget, &model));
+        CHECK_OK(mess_plan_rank(kappa, pp, dstar, cnt, 1.0, &mean, &var));
+        CHECK_OK(mess_plan_hit(mean, var, budget, &paper));
+        for (tr = 0; tr < trials; tr++) {
+            /* perturbed distance of an item at clean distance d */
+            double ahead = 0;
+            int d, i, b, x0 = 0;
+            for (b = 0; b < (int)kappa; b++)
+                x0 += (b < (int)dstar) != (rnd(1000000) < pp * 1e6);
+            for (d = 0; d <= (int)kappa; d++)
+                for (i = 0; i < (int)cnt[d]; i++) {
+                    int x = 0;
+                    for (b = 0; b < (int)kappa; b++)
+                        x += (b < d) != (rnd(1000000) < pp * 1e6);
+                    ahead += x < x0 ? 1.0 : x == x0 ? 0.5 : 0.0;
+                }
+            hits += 1.0 + ahead <= budget + 0.5;
+        }
+        CHECK(fabs(model - (double)hits / trials) < 0.04);
+        CHECK(fabs(paper - (double)hits / trials) > fabs(model - (double)hits / trials));
+    }
+    CHECK_RC(mess_plan_hit_conditional(MESS_PLAN_MAX_CONDITIONAL_BITS + 1, 0.1, 3, count,
+                                       1.0, 3.0, &h),
+             MESS_ELIMIT);
+    CHECK_RC(mess_plan_hit_conditional(32, 0.1, 33, count, 1.0, 3.0, &h), MESS_EINVAL);
+    CHECK_RC(mess_plan_hit_conditional(32, 0.1, 3, count, 1.5, 3.0, &h), MESS_EINVAL);
+    CHECK_RC(mess_plan_hit_conditional(32, 0.1, 3, count, 1.0, -1.0, &h), MESS_EINVAL);
+}
+
 /* Predicted recall on real SIFT vectors from a client trained here. */
 static void test_plan_recall_sift(void)
 {
@@ -725,6 +810,23 @@ static void test_plan_recall_sift(void)
     }
     CHECK(r1[0] < 0.5);   /* one candidate per shard finds few */
     CHECK(r1[5] > 0.999); /* the whole database finds everything */
+    {
+        double rc_[6];
+        CHECK_OK(mess_plan_recall_model(c, MESS_PLAN_CONDITIONAL, base, n, q, nqs, NULL, k,
+                                        pools, 6, 2, rc_));
+        for (i = 0; i < 6; i++) {
+            CHECK(rc_[i] >= 0 && rc_[i] <= 1 + 1e-12);
+            if (i)
+                CHECK(rc_[i] >= rc_[i - 1] - 1e-12);
+        }
+        CHECK(rc_[5] > 0.999);
+        CHECK_OK(mess_plan_recall_model(c, MESS_PLAN_PAPER, base, n, q, nqs, NULL, k,
+                                        pools, 6, 1, rc_));
+        for (i = 0; i < 6; i++)
+            CHECK(rc_[i] == r1[i]); /* mess_plan_recall is the paper's model */
+        CHECK_RC(mess_plan_recall_model(c, 7, base, n, q, nqs, NULL, k, pools, 6, 1, rc_),
+                 MESS_EINVAL);
+    }
     /* the same with the exact top-k given, computed independently here */
     truth = (uint32_t *)malloc(nqs * k * sizeof *truth);
     if (truth) {
@@ -798,6 +900,8 @@ int main(void)
     RUN(test_pld_args);
     RUN(test_plan_pieces);
     RUN(test_recovery_brute);
+    RUN(test_distance_pmf_brute);
+    RUN(test_hit_conditional);
     RUN(test_plan_recall_sift);
     HARNESS_END();
 }

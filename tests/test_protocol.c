@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../mess.h"
+#include "../statefile.h"
 #include "harness.h"
 
 /* A scaled-down configuration so the suite stays fast under ASan. */
@@ -203,47 +204,76 @@ static int contains(const uint8_t *hay, size_t n, const void *needle, size_t m)
     return 0;
 }
 
-static void test_upload_invariants(void)
+static void id_bytes(uint64_t id, uint8_t out[8])
 {
-    mess_params p = g_params;
+    size_t b;
+    for (b = 0; b < 8; b++)
+        out[b] = (uint8_t)(id >> (8 * b));
+}
+
+/* Nothing the server receives or stores holds an id or vector bytes: the
+ * upload and delete buffers as they cross, and the server state file's
+ * uncompressed body. */
+static void test_server_sees_no_plaintext(void)
+{
+    mess_params p = g_params, fp;
+    mess_server *s = NULL;
     uint64_t ids[50];
-    uint8_t *buf;
-    size_t len, i, rb = record_bytes(&p), n, flips = 0, bits = 0;
-    uint32_t words = p.kappa / 64;
-    uint64_t *clean = (uint64_t *)malloc((size_t)p.shards * words * 8);
-    double sigma;
+    uint8_t *buf, *raw = NULL, idb[8];
+    size_t len, dlen, raw_len = 0, i;
+    char path[64];
+    uint8_t *del;
 
     for (i = 0; i < 50; i++)
         ids[i] = 0x9e3779b97f4a7c15ull * (i + 1000); /* distinctive byte patterns */
     CHECK_OK(mess_client_upload(g_client, ids, base + 100 * dim, 50, 1, &buf, &len));
-    n = (len - 32) / rb;
-    CHECK(n == 50 * p.per_item);
-    /* no id, no vector bytes in anything the server receives */
+    CHECK(len == mess_upload_size(&p, 50));
+    CHECK_OK(mess_client_delete(g_client, ids, 10, &del, &dlen));
+    CHECK_OK(mess_server_new(&p, &s));
+    if (!s)
+        return;
+    CHECK_OK(mess_server_apply_upload(s, buf, len, 1));
+    snprintf(path, sizeof path, "/tmp/mess_test_view_%ld", (long)getpid());
+    CHECK_OK(mess_server_save(s, path));
+    CHECK_OK(statefile_read(path, STATEFILE_SERVER, NULL, &fp, &raw, &raw_len));
+    CHECK(raw_len > 50 * p.per_item * mess_payload_size(&p));
     for (i = 0; i < 50; i++) {
-        uint8_t idb[8];
-        size_t b;
-        for (b = 0; b < 8; b++)
-            idb[b] = (uint8_t)(ids[i] >> (8 * b));
+        const float *x = base + (100 + i) * dim;
+        size_t off;
+        id_bytes(ids[i], idb);
         CHECK(!contains(buf, len, idb, 8));
-        CHECK(!contains(buf, len, base + (100 + i) * dim, 16));
-        CHECK(!contains(buf, len, base + (100 + i) * dim + dim / 2, 16));
+        CHECK(!contains(del, dlen, idb, 8));
+        CHECK(raw && !contains(raw, raw_len, idb, 8));
+        for (off = 0; off + 4 <= dim; off += dim / 4) {
+            CHECK(!contains(buf, len, x + off, 16));
+            CHECK(raw && !contains(raw, raw_len, x + off, 16));
+        }
     }
-    /* records ordered by (shard, label): no item's t records sit together */
-    for (i = 1; i < n; i++) {
-        const uint8_t *a = buf + 32 + (i - 1) * rb, *b = buf + 32 + i * rb;
-        uint32_t sa = a[0] | a[1] << 8, sb = b[0] | b[1] << 8;
-        CHECK(sa < sb || (sa == sb && memcmp(a, b, 12) != 0));
-    }
-    /* stored bits flip at p_D against the clean codes: find each record's
-     * item by decrypt-free matching is impossible for the server; the test
-     * knows the plaintext, so it uploads one item at a time instead. */
-    free(buf);
+    statefile_free_raw(raw, raw_len);
+    remove(path);
+    mess_buf_free(buf);
+    mess_buf_free(del);
+    mess_server_free(s);
+}
+
+static void test_upload_invariants(void)
+{
+    mess_params p = g_params;
+    uint8_t *buf;
+    size_t len, i, rb = record_bytes(&p), flips = 0, bits = 0, code_b = p.kappa / 8;
+    uint32_t words = p.kappa / 64;
+    uint64_t *clean = (uint64_t *)malloc((size_t)p.shards * words * 8);
+    double sigma;
+
+    /* Each item alone in an upload: the test knows which records are its t
+     * copies (the server cannot: records are sorted by (shard, label)). */
     for (i = 0; i < 200; i++) {
         uint64_t id = 5000000 + i;
-        size_t r, w;
+        size_t r, r2, w;
         const float *x = base + (i % n_base) * dim;
         CHECK_OK(mess_client_codes(g_client, x, clean));
         CHECK_OK(mess_client_upload(g_client, &id, x, 1, 1, &buf, &len));
+        CHECK(len == 32 + p.per_item * rb);
         for (r = 0; r < p.per_item; r++) {
             const uint8_t *rec = buf + 32 + r * rb;
             uint32_t shard = rec[0] | rec[1] << 8;
@@ -255,15 +285,22 @@ static void test_upload_invariants(void)
                 flips += (size_t)__builtin_popcountll(v ^ clean[shard * words + w]);
             }
             bits += p.kappa;
-            /* labels and ciphertexts of one item differ across its shards */
-            if (r > 0) {
-                const uint8_t *prev = buf + 32 + (r - 1) * rb;
-                CHECK(memcmp(prev + 4, rec + 4, 8) != 0);
-                CHECK(memcmp(prev + 12 + p.kappa / 8, rec + 12 + p.kappa / 8, 28) != 0);
+            /* no value is equal across the t copies of one item: shards
+             * distinct, labels, codes, SIVs and ciphertexts all differ */
+            for (r2 = 0; r2 < r; r2++) {
+                const uint8_t *o = buf + 32 + r2 * rb;
+                CHECK(memcmp(o, rec, 4) != 0);
+                CHECK(memcmp(o + 4, rec + 4, 8) != 0);
+                CHECK(memcmp(o + 12, rec + 12, code_b) != 0);
+                CHECK(memcmp(o + 12 + code_b, rec + 12 + code_b, 16) != 0);
+                CHECK(memcmp(o + 12 + code_b + 16, rec + 12 + code_b + 16, 8) != 0);
+                CHECK(memcmp(o + 12 + code_b + 16, rec + 12 + code_b + 16,
+                             mess_payload_size(&p) - 16) != 0);
             }
         }
         free(buf);
     }
+    /* stored bits flip at exactly p_D against the clean codes */
     sigma = sqrt(p.p_store * (1 - p.p_store) / (double)bits);
     printf("# stored flip rate %.5f (p_D %.3f, 4 sigma %.5f, %zu bits)\n",
            (double)flips / bits, p.p_store, 4 * sigma, bits);
@@ -271,31 +308,70 @@ static void test_upload_invariants(void)
     free(clean);
 }
 
+/* Differing bits between two requests' code sections. */
+static size_t request_code_diff(const uint8_t *a, const uint8_t *b, size_t off,
+                                size_t len)
+{
+    size_t i, d = 0;
+    for (i = off; i < len; i++)
+        d += (size_t)__builtin_popcount((unsigned)(a[i] ^ b[i]));
+    return d;
+}
+
 static void test_request_invariants(void)
 {
-    mess_query *q1, *q2;
-    uint8_t *r1, *r2;
-    size_t l1, l2, i;
+    mess_query *q1, *q2, *q3;
+    uint8_t *r1, *r2, *r3;
+    size_t l1, l2, l3, i, d12, d13, nbits, sum = 0;
     mess_params p = g_params;
     size_t codes_off = 24 + 16 + 2 * p.shards;
-    /* a fresh query vector, never asked before */
-    float q[512];
-    for (i = 0; i < dim; i++)
+    double b = p.p_irr, pq = mess_effective_flip(p.p_prr, p.p_irr), want, sd;
+    uint16_t lo = 0xffff, hi = 0;
+    /* fresh query vectors, never asked before */
+    float q[512], q_other[512];
+    for (i = 0; i < dim; i++) {
         q[i] = queries[(n_query - 1) * dim + i] + 1.0f;
+        q_other[i] = q[i] + 0.25f;
+    }
     CHECK_OK(mess_client_request(g_client, q, 500, &q1, &r1, &l1));
     CHECK_OK(mess_client_request(g_client, q, 500, &q2, &r2, &l2));
-    CHECK(l1 == mess_request_size(&p) && l2 == l1);
+    CHECK_OK(mess_client_request(g_client, q_other, 500, &q3, &r3, &l3));
+    CHECK(l1 == mess_request_size(&p) && l2 == l1 && l3 == l1);
     /* the repeated query's request differs (fresh IRR coins, request id) */
     CHECK(memcmp(r1 + codes_off, r2 + codes_off, l1 - codes_off) != 0);
     CHECK(memcmp(r1 + 24, r2 + 24, 16) != 0);
+    /* ... while its permanent report is reused: two submissions differ by
+     * the IRR flips only, 2b(1-b) of the bits, not by two independent
+     * perturbations, 2 p_q (1 - p_q) */
+    nbits = (l1 - codes_off) * 8;
+    d12 = request_code_diff(r1, r2, codes_off, l1);
+    d13 = request_code_diff(r1, r3, codes_off, l1);
+    want = 2 * b * (1 - b);
+    sd = sqrt(want * (1 - want) / (double)nbits);
+    printf("# repeated query: %.4f of request bits differ (IRR only %.4f, +-4 sd %.4f; "
+           "independent reports %.4f)\n", (double)d12 / nbits, want, 4 * sd,
+           2 * pq * (1 - pq));
+    CHECK(fabs((double)d12 / nbits - want) <= 4 * sd);
+    CHECK(d13 > d12);
+    /* budgets: the pool split evenly, nothing else (no clean-query input) */
+    for (i = 0; i < p.shards; i++) {
+        uint16_t v = (uint16_t)(r1[24 + 16 + 2 * i] | r1[24 + 16 + 2 * i + 1] << 8);
+        sum += v;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    CHECK(sum == 500 && hi - lo <= 1);
     /* no query bytes in the request */
-    CHECK(!contains(r1, l1, q, 16));
+    for (i = 0; i + 4 <= dim; i += 4)
+        CHECK(!contains(r1, l1, q + i, 16));
     mess_buf_free(r1);
     mess_buf_free(r2);
+    mess_buf_free(r3);
     mess_query_free(q1);
     mess_query_free(q2);
+    mess_query_free(q3);
     {
-        /* the permanent report is reused: the second finish says memo hit */
+        /* the memo flag: a first submission misses, a repeat hits */
         uint64_t ids[K];
         float d[K];
         size_t got;
@@ -309,31 +385,83 @@ static void test_request_invariants(void)
     }
 }
 
+/* Offsets and shards of the entries of a response. */
+static size_t response_entries(const uint8_t *resp, size_t len, size_t eb,
+                               uint32_t shards, size_t *off, uint32_t *shard,
+                               size_t cap)
+{
+    size_t pos = 24 + 16, n = 0;
+    uint32_t j, c, e;
+    for (j = 0; j < shards && pos + 2 <= len; j++) {
+        c = (uint32_t)(resp[pos] | resp[pos + 1] << 8);
+        pos += 2;
+        for (e = 0; e < c && pos + eb <= len; e++, pos += eb)
+            if (n < cap) {
+                off[n] = pos;
+                shard[n++] = j;
+            }
+    }
+    return n;
+}
+
 static void test_tampered_response(void)
 {
     mess_query *qs;
-    uint8_t *req, *resp;
-    size_t rl, sl, got, cut;
-    uint64_t ids[K];
+    uint8_t *req, *resp, *tmp;
+    size_t rl, sl, got, cut, n, i, a, b, tampered = 0;
+    size_t eb = mess_payload_size(&g_params), off[400];
+    uint32_t shard[400];
+    uint64_t ids[K], ids0[K];
     float d[K];
     mess_finish_stats st;
 
     CHECK_OK(mess_client_request(g_client, queries, 160, &qs, &req, &rl));
     CHECK_OK(mess_server_search(g_server, req, rl, 1, &resp, &sl));
-    /* one flipped byte in an entry: that entry is dropped and counted */
-    resp[24 + 16 + 2 + 40] ^= 0x20;
-    CHECK_OK(mess_client_finish(g_client, qs, resp, sl, K, ids, d, &got, &st));
-    CHECK(st.auth_failures == 1);
+    CHECK_OK(mess_client_finish(g_client, qs, resp, sl, K, ids0, d, &got, &st));
+    CHECK(st.auth_failures == 0 && st.candidates == 160);
+    n = response_entries(resp, sl, eb, g_params.shards, off, shard, 400);
+    CHECK(n == 160);
+    tmp = (uint8_t *)malloc(sl);
+    /* one flipped bit anywhere in an entry (SIV, id or vector bytes): that
+     * entry is dropped and counted, the rest is used */
+    memcpy(tmp, resp, sl);
+    for (i = 0; i < n; i += 7, tampered++)
+        tmp[off[i] + (i * 37) % eb] ^= (uint8_t)(1u << (i % 8));
+    CHECK_OK(mess_client_finish(g_client, qs, tmp, sl, K, ids, d, &got, &st));
+    CHECK(st.auth_failures == tampered);
     CHECK(got == K);
-    resp[24 + 16 + 2 + 40] ^= 0x20;
+    /* entries moved to another shard's slot fail (the shard is bound as
+     * associated data) */
+    memcpy(tmp, resp, sl);
+    for (a = 0, b = n - 1; a < n && shard[a] == shard[b]; a++)
+        ;
+    if (a < n) {
+        memcpy(tmp + off[a], resp + off[b], eb);
+        memcpy(tmp + off[b], resp + off[a], eb);
+        CHECK_OK(mess_client_finish(g_client, qs, tmp, sl, K, ids, d, &got, &st));
+        CHECK(st.auth_failures == 2);
+    }
+    /* every entry tampered: nothing usable is an error, with the count */
+    memcpy(tmp, resp, sl);
+    for (i = 0; i < n; i++)
+        tmp[off[i] + eb - 1] ^= 0x80;
+    CHECK_RC(mess_client_finish(g_client, qs, tmp, sl, K, ids, d, &got, &st), MESS_EAUTH);
+    CHECK(st.auth_failures == n);
+    free(tmp);
     /* a response to another request is refused */
     resp[30] ^= 1;
     CHECK_RC(mess_client_finish(g_client, qs, resp, sl, K, ids, d, &got, &st), MESS_EAUTH);
     resp[30] ^= 1;
+    /* a count above the shard's budget is a format error */
+    resp[40] = 0xff;
+    CHECK_RC(mess_client_finish(g_client, qs, resp, sl, K, ids, d, &got, &st), MESS_EFORMAT);
     /* every truncation is refused without a crash */
+    mess_buf_free(resp);
+    CHECK_OK(mess_server_search(g_server, req, rl, 1, &resp, &sl));
     for (cut = 0; cut < sl; cut += (cut < 200 ? 1 : 97))
         CHECK(mess_client_finish(g_client, qs, resp, cut, K, ids, d, &got, &st) != MESS_OK);
     CHECK_OK(mess_client_finish(g_client, qs, resp, sl, K, ids, d, &got, &st));
+    CHECK(got == K && memcmp(ids, ids0, sizeof ids) == 0);
     mess_buf_free(req);
     mess_buf_free(resp);
     mess_query_free(qs);
@@ -365,6 +493,71 @@ static void test_hostile_buffers(void)
     CHECK_RC(mess_server_search(g_server, buf, len, 1, &resp, &sl), MESS_EPARAM);
     mess_buf_free(buf);
     mess_query_free(qs);
+    /* delete buffers: truncated, shard out of range */
+    CHECK_OK(mess_client_delete(g_client, &id, 1, &buf, &len));
+    for (cut = 0; cut < len; cut++)
+        CHECK(mess_server_apply_delete(g_server, buf, cut, NULL) != MESS_OK);
+    buf[32] = 0xff;
+    buf[33] = 0xff;
+    CHECK_RC(mess_server_apply_delete(g_server, buf, len, NULL), MESS_EFORMAT);
+    mess_buf_free(buf);
+}
+
+/* Real state files, truncated or with one byte changed, are refused with
+ * an error and no state. */
+static void test_hostile_state_files(void)
+{
+    char sp[64], cp[64];
+    mess_server *s = NULL;
+    mess_client *c = NULL;
+    uint8_t *file;
+    size_t flen, i;
+    FILE *f;
+    const char *paths[2];
+    int role;
+
+    snprintf(sp, sizeof sp, "/tmp/mess_test_hs_%ld", (long)getpid());
+    snprintf(cp, sizeof cp, "/tmp/mess_test_hc_%ld", (long)getpid());
+    CHECK_OK(mess_server_save(g_server, sp));
+    CHECK_OK(mess_client_save(g_client, cp, NULL));
+    CHECK_RC(mess_server_load(cp, NULL, &s), MESS_EROLE);
+    CHECK_RC(mess_client_load(sp, NULL, &c), MESS_EROLE);
+    paths[0] = sp;
+    paths[1] = cp;
+    for (role = 0; role < 2; role++) {
+        f = fopen(paths[role], "rb");
+        CHECK(f != NULL);
+        if (!f)
+            continue;
+        fseek(f, 0, SEEK_END);
+        flen = (size_t)ftell(f);
+        rewind(f);
+        file = (uint8_t *)malloc(flen);
+        CHECK(fread(file, 1, flen, f) == flen);
+        fclose(f);
+        for (i = 0; i < 24; i++) {
+            size_t cut = i < 12 ? i * 9 : flen / 12 * (i - 11) - 1;
+            size_t pos = (i * 7919 + 13) % flen;
+            int rc;
+            /* truncated */
+            f = fopen(paths[role], "wb");
+            fwrite(file, 1, cut, f);
+            fclose(f);
+            rc = role ? mess_client_load(cp, NULL, &c) : mess_server_load(sp, NULL, &s);
+            CHECK(rc != MESS_OK && !c && !s);
+            /* one byte changed */
+            file[pos] ^= 0x10;
+            f = fopen(paths[role], "wb");
+            fwrite(file, 1, flen, f);
+            fclose(f);
+            file[pos] ^= 0x10;
+            rc = role ? mess_client_load(cp, NULL, &c) : mess_server_load(sp, NULL, &s);
+            CHECK(rc != MESS_OK && !c && !s);
+        }
+        free(file);
+    }
+    remove(sp);
+    remove(cp);
 }
 
 static void test_insert_delete_compact_persist(void)
@@ -435,6 +628,26 @@ static void test_insert_delete_compact_persist(void)
     remove(sp);
 }
 
+/* 1 if the two files have identical bytes. */
+static int same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb, ca, cb;
+    while (same) {
+        ca = fgetc(fa);
+        cb = fgetc(fb);
+        if (ca != cb)
+            same = 0;
+        if (ca == EOF || cb == EOF)
+            break;
+    }
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return same;
+}
+
 static void test_deterministic_roundtrip(void)
 {
     /* Same seed: identical states; save/load: identical answers. */
@@ -462,10 +675,31 @@ static void test_deterministic_roundtrip(void)
     CHECK_OK(mess_server_load(sp, NULL, &sc));
     if (!c || !sc)
         return;
+    /* save(load(file)) is the same file, for both roles */
+    {
+        char cp2[80], cp3[80], sp2[80];
+        mess_client *c2 = NULL;
+        snprintf(cp2, sizeof cp2, "%s_plain", cp);
+        snprintf(cp3, sizeof cp3, "%s_again", cp);
+        snprintf(sp2, sizeof sp2, "%s_again", sp);
+        CHECK_OK(mess_server_save(sc, sp2));
+        CHECK(same_file(sp, sp2));
+        CHECK_OK(mess_client_save(b, cp2, NULL));
+        CHECK_OK(mess_client_load(cp2, NULL, &c2));
+        if (c2)
+            CHECK_OK(mess_client_save(c2, cp3, NULL));
+        CHECK(same_file(cp2, cp3));
+        mess_client_free(c2);
+        remove(cp2);
+        remove(cp3);
+        remove(sp2);
+    }
+    /* the same seed and the loaded copy answer identically */
     for (q = 0; q < 10; q++) {
         CHECK_OK(run_query(a, sa, queries + q * dim, 200, ia, da, &ga, &st));
         CHECK_OK(run_query(c, sc, queries + q * dim, 200, ib, db, &gb, &st));
-        CHECK(ga == gb && memcmp(ia, ib, ga * sizeof *ia) == 0);
+        CHECK(ga == gb && memcmp(ia, ib, ga * sizeof *ia) == 0 &&
+              memcmp(da, db, ga * sizeof *da) == 0);
     }
     /* other parameters: the server file is refused */
     p.per_item = 5;
@@ -490,10 +724,12 @@ int main(void)
     }
     RUN(test_build_and_recall);
     RUN(test_no_noise_recall);
+    RUN(test_server_sees_no_plaintext);
     RUN(test_upload_invariants);
     RUN(test_request_invariants);
     RUN(test_tampered_response);
     RUN(test_hostile_buffers);
+    RUN(test_hostile_state_files);
     RUN(test_insert_delete_compact_persist);
     RUN(test_deterministic_roundtrip);
     mess_client_free(g_client);

@@ -151,8 +151,9 @@ static uint8_t *slurp(const char *path, size_t *len)
 /* ---- the key schedule, recomputed -------------------------------------- */
 
 struct keys {
-    uint8_t master[32], route[32], nonce[32], memo[32], coin[32], hash[32];
-    uint8_t aead[M_SHARDS][32], label[M_SHARDS][32];
+    uint8_t master[32], route[32], memo[32], coin[32], hash[32];
+    struct payload_keys aead[M_SHARDS]; /* ChaCha20, Poly1305, HChaCha20 */
+    uint8_t label[M_SHARDS][32];
 };
 
 static void derive(const uint8_t seed[32], uint32_t shards, struct keys *k)
@@ -161,12 +162,13 @@ static void derive(const uint8_t seed[32], uint32_t shards, struct keys *k)
     uint32_t j;
     crypto_generichash(k->master, 32, domain, sizeof domain, seed, 32);
     crypto_kdf_derive_from_key(k->route, 32, 0, "MESSrout", k->master);
-    crypto_kdf_derive_from_key(k->nonce, 32, 0, "MESSnonc", k->master);
     crypto_kdf_derive_from_key(k->memo, 32, 0, "MESSmemo", k->master);
     crypto_kdf_derive_from_key(k->coin, 32, 0, "MESScoin", k->master);
     crypto_kdf_derive_from_key(k->hash, 32, 0, "MESShash", k->master);
     for (j = 0; j < shards && j < M_SHARDS; j++) {
-        crypto_kdf_derive_from_key(k->aead[j], 32, j, "MESSaead", k->master);
+        crypto_kdf_derive_from_key(k->aead[j].enc, 32, j, "MESSpenc", k->master);
+        crypto_kdf_derive_from_key(k->aead[j].mac, 32, j, "MESSpmac", k->master);
+        crypto_kdf_derive_from_key(k->aead[j].prf, 32, j, "MESSpprf", k->master);
         crypto_kdf_derive_from_key(k->label[j], 32, j, "MESSlabl", k->master);
     }
 }
@@ -176,12 +178,13 @@ static void add_keys(const struct keys *k, uint32_t shards)
     uint32_t j;
     add_secret(k->master, 32, K_KEY);
     add_secret(k->route, 32, K_KEY);
-    add_secret(k->nonce, 32, K_KEY);
     add_secret(k->memo, 32, K_KEY);
     add_secret(k->coin, 32, K_KEY);
     add_secret(k->hash, 32, K_KEY);
     for (j = 0; j < shards; j++) {
-        add_secret(k->aead[j], 32, K_KEY);
+        add_secret(k->aead[j].enc, 32, K_KEY);
+        add_secret(k->aead[j].mac, 32, K_KEY);
+        add_secret(k->aead[j].prf, 32, K_KEY);
         add_secret(k->label[j], 32, K_KEY);
     }
 }
@@ -273,7 +276,7 @@ static void test_library(void)
         float x[4096];
         uint8_t msg[8], out[8];
         if (shard < M_SHARDS &&
-            payload_open(&p, k.aead[shard], shard, rec + 12 + p.kappa / 8, plain, &id,
+            payload_open(&p, &k.aead[shard], shard, rec + 12 + p.kappa / 8, plain, &id,
                          x) == MESS_OK) {
             opened++;
             mess_store_u64(msg, id);
@@ -336,7 +339,7 @@ static void test_library(void)
     {   /* positive control for text: a log line with a shard key in hex */
         char line[160];
         int n = snprintf(line, sizeof line, "key=");
-        sodium_bin2hex(line + n, sizeof line - (size_t)n, k.aead[3], 32);
+        sodium_bin2hex(line + n, sizeof line - (size_t)n, k.aead[3].enc, 32);
         scan((const uint8_t *)line, strlen(line), &h);
         CHECK(h.n[K_KEY] >= 2);
     }

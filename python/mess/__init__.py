@@ -12,6 +12,7 @@ source tree's build/, or on the system (see mess._lib).  Errors raise
 mess.MessError subclasses carrying the library's message.
 """
 from . import _lib
+from . import account  # noqa: F401  (mess.account: accountants, planning)
 from ._lib import (AuthenticationError, CryptoInitError, FormatError,
                    InvalidArgumentError, IOFailureError, LimitError,
                    MessError, NotFoundError, NumericError, OutOfMemoryError,

@@ -199,7 +199,16 @@ P_size = POINTER(c_size_t)
 P_params = POINTER(mess_params)
 
 
+def _missing(name):
+    def call(*args):
+        raise NotImplementedError("%s: not exported by %s (an older libmess?)" % (name, path))
+    call.__name__ = name
+    return call
+
+
 def _proto(name, argtypes, restype=c_int, check=None):
+    if not hasattr(lib, name):
+        return _missing(name)
     f = getattr(lib, name)
     f.argtypes = argtypes
     f.restype = restype

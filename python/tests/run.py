@@ -9,6 +9,9 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 suite = unittest.defaultTestLoader.discover(HERE, pattern="test_*.py")
 result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
-failed = len(result.failures) + len(result.errors)
-print("%d passed, %d failed" % (result.testsRun - failed, failed))
+failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+skipped = len(result.skipped)
+if skipped:
+    print("%d skipped: %s" % (skipped, "; ".join(sorted(set(r for _, r in result.skipped)))))
+print("%d passed, %d failed" % (result.testsRun - failed - skipped, failed))
 sys.exit(1 if failed else 0)

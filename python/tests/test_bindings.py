@@ -84,10 +84,12 @@ class TestLibrary(unittest.TestCase):
 
     def test_sizes(self):
         p = mess.Params(128)
-        self.assertEqual(p.request_size(), 1192)  # docs/PROTOCOL.md
-        self.assertEqual(p.payload_size(), 548)
-        self.assertEqual(mess.Params(128, payload="i8").payload_size(), 172)
-        self.assertGreater(p.response_size(1500), 1500 * 548)
+        # request: header 24, id 16, M u16 budgets, M codes of kappa/8 bytes
+        self.assertEqual(p.request_size(), 24 + 16 + 64 * 2 + 64 * 16)
+        e32, e16, e8 = (mess.Params(128, payload=x).payload_size() for x in ("f32", "f16", "i8"))
+        self.assertEqual(e32 - e16, 2 * 128)   # 4 vs 2 bytes per component
+        self.assertEqual(e16 - e8, 128 - 8)    # 1 byte per component + 8 (offset, step)
+        self.assertGreater(p.response_size(1500), 1500 * e32)
 
 
 class TestVecs(unittest.TestCase):
