@@ -50,6 +50,7 @@ struct mess_client {
     struct lshrr_memo *memo;
     int deterministic;        /* coins from a ChaCha20 stream keyed by keys->coin */
     uint64_t op_counter;      /* separates deterministic streams per operation */
+    unsigned threads;         /* workers opening response entries (not saved) */
 };
 
 struct shard_store {
@@ -218,6 +219,14 @@ int mess_client_params(const mess_client *c, mess_params *out)
     return MESS_OK;
 }
 
+int mess_client_set_threads(mess_client *c, unsigned threads)
+{
+    if (!c)
+        return MESS_EINVAL;
+    c->threads = threads ? threads : 1;
+    return MESS_OK;
+}
+
 static int client_alloc(const mess_params *p, mess_client **out)
 {
     mess_client *c;
@@ -231,6 +240,7 @@ static int client_alloc(const mess_params *p, mess_client **out)
     if (!c)
         return MESS_ENOMEM;
     c->p = *p;
+    c->threads = 1;
     rc = keys_alloc(c);
     if (rc != MESS_OK) {
         free(c);
@@ -789,6 +799,39 @@ static void id_set_free(struct id_set *t)
     free(t->used);
 }
 
+/* One response entry: its shard, and after opening whether it is
+ * authentic; its plaintext goes to the job's slot for it. */
+struct opened {
+    const uint8_t *entry;
+    uint32_t shard;
+    int ok;
+};
+
+struct open_job {
+    const mess_client *c;
+    struct opened *e;
+    size_t n, chunk;
+    uint8_t *plain; /* n x payload_plain_bytes */
+};
+
+/* Opens entries [i * chunk, (i + 1) * chunk): authenticate and decrypt.
+ * Independent per entry, so workers share nothing. */
+static int open_chunk(void *ctx, size_t i, unsigned worker)
+{
+    struct open_job *o = (struct open_job *)ctx;
+    const mess_params *p = &o->c->p;
+    size_t pb = payload_plain_bytes(p), k, end = (i + 1) * o->chunk;
+    (void)worker;
+    if (end > o->n)
+        end = o->n;
+    for (k = i * o->chunk; k < end; k++) {
+        struct opened *e = &o->e[k];
+        e->ok = payload_open_raw(p, aead_key(o->c, e->shard), e->shard, e->entry,
+                                 o->plain + k * pb) == MESS_OK;
+    }
+    return MESS_OK;
+}
+
 int mess_client_finish(mess_client *c, const mess_query *q,
                        const uint8_t *resp, size_t resp_len, size_t k,
                        uint64_t *ids, float *dists, size_t *n_out,
@@ -798,10 +841,12 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     struct mess_rd r;
     const uint8_t *rid;
     struct scored *best = NULL;
-    struct id_set seen;
-    uint8_t *plain = NULL;
+    struct opened *ent = NULL;
+    struct open_job oj;
     float *x = NULL;
+    struct id_set seen;
     size_t entry_bytes, plain_bytes, total = 0, nok = 0, nbest = 0, i;
+    unsigned workers = 1;
     mess_finish_stats st;
     uint32_t j;
     int rc;
@@ -811,6 +856,7 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     *n_out = 0;
     memset(&st, 0, sizeof st);
     memset(&seen, 0, sizeof seen);
+    memset(&oj, 0, sizeof oj);
     st.memo_hit = q->memo_hit;
     p = &c->p;
     entry_bytes = payload_entry_bytes(p);
@@ -850,37 +896,56 @@ int mess_client_finish(mess_client *c, const mess_query *q,
             goto out;
         }
     }
+    workers = c->threads ? c->threads : 1;
+    if (workers > 64)
+        workers = 64;
     best = (struct scored *)mess_malloc_array(k ? k : 1, sizeof *best);
-    plain = (uint8_t *)malloc(plain_bytes);
+    ent = (struct opened *)mess_malloc_array(total ? total : 1, sizeof *ent);
+    oj.plain = (uint8_t *)mess_malloc_array(total ? total : 1, plain_bytes);
     x = (float *)mess_malloc_array(p->dim, sizeof(float));
-    if (!best || !plain || !x || id_set_init(&seen, total) != MESS_OK) {
+    if (!best || !ent || !oj.plain || !x || id_set_init(&seen, total) != MESS_OK) {
         rc = MESS_ENOMEM;
         goto out;
     }
-    /* Every entry is authenticated; the vector of an id is decoded and
-     * reranked once (the copies of one item carry the same plaintext). */
-    for (j = 0; j < p->shards; j++) {
+    for (j = 0, i = 0; j < p->shards; j++) {
         uint8_t b[2];
         uint32_t count, e;
         mess_rd_bytes(&r, b, 2);
         count = (uint32_t)b[0] | (uint32_t)b[1] << 8;
-        for (e = 0; e < count; e++) {
-            const uint8_t *entry = mess_rd_take(&r, entry_bytes);
-            struct scored v;
-            if (payload_open_raw(p, aead_key(c, j), j, entry, plain) != MESS_OK) {
-                st.auth_failures++;
-                continue;
-            }
-            nok++;
-            v.id = mess_load_u64(plain);
-            if (!id_set_add(&seen, v.id))
-                continue;
-            st.unique++;
-            payload_decode_vector(p, plain + 8, x);
-            v.dist = rerank_distance(p, q->q, x);
-            if (k)
-                heap_offer(best, &nbest, k, v);
+        for (e = 0; e < count; e++, i++) {
+            ent[i].entry = mess_rd_take(&r, entry_bytes);
+            ent[i].shard = j;
         }
+    }
+    /* Every entry is authenticated and decrypted (the SIV covers the
+     * plaintext), in parallel when the client has workers. */
+    oj.c = c;
+    oj.e = ent;
+    oj.n = total;
+    oj.chunk = workers > 1 ? (total + 4 * workers - 1) / (4 * workers) : total;
+    if (oj.chunk == 0)
+        oj.chunk = 1;
+    rc = parallel_for((total + oj.chunk - 1) / oj.chunk, workers, open_chunk, &oj);
+    if (rc != MESS_OK)
+        goto out;
+    /* Dedupe by id (copies of one item carry one plaintext), then decode
+     * and rerank each id once, keeping the best k. */
+    for (i = 0; i < total; i++) {
+        const uint8_t *pl = oj.plain + i * plain_bytes;
+        struct scored v;
+        if (!ent[i].ok) {
+            st.auth_failures++;
+            continue;
+        }
+        nok++;
+        v.id = mess_load_u64(pl);
+        if (!id_set_add(&seen, v.id))
+            continue;
+        st.unique++;
+        payload_decode_vector(p, pl + 8, x);
+        v.dist = rerank_distance(p, q->q, x);
+        if (k)
+            heap_offer(best, &nbest, k, v);
     }
     st.candidates = total;
     qsort(best, nbest, sizeof *best, scored_cmp);
@@ -893,12 +958,13 @@ int mess_client_finish(mess_client *c, const mess_query *q,
 out:
     if (stats)
         *stats = st;
-    if (plain)
-        sodium_memzero(plain, plain_bytes);
+    if (oj.plain)
+        sodium_memzero(oj.plain, total * plain_bytes);
     if (x)
         sodium_memzero(x, (size_t)p->dim * sizeof(float));
-    free(plain);
+    free(oj.plain);
     free(x);
+    free(ent);
     free(best);
     id_set_free(&seen);
     return rc;
@@ -992,9 +1058,12 @@ static int store_reserve(mess_server *s, struct shard_store *st, size_t more)
     uint8_t *q;
     if (need <= st->cap)
         return MESS_OK;
-    cap = st->cap ? st->cap : 64;
-    while (cap < need)
-        cap *= 2;
+    /* geometric (x1.25) so many small uploads stay amortized O(1), but an
+     * upload larger than that gets exactly what it needs: no slack after a
+     * bulk build */
+    cap = st->cap + st->cap / 4;
+    if (cap < need)
+        cap = need;
     if (mess_mul_size(cap, s->entry_bytes, &bytes) != MESS_OK)
         return MESS_ELIMIT;
     q = (uint8_t *)realloc(st->entries, bytes);

@@ -96,7 +96,8 @@ void mess_vecs_free(void *p);
 
 #define MESS_PAYLOAD_F32    0  /* vector as float32 (exact rerank) */
 #define MESS_PAYLOAD_F16    1  /* IEEE half precision, round to nearest even */
-#define MESS_PAYLOAD_I8     2  /* per-vector scale (float32) + int8 components */
+#define MESS_PAYLOAD_I8     2  /* per-vector offset and step (float32) + 8-bit codes;
+                                  exact for integer vectors of range <= 255 */
 
 /* Documented limits; larger values are MESS_ELIMIT. */
 #define MESS_MAX_SHARDS     1024
@@ -239,6 +240,10 @@ typedef struct mess_finish_stats {
     size_t auth_failures;  /* entries rejected by AEAD (dropped, counted) */
     int memo_hit;          /* the permanent report came from the memo cache */
 } mess_finish_stats;
+
+/* Worker threads mess_client_finish uses to open response entries (default
+ * 1; 0 means 1).  A property of this handle only, not saved with it. */
+int mess_client_set_threads(mess_client *c, unsigned threads);
 
 /* Decrypts the response, drops and counts entries failing authentication,
  * dedupes by id, reranks exactly and writes up to k results (ascending

@@ -91,19 +91,26 @@ float payload_f16_to_f32(uint16_t h)
     return bits_f32(sign | ((exp - 15 + 127) << 23) | (man << 13));
 }
 
-/* 8-bit encoding: per-vector offset lo and step (hi - lo) / 255, codes
- * 0..255.  Non-negative data such as SIFT keeps all 8 bits of precision. */
+/* 8-bit encoding: per-vector offset lo and step, codes 0..255.  The step
+ * is (hi - lo) / 255, except for an integer-valued vector whose range fits
+ * in 255 (SIFT descriptors, quantized embeddings): there step 1 makes the
+ * code exact.  Otherwise the error is at most half a step per component. */
 static void encode_i8(const float *x, uint32_t dim, uint8_t *out)
 {
     float lo = x[0], hi = x[0], step;
+    int integral = 1;
     uint32_t i;
-    for (i = 1; i < dim; i++) {
+    for (i = 0; i < dim; i++) {
         if (x[i] < lo)
             lo = x[i];
         if (x[i] > hi)
             hi = x[i];
+        if (integral && !(x[i] == floorf(x[i]) && fabsf(x[i]) < 16777216.0f))
+            integral = 0;
     }
     step = (hi - lo) / 255.0f;
+    if (integral && hi - lo <= 255.0f)
+        step = hi > lo ? 1.0f : 0.0f;
     if (!(step > 0.0f) || !isfinite(step))
         step = 0.0f;
     mess_store_u32(out, f32_bits(lo));

@@ -91,8 +91,9 @@ static int read_codes(const char *path, uint64_t **codes, size_t *n,
     return 0;
 }
 
-/* Exact P-th smallest Hamming distance of each query, for each P. */
-static void exact_kth(const uint64_t *base, size_t n, const uint64_t *q,
+/* Exact P-th smallest Hamming distance of each query, for each P; -1 when
+ * out of memory. */
+static int exact_kth(const uint64_t *base, size_t n, const uint64_t *q,
                       size_t nq, uint32_t words, const long *P, int nP,
                       uint32_t *kth)
 {
@@ -100,6 +101,8 @@ static void exact_kth(const uint64_t *base, size_t n, const uint64_t *q,
     size_t *hist = (size_t *)calloc(bits + 1, sizeof *hist);
     size_t i, j;
     int p;
+    if (!hist)
+        return -1;
     for (i = 0; i < nq; i++) {
         uint32_t d;
         size_t acc = 0;
@@ -116,6 +119,7 @@ static void exact_kth(const uint64_t *base, size_t n, const uint64_t *q,
             kth[i * (size_t)nP + (size_t)p++] = bits;
     }
     free(hist);
+    return 0;
 }
 
 static void usage(void)
@@ -233,7 +237,10 @@ int bench_hnsw(int argc, char **argv)
         goto done;
     }
     t0 = now_s();
-    exact_kth(base, n, query, nq, words, P, nP, kth);
+    if (exact_kth(base, n, query, nq, words, P, nP, kth) != 0) {
+        cli_error("out of memory");
+        goto done;
+    }
     kth_s = now_s() - t0;
     printf("exact Hamming top-P of %zu queries by brute force: %.2f s\n", nq, kth_s);
     if (kth_out) {

@@ -14,8 +14,8 @@
  * reported as recall and bytes at each pool.  The plaintext references are
  * the exact top-10 (recall 1 by definition) and hnswlib HNSW on the raw
  * vectors, run through scripts/hnswlib_ref.py in the same invocation.
- * Times are per thread CPU time (robust on a shared machine) with the wall
- * time beside it.  The last line is one JSON object.
+ * Times are process CPU time (robust on a shared machine; during a query
+ * phase only that phase runs) with the wall time beside it.  The last line is one JSON object.
  */
 #include <math.h>
 #include <stdio.h>
@@ -35,13 +35,6 @@ static double wall_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -66,7 +59,7 @@ struct config {
 struct result {
     const char *name;
     uint32_t payload;
-    double build_s, build_cpu_s, entries_per_s;
+    double train_s, build_s, build_cpu_s, entries_per_s;
     size_t entries, server_bytes;
     double recall[MAX_POOLS];
     double bytes[MAX_POOLS];
@@ -180,6 +173,10 @@ static int build(const struct dataset *d, const mess_params *p,
     for (i = 0; i < d->nb; i++)
         ids[i] = i;
     rc = mess_client_new(p, d->learn, d->nl, seed, 0, threads, c);
+    res->train_s = wall_s() - t0;
+    /* the build proper: hash, perturb, encrypt (client), insert (server) */
+    t0 = wall_s();
+    c0 = proc_cpu_s();
     if (rc == MESS_OK)
         rc = mess_server_new(p, s);
     for (i = 0; rc == MESS_OK && i < d->nb; i += batch) {
@@ -229,16 +226,16 @@ static int evaluate(const struct dataset *d, mess_client *c, const mess_server *
             double w0, c0, w1, c1, w2, c2;
             int rc;
             w0 = wall_s();
-            c0 = cpu_s();
+            c0 = proc_cpu_s();
             rc = mess_client_request(c, d->query + q * d->dim, (size_t)pools[b],
                                      &qs, &req, &rl);
             if (rc != MESS_OK)
                 return rc;
             w1 = wall_s();
-            c1 = cpu_s();
+            c1 = proc_cpu_s();
             rc = mess_server_search(s, req, rl, 1, &resp, &sl);
             w2 = wall_s();
-            c2 = cpu_s();
+            c2 = proc_cpu_s();
             mess_buf_free(req);
             if (rc != MESS_OK) {
                 mess_query_free(qs);
@@ -246,7 +243,7 @@ static int evaluate(const struct dataset *d, mess_client *c, const mess_server *
             }
             rc = mess_client_finish(c, qs, resp, sl, K, ids, dists, &got, &st);
             cli_w += (w1 - w0) + (wall_s() - w2);
-            fin_c += cpu_s() - c2;
+            fin_c += proc_cpu_s() - c2;
             enc_c += c1 - c0;
             srv_c += c2 - c1;
             srv_w += w2 - w1;
@@ -321,6 +318,8 @@ static const char help[] =
     "  --timing-pool B   pool of the time and bytes figures (1500)\n"
     "  --queries N       use the first N queries (all)\n"
     "  --threads N       build threads (2); searches and finishes use one\n"
+    "  --client-threads N  workers opening response entries in finish (1)\n"
+    "  --shards M --per-item T  graphs and copies per item (64, 16)\n"
     "  --seed HEX64      deterministic seed (a fixed one by default)\n"
     "  --no-hnswlib      skip the plaintext hnswlib reference\n"
     "  --python P        interpreter for scripts/hnswlib_ref.py (/usr/bin/python3)\n";
@@ -354,9 +353,10 @@ static void print_result(const struct result *r, const long *pools, size_t np,
     printf("\n%s payload %s (M=%u t=%u kappa=%u p_D=%.3g p_q=%.3g)\n", r->name,
            pl[r->payload], p->shards, p->per_item, p->kappa, p->p_store,
            mess_effective_flip(p->p_prr, p->p_irr));
-    printf("  build %.2f s (%.0f entries/s, %.2f s CPU), %zu entries, server %zu bytes"
+    printf("  hash training %.2f s; build (hash, perturb, encrypt, insert) %.2f s"
+           " (%.0f entries/s, %.2f s CPU), %zu entries, server %zu bytes"
            " (%.1f bytes/entry)\n",
-           r->build_s, r->entries_per_s, r->build_cpu_s, r->entries, r->server_bytes,
+           r->train_s, r->build_s, r->entries_per_s, r->build_cpu_s, r->entries, r->server_bytes,
            r->entries ? (double)r->server_bytes / (double)r->entries : 0.0);
     printf("  %8s %8s %10s %12s\n", "pool", "recall", "unique", "bytes/query");
     for (b = 0; b < np; b++)
@@ -374,10 +374,11 @@ static void json_result(FILE *f, const struct result *r, const long *pools,
 {
     static const char *const pl[] = {"f32", "f16", "i8"};
     size_t b;
-    fprintf(f, "{\"config\":\"%s\",\"payload\":\"%s\",\"build_s\":%.3f,"
-               "\"entries_per_s\":%.1f,\"entries\":%zu,\"server_bytes\":%zu,"
+    fprintf(f, "{\"config\":\"%s\",\"payload\":\"%s\",\"train_s\":%.3f,"
+               "\"build_s\":%.3f,\"build_cpu_s\":%.3f,\"entries_per_s\":%.1f,\"entries\":%zu,\"server_bytes\":%zu,"
                "\"server_bytes_per_entry\":%.1f,\"recall\":{",
-            r->name, pl[r->payload], r->build_s, r->entries_per_s, r->entries,
+            r->name, pl[r->payload], r->train_s, r->build_s, r->build_cpu_s,
+            r->entries_per_s, r->entries,
             r->server_bytes,
             r->entries ? (double)r->server_bytes / (double)r->entries : 0.0);
     for (b = 0; b < np; b++)
@@ -399,7 +400,7 @@ int bench_protocol(int argc, char **argv)
 {
     struct cli_args a;
     const char *dir, *pools_s, *configs_s, *payloads_s, *seedhex, *python;
-    long pools[MAX_POOLS], tpool, nq, threads, pay[3];
+    long pools[MAX_POOLS], tpool, nq, threads, cthreads, pay[3], shards, per_item;
     size_t np, nc, npay, i, j, b;
     struct config cfg[MAX_CONFIGS];
     struct dataset d;
@@ -426,7 +427,11 @@ int bench_protocol(int argc, char **argv)
     no_hnsw = cli_flag(&a, "--no-hnswlib");
     if (cli_opt_long(&a, "--timing-pool", 1, 65535L * 64, 1500, &tpool) ||
         cli_opt_long(&a, "--queries", 0, 100000000, 0, &nq) ||
-        cli_opt_long(&a, "--threads", 1, 256, 2, &threads) || cli_check_unused(&a))
+        cli_opt_long(&a, "--threads", 1, 256, 2, &threads) ||
+        cli_opt_long(&a, "--client-threads", 1, 64, 1, &cthreads) ||
+        cli_opt_long(&a, "--shards", 1, MESS_MAX_SHARDS, 64, &shards) ||
+        cli_opt_long(&a, "--per-item", 1, MESS_MAX_SHARDS, 16, &per_item) ||
+        cli_check_unused(&a))
         return CLI_USAGE;
     if (!dir)
         dir = "datasets/sift";
@@ -488,8 +493,9 @@ int bench_protocol(int argc, char **argv)
            dir, d.nb, d.nq, d.dim, d.nl);
     printf("exact top-%d reference: recall 1 by definition (ground truth)\n", K);
     fprintf(json, "{\"bench\":\"protocol\",\"data\":\"%s\",\"base\":%zu,\"queries\":%zu,"
-                  "\"dim\":%zu,\"timing_pool\":%ld,\"build_threads\":%ld,",
-            dir, d.nb, d.nq, d.dim, tpool, threads);
+                  "\"dim\":%zu,\"timing_pool\":%ld,\"build_threads\":%ld,"
+                  "\"client_threads\":%ld,",
+            dir, d.nb, d.nq, d.dim, tpool, threads, cthreads);
     if (!no_hnsw) {
         char script[4096];
         snprintf(script, sizeof script, "scripts/hnswlib_ref.py");
@@ -517,12 +523,16 @@ int bench_protocol(int argc, char **argv)
             if (i >= nc && payload == MESS_PAYLOAD_F32)
                 continue; /* already measured */
             mess_params_default(&p, (uint32_t)d.dim);
+            p.shards = (uint32_t)shards;
+            p.per_item = (uint32_t)per_item;
             p.p_store = cf->p_store;
             p.p_prr = p.p_irr = mess_split_flip(cf->p_query);
             p.payload = payload;
             r->name = cf->name;
             r->payload = payload;
             err = build(&d, &p, seed, (unsigned)threads, &c, &s, r);
+            if (err == MESS_OK)
+                err = mess_client_set_threads(c, (unsigned)cthreads);
             if (err == MESS_OK)
                 err = evaluate(&d, c, s, pools, np, tpool,
                                i == tcfg || i >= nc, r);

@@ -388,7 +388,8 @@ static const char query_help[] =
     "  --pool B        total candidate pool over all shards (required)\n"
     "  --out F.ivecs   write the top-k ids per query\n"
     "  --gt F.ivecs    ground truth: also report recall@k\n"
-    "  --threads N     server fan-out threads (1)\n"
+    "  --threads N     threads of the server fan-out and of the client's\n"
+    "                  opening of response entries (1)\n"
     "\n"
     "The client state is saved afterwards: its memo cache holds the permanent\n"
     "reports, so repeating a query later reuses them (averaging defence).\n"
@@ -453,6 +454,7 @@ int cli_cmd_query(int argc, char **argv)
     if (rc != CLI_OK)
         goto done;
     mess_client_params(c, &p);
+    mess_client_set_threads(c, (unsigned)threads);
     if (dim != p.dim) {
         cli_error("'%s' has dimension %zu, the index expects %u", file, dim, p.dim);
         rc = CLI_FAIL;

@@ -31,12 +31,16 @@ def plaintext_hnsw(ds, threads, target=0.98, m=16, ef_construction=300):
     rows, chosen = [], None
     for ef in EF_GRID:
         idx.set_ef(max(ef, K))
-        got = []
-        t0 = time.perf_counter()
-        for q in ds.queries:
-            lab, _ = idx.knn_query(q, k=K)
-            got.append(lab[0])
-        ms = 1e3 * (time.perf_counter() - t0) / len(ds.queries)
+        # best of 3 passes: sub-0.1 ms timings on a shared machine
+        best = float("inf")
+        for _ in range(3):
+            got = []
+            t0 = time.perf_counter()
+            for q in ds.queries:
+                lab, _ = idx.knn_query(q, k=K)
+                got.append(lab[0])
+            best = min(best, time.perf_counter() - t0)
+        ms = 1e3 * best / len(ds.queries)
         row = dict(config="hnswlib", ef=ef, recall=recall(got, ds.truth), server_ms=ms,
                    build_s=build_s, request_bytes=req_b, response_bytes=resp_b,
                    kb_per_query=(req_b + resp_b) / 1024.0)

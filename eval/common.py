@@ -101,6 +101,10 @@ class Build:
         t0 = time.perf_counter()
         self.client = mess.Client(params, ds.train, seed=seed_for(name), threads=threads)
         t1 = time.perf_counter()
+        try:  # the client's decryption threads, where the library has them
+            self.client.set_threads(threads)
+        except NotImplementedError:
+            pass
         ids = np.arange(len(ds.base), dtype=np.uint64)
         self.upload_bytes = 0
         enc = app = 0.0

@@ -50,9 +50,28 @@ def machine_info(threads):
         "load_avg_at_start": os.getloadavg(), "threads_used": threads,
         "os": platform.platform(), "python": platform.python_version(),
         "numpy": np.__version__, "faiss": getattr(faiss, "__version__", "?"),
+        "hnswlib": _version_of("hnswlib"),
         "matplotlib": matplotlib.__version__, "libmess": mess.version(),
+        "commit": _git_commit(),
         "library": mess.library_path, "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
     }
+
+
+def _git_commit():
+    import subprocess
+    try:
+        return subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
+                              capture_output=True, text=True, timeout=10).stdout.strip() or "?"
+    except Exception:
+        return "?"
+
+
+def _version_of(pkg):
+    try:
+        from importlib.metadata import version
+        return version(pkg)
+    except Exception:
+        return "?"
 
 
 def pick(rows, pool):
@@ -92,14 +111,14 @@ def main():
     ap.add_argument("--base", type=int, default=0,
                     help="index only the first N base vectors (exact truth recomputed)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--pools", default="100,250,400,500,750,1000,1500,2000,3000,4000")
+    ap.add_argument("--pools", default="64,100,150,250,400,500,750,1000,1500,2000,3000,4000")
     ap.add_argument("--nonoise-pool", type=int, default=400,
                     help="No-Noise pool for table 2 (paper: 250-400 on SIFT)")
     ap.add_argument("--mess-pool", type=int, default=1500,
                     help="MESS pool for table 2, t and payload runs (paper: 1400-1600, Fig. 5: 1500)")
     ap.add_argument("--small-pool", type=int, default=250,
                     help="second pool of experiments 2 and 5, where recall is not saturated")
-    ap.add_argument("--target", type=float, default=0.95,
+    ap.add_argument("--target", type=float, default=0.99,
                     help="recall target choosing B per p in experiment 3")
     ap.add_argument("--faiss-pools", default="500,1500,4000")
     ap.add_argument("--hnsw-target", type=float, default=0.98)
@@ -112,7 +131,10 @@ def main():
                                     os.path.basename(os.path.normpath(a.data)))
         with open(os.path.join(out, "results.json")) as fh:
             saved = json.load(fh)
-        write_outputs(saved["results"], out, argparse.Namespace(**saved["args"]),
+        args = argparse.Namespace(**saved["args"])
+        if "--target" in sys.argv:  # re-choose experiment 3's pools
+            args.target = a.target
+        write_outputs(saved["results"], out, args,
                       saved["machine"], argparse.Namespace(**saved["dataset"]))
         return
 
@@ -258,7 +280,7 @@ def write_outputs(res, out, a, info, ds):
     if res["exp1"]:
         write_csv(P("exp1_recall_vs_pool.csv"), res["exp1"])
         plots.recall_vs_pool(res["exp1"], P("exp1_recall_vs_pool.png"),
-                             "Recall@10 vs pool, t=16 (" + title + ")")
+                             "Recall@10 vs pool B, t=16\n" + title)
         configs = list(dict.fromkeys(r["config"] for r in res["exp1"]))
         pools = list(dict.fromkeys(r["pool"] for r in res["exp1"]))
         quoted = dict(paper.FIG9_SIFT_008_008)
@@ -289,9 +311,9 @@ def write_outputs(res, out, a, info, ds):
         write_csv(P("exp3_query_flip.csv"), table)
         plots.query_flip(table, res["exp3_sweeps"], P("exp3_query_flip.png"),
                          "Query flip p (p_D = 0.08, t = 16; %s); B = smallest grid pool with "
-                         "Recall@10 >= %.2f" % (ds.name, a.target))
+                         "Recall@10 >= %g" % (ds.name, a.target))
         md.append("\n### Experiment 3: query flip p (p_D = 0.08), smallest grid B with "
-                  "Recall@10 >= %.2f\n" % a.target)
+                  "Recall@10 >= %g\n" % a.target)
         rows = []
         for r in table:
             q = paper.TABLE3_SIFT100M.get(round(r["p_q"], 2))
@@ -309,6 +331,8 @@ def write_outputs(res, out, a, info, ds):
         write_csv(P("exp4_latency_comm.csv"), res["exp4"])
         plots.latency_table(res["exp4"], P("exp4_latency_comm.png"),
                             "Latency per query, %s" % ds.name)
+        plots.recall_vs_latency(res["exp4"], P("exp4_recall_vs_latency.png"),
+                                "Recall@10 vs latency (paper Fig. 4, SIFT panel; grey = quoted)")
         md.append("\n### Experiment 4: latency and communication (paper Table 2)\n")
         rows = []
         for r in res["exp4"]:
@@ -374,6 +398,24 @@ def write_outputs(res, out, a, info, ds):
                              f(b["encode_s"], 1), f(b["server_s"], 1),
                              f(b["upload_bytes"] / 1e6, 1), str(b["entries"]),
                              f(b["server_bytes"] / 1e6, 1)] for b in res["builds"]]))
+    md.append("\n### Machine\n")
+    md.append(md_table(["item", "value"], [
+        ["CPU", "%s, %s cores, %s GiB RAM" % (info.get("cpu"), info.get("cores"),
+                                              info.get("memory_gib"))],
+        ["load average at start (1/5/15 min)",
+         " / ".join("%.1f" % x for x in info.get("load_avg_at_start", []))],
+        ["threads used", str(info.get("threads_used"))],
+        ["OS", str(info.get("os"))],
+        ["software", "Python %s, numpy %s, faiss %s, hnswlib %s, matplotlib %s, libmess %s"
+         % (info.get("python"), info.get("numpy"), info.get("faiss"), info.get("hnswlib"),
+            info.get("matplotlib"), info.get("libmess"))],
+        ["source commit", str(info.get("commit", "?"))],
+        ["data", "%s: %s base, %s queries, %s learn, dim %s"
+         % (info.get("dataset"), info.get("base"), info.get("queries"), info.get("train"),
+            info.get("dim"))],
+        ["command", "`%s`" % info.get("command")],
+        ["date (UTC), run time", "%s, %s min" % (info.get("date_utc"), info.get("minutes"))],
+    ]))
     with open(P("tables.md"), "w") as fh:
         fh.write("\n".join(md))
     with open(P("machine.json"), "w") as fh:

@@ -30,9 +30,10 @@ def recall_vs_pool(rows, path, title):
     q = paper.FIG9_SIFT_012_008
     ax.plot([b for b, _ in q], [r for _, r in q], ls=":", color="0.45", lw=1.2,
             label="paper SIFT p_D=0.12, p_q=0.08 (quoted, Fig. 9)")
-    ax.set_xlabel("candidate pool B (sum of per-shard budgets)")
+    ax.set_xscale("log")
+    ax.set_xlabel("candidate pool B (sum of per-shard budgets, log)")
     ax.set_ylabel("Recall@10")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=9)
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
@@ -73,22 +74,20 @@ def query_flip(table, sweeps, path, title):
     ps = [r["p_q"] for r in table]
     x = range(len(ps))
     w = 0.38
-    a.bar([i - w / 2 for i in x], [r["total_wan_ms"] for r in table], w, color="#2b6cb0",
-          label="WAN (left axis)")
-    a2 = a.twinx()
-    a2.bar([i + w / 2 for i in x], [r["total_lan_ms"] for r in table], w, color="#dd6b20",
-           label="LAN (right axis)")
-    for i, r in zip(x, table):
-        a.text(i - w / 2, r["total_wan_ms"], "B=%d" % r["pool"], ha="center",
-               va="bottom", fontsize=7)
+    for off, net, col in ((-w / 2, "lan", "#dd6b20"), (w / 2, "wan", "#2b6cb0")):
+        vals = [r["total_%s_ms" % net] for r in table]
+        a.bar([i + off for i in x], vals, w, color=col, label=net.upper())
+        for i, v in zip(x, vals):
+            a.text(i + off, v * 1.08, "%.1f" % v, ha="center", fontsize=7)
+    a.set_yscale("log")
+    a.set_ylim(min(r["total_lan_ms"] for r in table) / 2,
+               max(r["total_wan_ms"] for r in table) * 4)
     a.set_xticks(list(x))
-    a.set_xticklabels(["p=%.2f" % p for p in ps])
-    a.set_ylabel("WAN total ms/query")
-    a2.set_ylabel("LAN total ms/query")
-    a.set_title("total latency at the smallest B reaching the target")
-    h1, l1 = a.get_legend_handles_labels()
-    h2, l2 = a2.get_legend_handles_labels()
-    a.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper left")
+    a.set_xticklabels(["p=%.2f\nB=%d" % (r["p_q"], r["pool"]) for r in table])
+    a.set_ylabel("total ms/query (log)")
+    a.set_title("total latency at the smallest B reaching the target", fontsize=10)
+    a.legend(fontsize=8, loc="upper left", ncol=2)
+    a.grid(axis="y", alpha=0.3)
     for p in ps:
         rr = [r for r in sweeps if abs(r["p_q"] - p) < 1e-9]
         b.plot([r["pool"] for r in rr], [100 * r["recall"] for r in rr], marker="o",
@@ -99,7 +98,7 @@ def query_flip(table, sweeps, path, title):
     b.set_xscale("log")
     b.set_xlabel("candidate pool B (log)")
     b.set_ylabel("Recall@10 (%)")
-    b.set_title("recall vs pool per query flip p (p_D = 0.08)")
+    b.set_title("recall vs pool per query flip p (p_D = 0.08)", fontsize=10)
     b.grid(alpha=0.3)
     b.legend(fontsize=7, loc="lower right")
     fig.suptitle(title, fontsize=10)
@@ -163,7 +162,7 @@ def payloads(rows, path, title):
 
 
 def baselines(hnsw_rows, faiss_rows, path, title):
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.8))
     a.plot([r["server_ms"] for r in hnsw_rows], [r["recall"] for r in hnsw_rows], "o-",
            color="#2b6cb0")
     for r in hnsw_rows[::3]:
@@ -178,23 +177,72 @@ def baselines(hnsw_rows, faiss_rows, path, title):
     pools = [r["pool"] for r in faiss_rows]
     x = range(len(pools))
     w = 0.38
-    b.bar([i - w / 2 for i in x], [r["server_ms_ours"] for r in faiss_rows], w,
-          color="#c53030", label="ours: hnsw_bin (server ms)")
-    b.bar([i + w / 2 for i in x], [r["server_ms_faiss"] for r in faiss_rows], w,
-          color="#718096", label="faiss IndexBinaryHNSW (server ms)")
+    cpu = all("server_cpu_ms_ours" in r for r in faiss_rows)
+    key_o, key_f = (("server_cpu_ms_ours", "server_cpu_ms_faiss") if cpu
+                    else ("server_ms_ours", "server_ms_faiss"))
+    what = "CPU ms" if cpu else "ms"
+    b.bar([i - w / 2 for i in x], [r[key_o] for r in faiss_rows], w,
+          color="#c53030", label="ours: hnsw_bin (server %s)" % what)
+    b.bar([i + w / 2 for i in x], [r[key_f] for r in faiss_rows], w,
+          color="#718096", label="faiss IndexBinaryHNSW (server %s)" % what)
     b.set_xticks(list(x))
     b.set_xticklabels(["B=%d" % p for p in pools])
-    b.set_ylabel("server ms/query (1 thread)")
+    b.set_ylabel("server %s/query (1 thread)" % what)
     b2 = b.twinx()
-    b2.plot(list(x), [r["recall_ours"] for r in faiss_rows], "o-", color="#c53030",
-            label="Recall@10 ours")
-    b2.plot(list(x), [r["recall_faiss"] for r in faiss_rows], "s--", color="#2d3748",
-            label="Recall@10 faiss")
-    b2.set_ylim(0, 1.05)
-    b2.set_ylabel("Recall@10")
-    b.set_title("same perturbed codes, same requests")
+    b2.plot(list(x), [r["shard_hamming_recall_ours"] for r in faiss_rows], "o-",
+            color="#c53030", label="shard Hamming recall, ours")
+    b2.plot(list(x), [r["shard_hamming_recall_faiss"] for r in faiss_rows], "s--",
+            color="#2d3748", label="shard Hamming recall, faiss")
+    lo = min(min(r["shard_hamming_recall_ours"], r["shard_hamming_recall_faiss"])
+             for r in faiss_rows)
+    b2.set_ylim(max(0, lo - 0.25), 1.01)
+    b2.set_ylabel("fraction of each shard's true top-budget found")
+    b.set_title("same perturbed codes, same requests (end-to-end recall: table)",
+                fontsize=10)
     h1, l1 = b.get_legend_handles_labels()
     h2, l2 = b2.get_legend_handles_labels()
-    b.legend(h1 + h2, l1 + l2, fontsize=7, loc="lower right")
+    b.legend(h1 + h2, l1 + l2, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1),
+             ncol=2)
     fig.suptitle(title, fontsize=10)
+    _save(fig, path)
+
+
+def recall_vs_latency(rows, path, title):
+    """Figure 4's SIFT panel: Recall@10 against total latency, hollow
+    markers LAN, filled WAN; ours measured in colour, the paper's quoted
+    points in grey.  HE-Cluster (recall 0.47) is named below the axis."""
+    from matplotlib.lines import Line2D
+    fig, ax = plt.subplots(figsize=(8, 4.4))
+    marks = {"HNSW": "o", "No-Noise": "s", "MESS": "D", "Compass": "^", "HE-Cluster": "p"}
+
+    def kind(name):
+        for k in marks:
+            if name.startswith(k):
+                return k
+        return "MESS"
+    handles, low = [], []
+    for r in rows:
+        k = kind(r["scheme"])
+        quoted = r["source"] != "measured"
+        if r["recall"] < 0.9:
+            low.append(r)
+            continue
+        col = "0.55" if quoted else {"HNSW": "#2b6cb0", "No-Noise": "#2f855a",
+                                      "MESS": "#c53030"}.get(k, "k")
+        for net, filled in (("lan", False), ("wan", True)):
+            ax.scatter(r["total_%s_ms" % net], r["recall"], marker=marks[k], s=60,
+                       facecolors=col if filled else "white", edgecolors=col, linewidths=1.4)
+        handles.append(Line2D([], [], ls="", marker=marks[k], markerfacecolor=col,
+                              markeredgecolor=col, label="%s (%s)" % (r["scheme"], r["source"])))
+    ax.set_xscale("log")
+    ax.set_ylim(0.9, 1.01)
+    ax.set_xlabel("total latency per query, ms (log; hollow = LAN, filled = WAN)")
+    ax.set_ylabel("Recall@10")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    for r in low:
+        ax.text(0.01, 0.96, "off scale: %s (%s): Recall %.2f, LAN %.0f ms, WAN %.0f ms"
+                % (r["scheme"], r["source"], r["recall"], r["total_lan_ms"], r["total_wan_ms"]),
+                transform=ax.transAxes, ha="left", fontsize=7, color="0.4")
+    ax.legend(handles=handles, fontsize=7, loc="lower left", ncol=2)
     _save(fig, path)

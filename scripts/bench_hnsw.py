@@ -8,15 +8,18 @@ built), the SIFT descriptors become 128-bit codes: the signs of a seeded
 Gaussian random projection of the mean-centred vectors (SimHash).  The codes
 are written once to .bvecs files; `mess bench hnsw` builds hnsw_bin over them
 and faiss IndexBinaryHNSW is built in this process over the same bytes, with
-the same M_hnsw and ef_construction, both single-threaded.  Both are measured
+the same M_hnsw and ef_construction, both single-threaded.  Debian's faiss is
+built for the generic x86-64 baseline (its popcount is a libgcc call), so
+the tool built without -mpopcnt (build/mess-portable, `make bench` builds
+it) is measured too, for a like-for-like column.  Both are measured
 over the same grid of ef values for every P: recall against exact Hamming
 top-P (the exact P-th distance comes from the C tool's brute force and is
 checked here against faiss IndexBinaryFlat) and queries per second, best of
 --repeat timed runs.
 
-The comparison point for each P: faiss at its fastest ef whose recall
+The comparison point for each P: faiss at its smallest ef whose recall
 reaches --target (its best recall if none does), and hnsw_bin at its
-fastest ef whose recall is at least faiss' recall there.  faiss' efSearch
+smallest ef whose recall is at least faiss' recall there.  faiss' efSearch
 bounds its candidate queue while hnsw_bin's beam is max(P, ef), so equal ef
 values are not equal work: only points of equal recall compare.  The whole
 curves and the points for several targets are printed too.  The last line is one JSON object:
@@ -36,8 +39,8 @@ import numpy as np
 
 try:
     import faiss
-except ImportError:  # pragma: no cover - reported to the user
-    sys.exit("bench_hnsw.py needs faiss: apt-get install python3-faiss")
+except ImportError:  # reported when a benchmark needs it (--write-codes does not)
+    faiss = None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POP8 = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(1)
@@ -95,7 +98,9 @@ def run_mess(mess, bfile, qfile, kfile, a, Ps, efs, nq):
     cmd = [mess, "bench", "hnsw", "--base", bfile, "--query", qfile,
            "--m", str(a.m), "--efc", str(a.efc), "--seed", str(a.seed),
            "--P", ",".join(map(str, Ps)), "--ef", ",".join(map(str, efs)),
-           "--repeat", str(a.repeat), "--nq", str(nq), "--kth-out", kfile]
+           "--repeat", str(a.repeat), "--nq", str(nq)]
+    if kfile:
+        cmd += ["--kth-out", kfile]
     print("$ " + " ".join(cmd), flush=True)
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
     lines = out.strip().splitlines()
@@ -144,14 +149,16 @@ def check_kth(base, query, kth, Ps, count):
             sys.exit(f"exact top-{P} distances differ between mess and faiss IndexBinaryFlat")
 
 
-def pick(rm, qm, rf, qf, target):
-    """faiss' fastest point with recall >= target (its best recall if none
-    reaches it); hnsw_bin's fastest point with recall >= faiss' there."""
+def pick(rm, rf, target):
+    """faiss' smallest ef with recall >= target (its best recall if none
+    reaches it); hnsw_bin's smallest ef with recall >= faiss' there.  The
+    smallest ef, not the fastest point: points of equal work differ only by
+    timing noise, and picking the fastest of them would favour either side."""
     okf = np.nonzero(rf >= target)[0]
-    jf = int(okf[np.argmax(qf[okf])]) if len(okf) else int(np.argmax(rf))
+    jf = int(okf[0]) if len(okf) else int(np.argmax(rf))
     okm = np.nonzero(rm >= rf[jf])[0]
     if len(okm):
-        return jf, int(okm[np.argmax(qm[okm])]), True
+        return jf, int(okm[0]), True
     return jf, int(np.argmax(rm)), False
 
 
@@ -170,27 +177,35 @@ def bench_set(name, path, a, Ps, efs):
         write_bvecs(qfile, qc)
         m = run_mess(a.mess, bfile, qfile, kfile, a, Ps, efs, nq)
         kth = read_ivecs(kfile)
+        mp = None
+        if a.mess_portable and os.path.exists(a.mess_portable):
+            print("  the same engine built without -mpopcnt (portable popcount):")
+            mp = run_mess(a.mess_portable, bfile, qfile, None, a, Ps, efs, nq)
     check_kth(bc, qc, kth, Ps, min(nq, 200))
     fb, rf, qf = run_faiss(bc, qc, kth, a, Ps, efs)
     rm, qm = np.array(m["recall"]), np.array(m["qps"])
 
-    print(f"\n  {name}: recall / single-thread QPS, hnsw_bin vs faiss (same codes)")
-    print("  P    ef   recall_mess recall_faiss   qps_mess  qps_faiss  ratio")
+    qp = np.array(mp["qps"]) if mp else np.full(qm.shape, np.nan)
+    print(f"\n  {name}: recall / single-thread QPS, hnsw_bin vs faiss (same codes);")
+    print("  'portable' is hnsw_bin built without -mpopcnt, like Debian's faiss")
+    print("  P    ef   recall_mess recall_faiss   qps_mess qps_portable  qps_faiss  ratio")
     for ip, P in enumerate(Ps):
         for ie, ef in enumerate(efs):
             print(f"  {P:<4} {ef:<4} {rm[ip, ie]:11.4f} {rf[ip, ie]:12.4f} "
-                  f"{qm[ip, ie]:10.0f} {qf[ip, ie]:10.0f} {qm[ip, ie] / qf[ip, ie]:6.2f}")
+                  f"{qm[ip, ie]:10.0f} {qp[ip, ie]:12.0f} {qf[ip, ie]:10.0f} "
+                  f"{qm[ip, ie] / qf[ip, ie]:6.2f}")
     res = {"n": int(len(bc)), "bits": a.bits, "P": Ps, "recall_mess": [],
            "recall_faiss": [], "qps_mess": [], "qps_faiss": [],
            "build_s_mess": round(m["build_s"], 3), "build_s_faiss": round(fb, 3)}
     for t in sorted(set([0.9, 0.95, 0.99, a.target])):
-        print(f"\n  {name}: faiss' fastest point at recall >= {t}, hnsw_bin's "
-              "fastest at >= that recall")
+        print(f"\n  {name}: faiss' smallest ef with recall >= {t}, hnsw_bin's "
+              "smallest ef with at least that recall")
         for ip, P in enumerate(Ps):
-            jf, jm, ok = pick(rm[ip], qm[ip], rf[ip], qf[ip], t)
+            jf, jm, ok = pick(rm[ip], rf[ip], t)
             print(f"  P={P}: faiss ef={efs[jf]} recall {rf[ip, jf]:.4f} {qf[ip, jf]:.0f} q/s; "
                   f"hnsw_bin ef={efs[jm]} recall {rm[ip, jm]:.4f} {qm[ip, jm]:.0f} q/s; "
                   f"QPS ratio {qm[ip, jm] / qf[ip, jf]:.2f}"
+                  + (f" (portable build {qp[ip, jm] / qf[ip, jf]:.2f})" if mp else "")
                   + ("" if ok else "  (hnsw_bin never reaches faiss' recall)"))
             if t == a.target:
                 res["recall_mess"].append(round(float(rm[ip, jm]), 4))
@@ -198,7 +213,9 @@ def bench_set(name, path, a, Ps, efs):
                 res["qps_mess"].append(round(float(qm[ip, jm]), 1))
                 res["qps_faiss"].append(round(float(qf[ip, jf]), 1))
     print(f"  build: hnsw_bin {m['build_s']:.2f} s, faiss {fb:.2f} s, ratio "
-          f"{fb / m['build_s']:.2f}; hnsw_bin {m['bytes_per_node']:.1f} bytes/node")
+          f"{fb / m['build_s']:.2f}"
+          + (f"; portable build {mp['build_s']:.2f} s, ratio {fb / mp['build_s']:.2f}" if mp else "")
+          + f"; hnsw_bin {m['bytes_per_node']:.1f} bytes/node")
     print("  " + json.dumps(res, separators=(",", ":")))
     return res
 
@@ -209,6 +226,8 @@ def main():
     ap.add_argument("--sets", default="sift,large",
                     help="data sets under datasets/ (missing ones are skipped)")
     ap.add_argument("--mess", default=os.path.join(ROOT, "build", "mess"))
+    ap.add_argument("--mess-portable", default=os.path.join(ROOT, "build", "mess-portable"),
+                    help="the tool built without -mpopcnt (skipped if absent)")
     ap.add_argument("--bits", type=int, default=128)
     ap.add_argument("--m", type=int, default=16)
     ap.add_argument("--efc", type=int, default=100)
@@ -217,6 +236,9 @@ def main():
     ap.add_argument("--ef", default="16,24,32,48,64,96,128,192,256,384")
     ap.add_argument("--nq", type=int, default=2000, help="queries per set")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--write-codes", metavar="DIR",
+                    help="only write each set's codes to DIR/NAME_{base,query}.bvecs "
+                    "(for `mess bench hnsw` runs by hand) and exit")
     ap.add_argument("--target", type=float, default=0.95,
                     help="faiss recall at the compared operating point")
     a = ap.parse_args()
@@ -228,7 +250,20 @@ def main():
         if not os.path.exists(os.path.join(path, "groundtruth.ivecs")):
             print(f"\n== {name}: not built ({path}; see datasets/README.md), skipped")
             continue
+        if a.write_codes:
+            base = read_vectors(os.path.join(path, "base"))
+            query = read_vectors(os.path.join(path, "query"))[:a.nq]
+            bc, qc = simhash(base, query, a.bits, a.seed)
+            os.makedirs(a.write_codes, exist_ok=True)
+            for part, x in (("base", bc), ("query", qc)):
+                write_bvecs(os.path.join(a.write_codes, f"{name}_{part}.bvecs"), x)
+            print(f"{name}: {len(bc)} base and {len(qc)} query codes -> {a.write_codes}")
+            continue
+        if faiss is None:
+            sys.exit("bench_hnsw.py needs faiss: apt-get install python3-faiss")
         results.append(bench_set(name, path, a, Ps, efs))
+    if a.write_codes:
+        return
     if not results:
         sys.exit("no data set found")
     print(json.dumps(max(results, key=lambda r: r["n"]), separators=(",", ":")))

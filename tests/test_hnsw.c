@@ -346,7 +346,7 @@ static void test_graph_access(void)
                 bad++;
                 continue;
             }
-            bad += cnt > (lv == 0 ? 2 * m : m) || cnt == 0;
+            bad += cnt > (lv == 0 ? 2 * m : m) || (lv == 0 && cnt == 0);
             if (lv == 0)
                 links0 += cnt;
             for (k = 0; k < cnt; k++) {

@@ -269,6 +269,7 @@ client_finish = _proto("mess_client_finish", [c_void_p, c_void_p, c_void_p, c_si
                                               c_size_t, c_void_p, c_void_p, P_size,
                                               POINTER(mess_finish_stats)])
 query_free = _proto("mess_query_free", [c_void_p], None)
+client_set_threads = _proto("mess_client_set_threads", [c_void_p, c_uint])
 
 client_save = _proto("mess_client_save", [c_void_p, c_char_p, c_char_p])
 client_load = _proto("mess_client_load", [c_char_p, c_char_p, POINTER(c_void_p)])

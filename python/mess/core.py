@@ -262,6 +262,12 @@ class Client(_Handle):
         L.client_params(self.ptr, byref(p))
         return p
 
+    def set_threads(self, threads):
+        """Worker threads finish() uses to open response entries (a
+        property of this handle, not saved).  NotImplementedError with a
+        library that predates mess_client_set_threads."""
+        L.client_set_threads(self.ptr, _threads(threads))
+
     def codes(self, x):
         """Clean codes of one vector for every shard: uint64 (M, kappa/64).
         Secret: for the client's own analysis, never to be sent."""

@@ -170,6 +170,21 @@ class TestProtocol(unittest.TestCase):
             resp.close()
             self.assertTrue(resp.closed)
 
+    def test_client_threads(self):
+        if not mess._lib.has("mess_client_set_threads"):
+            with self.assertRaises(NotImplementedError):
+                self.c.set_threads(2)
+            return
+        q, req = self.c.request(Data.queries[4], 400)
+        with q, req, self.s.search(req) as resp:
+            self.c.set_threads(1)
+            one = self.c.finish(q, resp, 10)
+            self.c.set_threads(2)
+            two = self.c.finish(q, resp, 10)
+            self.c.set_threads(1)
+        self.assertTrue(np.array_equal(one[0], two[0]))
+        self.assertTrue(np.array_equal(one[1], two[1]))
+
     def test_concurrent_server_searches(self):
         q, req = self.c.request(Data.queries[3], 240)
         out = [None] * 4

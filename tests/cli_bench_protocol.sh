@@ -1,0 +1,74 @@
+#!/bin/sh
+# tests/cli_bench_protocol.sh - `mess bench protocol` on a slice of the
+# bundled SIFT set (1000 base vectors, 10 queries, exact ground truth made
+# here): the report ends with one JSON object with the curve, the timing
+# and the bytes, and bad options are refused.  Last line: "N passed, N failed".
+set -u
+MESS=${MESS:-build/mess}
+PYTHON=${PYTHON:-/usr/bin/python3}
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+json() { tail -n 1 "$tmp/out" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
+
+D=datasets/sift
+head -c $((132 * 1000)) $D/base.bvecs >"$tmp/base.bvecs"
+head -c $((132 * 10)) $D/query.bvecs >"$tmp/query.bvecs"
+cp $D/learn.bvecs "$tmp/learn.bvecs"
+"$PYTHON" - "$tmp" <<'PY'
+import sys, numpy as np
+d = sys.argv[1]
+def rd(p):
+    r = np.fromfile(p, dtype=np.uint8).reshape(-1, 132)
+    return r[:, 4:].astype(np.float64)
+b, q = rd(d + "/base.bvecs"), rd(d + "/query.bvecs")
+dist = ((q[:, None, :] - b[None, :, :]) ** 2).sum(-1)
+gt = np.argsort(dist, axis=1, kind="stable")[:, :10].astype(np.int32)
+out = np.hstack([np.full((len(q), 1), 10, np.int32), gt])
+out.tofile(d + "/groundtruth.ivecs")
+PY
+
+if "$MESS" bench protocol --data "$tmp" --configs nonoise --payloads f32,i8 --shards 8 --per-item 2 \
+    --pools 20,100 --timing-pool 100 --no-hnswlib >"$tmp/out" 2>"$tmp/err"; then
+    last=$(tail -n 1 "$tmp/out")
+    case "$last" in
+    '{"bench":"protocol"'*'"config":"nonoise","payload":"f32"'*'"recall":{"20":'*'"server_ms_per_query":'*'"client_ms_per_query":'*'"payload":"i8"'*'}') ok "report ends with its JSON object" ;;
+    *) bad "JSON line: $last" ;;
+    esac
+    # at pool 100 of 1000 items with no noise the exact top 10 is found
+    r=$(printf '%s\n' "$last" | sed -n 's/.*"payload":"f32"[^]]*"recall":{"20":[0-9.]*,"100":\([0-9.]*\)}.*/\1/p')
+    if awk -v r="$r" 'BEGIN { exit !(r + 0 >= 0.9 && r + 0 <= 1) }'; then
+        ok "No-Noise recall at B=100: $r"
+    else
+        bad "No-Noise recall at B=100: '$r'"
+    fi
+    # exact bytes: 184-byte request (M = 8), 56 bytes of response framing,
+    # 536-byte f32 entries, 160-byte i8 ones
+    if printf '%s\n' "$last" | grep -q '"payload":"f32"[^]]*"bytes_per_query":{"20":[0-9]*,"100":53840}' &&
+        printf '%s\n' "$last" | grep -q '"payload":"i8"[^]]*"bytes_per_query":{"20":[0-9]*,"100":16240}'; then
+        ok "bytes per query"
+    else
+        bad "bytes per query in: $last"
+    fi
+else
+    bad "bench protocol run failed"
+    cat "$tmp/err"
+fi
+
+for bad_opt in "--pools 0" "--configs nope" "--payloads f64" "--data /nonexistent"; do
+    # shellcheck disable=SC2086
+    "$MESS" bench protocol $bad_opt --no-hnswlib >/dev/null 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -ge 1 ] && [ "$rc" -le 2 ] && grep -q '^mess: ' "$tmp/err"; then
+        ok "refused: $bad_opt"
+    else
+        bad "not refused: $bad_opt (exit $rc)"
+    fi
+done
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

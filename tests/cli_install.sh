@@ -1,0 +1,68 @@
+#!/bin/sh
+# tests/cli_install.sh - `make install` into a staging DESTDIR: a program
+# built with `pkg-config mess` links (static and shared) and runs, and
+# `make uninstall` removes every installed file.
+cd "$(dirname "$0")/.." || exit 1
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok - $1"; }
+bad() { failed=$((failed + 1)); echo "not ok - $1"; }
+
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+dest="$tmp/root"
+prefix=/opt/libmess-test
+cat > "$tmp/prog.c" <<'C'
+#include <mess.h>
+#include <stdio.h>
+#include <string.h>
+int main(void)
+{
+    /* the header and the library agree, and a real call works */
+    if (strcmp(mess_version(), MESS_VERSION_STRING) != 0)
+        return 1;
+    printf("%s\n", mess_strerror(MESS_EFORMAT));
+    return 0;
+}
+C
+
+if make -s --no-print-directory install DESTDIR="$dest" PREFIX="$prefix" >"$tmp/log" 2>&1; then
+    ok "make install"
+else
+    cat "$tmp/log"
+    bad "make install"
+fi
+for f in lib/libmess.a lib/libmess.so lib/libmess.so.0 include/mess.h \
+         lib/pkgconfig/mess.pc bin/mess share/doc/libmess/README.md; do
+    [ -e "$dest$prefix/$f" ] && ok "installed $f" || bad "installed $f"
+done
+
+export PKG_CONFIG_PATH="$dest$prefix/lib/pkgconfig"
+export PKG_CONFIG_SYSROOT_DIR="$dest"
+cc=${CC:-cc}
+# shellcheck disable=SC2046
+if $cc -o "$tmp/static" "$tmp/prog.c" $(pkg-config --cflags mess) \
+       "$dest$prefix/lib/libmess.a" $(pkg-config --static --libs-only-l mess | sed 's/-lmess//') \
+       >"$tmp/log" 2>&1 && "$tmp/static" >/dev/null; then
+    ok "static link through pkg-config --static"
+else
+    cat "$tmp/log"
+    bad "static link through pkg-config --static"
+fi
+# shellcheck disable=SC2046
+if $cc -o "$tmp/shared" "$tmp/prog.c" $(pkg-config --cflags --libs mess) >"$tmp/log" 2>&1 &&
+   LD_LIBRARY_PATH="$dest$prefix/lib" "$tmp/shared" >/dev/null; then
+    ok "shared link through pkg-config"
+else
+    cat "$tmp/log"
+    bad "shared link through pkg-config"
+fi
+
+make -s --no-print-directory uninstall DESTDIR="$dest" PREFIX="$prefix" >/dev/null 2>&1
+left=$(find "$dest" -type f -o -type l | wc -l)
+[ "$left" -eq 0 ] && ok "make uninstall removes every file" || {
+    find "$dest" -type f -o -type l
+    bad "make uninstall removes every file"
+}
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
