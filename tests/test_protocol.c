@@ -256,6 +256,23 @@ static void test_server_sees_no_plaintext(void)
     mess_server_free(s);
 }
 
+/* Bits in which an upload record's stored code differs from the clean code
+ * of its shard (clean: M codes of `words` words, from mess_client_codes). */
+static size_t record_flips(const uint8_t *rec, const uint64_t *clean,
+                           uint32_t words)
+{
+    uint32_t shard = rec[0] | rec[1] << 8, w;
+    size_t flips = 0;
+    for (w = 0; w < words; w++) {
+        uint64_t v = 0;
+        int b;
+        for (b = 7; b >= 0; b--)
+            v = v << 8 | rec[12 + 8 * w + (size_t)b];
+        flips += (size_t)__builtin_popcountll(v ^ clean[(size_t)shard * words + w]);
+    }
+    return flips;
+}
+
 static void test_upload_invariants(void)
 {
     mess_params p = g_params;
@@ -269,21 +286,14 @@ static void test_upload_invariants(void)
      * copies (the server cannot: records are sorted by (shard, label)). */
     for (i = 0; i < 200; i++) {
         uint64_t id = 5000000 + i;
-        size_t r, r2, w;
+        size_t r, r2;
         const float *x = base + (i % n_base) * dim;
         CHECK_OK(mess_client_codes(g_client, x, clean));
         CHECK_OK(mess_client_upload(g_client, &id, x, 1, 1, &buf, &len));
         CHECK(len == 32 + p.per_item * rb);
         for (r = 0; r < p.per_item; r++) {
             const uint8_t *rec = buf + 32 + r * rb;
-            uint32_t shard = rec[0] | rec[1] << 8;
-            for (w = 0; w < words; w++) {
-                uint64_t v = 0;
-                int b;
-                for (b = 7; b >= 0; b--)
-                    v = v << 8 | rec[12 + 8 * w + (size_t)b];
-                flips += (size_t)__builtin_popcountll(v ^ clean[shard * words + w]);
-            }
+            flips += record_flips(rec, clean, words);
             bits += p.kappa;
             /* no value is equal across the t copies of one item: shards
              * distinct, labels, codes, SIVs and ciphertexts all differ */
@@ -322,7 +332,7 @@ static void test_production_upload_coins(void)
     float *x = (float *)malloc((size_t)ITEMS * dim * sizeof(float));
     uint32_t words = p.kappa / 64;
     uint64_t *clean = (uint64_t *)malloc((size_t)p.shards * words * 8);
-    size_t rb = record_bytes(&p), code_b = p.kappa / 8, len, r, r2, w;
+    size_t rb = record_bytes(&p), code_b = p.kappa / 8, len, r, r2;
     size_t flips = 0, bits = 0, same = 0, nrec;
     uint8_t *buf = NULL;
     double sigma;
@@ -338,14 +348,7 @@ static void test_production_upload_coins(void)
     CHECK(len == 32 + nrec * rb);
     for (r = 0; r < nrec && len == 32 + nrec * rb; r++) {
         const uint8_t *rec = buf + 32 + r * rb;
-        uint32_t shard = rec[0] | rec[1] << 8;
-        for (w = 0; w < words; w++) {
-            uint64_t v = 0;
-            int b;
-            for (b = 7; b >= 0; b--)
-                v = v << 8 | rec[12 + 8 * w + (size_t)b];
-            flips += (size_t)__builtin_popcountll(v ^ clean[shard * words + w]);
-        }
+        flips += record_flips(rec, clean, words);
         bits += p.kappa;
         for (r2 = 0; r2 < r; r2++) {
             const uint8_t *o = buf + 32 + r2 * rb;
