@@ -199,7 +199,7 @@ tsan: deps-check
 # The full crash-safety run: 100 kills per role on a ~10 MB server state.
 crash-test: deps-check
 	@$(MAKE) --no-print-directory build/rel/tests/test_crash
-	@MESS_CRASH_ROUNDS=100 MESS_CRASH_ITEMS=8000 sh tests/run.sh build/rel/tests/test_crash
+	MESS_CRASH_ROUNDS=100 MESS_CRASH_ITEMS=8000 build/rel/tests/test_crash
 
 # ---- demo, bench, data --------------------------------------------------------
 demo: deps-check

@@ -833,6 +833,7 @@ int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
     uint64_t n, state;
     size_t i, rec;
     int rc = MESS_EFORMAT, lv, seen_top = 0;
+    size_t upper_counts = 0;
 
     if (!r || !out)
         return MESS_EINVAL;
@@ -880,6 +881,11 @@ int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
                 goto fail;
         h->n_deleted += h->deleted[i];
         h->n = i + 1; /* so hnsw_free releases upper blocks allocated so far */
+        /* every level of every node is followed by at least its link count:
+         * allocate upper blocks only for levels the input has bytes for */
+        upper_counts += h->levels[i];
+        if (upper_counts > mess_rd_left(r) / 4)
+            goto fail;
         if (h->levels[i] > 0) {
             h->upper[i] = (uint32_t *)mess_calloc_array((size_t)h->levels[i] * (1 + h->m), 4);
             if (!h->upper[i]) {

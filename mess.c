@@ -196,6 +196,22 @@ static void coins_init(const mess_client *c, struct mess_rng *r, uint64_t op,
                   coin_stream(op, d, id, shard));
 }
 
+/* Coins of record `rec` of an upload.  Deterministic mode: the seeded
+ * stream of (op, item, shard), as every other coin.  Production mode: one
+ * key drawn from the OS CSPRNG per upload (op_key) with the record's index
+ * as the ChaCha20 nonce: indices are distinct within the upload, so no two
+ * codes share a stream, and one system call serves the whole upload instead
+ * of one per code. */
+static void upload_coins_init(const mess_client *c, struct mess_rng *r,
+                              const uint8_t *op_key, uint64_t op, uint64_t id,
+                              uint32_t shard, size_t rec)
+{
+    if (c->deterministic)
+        coins_init(c, r, op, COIN_STORE, id, shard);
+    else
+        mess_rng_init(r, op_key, (uint64_t)rec);
+}
+
 /* ------------------------------------------------------------------------
  * Client lifecycle
  * ---------------------------------------------------------------------- */
@@ -324,6 +340,7 @@ struct shard_upload {
     uint8_t *out;
     size_t rec_bytes;
     uint64_t op;
+    uint8_t op_key[32]; /* production mode: this upload's coin key */
 };
 
 /* Encodes every record of shard j: hash the shard's items in one call,
@@ -362,7 +379,8 @@ static int upload_shard(void *ctx, size_t jj, unsigned worker)
         struct mess_rng rng;
         uint64_t *code = codes + i * words;
 
-        coins_init(c, &rng, u->op, COIN_STORE, u->ids[lr->item], j);
+        upload_coins_init(c, &rng, u->op_key, u->op, u->ids[lr->item], j,
+                          u->offset[j] + i);
         rc = lshrr_flip(&rng, code, p->kappa, p->p_store);
         mess_rng_wipe(&rng);
         if (rc != MESS_OK)
@@ -442,6 +460,8 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
     if (mess_mul_size(n, t, &total) != MESS_OK ||
         mess_mul_size(total, rec_bytes, &total) != MESS_OK)
         return MESS_ELIMIT;
+    if (!c->deterministic)
+        randombytes_buf(u.op_key, sizeof u.op_key);
 
     u.recs = (struct label_rec **)calloc(M, sizeof *u.recs);
     u.counts = (size_t *)calloc(M, sizeof *u.counts);
@@ -502,6 +522,7 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
     *buf = w.p;
     *len = w.len;
 done:
+    sodium_memzero(u.op_key, sizeof u.op_key);
     if (u.recs)
         for (j = 0; j < M; j++)
             free(u.recs[j]);
@@ -1214,6 +1235,15 @@ struct search_job {
     size_t *found;                 /* per shard */
 };
 
+/* Hits shard j can return for a budget: never more than its live nodes, so
+ * a request with huge budgets cannot make the server allocate more than
+ * its index holds (the results are the same). */
+static size_t search_room(const mess_server *s, uint32_t j, uint32_t budget)
+{
+    size_t live = hnsw_live(s->shards[j].graph);
+    return budget < live ? budget : live;
+}
+
 static int search_shard(void *ctx, size_t jj, unsigned worker)
 {
     struct search_job *sj = (struct search_job *)ctx;
@@ -1221,14 +1251,14 @@ static int search_shard(void *ctx, size_t jj, unsigned worker)
     uint32_t j = (uint32_t)jj, words = params_words(&s->p);
     uint32_t budget = wire_request_budget(sj->req, j);
     uint64_t code[MESS_MAX_BITS / 64];
-    size_t ef;
+    size_t ef, room = search_room(s, j, budget);
 
     sj->found[j] = 0;
-    if (budget == 0)
+    if (budget == 0 || room == 0)
         return MESS_OK;
     wire_load_code(sj->req->codes + (size_t)j * wire_code_bytes(&s->p), words, code);
     ef = s->p.ef_search > budget ? s->p.ef_search : budget;
-    return hnsw_search(s->shards[j].graph, sj->scratch[worker], code, budget, ef,
+    return hnsw_search(s->shards[j].graph, sj->scratch[worker], code, room, ef,
                        sj->hits[j], &sj->found[j]);
 }
 
@@ -1296,7 +1326,7 @@ int mess_server_search(const mess_server *s, const uint8_t *req,
         if ((rc = scratch_take(s, &sj.scratch[t])) != MESS_OK)
             goto done;
     for (j = 0; j < M; j++)
-        pool += wire_request_budget(&rq, j);
+        pool += search_room(s, j, wire_request_budget(&rq, j));
     hits = (struct hnsw_hit *)mess_malloc_array(pool ? pool : 1, sizeof *hits);
     if (!hits) {
         rc = MESS_ENOMEM;
@@ -1304,7 +1334,7 @@ int mess_server_search(const mess_server *s, const uint8_t *req,
     }
     for (j = 0, off = 0; j < M; j++) {
         sj.hits[j] = hits + off;
-        off += wire_request_budget(&rq, j);
+        off += search_room(s, j, wire_request_budget(&rq, j));
     }
     rc = parallel_for(M, threads, search_shard, &sj);
     if (rc != MESS_OK)

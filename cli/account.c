@@ -12,15 +12,6 @@
 #include "../mess.h"
 #include "cli.h"
 
-static int fail(const char *what, const char *path, int rc)
-{
-    if (path)
-        cli_error("%s '%s': %s", what, path, mess_strerror(rc));
-    else
-        cli_error("%s: %s", what, mess_strerror(rc));
-    return CLI_FAIL;
-}
-
 /* A number for JSON (JSON has no inf / nan). */
 static void json_num(const char *key, double v, int comma)
 {
@@ -29,46 +20,6 @@ static void json_num(const char *key, double v, int comma)
     else
         printf("\"%s\":null%s", key, comma ? "," : "");
 }
-
-/* Comma-separated unsigned integers, each <= hi. */
-static int parse_u32_list(const char *s, uint32_t hi, uint32_t **out, size_t *n)
-{
-    size_t cap = 16, k = 0;
-    uint32_t *v = (uint32_t *)malloc(cap * sizeof *v);
-    if (!v)
-        return -1;
-    while (*s) {
-        char *end;
-        unsigned long x;
-        if (*s < '0' || *s > '9')
-            break;
-        x = strtoul(s, &end, 10);
-        if (end == s || x > hi)
-            break;
-        if (k == cap) {
-            uint32_t *w = (uint32_t *)realloc(v, 2 * cap * sizeof *v);
-            if (!w)
-                break;
-            v = w;
-            cap *= 2;
-        }
-        v[k++] = (uint32_t)x;
-        s = end;
-        if (*s == ',' && s[1])
-            s++;
-        else if (*s)
-            break;
-    }
-    if (*s || k == 0) {
-        free(v);
-        return -1;
-    }
-    *out = v;
-    *n = k;
-    return 0;
-}
-
-/* ------------------------------------------------------------------------ */
 
 static const char account_help[] =
     "usage: mess account WHAT [OPTIONS]   (mess account WHAT --help)\n"
@@ -128,7 +79,7 @@ static int account_access(int argc, char **argv)
         return rc == MESS_EINVAL
                    ? (cli_error("--p-prr and --p-irr cannot both be 0 (no finite guarantee)"),
                       CLI_USAGE)
-                   : fail("account access", NULL, rc);
+                   : cli_fail("account access", NULL, rc);
     printf("per-coordinate eta_R = %.6f (R = %ld, effective query flip %.6g)\n", eta,
            r, mess_effective_flip(pa, pb));
     if (dq >= 0)
@@ -193,7 +144,7 @@ static int account_search(int argc, char **argv)
         rc = mess_account_search_xi(pa, pb, (uint64_t)r, (uint64_t)bits, (uint64_t)u,
                                     &xi, &xu);
     if (rc != MESS_OK)
-        return fail("account search", NULL, rc);
+        return cli_fail("account search", NULL, rc);
     printf("per coordinate: gamma_eq = %.6f, gamma_ne = %.6f (R = %ld)\n", geq, gne, r);
     printf("workload pair: xi_sp = (%ld - %ld) * gamma_eq + %ld * gamma_ne = %.6f\n",
            bits, u, u, xi);
@@ -257,14 +208,25 @@ static int account_stored(int argc, char **argv)
         cli_opt_double(&a, "--tail", 0.0, 1e12, -1.0, &tail_eps) ||
         cli_check_unused(&a))
         return CLI_USAGE;
-    if (parse_u32_list(list, MESS_MAX_BITS, &d, &m) != 0) {
-        cli_error("--distances: expected comma-separated integers in [0, %d]", MESS_MAX_BITS);
-        return CLI_USAGE;
-    }
-    if (m > MESS_MAX_SHARDS) {
-        free(d);
-        cli_error("--distances: at most %d shards", MESS_MAX_SHARDS);
-        return CLI_USAGE;
+    {
+        uint64_t *v;
+        size_t i;
+        if (cli_parse_list(list, 0, MESS_MAX_BITS, &v, &m) != 0) {
+            cli_error("--distances: expected comma-separated integers in [0, %d]",
+                      MESS_MAX_BITS);
+            return CLI_USAGE;
+        }
+        if (m > MESS_MAX_SHARDS) {
+            free(v);
+            cli_error("--distances: at most %d shards", MESS_MAX_SHARDS);
+            return CLI_USAGE;
+        }
+        d = (uint32_t *)malloc(m * sizeof *d);
+        for (i = 0; d && i < m; i++)
+            d[i] = (uint32_t)v[i];
+        free(v);
+        if (!d)
+            return cli_fail("account stored", NULL, MESS_ENOMEM);
     }
     if (fixed && t != 0 && (size_t)t != m) {
         free(d);
@@ -285,7 +247,7 @@ static int account_stored(int argc, char **argv)
             cli_error("account stored: the route distribution is too large to compute "
                       "exactly (%s); --fixed gives the worst route", mess_strerror(rc));
         else
-            fail("account stored", NULL, rc);
+            cli_fail("account stored", NULL, rc);
         return CLI_FAIL;
     }
     printf("eta_D = %.6f per differing bit; route %s, %ld of %zu shards\n", r.eta,
@@ -329,7 +291,7 @@ static int account_stored(int argc, char **argv)
         if (rc != MESS_OK) {
             printf("}\n");
             free(d);
-            return fail("account stored --tail", NULL, rc);
+            return cli_fail("account stored --tail", NULL, rc);
         }
         json_num("tail_eps", tail_eps, 1);
         json_num("tail_bound", bound, 1);
@@ -386,7 +348,7 @@ static int account_random_lsh(int argc, char **argv)
         return CLI_USAGE;
     rc = mess_account_random_lsh(p, (uint32_t)k, dt, delta, &xm, &xc);
     if (rc != MESS_OK)
-        return fail("account random-lsh", NULL, rc);
+        return cli_fail("account random-lsh", NULL, rc);
     printf("exact mixture over Binomial(%ld, %.6g): xi = %.6f at delta %.3g\n", k, dt, xm,
            delta);
     printf("Chernoff distance tail + pure XDP (paper's regression form): xi = %.6f\n", xc);
@@ -420,7 +382,7 @@ static const char report_help[] =
 static int account_report(int argc, char **argv)
 {
     struct cli_args a;
-    const char *cpath, *file, *pvar;
+    const char *cpath, *file;
     const char *pass = NULL;
     double delta, eta_r = 0, geq = 0, gne = 0, p_q;
     double max_pure = 0, max_pld = 0, sum_pld = 0, max_single = 0, max_ap = 0, max_sp = 0;
@@ -440,7 +402,8 @@ static int account_report(int argc, char **argv)
     }
     cpath = cli_opt(&a, "--client");
     file = cli_opt(&a, "--pairs");
-    pvar = cli_opt(&a, "--passphrase-env");
+    if (cli_passphrase(&a, &pass))
+        return CLI_USAGE;
     if (!cpath || !file || !cli_opt(&a, "--delta")) {
         cli_error("account report needs --client, --pairs and --delta (see --help)");
         return CLI_USAGE;
@@ -449,13 +412,9 @@ static int account_report(int argc, char **argv)
         cli_opt_long(&a, "--repeats", 1, 0x7fffffffffffffffL, 1, &repeats) ||
         cli_check_unused(&a))
         return CLI_USAGE;
-    if (pvar && !(pass = getenv(pvar))) {
-        cli_error("--passphrase-env: variable %s is not set", pvar);
-        return CLI_USAGE;
-    }
     rc = mess_vecs_read_f32(file, &x, &n, &dim);
     if (rc != MESS_OK)
-        return fail("cannot read", file, rc);
+        return cli_fail("cannot read", file, rc);
     if (n == 0 || n % 2) {
         mess_vecs_free(x);
         cli_error("'%s' has %zu rows; pairs need an even, non-zero number", file, n);
@@ -464,7 +423,7 @@ static int account_report(int argc, char **argv)
     rc = mess_client_load(cpath, pass, &c);
     if (rc != MESS_OK) {
         mess_vecs_free(x);
-        return fail("cannot load client state", cpath, rc);
+        return cli_fail("cannot load client state", cpath, rc);
     }
     mess_client_params(c, &p);
     if (dim != p.dim) {
@@ -477,7 +436,7 @@ static int account_report(int argc, char **argv)
     c1 = (uint64_t *)malloc((size_t)p.shards * words * sizeof *c1);
     d = (uint32_t *)malloc(p.shards * sizeof *d);
     if (!c0 || !c1 || !d) {
-        rc = fail("account report", NULL, MESS_ENOMEM);
+        rc = cli_fail("account report", NULL, MESS_ENOMEM);
         goto done;
     }
     if (p.p_store <= 0) {
@@ -491,7 +450,7 @@ static int account_report(int argc, char **argv)
         if (rc == MESS_OK && p.p_irr > 0)
             rc = mess_account_search(p.p_prr, p.p_irr, (uint64_t)repeats, &geq, &gne);
         if (rc != MESS_OK) {
-            rc = fail("query accountants", NULL, rc);
+            rc = cli_fail("query accountants", NULL, rc);
             goto done;
         }
     }
@@ -502,7 +461,7 @@ static int account_report(int argc, char **argv)
         double xi_sp;
         if ((rc = mess_client_codes(c, x + 2 * i * dim, c0)) != MESS_OK ||
             (rc = mess_client_codes(c, x + (2 * i + 1) * dim, c1)) != MESS_OK) {
-            rc = fail("hashing", NULL, rc);
+            rc = cli_fail("hashing", NULL, rc);
             goto done;
         }
         for (s = 0; s < p.shards; s++) {
@@ -521,7 +480,7 @@ static int account_report(int argc, char **argv)
         }
         rc = mess_account_stored(p.p_store, d, p.shards, p.per_item, 0, delta, &r);
         if (rc != MESS_OK) {
-            rc = fail("stored accountant", NULL, rc);
+            rc = cli_fail("stored accountant", NULL, rc);
             goto done;
         }
         xi_sp = (double)((uint64_t)p.shards * p.kappa - dq) * geq + (double)dq * gne;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../mess.h"
 #include "cli.h"
 
 void cli_args_init(struct cli_args *a, int argc, char **argv)
@@ -143,5 +144,92 @@ int cli_check_unused(struct cli_args *a)
             return -1;
         }
     }
+    return 0;
+}
+
+int cli_fail(const char *what, const char *path, int rc)
+{
+    if (path)
+        cli_error("%s '%s': %s", what, path, mess_strerror(rc));
+    else
+        cli_error("%s: %s", what, mess_strerror(rc));
+    return CLI_FAIL;
+}
+
+int cli_passphrase(struct cli_args *a, const char **out)
+{
+    const char *var = cli_opt(a, "--passphrase-env");
+    *out = NULL;
+    if (!var)
+        return 0;
+    *out = getenv(var);
+    if (!*out) {
+        cli_error("--passphrase-env: variable %s is not set", var);
+        return -1;
+    }
+    return 0;
+}
+
+static int hex_value(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+int cli_parse_seed(const char *hex, unsigned char seed[32])
+{
+    size_t i;
+    if (strlen(hex) != 64)
+        return -1;
+    for (i = 0; i < 32; i++) {
+        int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        seed[i] = (unsigned char)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+int cli_parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t **out,
+                   size_t *n)
+{
+    size_t cap = 16, k = 0;
+    uint64_t *v = (uint64_t *)malloc(cap * sizeof *v);
+    if (!v)
+        return -1;
+    while (*s) {
+        char *end;
+        unsigned long long x;
+        if (*s < '0' || *s > '9')
+            break;
+        errno = 0;
+        x = strtoull(s, &end, 10);
+        if (end == s || errno == ERANGE || x < lo || x > hi)
+            break;
+        if (k == cap) {
+            uint64_t *w = (uint64_t *)realloc(v, 2 * cap * sizeof *v);
+            if (!w)
+                break;
+            v = w;
+            cap *= 2;
+        }
+        v[k++] = (uint64_t)x;
+        s = end;
+        if (*s == ',' && s[1])
+            s++;
+        else if (*s)
+            break;
+    }
+    if (*s || k == 0) {
+        free(v);
+        return -1;
+    }
+    *out = v;
+    *n = k;
     return 0;
 }

@@ -6,6 +6,7 @@
 #define MESS_CLI_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Exit codes of the tool. */
 #define CLI_OK 0
@@ -38,6 +39,24 @@ const char *cli_positional(struct cli_args *a, int i);
 int cli_check_unused(struct cli_args *a);
 /* "--help" or "-h" present. */
 int cli_wants_help(struct cli_args *a);
+
+/* "mess: <what> '<path>': <mess_strerror(rc)>" (path may be NULL) on
+ * stderr; returns CLI_FAIL. */
+int cli_fail(const char *what, const char *path, int rc);
+
+/* The client file's passphrase from the environment variable named by
+ * --passphrase-env (never from the command line, where ps would show it):
+ * *out is NULL without the option; -1 with a message if the variable is
+ * not set. */
+int cli_passphrase(struct cli_args *a, const char **out);
+
+/* 64 hex digits into a 32-byte seed; -1 if malformed. */
+int cli_parse_seed(const char *hex, unsigned char seed[32]);
+
+/* "a,b,c": one or more decimal integers in [lo, hi] separated by single
+ * commas, into a malloc'd array; -1 if malformed or out of range. */
+int cli_parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t **out,
+                   size_t *n);
 
 /* "mess: <message>\n" on stderr. */
 void cli_error(const char *fmt, ...)

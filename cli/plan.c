@@ -65,37 +65,11 @@ static const char plan_help[] =
     "\"target\",\"k\",\"queries\",\"p_plus\",\"curve\":[[B,recall],...] (of --model),\n"
     "\"curve_paper\",\"curve_conditional\",...}.\n";
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
-static int seed_from_hex(const char *hex, uint8_t seed[32])
-{
-    size_t i;
-    if (strlen(hex) != 64)
-        return -1;
-    for (i = 0; i < 32; i++) {
-        int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return -1;
-        seed[i] = (uint8_t)(hi << 4 | lo);
-    }
-    return 0;
-}
-
 /* "a,b,c" or "lo:hi:step"; every value in [1, max]. */
 static int parse_pools(const char *s, size_t max, size_t **out, size_t *n)
 {
     unsigned long lo, hi, step;
-    char *end;
-    size_t cap = 16, k = 0;
+    size_t k = 0;
     size_t *v;
     if (strchr(s, ':')) {
         if (sscanf(s, "%lu:%lu:%lu", &lo, &hi, &step) != 3 || lo < 1 || hi < lo ||
@@ -110,30 +84,17 @@ static int parse_pools(const char *s, size_t max, size_t **out, size_t *n)
         *n = k;
         return 0;
     }
-    v = (size_t *)malloc(cap * sizeof *v);
-    if (!v)
-        return -1;
-    while (*s) {
-        unsigned long x = strtoul(s, &end, 10);
-        if (end == s || x < 1 || x > max)
-            break;
-        if (k == cap) {
-            size_t *w = (size_t *)realloc(v, 2 * cap * sizeof *v);
-            if (!w)
-                break;
-            v = w;
-            cap *= 2;
-        }
-        v[k++] = x;
-        s = end;
-        if (*s == ',' && s[1])
-            s++;
-        else if (*s)
-            break;
-    }
-    if (*s || k == 0) {
-        free(v);
-        return -1;
+    {
+        uint64_t *list;
+        size_t i;
+        if (cli_parse_list(s, 1, max, &list, &k) != 0)
+            return -1;
+        v = (size_t *)malloc(k * sizeof *v);
+        for (i = 0; v && i < k; i++)
+            v[i] = (size_t)list[i];
+        free(list);
+        if (!v)
+            return -1;
     }
     *out = v;
     *n = k;
@@ -162,7 +123,7 @@ static void print_curve(const char *key, const size_t *pools, const double *r,
 static int plan_client(struct cli_args *a, mess_client **c)
 {
     const char *cpath = cli_opt(a, "--client"), *train = cli_opt(a, "--train");
-    const char *pvar = cli_opt(a, "--passphrase-env"), *seedhex = cli_opt(a, "--seed");
+    const char *seedhex = cli_opt(a, "--seed");
     long shards, per_item, bits, sample, threads;
     double p_store, p_query, p_prr, p_irr;
     uint8_t seed[32];
@@ -197,10 +158,8 @@ static int plan_client(struct cli_args *a, mess_client **c)
                           train_only[i]);
                 return CLI_USAGE;
             }
-        if (pvar && !(pass = getenv(pvar))) {
-            cli_error("--passphrase-env: variable %s is not set", pvar);
+        if (cli_passphrase(a, &pass))
             return CLI_USAGE;
-        }
         rc = mess_client_load(cpath, pass, c);
         if (rc != MESS_OK) {
             cli_error("cannot load client state '%s': %s", cpath, mess_strerror(rc));
@@ -208,7 +167,7 @@ static int plan_client(struct cli_args *a, mess_client **c)
         }
         return CLI_OK;
     }
-    if (seedhex && seed_from_hex(seedhex, seed) != 0) {
+    if (seedhex && cli_parse_seed(seedhex, seed) != 0) {
         cli_error("--seed: expected 64 hex digits");
         return CLI_USAGE;
     }

@@ -19,56 +19,6 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int fail(const char *what, const char *path, int rc)
-{
-    if (path)
-        cli_error("%s '%s': %s", what, path, mess_strerror(rc));
-    else
-        cli_error("%s: %s", what, mess_strerror(rc));
-    return CLI_FAIL;
-}
-
-/* Passphrase of the client file, from the environment variable named by
- * --passphrase-env (never from the command line, where ps would show it). */
-static int passphrase_opt(struct cli_args *a, const char **out)
-{
-    const char *var = cli_opt(a, "--passphrase-env");
-    *out = NULL;
-    if (!var)
-        return 0;
-    *out = getenv(var);
-    if (!*out) {
-        cli_error("--passphrase-env: variable %s is not set", var);
-        return -1;
-    }
-    return 0;
-}
-
-static int hex_value(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
-static int parse_seed(const char *hex, uint8_t seed[32])
-{
-    size_t i;
-    if (strlen(hex) != 64)
-        return -1;
-    for (i = 0; i < 32; i++) {
-        int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return -1;
-        seed[i] = (uint8_t)(hi << 4 | lo);
-    }
-    return 0;
-}
-
 static void progress(const char *what, size_t done, size_t total)
 {
     if (isatty(2))
@@ -161,15 +111,15 @@ int cli_cmd_init(int argc, char **argv)
         cli_opt_double(&a, "--p-query", 0.0, 0.5, 0.08, &p_query) ||
         cli_opt_double(&a, "--p-prr", 0.0, 0.5, -1.0, &p_prr) ||
         cli_opt_double(&a, "--p-irr", 0.0, 0.5, -1.0, &p_irr) ||
-        passphrase_opt(&a, &pass))
+        cli_passphrase(&a, &pass))
         return CLI_USAGE;
-    if (seedhex && parse_seed(seedhex, seed) != 0) {
+    if (seedhex && cli_parse_seed(seedhex, seed) != 0) {
         cli_error("--seed: expected 64 hex digits");
         return CLI_USAGE;
     }
     rc = mess_vecs_read_f32(train, &x, &n, &dim);
     if (rc != MESS_OK)
-        return fail("cannot read training file", train, rc);
+        return cli_fail("cannot read training file", train, rc);
     mess_params_default(&p, (uint32_t)dim);
     p.shards = (uint32_t)shards;
     p.per_item = (uint32_t)per_item;
@@ -200,20 +150,20 @@ int cli_cmd_init(int argc, char **argv)
                          (unsigned)threads, &c);
     mess_vecs_free(x);
     if (rc != MESS_OK)
-        return fail("cannot create the client", NULL, rc);
+        return cli_fail("cannot create the client", NULL, rc);
     rc = mess_server_new(&p, &s);
     if (rc == MESS_OK)
         rc = mess_client_save(c, cpath, pass);
     if (rc != MESS_OK) {
         mess_client_free(c);
         mess_server_free(s);
-        return fail("cannot write client state", cpath, rc);
+        return cli_fail("cannot write client state", cpath, rc);
     }
     rc = mess_server_save(s, spath);
     mess_client_free(c);
     mess_server_free(s);
     if (rc != MESS_OK)
-        return fail("cannot write server state", spath, rc);
+        return cli_fail("cannot write server state", spath, rc);
     printf("{\"dim\":%u,\"shards\":%u,\"per_item\":%u,\"bits\":%u,"
            "\"p_store\":%.6g,\"p_prr\":%.6g,\"p_irr\":%.6g,\"p_query\":%.6g,"
            "\"train\":%zu,\"deterministic\":%s,\"seconds\":%.3f}\n",
@@ -232,11 +182,11 @@ static int load_both(struct cli_args *a, const char *cpath, const char *spath,
     int rc;
     *c = NULL;
     *s = NULL;
-    if (passphrase_opt(a, &pass))
+    if (cli_passphrase(a, &pass))
         return CLI_USAGE;
     rc = mess_client_load(cpath, pass, c);
     if (rc != MESS_OK)
-        return fail("cannot load client state", cpath, rc);
+        return cli_fail("cannot load client state", cpath, rc);
     mess_client_params(*c, &p);
     rc = mess_server_load(spath, &p, s);
     if (rc != MESS_OK) {
@@ -246,7 +196,7 @@ static int load_both(struct cli_args *a, const char *cpath, const char *spath,
             cli_error("server state '%s' was made for other parameters than client '%s'",
                       spath, cpath);
         else
-            fail("cannot load server state", spath, rc);
+            cli_fail("cannot load server state", spath, rc);
         return CLI_FAIL;
     }
     return CLI_OK;
@@ -257,17 +207,17 @@ static int save_both(struct cli_args *a, const mess_client *c, const char *cpath
 {
     const char *pass;
     int rc;
-    if (passphrase_opt(a, &pass))
+    if (cli_passphrase(a, &pass))
         return CLI_USAGE;
     if (c) {
         rc = mess_client_save(c, cpath, pass);
         if (rc != MESS_OK)
-            return fail("cannot write client state", cpath, rc);
+            return cli_fail("cannot write client state", cpath, rc);
     }
     if (s) {
         rc = mess_server_save(s, spath);
         if (rc != MESS_OK)
-            return fail("cannot write server state", spath, rc);
+            return cli_fail("cannot write server state", spath, rc);
     }
     return CLI_OK;
 }
@@ -316,7 +266,7 @@ int cli_cmd_insert(int argc, char **argv)
         return CLI_USAGE;
     rc = mess_vecs_read_f32(file, &x, &n, &dim);
     if (rc != MESS_OK)
-        return fail("cannot read", file, rc);
+        return cli_fail("cannot read", file, rc);
     rc = load_both(&a, cpath, spath, &c, &s);
     if (rc != CLI_OK) {
         mess_vecs_free(x);
@@ -330,7 +280,7 @@ int cli_cmd_insert(int argc, char **argv)
     }
     ids = (uint64_t *)malloc((n ? n : 1) * sizeof *ids);
     if (!ids) {
-        rc = fail("insert", NULL, MESS_ENOMEM);
+        rc = cli_fail("insert", NULL, MESS_ENOMEM);
         goto done;
     }
     for (i = 0; i < n; i++)
@@ -343,7 +293,7 @@ int cli_cmd_insert(int argc, char **argv)
         rc = mess_client_upload(c, ids + i, x + i * dim, m, (unsigned)threads, &buf, &len);
         t_client += now_s() - t;
         if (rc != MESS_OK) {
-            rc = fail("client upload", NULL, rc);
+            rc = cli_fail("client upload", NULL, rc);
             goto done;
         }
         t = now_s();
@@ -356,7 +306,7 @@ int cli_cmd_insert(int argc, char **argv)
                 cli_error("server refused the upload: an id in [%zu, %zu) is already stored",
                           (size_t)first + i, (size_t)first + i + m);
             else
-                fail("server apply", NULL, rc);
+                cli_fail("server apply", NULL, rc);
             rc = CLI_FAIL;
             goto done;
         }
@@ -435,12 +385,12 @@ int cli_cmd_query(int argc, char **argv)
         return CLI_USAGE;
     rc = mess_vecs_read_f32(file, &q, &n, &dim);
     if (rc != MESS_OK)
-        return fail("cannot read", file, rc);
+        return cli_fail("cannot read", file, rc);
     if (gtp) {
         rc = mess_ivecs_read(gtp, &gt, &gn, &gk);
         if (rc != MESS_OK) {
             mess_vecs_free(q);
-            return fail("cannot read", gtp, rc);
+            return cli_fail("cannot read", gtp, rc);
         }
         if (gn != n || gk < (size_t)k) {
             cli_error("'%s' has %zu rows of %zu ids; need %zu rows of at least %ld",
@@ -464,7 +414,7 @@ int cli_cmd_query(int argc, char **argv)
     dists = (float *)malloc((size_t)k * sizeof *dists);
     out = (int32_t *)calloc(n ? n * (size_t)k : 1, sizeof *out);
     if (!ids || !dists || !out) {
-        rc = fail("query", NULL, MESS_ENOMEM);
+        rc = cli_fail("query", NULL, MESS_ENOMEM);
         goto done;
     }
     for (i = 0; i < n; i++) {
@@ -475,7 +425,7 @@ int cli_cmd_query(int argc, char **argv)
         double t0 = now_s(), t1, t2;
         rc = mess_client_request(c, q + i * dim, (size_t)pool, &qs, &req, &req_len);
         if (rc != MESS_OK) {
-            rc = fail("client request", NULL, rc);
+            rc = cli_fail("client request", NULL, rc);
             goto done;
         }
         t1 = now_s();
@@ -484,7 +434,7 @@ int cli_cmd_query(int argc, char **argv)
         mess_buf_free(req);
         if (rc != MESS_OK) {
             mess_query_free(qs);
-            rc = fail("server search", NULL, rc);
+            rc = cli_fail("server search", NULL, rc);
             goto done;
         }
         rc = mess_client_finish(c, qs, resp, resp_len, (size_t)k, ids, dists, &got, &st);
@@ -493,7 +443,7 @@ int cli_cmd_query(int argc, char **argv)
         mess_buf_free(resp);
         mess_query_free(qs);
         if (rc != MESS_OK) {
-            rc = fail("client finish", NULL, rc);
+            rc = cli_fail("client finish", NULL, rc);
             goto done;
         }
         req_b += (double)req_len;
@@ -516,7 +466,7 @@ int cli_cmd_query(int argc, char **argv)
         progress("queries", i + 1, n);
     }
     if (outp && (rc = mess_ivecs_write(outp, out, n, (size_t)k)) != MESS_OK) {
-        rc = fail("cannot write", outp, rc);
+        rc = cli_fail("cannot write", outp, rc);
         goto done;
     }
     rc = save_both(&a, c, cpath, NULL, NULL);
@@ -552,43 +502,6 @@ static const char delete_help[] =
     "Marks the items deleted in every shard that holds them (they still route\n"
     "searches but are never returned); `mess compact` removes them.\n";
 
-static int parse_ids(const char *s, uint64_t **ids, size_t *n)
-{
-    size_t cap = 16, k = 0;
-    uint64_t *v = (uint64_t *)malloc(cap * sizeof *v);
-    if (!v)
-        return -1;
-    while (*s) {
-        char *end;
-        unsigned long long x;
-        if (*s < '0' || *s > '9')
-            break;
-        x = strtoull(s, &end, 10);
-        if (end == s)
-            break;
-        if (k == cap) {
-            uint64_t *w = (uint64_t *)realloc(v, 2 * cap * sizeof *v);
-            if (!w)
-                break;
-            v = w;
-            cap *= 2;
-        }
-        v[k++] = (uint64_t)x;
-        s = end;
-        if (*s == ',')
-            s++;
-        else if (*s)
-            break;
-    }
-    if (*s || k == 0) {
-        free(v);
-        return -1;
-    }
-    *ids = v;
-    *n = k;
-    return 0;
-}
-
 int cli_cmd_delete(int argc, char **argv)
 {
     struct cli_args a;
@@ -616,7 +529,7 @@ int cli_cmd_delete(int argc, char **argv)
     }
     if (cli_check_unused(&a))
         return CLI_USAGE;
-    if (parse_ids(list, &ids, &n) != 0) {
+    if (cli_parse_list(list, 0, UINT64_MAX, &ids, &n) != 0) {
         cli_error("--ids: expected a comma-separated list of non-negative integers");
         return CLI_USAGE;
     }
@@ -632,7 +545,7 @@ int cli_cmd_delete(int argc, char **argv)
     }
     if (rc != MESS_OK) {
         rc = rc == MESS_EINVAL ? (cli_error("--ids: an id is repeated"), CLI_USAGE)
-                               : fail("delete", NULL, rc);
+                               : cli_fail("delete", NULL, rc);
     } else {
         rc = save_both(&a, NULL, NULL, s, spath);
         mess_client_params(c, &p);
@@ -694,13 +607,13 @@ int cli_cmd_compact(int argc, char **argv)
         return CLI_USAGE;
     rc = mess_server_load(spath, NULL, &s);
     if (rc != MESS_OK)
-        return fail("cannot load server state", spath, rc);
+        return cli_fail("cannot load server state", spath, rc);
     rc = mess_server_compact(s, (unsigned)threads);
     if (rc == MESS_OK)
         rc = mess_server_save(s, spath);
     if (rc != MESS_OK) {
         mess_server_free(s);
-        return fail("compact", spath, rc);
+        return cli_fail("compact", spath, rc);
     }
     print_stats(s, "\"compacted\":true,");
     mess_server_free(s);
@@ -735,7 +648,7 @@ int cli_cmd_info(int argc, char **argv)
         return CLI_USAGE;
     rc = mess_server_load(spath, NULL, &s);
     if (rc != MESS_OK)
-        return fail("cannot load server state", spath, rc);
+        return cli_fail("cannot load server state", spath, rc);
     print_stats(s, "");
     mess_server_free(s);
     return CLI_OK;

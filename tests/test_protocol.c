@@ -256,6 +256,23 @@ static void test_server_sees_no_plaintext(void)
     mess_server_free(s);
 }
 
+/* Bits in which an upload record's stored code differs from the clean code
+ * of its shard (clean: M codes of `words` words, from mess_client_codes). */
+static size_t record_flips(const uint8_t *rec, const uint64_t *clean,
+                           uint32_t words)
+{
+    uint32_t shard = rec[0] | rec[1] << 8, w;
+    size_t flips = 0;
+    for (w = 0; w < words; w++) {
+        uint64_t v = 0;
+        int b;
+        for (b = 7; b >= 0; b--)
+            v = v << 8 | rec[12 + 8 * w + (size_t)b];
+        flips += (size_t)__builtin_popcountll(v ^ clean[(size_t)shard * words + w]);
+    }
+    return flips;
+}
+
 static void test_upload_invariants(void)
 {
     mess_params p = g_params;
@@ -269,21 +286,14 @@ static void test_upload_invariants(void)
      * copies (the server cannot: records are sorted by (shard, label)). */
     for (i = 0; i < 200; i++) {
         uint64_t id = 5000000 + i;
-        size_t r, r2, w;
+        size_t r, r2;
         const float *x = base + (i % n_base) * dim;
         CHECK_OK(mess_client_codes(g_client, x, clean));
         CHECK_OK(mess_client_upload(g_client, &id, x, 1, 1, &buf, &len));
         CHECK(len == 32 + p.per_item * rb);
         for (r = 0; r < p.per_item; r++) {
             const uint8_t *rec = buf + 32 + r * rb;
-            uint32_t shard = rec[0] | rec[1] << 8;
-            for (w = 0; w < words; w++) {
-                uint64_t v = 0;
-                int b;
-                for (b = 7; b >= 0; b--)
-                    v = v << 8 | rec[12 + 8 * w + (size_t)b];
-                flips += (size_t)__builtin_popcountll(v ^ clean[shard * words + w]);
-            }
+            flips += record_flips(rec, clean, words);
             bits += p.kappa;
             /* no value is equal across the t copies of one item: shards
              * distinct, labels, codes, SIVs and ciphertexts all differ */
@@ -306,6 +316,56 @@ static void test_upload_invariants(void)
            (double)flips / bits, p.p_store, 4 * sigma, bits);
     CHECK(fabs((double)flips / bits - p.p_store) <= 4 * sigma);
     free(clean);
+}
+
+/* Production mode (no seed): one upload of many copies of the same vector.
+ * Every record has its own coin stream, so the stored bits flip at p_D
+ * against the clean codes and no two records of a shard carry the same
+ * perturbed code (equal codes would mean shared coins; by chance it happens
+ * with probability about 1e-9 per pair). */
+static void test_production_upload_coins(void)
+{
+    enum { ITEMS = 50 };
+    mess_params p = g_params;
+    mess_client *c = NULL;
+    uint64_t ids[ITEMS];
+    float *x = (float *)malloc((size_t)ITEMS * dim * sizeof(float));
+    uint32_t words = p.kappa / 64;
+    uint64_t *clean = (uint64_t *)malloc((size_t)p.shards * words * 8);
+    size_t rb = record_bytes(&p), code_b = p.kappa / 8, len, r, r2;
+    size_t flips = 0, bits = 0, same = 0, nrec;
+    uint8_t *buf = NULL;
+    double sigma;
+
+    CHECK_OK(mess_client_new(&p, train, n_train, NULL, 0, 2, &c));
+    for (r = 0; r < ITEMS; r++) {
+        ids[r] = 7000000 + r;
+        memcpy(x + r * dim, base, dim * sizeof(float));
+    }
+    CHECK_OK(mess_client_codes(c, base, clean));
+    CHECK_OK(mess_client_upload(c, ids, x, ITEMS, 2, &buf, &len));
+    nrec = (size_t)ITEMS * p.per_item;
+    CHECK(len == 32 + nrec * rb);
+    for (r = 0; r < nrec && len == 32 + nrec * rb; r++) {
+        const uint8_t *rec = buf + 32 + r * rb;
+        flips += record_flips(rec, clean, words);
+        bits += p.kappa;
+        for (r2 = 0; r2 < r; r2++) {
+            const uint8_t *o = buf + 32 + r2 * rb;
+            if (memcmp(o, rec, 4) == 0 && memcmp(o + 12, rec + 12, code_b) == 0)
+                same++;
+        }
+    }
+    sigma = sqrt(p.p_store * (1 - p.p_store) / (double)bits);
+    printf("# production stored flip rate %.5f (p_D %.3f, 4 sigma %.5f), "
+           "equal codes in a shard: %zu\n",
+           (double)flips / bits, p.p_store, 4 * sigma, same);
+    CHECK(fabs((double)flips / bits - p.p_store) <= 4 * sigma);
+    CHECK(same == 0);
+    mess_buf_free(buf);
+    mess_client_free(c);
+    free(clean);
+    free(x);
 }
 
 /* Differing bits between two requests' code sections. */
@@ -726,6 +786,7 @@ int main(void)
     RUN(test_no_noise_recall);
     RUN(test_server_sees_no_plaintext);
     RUN(test_upload_invariants);
+    RUN(test_production_upload_coins);
     RUN(test_request_invariants);
     RUN(test_tampered_response);
     RUN(test_hostile_buffers);
