@@ -236,9 +236,9 @@ eval:
 	$(PYTHON) eval/fill_doc.py docs/EVALUATION.md sift
 
 # The large set (make data): experiments 1-5 on its first 100,000 base
-# vectors (exact truth recomputed), larger pools: ten builds of 4-8 minutes
-# each on 2 shared cores.  Experiment 6 is left out: faiss's binary HNSW
-# build takes about 3.5x ours (bundled set), a quarter of an hour here.
+# vectors (exact truth recomputed), larger pools: ten builds of 1-4 minutes
+# each on 2 shared cores.  Experiment 6 is left out: it rebuilds p_q=0.08
+# and faiss's binary HNSW graphs (about 2.3x our server insert here).
 # A run in parts: EVAL_LARGE_ARGS="... --resume docs/eval/large/results.json"
 # (docs/EVALUATION.md lists the parts actually run).
 eval-large:
