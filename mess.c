@@ -73,7 +73,8 @@ struct mess_server {
 };
 
 struct mess_query {
-    float *q;
+    float *q;      /* the clean query (secret: wiped on free) */
+    uint32_t dim;
     uint8_t request_id[WIRE_REQUEST_ID_BYTES];
     uint16_t *budgets;
     int memo_hit;
@@ -612,6 +613,8 @@ void mess_query_free(mess_query *q)
 {
     if (!q)
         return;
+    if (q->q)
+        sodium_memzero(q->q, (size_t)q->dim * sizeof(float));
     free(q->q);
     free(q->budgets);
     free(q);
@@ -650,6 +653,7 @@ int mess_client_request(mess_client *c, const float *qv, size_t pool,
         goto fail;
     }
     q->q = (float *)mess_malloc_array(p->dim, sizeof(float));
+    q->dim = p->dim;
     q->budgets = (uint16_t *)mess_malloc_array(p->shards, sizeof(uint16_t));
     if (!q->q || !q->budgets) {
         rc = MESS_ENOMEM;
