@@ -109,7 +109,8 @@ void mess_vecs_free(void *p);
 typedef struct mess_params {
     uint32_t dim;             /* embedding dimension, 1..MESS_MAX_DIM */
     uint32_t metric;          /* MESS_METRIC_* used by the client's rerank */
-    uint32_t kappa;           /* bits per shard code; multiple of 64, <= dim */
+    uint32_t kappa;           /* bits per shard code; multiple of 64 (> dim:
+                                 stacked IsoHash blocks, docs/ENCODING.md) */
     uint32_t shards;          /* M: number of HNSW graphs */
     uint32_t per_item;        /* t: shards each item is stored in, 1..M */
     double   p_store;         /* p_D: storage-side flip probability, [0, 1/2] */
@@ -123,7 +124,7 @@ typedef struct mess_params {
 } mess_params;
 
 /* Fills the paper's defaults for vectors of `dim` components: M = 64, t = 16,
- * kappa = 128 (or the largest multiple of 64 <= dim), p_D = 0.08,
+ * kappa = 128 (or the largest multiple of 64 <= dim, at least 64), p_D = 0.08,
  * p_PRR = p_IRR = 0.0417424 (effective query flip 0.08), M_hnsw = 16,
  * efConstruction = 300, ef_search = 0, f32 payloads, L2 metric. */
 void mess_params_default(mess_params *p, uint32_t dim);

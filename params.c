@@ -59,8 +59,8 @@ int mess_params_check(const mess_params *p)
         return MESS_EINVAL;
     if (!prob_ok(p->p_store) || !prob_ok(p->p_prr) || !prob_ok(p->p_irr))
         return MESS_EINVAL;
-    if (p->kappa > p->dim)
-        return MESS_EINVAL; /* PCA gives at most dim directions */
+    /* kappa > dim is allowed: the hash then stacks ceil(kappa / dim)
+     * IsoHash blocks of the principal subspace (isohash.h). */
     if (p->dim > MESS_MAX_DIM || p->kappa > MESS_MAX_BITS ||
         p->shards > MESS_MAX_SHARDS || p->hnsw_m > MESS_MAX_HNSW_M ||
         p->ef_construction > MESS_MAX_EF || p->ef_search > MESS_MAX_EF)

@@ -38,7 +38,7 @@ static const char init_help[] =
     "protected set (the privacy analysis treats the hash as fixed).\n"
     "\n"
     "  --shards M          graphs (64)             --per-item T      shards per item (16)\n"
-    "  --bits K            code bits per shard, multiple of 64, <= dim (128)\n"
+    "  --bits K            code bits per shard, multiple of 64 (128)\n"
     "  --p-store P         storage flip p_D (0.08)\n"
     "  --p-query Q         effective query flip, split evenly into PRR and IRR (0.08)\n"
     "  --p-prr A --p-irr B permanent / instantaneous query flips (override --p-query)\n"

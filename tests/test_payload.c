@@ -164,8 +164,13 @@ static void test_params(void)
     q.per_item = 1;
     CHECK_RC(mess_params_check(&q), MESS_ELIMIT);
     q = p;
-    q.kappa = 192;
-    CHECK_RC(mess_params_check(&q), MESS_EINVAL);
+    q.kappa = 192; /* > dim: stacked IsoHash blocks */
+    CHECK_OK(mess_params_check(&q));
+    q.kappa = MESS_MAX_BITS + 64;
+    CHECK_RC(mess_params_check(&q), MESS_ELIMIT);
+    mess_params_default(&q, 20); /* fewer than 64 dimensions: 64 bits */
+    CHECK(q.kappa == 64);
+    CHECK_OK(mess_params_check(&q));
     CHECK_RC(mess_params_check(NULL), MESS_EINVAL);
 
     params_fingerprint(&p, fa);

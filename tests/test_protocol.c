@@ -189,6 +189,65 @@ static void test_no_noise_recall(void)
     mess_server_free(s);
 }
 
+/* Embeddings of fewer than 64 dimensions: the default 64-bit codes exceed
+ * dim, so each shard's hash stacks IsoHash blocks (kappa > dim).  The
+ * deployment must work end to end: a stored item queried with its own
+ * vector comes back first at distance 0. */
+static void test_small_dim(void)
+{
+    enum { D = 32, ITEMS = 2000, NQ = 50 };
+    mess_params p;
+    mess_client *c = NULL;
+    mess_server *s = NULL;
+    float *tr = (float *)malloc((size_t)n_train * D * sizeof(float));
+    float *x = (float *)malloc((size_t)ITEMS * D * sizeof(float));
+    uint64_t ids[ITEMS], got_ids[K];
+    float got_d[K];
+    uint8_t *buf = NULL, *req = NULL, *resp = NULL;
+    size_t len, i, got, hits = 0, rl, sl;
+    mess_finish_stats st;
+
+    for (i = 0; i < n_train; i++)
+        memcpy(tr + i * D, train + i * dim, D * sizeof(float));
+    for (i = 0; i < ITEMS; i++) {
+        memcpy(x + i * D, base + i * dim, D * sizeof(float));
+        ids[i] = i;
+    }
+    mess_params_default(&p, D);
+    p.shards = 16;
+    p.per_item = 4;
+    p.ef_construction = 100;
+    CHECK(p.kappa == 64 && p.kappa > p.dim);
+    CHECK_OK(mess_params_check(&p));
+    CHECK_OK(mess_client_new(&p, tr, n_train, seed, 0, 2, &c));
+    CHECK_OK(mess_server_new(&p, &s));
+    if (c && s && mess_client_upload(c, ids, x, ITEMS, 2, &buf, &len) == MESS_OK) {
+        CHECK_OK(mess_server_apply_upload(s, buf, len, 2));
+        mess_buf_free(buf);
+        for (i = 0; i < NQ; i++) {
+            mess_query *q = NULL;
+            const float *v = x + i * 37 * D;
+            if (mess_client_request(c, v, 200, &q, &req, &rl) != MESS_OK)
+                break;
+            if (mess_server_search(s, req, rl, 1, &resp, &sl) == MESS_OK) {
+                if (mess_client_finish(c, q, resp, sl, K, got_ids, got_d, &got,
+                                       &st) == MESS_OK && got > 0 && got_d[0] == 0.0f)
+                    hits++;
+                mess_buf_free(resp);
+            }
+            mess_buf_free(req);
+            mess_query_free(q);
+        }
+    }
+    printf("# dim %d, kappa %u: %zu of %d self-queries first at distance 0\n", D,
+           p.kappa, hits, NQ);
+    CHECK(hits >= NQ * 9 / 10);
+    mess_client_free(c);
+    mess_server_free(s);
+    free(tr);
+    free(x);
+}
+
 /* Every record of an upload: shard | label | code | entry. */
 static size_t record_bytes(const mess_params *p)
 {
@@ -784,6 +843,7 @@ int main(void)
     }
     RUN(test_build_and_recall);
     RUN(test_no_noise_recall);
+    RUN(test_small_dim);
     RUN(test_server_sees_no_plaintext);
     RUN(test_upload_invariants);
     RUN(test_production_upload_coins);
