@@ -13,6 +13,7 @@ from ctypes import (POINTER, byref, c_double, c_int, c_size_t, c_uint32,
 import numpy as np
 
 from . import _lib as L
+from .core import _Handle
 
 StoredResult = namedtuple("StoredResult", "eta u_max u_mean xi_pure xi_pld")
 
@@ -118,52 +119,33 @@ def rr_delta(p, u, eps):
     return _out("mess_account_rr_delta", p, u, eps)
 
 
-class PLD:
+class PLD(_Handle):
     """Privacy-loss distribution of randomized response mixed over a
     distance distribution (log-weights logw[u])."""
+
+    # looked up at free time: the accountant symbols are bound lazily
+    _free = staticmethod(lambda p: _fn("mess_account_pld_free")(p))
 
     def __init__(self, p, logw):
         w = _f64(logw)
         out = c_void_p()
         _fn("mess_account_pld_new")(p, w.ctypes.data, w.size, byref(out))
-        self._ptr = out.value
-
-    def close(self):
-        p, self._ptr = getattr(self, "_ptr", None), None
-        if p:
-            _fn("mess_account_pld_free")(p)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
-    def _p(self):
-        if not self._ptr:
-            raise L.StateError(-14, "PLD already closed", "PLD")
-        return self._ptr
+        super().__init__(out.value)
 
     def delta(self, eps):
-        return _out("mess_account_pld_delta", self._p(), eps)
+        return _out("mess_account_pld_delta", self.ptr, eps)
 
     def epsilon(self, delta0):
-        return _out("mess_account_pld_epsilon", self._p(), delta0)
+        return _out("mess_account_pld_epsilon", self.ptr, delta0)
 
     def tail(self, eps):
         """(bound, exact) on Pr[privacy loss > eps]."""
-        return _out("mess_account_pld_tail", self._p(), eps, n=2)
+        return _out("mess_account_pld_tail", self.ptr, eps, n=2)
 
     def support(self):
         """(largest aggregate distance, mean aggregate distance)."""
         u, m = c_uint64(), c_double()
-        _fn("mess_account_pld_support")(self._p(), byref(u), byref(m))
+        _fn("mess_account_pld_support")(self.ptr, byref(u), byref(m))
         return u.value, m.value
 
 
