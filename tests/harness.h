@@ -9,6 +9,7 @@
 #ifndef MESS_TEST_HARNESS_H
 #define MESS_TEST_HARNESS_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,30 @@ static int harness_passed, harness_failed, harness_test_failed;
         printf("%d passed, %d failed\n", harness_passed, harness_failed);    \
         return harness_failed ? 1 : 0;                                       \
     } while (0)
+
+/* The whole file at path in a malloc'd buffer (*len bytes; an empty file
+ * gives a buffer of length 0), or NULL with *len = 0 if it cannot be read. */
+static inline uint8_t *test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    uint8_t *buf = NULL;
+    long n;
+    *len = 0;
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
+        fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = (uint8_t *)malloc((size_t)n + 1)) != NULL) {
+        if (fread(buf, 1, (size_t)n, f) == (size_t)n) {
+            *len = (size_t)n;
+        } else {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    fclose(f);
+    return buf;
+}
 
 /* Path of a file under datasets/ (tests run from the repository root). */
 #define DATA(name) ("datasets/" name)

@@ -39,26 +39,6 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    uint8_t *buf;
-    long n;
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = (uint8_t *)malloc((size_t)n + 1);
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 /* Puts the old state back under path (by rename, like the library). */
 static int restore(const char *path, const uint8_t *bytes, size_t len)
 {
@@ -154,7 +134,7 @@ static void kill_loop(const char *role, save_fn save, const void *new_state,
             CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
             streak = 0;
         }
-        got = slurp(path, &len);
+        got = test_read_file(path, &len);
         CHECK(got != NULL);
         if (!got)
             continue;
@@ -251,8 +231,8 @@ static void test_server_kills(void)
     snprintf(path2, sizeof path2, "%s/server-new.mess", dir);
     CHECK_OK(mess_server_save(srv_new, path2));
     CHECK_OK(mess_server_save(srv_old, path));
-    old_b = slurp(path, &old_len);
-    new_b = slurp(path2, &new_len);
+    old_b = test_read_file(path, &old_len);
+    new_b = test_read_file(path2, &new_len);
     CHECK(old_b && new_b && (old_len != new_len || memcmp(old_b, new_b, old_len) != 0));
     if (old_b && new_b)
         kill_loop("server state", save_server, srv_new, path, old_b, old_len, new_b,
@@ -329,8 +309,8 @@ static void test_client_kills(void)
     CHECK_OK(mess_client_codes(cli_old, base, cli_codes[0]));
     CHECK_OK(mess_client_codes(cli_new, base, cli_codes[1]));
     CHECK_OK(mess_client_save(cli_new, path2, NULL));
-    old_b = slurp(path, &old_len);
-    new_b = slurp(path2, &new_len);
+    old_b = test_read_file(path, &old_len);
+    new_b = test_read_file(path2, &new_len);
     CHECK(old_b && new_b);
     if (old_b && new_b)
         kill_loop("client state", save_client, cli_new, path, old_b, old_len, new_b,

@@ -129,25 +129,6 @@ static void expect_clean(const char *what, const uint8_t *p, size_t len)
         }
 }
 
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    uint8_t *buf;
-    long n;
-    *len = 0;
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = (uint8_t *)malloc((size_t)n + 1);
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n)
-        n = 0;
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 /* ---- the key schedule, recomputed -------------------------------------- */
 
 struct keys {
@@ -321,7 +302,7 @@ static void test_library(void)
     /* the server file, raw and decompressed */
     snprintf(path, sizeof path, "%s/server.mess", dir);
     CHECK_OK(mess_server_save(s, path));
-    file = slurp(path, &flen);
+    file = test_read_file(path, &flen);
     CHECK(file && flen > 0);
     expect_clean("server state file", file, flen);
     free(file);
@@ -345,7 +326,7 @@ static void test_library(void)
     }
     /* a sealed client file shows neither key nor passphrase */
     CHECK_OK(mess_client_save(c, path, lib_pass));
-    file = slurp(path, &flen);
+    file = test_read_file(path, &flen);
     expect_clean("sealed client file", file, flen);
     free(file);
     CHECK_RC(mess_client_load(path, "wrong passphrase", &c2), MESS_EPASS);
@@ -356,7 +337,7 @@ static void test_library(void)
     fflush(stderr);
     dup2(saved_err, 2);
     close(saved_err);
-    file = slurp(errpath, &flen);
+    file = test_read_file(errpath, &flen);
     CHECK(flen == 0); /* the library never prints */
     if (file)
         expect_clean("library stderr", file, flen);
@@ -430,7 +411,7 @@ static void test_tool_stderr(void)
     {
         /* flip a byte in the middle of the client file */
         size_t n;
-        uint8_t *f = slurp(cpath, &n);
+        uint8_t *f = test_read_file(cpath, &n);
         FILE *o;
         CHECK(f && n > 200);
         if (f && n > 200) {
@@ -445,7 +426,7 @@ static void test_tool_stderr(void)
              "--pool 64 --passphrase-env MESS_TEST_PASS", cpath, spath);
     CHECK(run_tool(args, errpath) != 0);
 
-    err = slurp(errpath, &len);
+    err = test_read_file(errpath, &len);
     CHECK(err != NULL && len > 0); /* the failures did say something */
     if (getenv("MESS_SHOW_STDERR") && err)
         fwrite(err, 1, len, stdout);
@@ -454,7 +435,7 @@ static void test_tool_stderr(void)
     free(err);
     {
         /* and the server file the tool wrote */
-        uint8_t *f = slurp(spath, &len);
+        uint8_t *f = test_read_file(spath, &len);
         if (f)
             expect_clean("server file written by the tool", f, len);
         free(f);
