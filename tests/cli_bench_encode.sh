@@ -4,13 +4,7 @@
 # Last line: "N passed, N failed".
 set -u
 MESS=${MESS:-build/mess}
-pass=0
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+. tests/shlib.sh
 run() { "$MESS" bench encode "$@" >"$tmp/out" 2>"$tmp/err"; }
 # json KEY: the value of KEY in the last line of $tmp/out
 json() {
@@ -48,5 +42,4 @@ else
     bad "missing data directory"
 fi
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -7,13 +7,7 @@
 set -u
 MESS=${MESS:-build/mess}
 PYTHON=${PYTHON:-/usr/bin/python3}
-pass=0
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+. tests/shlib.sh
 run() { "$MESS" bench hnsw "$@" >"$tmp/out" 2>"$tmp/err"; }
 
 if "$PYTHON" scripts/bench_hnsw.py --sets sift --nq 50 --write-codes "$tmp" >/dev/null 2>"$tmp/err" &&
@@ -75,5 +69,4 @@ run --base "$tmp/cut.bvecs" --query "$Q"
 [ $? -eq 1 ] && [ -s "$tmp/err" ] && ok "refuses a truncated codes file" ||
     bad "accepted a truncated codes file"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

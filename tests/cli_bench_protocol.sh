@@ -6,13 +6,7 @@
 set -u
 MESS=${MESS:-build/mess}
 PYTHON=${PYTHON:-/usr/bin/python3}
-pass=0
-fail=0
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+. tests/shlib.sh
 json() { tail -n 1 "$tmp/out" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
 
 D=datasets/sift
@@ -70,5 +64,4 @@ for bad_opt in "--pools 0" "--configs nope" "--payloads f64" "--data /nonexisten
     fi
 done
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

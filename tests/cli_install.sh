@@ -3,13 +3,7 @@
 # built with `pkg-config mess` links (static and shared) and runs, and
 # `make uninstall` removes every installed file.
 cd "$(dirname "$0")/.." || exit 1
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $1"; }
-bad() { failed=$((failed + 1)); echo "not ok - $1"; }
-
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
+. tests/shlib.sh
 dest="$tmp/root"
 prefix=/opt/libmess-test
 cat > "$tmp/prog.c" <<'C'
@@ -64,5 +58,4 @@ left=$(find "$dest" -type f -o -type l | wc -l)
     find "$dest" -type f -o -type l
     bad "make uninstall removes every file"
 }
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

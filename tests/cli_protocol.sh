@@ -5,32 +5,26 @@
 # non-zero exit, never a signal).
 set -u
 MESS=${MESS:-build/mess}
-T=$(mktemp -d /tmp/mess_cli_XXXXXX)
-trap 'rm -rf "$T"' EXIT
-passed=0
-failed=0
-
-ok() { passed=$((passed + 1)); echo "ok - $1"; }
-bad() { failed=$((failed + 1)); echo "not ok - $1"; }
+. tests/shlib.sh
 
 # check NAME COMMAND...: succeeds (exit 0)
 check() {
     name=$1
     shift
-    if "$@" >"$T/out" 2>"$T/err"; then ok "$name"; else bad "$name (exit $?)"; cat "$T/err"; fi
+    if "$@" >"$tmp/out" 2>"$tmp/err"; then ok "$name"; else bad "$name (exit $?)"; cat "$tmp/err"; fi
 }
 
 # refuse NAME COMMAND...: fails with exit 1 or 2 and one line on stderr
 refuse() {
     name=$1
     shift
-    "$@" >"$T/out" 2>"$T/err"
+    "$@" >"$tmp/out" 2>"$tmp/err"
     rc=$?
-    lines=$(wc -l <"$T/err")
-    if [ "$rc" -ge 1 ] && [ "$rc" -le 2 ] && [ "$lines" -ge 1 ] && grep -q '^mess: ' "$T/err"; then
+    lines=$(wc -l <"$tmp/err")
+    if [ "$rc" -ge 1 ] && [ "$rc" -le 2 ] && [ "$lines" -ge 1 ] && grep -q '^mess: ' "$tmp/err"; then
         ok "$name"
     else
-        bad "$name (exit $rc, stderr: $(head -c 200 "$T/err"))"
+        bad "$name (exit $rc, stderr: $(head -c 200 "$tmp/err"))"
     fi
 }
 
@@ -38,7 +32,7 @@ refuse() {
 has_keys() {
     name=$1
     shift
-    last=$(tail -n 1 "$T/out")
+    last=$(tail -n 1 "$tmp/out")
     for k in "$@"; do
         case "$last" in
         "{"*"\"$k\":"*"}") ;;
@@ -48,22 +42,22 @@ has_keys() {
     ok "$name: JSON keys"
 }
 
-json_num() { tail -n 1 "$T/out" | sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p"; }
+json_num() { tail -n 1 "$tmp/out" | sed -n "s/.*\"$1\":\([-0-9.e+]*\).*/\1/p"; }
 
 # a slice of the bundled set: 1500 base vectors, 20 queries (bvecs records
 # are 4 + 128 bytes)
 D=datasets/sift
-head -c $((132 * 1500)) $D/base.bvecs >"$T/base.bvecs"
-head -c $((132 * 1000)) $D/base.bvecs >"$T/first.bvecs"
-tail -c $((132 * 500)) "$T/base.bvecs" >"$T/more.bvecs"
-head -c $((132 * 20)) $D/query.bvecs >"$T/q.bvecs"
+head -c $((132 * 1500)) $D/base.bvecs >"$tmp/base.bvecs"
+head -c $((132 * 1000)) $D/base.bvecs >"$tmp/first.bvecs"
+tail -c $((132 * 500)) "$tmp/base.bvecs" >"$tmp/more.bvecs"
+head -c $((132 * 20)) $D/query.bvecs >"$tmp/q.bvecs"
 # the base vectors 3, 17 and 42 as queries (their own nearest neighbours)
 for i in 3 17 42; do
-    dd if="$T/base.bvecs" bs=132 skip=$i count=1 2>/dev/null
-done >"$T/self.bvecs"
+    dd if="$tmp/base.bvecs" bs=132 skip=$i count=1 2>/dev/null
+done >"$tmp/self.bvecs"
 
-C="$T/client.mess"
-S="$T/server.mess"
+C="$tmp/client.mess"
+S="$tmp/server.mess"
 SEED=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
 
 check "init with every documented flag" $MESS init --client "$C" --server "$S" \
@@ -73,28 +67,28 @@ check "init with every documented flag" $MESS init --client "$C" --server "$S" \
 has_keys init shards per_item bits p_store p_prr p_irr p_query deterministic
 if [ "$(stat -c %a "$C")" = 600 ]; then ok "client file mode 0600"; else bad "client file mode $(stat -c %a "$C")"; fi
 
-check "insert (ids 0.. in file order)" $MESS insert --client "$C" --server "$S" "$T/first.bvecs" --threads 2
+check "insert (ids 0.. in file order)" $MESS insert --client "$C" --server "$S" "$tmp/first.bvecs" --threads 2
 has_keys insert items entries seconds
-[ "$(json_num items)" = 1000 ] && [ "$(json_num entries)" = 3000 ] && ok "insert counts" || bad "insert counts: $(tail -n 1 "$T/out")"
+[ "$(json_num items)" = 1000 ] && [ "$(json_num entries)" = 3000 ] && ok "insert counts" || bad "insert counts: $(tail -n 1 "$tmp/out")"
 
-check "insert after build with --first-id" $MESS insert --client "$C" --server "$S" "$T/more.bvecs" --first-id 1000
-refuse "the same ids again are refused" $MESS insert --client "$C" --server "$S" "$T/more.bvecs" --first-id 1000
+check "insert after build with --first-id" $MESS insert --client "$C" --server "$S" "$tmp/more.bvecs" --first-id 1000
+refuse "the same ids again are refused" $MESS insert --client "$C" --server "$S" "$tmp/more.bvecs" --first-id 1000
 
-check "query" $MESS query --client "$C" --server "$S" "$T/q.bvecs" -k 10 --pool 200 --out "$T/r.ivecs" --threads 2
+check "query" $MESS query --client "$C" --server "$S" "$tmp/q.bvecs" -k 10 --pool 200 --out "$tmp/r.ivecs" --threads 2
 has_keys query queries k pool mean_request_bytes mean_response_bytes mean_candidates \
     mean_unique_candidates server_ms_per_query client_ms_per_query auth_failures
 [ "$(json_num queries)" = 20 ] && [ "$(json_num auth_failures)" = 0 ] && ok "query counts" || bad "query counts"
-[ "$(stat -c %s "$T/r.ivecs")" = $((20 * (4 + 40))) ] && ok "result file size" || bad "result file size"
+[ "$(stat -c %s "$tmp/r.ivecs")" = $((20 * (4 + 40))) ] && ok "result file size" || bad "result file size"
 
 # the inserted vectors find themselves (ids 3, 17, 42 and 1000 + 2)
-check "self query" $MESS query --client "$C" --server "$S" "$T/self.bvecs" -k 3 --pool 120 --out "$T/self.ivecs"
-ids=$(od -An -v -t d4 -w16 "$T/self.ivecs" | awk '{print $2}' | tr '\n' ' ')
+check "self query" $MESS query --client "$C" --server "$S" "$tmp/self.bvecs" -k 3 --pool 120 --out "$tmp/self.ivecs"
+ids=$(od -An -v -t d4 -w16 "$tmp/self.ivecs" | awk '{print $2}' | tr '\n' ' ')
 [ "$ids" = "3 17 42 " ] && ok "items are their own nearest neighbours" || bad "self ids: $ids"
 
 check "delete" $MESS delete --client "$C" --server "$S" --ids 3,17,42
 has_keys delete ids entries missing_entries
-check "query after delete" $MESS query --client "$C" --server "$S" "$T/self.bvecs" -k 10 --pool 200 --out "$T/after.ivecs"
-if od -An -v -t d4 "$T/after.ivecs" | tr -s ' ' '\n' | grep -qx -e 3 -e 17 -e 42; then
+check "query after delete" $MESS query --client "$C" --server "$S" "$tmp/self.bvecs" -k 10 --pool 200 --out "$tmp/after.ivecs"
+if od -An -v -t d4 "$tmp/after.ivecs" | tr -s ' ' '\n' | grep -qx -e 3 -e 17 -e 42; then
     bad "a deleted id was returned"
 else
     ok "deleted ids never returned"
@@ -103,9 +97,9 @@ check "info before compaction" $MESS info --server "$S"
 [ "$(json_num deleted)" = 9 ] && ok "9 deleted entries" || bad "deleted: $(json_num deleted)"
 check "compact" $MESS compact --server "$S"
 has_keys compact entries live deleted bytes
-[ "$(json_num deleted)" = 0 ] && [ "$(json_num entries)" = $((1497 * 3)) ] && ok "compacted" || bad "compact: $(tail -n 1 "$T/out")"
-check "query after compaction" $MESS query --client "$C" --server "$S" "$T/self.bvecs" -k 10 --pool 200 --out "$T/after2.ivecs"
-if od -An -v -t d4 "$T/after2.ivecs" | tr -s ' ' '\n' | grep -qx -e 3 -e 17 -e 42; then
+[ "$(json_num deleted)" = 0 ] && [ "$(json_num entries)" = $((1497 * 3)) ] && ok "compacted" || bad "compact: $(tail -n 1 "$tmp/out")"
+check "query after compaction" $MESS query --client "$C" --server "$S" "$tmp/self.bvecs" -k 10 --pool 200 --out "$tmp/after2.ivecs"
+if od -An -v -t d4 "$tmp/after2.ivecs" | tr -s ' ' '\n' | grep -qx -e 3 -e 17 -e 42; then
     bad "a deleted id was returned after compaction"
 else
     ok "deleted ids never returned after compaction"
@@ -119,34 +113,33 @@ for cmd in init insert query delete compact info; do
 done
 
 # usage errors: exit 2
-$MESS query --client "$C" --server "$S" "$T/q.bvecs" >/dev/null 2>&1
+$MESS query --client "$C" --server "$S" "$tmp/q.bvecs" >/dev/null 2>&1
 [ $? -eq 2 ] && ok "missing --pool is a usage error" || bad "missing --pool"
 $MESS delete --client "$C" --server "$S" --ids 3,,x >/dev/null 2>&1
 [ $? -eq 2 ] && ok "bad --ids is a usage error" || bad "bad --ids"
-$MESS init --client "$T/c2" --server "$T/s2" --train $D/learn.bvecs --seed 12 >/dev/null 2>&1
+$MESS init --client "$tmp/c2" --server "$tmp/s2" --train $D/learn.bvecs --seed 12 >/dev/null 2>&1
 [ $? -eq 2 ] && ok "short --seed is a usage error" || bad "short --seed"
 
 # hostile input files: never a signal, always a message
-printf 'garbage' >"$T/garbage"
-: >"$T/empty"
-head -c 1000 "$S" >"$T/trunc_server"
-head -c 200 "$T/q.bvecs" >"$T/trunc.bvecs"
-printf '\377\377\377\177' >"$T/huge_dim.fvecs"
-cp "$S" "$T/flipped"
-printf '\001' | dd of="$T/flipped" bs=1 seek=150 conv=notrunc 2>/dev/null
-for f in "$T/garbage" "$T/empty" "$T/trunc_server" "$T/flipped" "$C" /nonexistent "$T"; do
+printf 'garbage' >"$tmp/garbage"
+: >"$tmp/empty"
+head -c 1000 "$S" >"$tmp/trunc_server"
+head -c 200 "$tmp/q.bvecs" >"$tmp/trunc.bvecs"
+printf '\377\377\377\177' >"$tmp/huge_dim.fvecs"
+cp "$S" "$tmp/flipped"
+printf '\001' | dd of="$tmp/flipped" bs=1 seek=150 conv=notrunc 2>/dev/null
+for f in "$tmp/garbage" "$tmp/empty" "$tmp/trunc_server" "$tmp/flipped" "$C" /nonexistent "$tmp"; do
     refuse "server file $(basename "$f")" $MESS info --server "$f"
-    refuse "server file $(basename "$f") in query" $MESS query --client "$C" --server "$f" "$T/q.bvecs" --pool 100
+    refuse "server file $(basename "$f") in query" $MESS query --client "$C" --server "$f" "$tmp/q.bvecs" --pool 100
 done
-for f in "$T/garbage" "$T/empty" "$S" /nonexistent; do
-    refuse "client file $(basename "$f")" $MESS query --client "$f" --server "$S" "$T/q.bvecs" --pool 100
+for f in "$tmp/garbage" "$tmp/empty" "$S" /nonexistent; do
+    refuse "client file $(basename "$f")" $MESS query --client "$f" --server "$S" "$tmp/q.bvecs" --pool 100
 done
-for f in "$T/trunc.bvecs" "$T/huge_dim.fvecs" "$T/garbage" "$T/empty"; do
+for f in "$tmp/trunc.bvecs" "$tmp/huge_dim.fvecs" "$tmp/garbage" "$tmp/empty"; do
     refuse "vector file $(basename "$f") in insert" $MESS insert --client "$C" --server "$S" "$f"
     refuse "vector file $(basename "$f") in query" $MESS query --client "$C" --server "$S" "$f" --pool 100
 done
-refuse "training file truncated" $MESS init --client "$T/c3" --server "$T/s3" --train "$T/trunc.bvecs"
+refuse "training file truncated" $MESS init --client "$tmp/c3" --server "$tmp/s3" --train "$tmp/trunc.bvecs"
 refuse "wrong dimension" $MESS insert --client "$C" --server "$S" $D/../sift/groundtruth.ivecs
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
