@@ -51,6 +51,7 @@ struct mess_client {
     int deterministic;        /* coins from a ChaCha20 stream keyed by keys->coin */
     uint64_t op_counter;      /* separates deterministic streams per operation */
     unsigned threads;         /* workers opening response entries (not saved) */
+    int verify_all;           /* open every copy in a response (not saved) */
 };
 
 struct shard_store {
@@ -241,6 +242,14 @@ int mess_client_set_threads(mess_client *c, unsigned threads)
     if (!c)
         return MESS_EINVAL;
     c->threads = threads ? threads : 1;
+    return MESS_OK;
+}
+
+int mess_client_set_verify_all(mess_client *c, int on)
+{
+    if (!c)
+        return MESS_EINVAL;
+    c->verify_all = on != 0;
     return MESS_OK;
 }
 
@@ -786,75 +795,116 @@ static void heap_offer(struct scored *h, size_t *n, size_t k, struct scored v)
     h[i] = v;
 }
 
-/* Open-addressing set of the ids seen in one response (dedupe). */
-struct id_set {
-    uint64_t *slot;
-    uint8_t *used;
+/* The distinct ids a response's entries claim, each with the chain of its
+ * copies in response order.  An id is claimed by peeking (unauthenticated);
+ * it is only accepted once one of its copies authenticates. */
+#define NO_ENTRY ((size_t)-1)
+
+struct claim {
+    uint64_t id;
+    size_t cur;      /* the copy to open next (NO_ENTRY: none left) */
+    size_t last;     /* the last copy chained so far */
+    size_t accepted; /* the authenticated copy (NO_ENTRY: none yet) */
+};
+
+struct entry_ref {
+    const uint8_t *entry;
+    uint64_t claimed; /* peeked id */
+    size_t claim;     /* index into the claims */
+    size_t next;      /* next copy of the same claimed id */
+    uint32_t shard;
+    int opened, ok;
+};
+
+/* Open addressing from a claimed id to its claim (slot value = index + 1). */
+struct claim_map {
+    size_t *slot;
     size_t mask;
 };
 
-static int id_set_init(struct id_set *t, size_t n)
+static int claim_map_init(struct claim_map *m, size_t n)
 {
     size_t cap = 16;
     while (cap < 2 * n)
         cap *= 2;
-    t->mask = cap - 1;
-    t->slot = (uint64_t *)mess_malloc_array(cap, sizeof *t->slot);
-    t->used = (uint8_t *)calloc(cap, 1);
-    return t->slot && t->used ? MESS_OK : MESS_ENOMEM;
+    m->mask = cap - 1;
+    m->slot = (size_t *)calloc(cap, sizeof *m->slot);
+    return m->slot ? MESS_OK : MESS_ENOMEM;
 }
 
-/* Inserts id; returns 1 if it was new. */
-static int id_set_add(struct id_set *t, uint64_t id)
+/* Index of id's claim; a new one (claims[*n]) when unseen. */
+static size_t claim_map_get(struct claim_map *m, struct claim *claims,
+                            size_t *n, uint64_t id)
 {
-    size_t i = (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & t->mask;
-    while (t->used[i]) {
-        if (t->slot[i] == id)
-            return 0;
-        i = (i + 1) & t->mask;
+    size_t i = (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & m->mask;
+    while (m->slot[i]) {
+        if (claims[m->slot[i] - 1].id == id)
+            return m->slot[i] - 1;
+        i = (i + 1) & m->mask;
     }
-    t->used[i] = 1;
-    t->slot[i] = id;
-    return 1;
+    m->slot[i] = ++*n;
+    claims[*n - 1].id = id;
+    claims[*n - 1].cur = NO_ENTRY;
+    claims[*n - 1].accepted = NO_ENTRY;
+    return *n - 1;
 }
 
-static void id_set_free(struct id_set *t)
-{
-    free(t->slot);
-    free(t->used);
-}
-
-/* One response entry: its shard, and after opening whether it is
- * authentic; its plaintext goes to the job's slot for it. */
-struct opened {
-    const uint8_t *entry;
-    uint32_t shard;
-    int ok;
-};
-
+/* Work shared by the peek and open passes: `list` names the entries to
+ * process; an opened plaintext goes to its claim's slot of `plain`, or to
+ * the worker's scratch slot when `to_scratch` (verify-only pass). */
 struct open_job {
     const mess_client *c;
-    struct opened *e;
+    struct entry_ref *e;
+    const size_t *list;
     size_t n, chunk;
-    uint8_t *plain; /* n x payload_plain_bytes */
+    uint8_t *plain, *scratch;
+    int to_scratch;
 };
 
-/* Opens entries [i * chunk, (i + 1) * chunk): authenticate and decrypt.
- * Independent per entry, so workers share nothing. */
+static size_t job_chunks(struct open_job *o, unsigned workers)
+{
+    o->chunk = workers > 1 ? (o->n + 4 * workers - 1) / (4 * workers) : o->n;
+    if (o->chunk == 0)
+        o->chunk = 1;
+    return (o->n + o->chunk - 1) / o->chunk;
+}
+
+static int peek_chunk(void *ctx, size_t i, unsigned worker)
+{
+    struct open_job *o = (struct open_job *)ctx;
+    size_t k, end = (i + 1) * o->chunk;
+    (void)worker;
+    if (end > o->n)
+        end = o->n;
+    for (k = i * o->chunk; k < end; k++) {
+        struct entry_ref *e = &o->e[k];
+        e->claimed = payload_peek_id(aead_key(o->c, e->shard), e->entry);
+    }
+    return MESS_OK;
+}
+
+/* Authenticates and decrypts the listed entries; independent per entry. */
 static int open_chunk(void *ctx, size_t i, unsigned worker)
 {
     struct open_job *o = (struct open_job *)ctx;
     const mess_params *p = &o->c->p;
     size_t pb = payload_plain_bytes(p), k, end = (i + 1) * o->chunk;
-    (void)worker;
     if (end > o->n)
         end = o->n;
     for (k = i * o->chunk; k < end; k++) {
-        struct opened *e = &o->e[k];
+        struct entry_ref *e = &o->e[o->list[k]];
+        uint8_t *dst = o->to_scratch ? o->scratch + (size_t)worker * pb
+                                     : o->plain + e->claim * pb;
+        e->opened = 1;
         e->ok = payload_open_raw(p, aead_key(o->c, e->shard), e->shard, e->entry,
-                                 o->plain + k * pb) == MESS_OK;
+                                 dst) == MESS_OK;
     }
     return MESS_OK;
+}
+
+static int run_job(struct open_job *o, unsigned workers, parallel_fn fn)
+{
+    return o->n ? parallel_for(job_chunks(o, workers), workers, fn, o) : MESS_OK;
 }
 
 int mess_client_finish(mess_client *c, const mess_query *q,
@@ -866,11 +916,14 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     struct mess_rd r;
     const uint8_t *rid;
     struct scored *best = NULL;
-    struct opened *ent = NULL;
+    struct entry_ref *ent = NULL;
+    struct claim *claims = NULL;
+    size_t *list = NULL;
+    struct claim_map map;
     struct open_job oj;
     float *x = NULL;
-    struct id_set seen;
-    size_t entry_bytes, plain_bytes, total = 0, nok = 0, nbest = 0, i;
+    size_t entry_bytes, plain_bytes, total = 0, nclaims = 0, nactive, nok = 0,
+           nbest = 0, i, a;
     unsigned workers = 1;
     mess_finish_stats st;
     uint32_t j;
@@ -880,7 +933,7 @@ int mess_client_finish(mess_client *c, const mess_query *q,
         return MESS_EINVAL;
     *n_out = 0;
     memset(&st, 0, sizeof st);
-    memset(&seen, 0, sizeof seen);
+    memset(&map, 0, sizeof map);
     memset(&oj, 0, sizeof oj);
     st.memo_hit = q->memo_hit;
     p = &c->p;
@@ -925,10 +978,12 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     if (workers > 64)
         workers = 64;
     best = (struct scored *)mess_malloc_array(k ? k : 1, sizeof *best);
-    ent = (struct opened *)mess_malloc_array(total ? total : 1, sizeof *ent);
-    oj.plain = (uint8_t *)mess_malloc_array(total ? total : 1, plain_bytes);
+    ent = (struct entry_ref *)mess_malloc_array(total ? total : 1, sizeof *ent);
+    claims = (struct claim *)mess_malloc_array(total ? total : 1, sizeof *claims);
+    list = (size_t *)mess_malloc_array(total ? total : 1, sizeof *list);
     x = (float *)mess_malloc_array(p->dim, sizeof(float));
-    if (!best || !ent || !oj.plain || !x || id_set_init(&seen, total) != MESS_OK) {
+    if (!best || !ent || !claims || !list || !x ||
+        claim_map_init(&map, total) != MESS_OK) {
         rc = MESS_ENOMEM;
         goto out;
     }
@@ -938,36 +993,98 @@ int mess_client_finish(mess_client *c, const mess_query *q,
         mess_rd_bytes(&r, b, 2);
         count = (uint32_t)b[0] | (uint32_t)b[1] << 8;
         for (e = 0; e < count; e++, i++) {
+            memset(&ent[i], 0, sizeof ent[i]);
             ent[i].entry = mess_rd_take(&r, entry_bytes);
             ent[i].shard = j;
+            ent[i].next = NO_ENTRY;
         }
     }
-    /* Every entry is authenticated and decrypted (the SIV covers the
-     * plaintext), in parallel when the client has workers. */
     oj.c = c;
     oj.e = ent;
+    /* Copies of one item all carry its id.  Peek every entry's id, chain the
+     * copies of each claimed id in response order, then authenticate one
+     * copy per id: the first, and only if it fails the next, and so on.
+     * Every authentic entry claims its true id, so the accepted set (and
+     * for each id the copy used: the first authentic one) is the same as
+     * when opening every entry, whatever the server sent; redundant copies
+     * are simply not opened (counted in `unopened`). */
     oj.n = total;
-    oj.chunk = workers > 1 ? (total + 4 * workers - 1) / (4 * workers) : total;
-    if (oj.chunk == 0)
-        oj.chunk = 1;
-    rc = parallel_for((total + oj.chunk - 1) / oj.chunk, workers, open_chunk, &oj);
+    rc = run_job(&oj, workers, peek_chunk);
     if (rc != MESS_OK)
         goto out;
-    /* Dedupe by id (copies of one item carry one plaintext), then decode
-     * and rerank each id once, keeping the best k. */
     for (i = 0; i < total; i++) {
-        const uint8_t *pl = oj.plain + i * plain_bytes;
-        struct scored v;
-        if (!ent[i].ok) {
-            st.auth_failures++;
-            continue;
+        size_t cl = claim_map_get(&map, claims, &nclaims, ent[i].claimed);
+        ent[i].claim = cl;
+        if (claims[cl].cur == NO_ENTRY)
+            claims[cl].cur = i;
+        else
+            ent[claims[cl].last].next = i;
+        claims[cl].last = i;
+    }
+    oj.plain = (uint8_t *)mess_malloc_array(nclaims ? nclaims : 1, plain_bytes);
+    if (!oj.plain) {
+        rc = MESS_ENOMEM;
+        goto out;
+    }
+    /* Rounds: open the current copy of every unresolved claim; a failure
+     * moves that claim to its next copy.  Each entry is opened at most once,
+     * so a hostile response costs at most one opening per entry. */
+    oj.list = list;
+    nactive = nclaims;
+    for (a = 0; a < nclaims; a++)
+        list[a] = claims[a].cur;
+    while (nactive) {
+        size_t kept = 0;
+        oj.n = nactive;
+        rc = run_job(&oj, workers, open_chunk);
+        if (rc != MESS_OK)
+            goto out;
+        for (a = 0; a < nactive; a++) {
+            struct entry_ref *e = &ent[list[a]];
+            struct claim *cl = &claims[e->claim];
+            if (e->ok) {
+                cl->accepted = list[a];
+                nok++;
+            } else {
+                st.auth_failures++;
+                if (e->next != NO_ENTRY)
+                    list[kept++] = e->next;
+            }
         }
-        nok++;
-        v.id = mess_load_u64(pl);
-        if (!id_set_add(&seen, v.id))
+        nactive = kept;
+    }
+    /* Verify-all: authenticate the copies not opened too, only to count. */
+    if (c->verify_all) {
+        oj.n = 0;
+        for (i = 0; i < total; i++)
+            if (!ent[i].opened)
+                list[oj.n++] = i;
+        oj.scratch = (uint8_t *)mess_malloc_array(workers, plain_bytes);
+        if (!oj.scratch) {
+            rc = MESS_ENOMEM;
+            goto out;
+        }
+        oj.to_scratch = 1;
+        rc = run_job(&oj, workers, open_chunk);
+        if (rc != MESS_OK)
+            goto out;
+        for (a = 0; a < oj.n; a++) {
+            if (ent[list[a]].ok)
+                nok++;
+            else
+                st.auth_failures++;
+        }
+    }
+    for (i = 0; i < total; i++)
+        st.unopened += !ent[i].opened;
+    /* Rerank each accepted id once, keeping the best k. */
+    for (a = 0; a < nclaims; a++) {
+        struct scored v;
+        if (claims[a].accepted == NO_ENTRY)
             continue;
         st.unique++;
-        payload_decode_vector(p, pl + 8, x);
+        v.id = claims[a].id;
+        payload_decode_vector(p, oj.plain + a * plain_bytes + 8, x);
         v.dist = rerank_distance(p, q->q, x);
         if (k)
             heap_offer(best, &nbest, k, v);
@@ -984,14 +1101,19 @@ out:
     if (stats)
         *stats = st;
     if (oj.plain)
-        sodium_memzero(oj.plain, total * plain_bytes);
+        sodium_memzero(oj.plain, nclaims * plain_bytes);
+    if (oj.scratch)
+        sodium_memzero(oj.scratch, (size_t)workers * plain_bytes);
     if (x)
         sodium_memzero(x, (size_t)p->dim * sizeof(float));
     free(oj.plain);
+    free(oj.scratch);
     free(x);
+    free(list);
+    free(claims);
     free(ent);
     free(best);
-    id_set_free(&seen);
+    free(map.slot);
     return rc;
 }
 

@@ -194,13 +194,36 @@ static void compute_siv(const struct payload_keys *k, const uint8_t ad[12],
  * are the nonce, 30 bits of the rest the first block counter (so a payload
  * of up to 2^30 blocks never wraps).  Two entries share keystream only if
  * their SIVs agree on 126 bits. */
+static uint32_t siv_counter(const uint8_t siv[PAYLOAD_SIV_BYTES])
+{
+    return mess_load_u32(siv + 12) & 0x3fffffffu;
+}
+
 static void stream_xor(const struct payload_keys *k,
                        const uint8_t siv[PAYLOAD_SIV_BYTES], uint8_t *dst,
                        const uint8_t *src, size_t len)
 {
     crypto_stream_chacha20_ietf_xor_ic(dst, src, (unsigned long long)len, siv,
-                                       mess_load_u32(siv + 12) & 0x3fffffffu,
-                                       k->enc);
+                                       siv_counter(siv), k->enc);
+}
+
+/* HChaCha20(key, in) is the ChaCha20 block function on the state
+ * (constants, key, in) without the final feed-forward, returning words 0-3
+ * and 12-15.  With in = LE32(counter) || nonce that state is exactly the
+ * IETF ChaCha20 state of block `counter`, so adding the constants back to
+ * words 0-1 gives keystream bytes 0-7 of that block: the id's pad. */
+uint64_t payload_peek_id(const struct payload_keys *k, const uint8_t *entry)
+{
+    uint8_t in[16], out[crypto_core_hchacha20_OUTPUTBYTES];
+    uint64_t pad, id;
+    mess_store_u32(in, siv_counter(entry));
+    memcpy(in + 4, entry, 12);
+    crypto_core_hchacha20(out, in, k->enc, NULL);
+    pad = (uint64_t)(uint32_t)(mess_load_u32(out) + 0x61707865u) |
+          (uint64_t)(uint32_t)(mess_load_u32(out + 4) + 0x3320646eu) << 32;
+    id = mess_load_u64(entry + PAYLOAD_SIV_BYTES) ^ pad;
+    sodium_memzero(out, sizeof out);
+    return id;
 }
 
 void payload_seal(const mess_params *p, const struct payload_keys *k,

@@ -67,6 +67,8 @@ struct result {
     /* at the timing pool */
     int timed;
     double srv_cpu_ms, srv_wall_ms, enc_cpu_ms, fin_cpu_ms, cli_wall_ms;
+    double fin_all_cpu_ms; /* finish with verify-all, the same responses */
+    size_t differs;        /* queries whose results differed from it (bug) */
     double t_bytes, t_recall;
 };
 
@@ -205,72 +207,143 @@ static int build(const struct dataset *d, const mess_params *p,
     return MESS_OK;
 }
 
-/* Recall and bytes at every pool; timing at `tpool` when timed. */
-static int evaluate(const struct dataset *d, mess_client *c, const mess_server *s,
-                    const long *pools, size_t npools, long tpool, int timed,
-                    struct result *res)
+/* Timers of one timed pool, summed over its queries. */
+struct timers {
+    double enc_c, srv_c, srv_w, fin_c, fin_all_c, cli_w;
+};
+
+/* Finishes responses [0, n) of a batch with verify-all off or on; CPU (and
+ * wall) time added to the timers given. */
+static int finish_batch(mess_client *c, mess_query **qs, const uint8_t *hold,
+                        size_t cap, const size_t *sl, size_t n, int verify_all,
+                        uint64_t *ids, float *dists, size_t *got,
+                        mess_finish_stats *st, double *cpu, double *wall)
 {
-    size_t b, q;
-    uint64_t ids[K];
-    float dists[K];
-    for (b = 0; b < npools; b++) {
+    size_t i;
+    double c0 = proc_cpu_s(), w0 = wall_s();
+    int rc = mess_client_set_verify_all(c, verify_all);
+    for (i = 0; i < n && rc == MESS_OK; i++)
+        rc = mess_client_finish(c, qs[i], hold + i * cap, sl[i], K, ids + i * K,
+                                dists + i * K, &got[i], &st[i]);
+    mess_client_set_verify_all(c, 0);
+    *cpu += proc_cpu_s() - c0;
+    if (wall)
+        *wall += wall_s() - w0;
+    return rc;
+}
+
+/* Recall and bytes at every pool; timing at `tpool` when timed.
+ *
+ * Each role runs as it would in its own process: a batch of requests, then
+ * the server's searches back to back (one thread; each response is moved to
+ * the client's receive area and freed, so the server allocator reaches the
+ * steady state of a serving loop), then the client's finishes.  At the
+ * timing pool the finishes are also run with verify-all, the default's
+ * baseline, first in every other batch so neither side always finds the
+ * responses in cache; the two must rank the same (res->differs if not). */
+static int evaluate(const struct dataset *d, mess_client *c, const mess_server *s,
+                    const mess_params *p, const long *pools, size_t npools,
+                    long tpool, int timed, struct result *res)
+{
+    enum { BATCH = 32 };
+    mess_query *qs[BATCH];
+    size_t rl[BATCH], sl[BATCH], got[BATCH], got_all[BATCH];
+    mess_finish_stats st[BATCH], st_all[BATCH];
+    uint64_t ids[BATCH * K], ids_all[BATCH * K];
+    float dists[BATCH * K], dists_all[BATCH * K];
+    uint8_t *hold = NULL;
+    size_t b, q0, i, n = 0, cap;
+    int rc = MESS_OK;
+
+    memset(qs, 0, sizeof qs);
+    for (b = 0; b < npools && rc == MESS_OK; b++) {
         size_t hits = 0;
-        double bytes = 0, uniq = 0;
+        double bytes = 0, uniq = 0, c0, w0;
         int timing = timed && pools[b] == tpool;
-        double srv_c = 0, srv_w = 0, enc_c = 0, fin_c = 0, cli_w = 0;
-        for (q = 0; q < d->nq; q++) {
-            mess_query *qs;
-            uint8_t *req, *resp;
-            size_t rl, sl, got;
-            mess_finish_stats st;
-            double w0, c0, w1, c1, w2, c2;
-            int rc;
-            w0 = wall_s();
-            c0 = proc_cpu_s();
-            rc = mess_client_request(c, d->query + q * d->dim, (size_t)pools[b],
-                                     &qs, &req, &rl);
-            if (rc != MESS_OK)
-                return rc;
-            w1 = wall_s();
-            c1 = proc_cpu_s();
-            rc = mess_server_search(s, req, rl, 1, &resp, &sl);
-            w2 = wall_s();
-            c2 = proc_cpu_s();
-            mess_buf_free(req);
-            if (rc != MESS_OK) {
-                mess_query_free(qs);
-                return rc;
-            }
-            rc = mess_client_finish(c, qs, resp, sl, K, ids, dists, &got, &st);
-            cli_w += (w1 - w0) + (wall_s() - w2);
-            fin_c += proc_cpu_s() - c2;
-            enc_c += c1 - c0;
-            srv_c += c2 - c1;
-            srv_w += w2 - w1;
-            mess_buf_free(resp);
-            mess_query_free(qs);
-            if (rc != MESS_OK)
-                return rc;
-            hits += hits_at_k(d->gt + q * d->gk, ids, got);
-            bytes += (double)(rl + sl);
-            uniq += (double)st.unique;
+        struct timers t;
+        memset(&t, 0, sizeof t);
+        cap = mess_response_size(p, (size_t)pools[b]);
+        free(hold);
+        hold = (uint8_t *)malloc(BATCH * cap);
+        if (!hold || cap == 0) {
+            rc = MESS_ENOMEM;
+            break;
         }
+        for (q0 = 0; q0 < d->nq && rc == MESS_OK; q0 += n) {
+            int all_first = timing && (q0 / BATCH) % 2;
+            n = d->nq - q0 < BATCH ? d->nq - q0 : BATCH;
+            c0 = proc_cpu_s();
+            w0 = wall_s();
+            for (i = 0; i < n && rc == MESS_OK; i++) {
+                uint8_t *req;
+                rc = mess_client_request(c, d->query + (q0 + i) * d->dim,
+                                         (size_t)pools[b], &qs[i], &req, &rl[i]);
+                if (rc == MESS_OK)
+                    memcpy(hold + i * cap, req, rl[i] < cap ? rl[i] : cap);
+                mess_buf_free(req);
+            }
+            t.enc_c += proc_cpu_s() - c0;
+            t.cli_w += wall_s() - w0;
+            for (i = 0; i < n && rc == MESS_OK; i++) {
+                uint8_t *resp = NULL;
+                c0 = proc_cpu_s();
+                w0 = wall_s();
+                rc = mess_server_search(s, hold + i * cap, rl[i], 1, &resp, &sl[i]);
+                t.srv_c += proc_cpu_s() - c0;
+                t.srv_w += wall_s() - w0;
+                if (rc == MESS_OK && sl[i] > cap)
+                    rc = MESS_EFORMAT; /* larger than mess_response_size: a bug */
+                if (rc == MESS_OK)
+                    memcpy(hold + i * cap, resp, sl[i]);
+                mess_buf_free(resp);
+            }
+            if (rc == MESS_OK && all_first)
+                rc = finish_batch(c, qs, hold, cap, sl, n, 1, ids_all, dists_all,
+                                  got_all, st_all, &t.fin_all_c, NULL);
+            if (rc == MESS_OK)
+                rc = finish_batch(c, qs, hold, cap, sl, n, 0, ids, dists, got, st,
+                                  &t.fin_c, &t.cli_w);
+            if (rc == MESS_OK && timing && !all_first)
+                rc = finish_batch(c, qs, hold, cap, sl, n, 1, ids_all, dists_all,
+                                  got_all, st_all, &t.fin_all_c, NULL);
+            for (i = 0; i < n && rc == MESS_OK; i++) {
+                if (timing &&
+                    (got_all[i] != got[i] ||
+                     memcmp(ids_all + i * K, ids + i * K, got[i] * sizeof *ids) != 0 ||
+                     memcmp(dists_all + i * K, dists + i * K,
+                            got[i] * sizeof *dists) != 0))
+                    res->differs++;
+                hits += hits_at_k(d->gt + (q0 + i) * d->gk, ids + i * K, got[i]);
+                bytes += (double)(rl[i] + sl[i]);
+                uniq += (double)st[i].unique;
+            }
+            for (i = 0; i < n; i++) {
+                mess_query_free(qs[i]);
+                qs[i] = NULL;
+            }
+        }
+        if (rc != MESS_OK)
+            break;
         res->recall[b] = (double)hits / ((double)d->nq * K);
         res->bytes[b] = bytes / (double)d->nq;
         res->unique[b] = uniq / (double)d->nq;
         if (timing) {
-            double n = (double)d->nq;
+            double nq = (double)d->nq;
             res->timed = 1;
-            res->srv_cpu_ms = 1e3 * srv_c / n;
-            res->srv_wall_ms = 1e3 * srv_w / n;
-            res->enc_cpu_ms = 1e3 * enc_c / n;
-            res->fin_cpu_ms = 1e3 * fin_c / n;
-            res->cli_wall_ms = 1e3 * cli_w / n;
+            res->srv_cpu_ms = 1e3 * t.srv_c / nq;
+            res->srv_wall_ms = 1e3 * t.srv_w / nq;
+            res->enc_cpu_ms = 1e3 * t.enc_c / nq;
+            res->fin_cpu_ms = 1e3 * t.fin_c / nq;
+            res->fin_all_cpu_ms = 1e3 * t.fin_all_c / nq;
+            res->cli_wall_ms = 1e3 * t.cli_w / nq;
             res->t_bytes = res->bytes[b];
             res->t_recall = res->recall[b];
         }
     }
-    return MESS_OK;
+    for (i = 0; i < BATCH; i++)
+        mess_query_free(qs[i]);
+    free(hold);
+    return rc;
 }
 
 /* hnswlib on the raw vectors through the Python helper: one JSON line per
@@ -364,9 +437,11 @@ static void print_result(const struct result *r, const long *pools, size_t np,
                r->bytes[b]);
     if (r->timed)
         printf("  timing: server %.3f ms/query CPU (%.3f wall, 1 thread); client "
-               "encode %.3f + finish %.3f = %.3f ms/query CPU (%.3f wall)\n",
+               "encode %.3f + finish %.3f = %.3f ms/query CPU (%.3f wall); "
+               "finish with verify-all %.3f (%.2fx)\n",
                r->srv_cpu_ms, r->srv_wall_ms, r->enc_cpu_ms, r->fin_cpu_ms,
-               r->enc_cpu_ms + r->fin_cpu_ms, r->cli_wall_ms);
+               r->enc_cpu_ms + r->fin_cpu_ms, r->cli_wall_ms, r->fin_all_cpu_ms,
+               r->fin_cpu_ms > 0 ? r->fin_all_cpu_ms / r->fin_cpu_ms : 0.0);
 }
 
 static void json_result(FILE *f, const struct result *r, const long *pools,
@@ -390,9 +465,10 @@ static void json_result(FILE *f, const struct result *r, const long *pools,
     if (r->timed)
         fprintf(f, ",\"server_ms_per_query\":%.4f,\"server_wall_ms_per_query\":%.4f,"
                    "\"client_encode_ms\":%.4f,\"client_finish_ms\":%.4f,"
-                   "\"client_ms_per_query\":%.4f,\"client_wall_ms_per_query\":%.4f",
+                   "\"client_ms_per_query\":%.4f,\"client_wall_ms_per_query\":%.4f,"
+                   "\"client_finish_verify_all_ms\":%.4f",
                 r->srv_cpu_ms, r->srv_wall_ms, r->enc_cpu_ms, r->fin_cpu_ms,
-                r->enc_cpu_ms + r->fin_cpu_ms, r->cli_wall_ms);
+                r->enc_cpu_ms + r->fin_cpu_ms, r->cli_wall_ms, r->fin_all_cpu_ms);
     fprintf(f, "}");
 }
 
@@ -534,9 +610,13 @@ int bench_protocol(int argc, char **argv)
             if (err == MESS_OK)
                 err = mess_client_set_threads(c, (unsigned)cthreads);
             if (err == MESS_OK)
-                err = evaluate(&d, c, s, pools, np, tpool,
+                err = evaluate(&d, c, s, &p, pools, np, tpool,
                                i == tcfg || i >= nc, r);
-            if (err != MESS_OK) {
+            if (err == MESS_OK && r->differs) {
+                cli_error("%s: %zu queries ranked differently with verify-all",
+                          cf->name, r->differs);
+                rc = CLI_FAIL;
+            } else if (err != MESS_OK) {
                 cli_error("%s: %s", cf->name, mess_strerror(err));
                 rc = CLI_FAIL;
             } else {

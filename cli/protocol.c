@@ -340,12 +340,15 @@ static const char query_help[] =
     "  --gt F.ivecs    ground truth: also report recall@k\n"
     "  --threads N     threads of the server fan-out and of the client's\n"
     "                  opening of response entries (1)\n"
+    "  --verify-all    authenticate every entry, not one copy per id (same\n"
+    "                  results; auth_failures then counts every tampered copy)\n"
     "\n"
     "The client state is saved afterwards: its memo cache holds the permanent\n"
     "reports, so repeating a query later reuses them (averaging defence).\n"
     "Last line: {\"queries\",\"k\",\"pool\",\"mean_request_bytes\",\n"
     "\"mean_response_bytes\",\"mean_candidates\",\"mean_unique_candidates\",\n"
-    "\"server_ms_per_query\",\"client_ms_per_query\",\"auth_failures\",...}.\n";
+    "\"server_ms_per_query\",\"client_ms_per_query\",\"auth_failures\",\n"
+    "\"unopened\" (redundant copies not opened),...}.\n";
 
 int cli_cmd_query(int argc, char **argv)
 {
@@ -358,9 +361,9 @@ int cli_cmd_query(int argc, char **argv)
     float *q = NULL, *dists = NULL;
     int32_t *gt = NULL, *out = NULL;
     uint64_t *ids = NULL;
-    size_t n, dim, gn = 0, gk = 0, i, hits = 0, auth = 0, memo_hits = 0;
+    size_t n, dim, gn = 0, gk = 0, i, hits = 0, auth = 0, unopened = 0, memo_hits = 0;
     double req_b = 0, resp_b = 0, cand = 0, uniq = 0, t_srv = 0, t_cli = 0;
-    int rc;
+    int rc, verify_all;
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -376,6 +379,7 @@ int cli_cmd_query(int argc, char **argv)
         cli_opt_long(&a, "--threads", 1, 256, 1, &threads))
         return CLI_USAGE;
     cli_opt(&a, "--passphrase-env");
+    verify_all = cli_flag(&a, "--verify-all");
     file = cli_positional(&a, 0);
     if (!cpath || !spath || !file || pool <= 0) {
         cli_error("query needs --client, --server, --pool B and FILE (see --help)");
@@ -405,6 +409,7 @@ int cli_cmd_query(int argc, char **argv)
         goto done;
     mess_client_params(c, &p);
     mess_client_set_threads(c, (unsigned)threads);
+    mess_client_set_verify_all(c, verify_all);
     if (dim != p.dim) {
         cli_error("'%s' has dimension %zu, the index expects %u", file, dim, p.dim);
         rc = CLI_FAIL;
@@ -451,6 +456,7 @@ int cli_cmd_query(int argc, char **argv)
         cand += (double)st.candidates;
         uniq += (double)st.unique;
         auth += st.auth_failures;
+        unopened += st.unopened;
         memo_hits += (size_t)st.memo_hit;
         for (j = 0; j < (size_t)k; j++)
             out[i * (size_t)k + j] = j < got ? (int32_t)ids[j] : -1;
@@ -476,11 +482,11 @@ int cli_cmd_query(int argc, char **argv)
            "\"mean_response_bytes\":%.1f,\"mean_bytes_per_query\":%.1f,"
            "\"mean_candidates\":%.2f,\"mean_unique_candidates\":%.2f,"
            "\"server_ms_per_query\":%.4f,\"client_ms_per_query\":%.4f,"
-           "\"auth_failures\":%zu,\"memo_hits\":%zu",
+           "\"auth_failures\":%zu,\"unopened\":%zu,\"memo_hits\":%zu",
            n, k, pool, n ? req_b / n : 0.0, n ? resp_b / n : 0.0,
            n ? (req_b + resp_b) / n : 0.0, n ? cand / n : 0.0,
            n ? uniq / n : 0.0, n ? 1e3 * t_srv / n : 0.0,
-           n ? 1e3 * t_cli / n : 0.0, auth, memo_hits);
+           n ? 1e3 * t_cli / n : 0.0, auth, unopened, memo_hits);
     if (gt)
         printf(",\"recall\":%.4f", n ? (double)hits / ((double)n * k) : 0.0);
     printf("}\n");

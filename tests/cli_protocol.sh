@@ -78,6 +78,9 @@ check "query" $MESS query --client "$C" --server "$S" "$tmp/q.bvecs" -k 10 --poo
 has_keys query queries k pool mean_request_bytes mean_response_bytes mean_candidates \
     mean_unique_candidates server_ms_per_query client_ms_per_query auth_failures
 [ "$(json_num queries)" = 20 ] && [ "$(json_num auth_failures)" = 0 ] && ok "query counts" || bad "query counts"
+[ "$(json_num unopened)" -gt 0 ] && ok "redundant copies not opened" || bad "unopened: $(json_num unopened)"
+check "query --verify-all" $MESS query --client "$C" --server "$S" "$tmp/q.bvecs" -k 10 --pool 200 --verify-all
+[ "$(json_num unopened)" = 0 ] && [ "$(json_num auth_failures)" = 0 ] && ok "verify-all opens every entry" || bad "verify-all: $(tail -n 1 "$tmp/out")"
 [ "$(stat -c %s "$tmp/r.ivecs")" = $((20 * (4 + 40))) ] && ok "result file size" || bad "result file size"
 
 # the inserted vectors find themselves (ids 3, 17, 42 and 1000 + 2)

@@ -3,6 +3,8 @@
  * client never crashes, never returns an id whose entry failed
  * authentication, never reports a distance other than the exact one to the
  * authenticated vector, and counts what it rejected (mess_finish_stats).
+ * Every response is finished twice, opening one authentic copy per id (the
+ * default) and every entry (verify-all): the results must be identical.
  *
  * Response layout (wire.h): header[24] | request id[16] | per shard:
  * u16 count | count x entry.  The helpers below split a real response into
@@ -108,15 +110,37 @@ struct result {
     size_t n;
     uint64_t ids[KMAX];
     float d[KMAX];
-    mess_finish_stats st;
+    mess_finish_stats st; /* verify-all: every entry authenticated */
+    mess_finish_stats fast; /* the default: one authentic copy per id */
 };
 
+static int same_results(const struct result *a, const struct result *b)
+{
+    return a->rc == b->rc && a->n == b->n &&
+           memcmp(a->ids, b->ids, a->n * sizeof a->ids[0]) == 0 &&
+           memcmp(a->d, b->d, a->n * sizeof a->d[0]) == 0;
+}
+
+/* Finishes in both modes: the results must be identical, the default
+ * opening a subset of what verify-all opens.  `out` has verify-all's
+ * counts in st and the default's in fast. */
 static void finish(const mess_query *q, const uint8_t *buf, size_t len,
                    struct result *out)
 {
+    struct result f;
     memset(out, 0, sizeof *out);
+    memset(&f, 0, sizeof f);
+    CHECK_OK(mess_client_set_verify_all(client, 1));
     out->rc = mess_client_finish(client, q, buf, len, KMAX, out->ids, out->d,
                                  &out->n, &out->st);
+    CHECK_OK(mess_client_set_verify_all(client, 0));
+    f.rc = mess_client_finish(client, q, buf, len, KMAX, f.ids, f.d, &f.n, &f.st);
+    out->fast = f.st;
+    CHECK(same_results(out, &f));
+    CHECK(out->st.unopened == 0 && f.st.candidates == out->st.candidates &&
+          f.st.unique == out->st.unique && f.st.auth_failures <= out->st.auth_failures);
+    if (f.rc == MESS_OK || f.rc == MESS_EAUTH)
+        CHECK(f.st.unique + f.st.auth_failures + f.st.unopened == f.st.candidates);
 }
 
 /* Every promise that holds for any response: results only on success,
@@ -136,13 +160,6 @@ static void check_sound(const struct result *r, const float *qv)
         if (i > 0)
             CHECK(r->d[i] >= r->d[i - 1] && r->ids[i] != r->ids[i - 1]);
     }
-}
-
-static int same_results(const struct result *a, const struct result *b)
-{
-    return a->rc == b->rc && a->n == b->n &&
-           memcmp(a->ids, b->ids, a->n * sizeof a->ids[0]) == 0 &&
-           memcmp(a->d, b->d, a->n * sizeof a->d[0]) == 0;
 }
 
 /* A real query q (index qi): its state, request and genuine response. */

@@ -139,6 +139,41 @@ static void test_seal_open(void)
     CHECK(memcmp(a + 16, b + 16, 8) != 0);
 }
 
+/* The peeked id is the sealed one for any key, shard, id and SIV (whose
+ * counter bits cover the whole 30-bit range), and is only a hint: a wrong
+ * key or a flipped SIV bit gives another value, which opening rejects. */
+static void test_peek_id(void)
+{
+    mess_params p;
+    struct payload_keys key, key2;
+    uint8_t pl[8 + 256], a[16 + 8 + 256];
+    float xx[64], yy[64];
+    uint32_t counters_or = 0, counters_and = 0x3fffffffu;
+    uint64_t id, got;
+    size_t i, r;
+
+    mess_params_default(&p, 64);
+    for (r = 0; r < 2000; r++) {
+        randombytes_buf(&key, sizeof key);
+        randombytes_buf(&key2, sizeof key2);
+        randombytes_buf(&id, sizeof id);
+        for (i = 0; i < 64; i++)
+            xx[i] = (float)(randombytes_uniform(1000)) - 500.0f;
+        payload_seal(&p, &key, (uint32_t)r, id, xx, pl, a);
+        counters_or |= mess_load_u32(a + 12) & 0x3fffffffu;
+        counters_and &= mess_load_u32(a + 12) & 0x3fffffffu;
+        CHECK(payload_peek_id(&key, a) == id);
+        CHECK(payload_peek_id(&key2, a) != id);
+        /* bytes 0-14 of the SIV choose the keystream (of byte 15 only its
+         * low 6 bits do; a flip of its top 2 is still rejected by opening) */
+        a[r % 15] ^= (uint8_t)(1u << (r % 8));
+        got = payload_peek_id(&key, a);
+        CHECK(got != id);
+        CHECK_RC(payload_open(&p, &key, (uint32_t)r, a, pl, &got, yy), MESS_EAUTH);
+    }
+    CHECK(counters_or == 0x3fffffffu && counters_and == 0);
+}
+
 static void test_params(void)
 {
     mess_params p, q;
@@ -284,6 +319,7 @@ int main(void)
     RUN(test_f16_conversion);
     RUN(test_vector_encodings);
     RUN(test_seal_open);
+    RUN(test_peek_id);
     RUN(test_params);
     RUN(test_pool_split);
     RUN(test_statefile);

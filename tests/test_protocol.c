@@ -527,11 +527,11 @@ static void test_tampered_response(void)
 {
     mess_query *qs;
     uint8_t *req, *resp, *tmp;
-    size_t rl, sl, got, cut, n, i, a, b, tampered = 0;
+    size_t rl, sl, got, got1, cut, n, i, a, b, tampered = 0;
     size_t eb = mess_payload_size(&g_params), off[400];
     uint32_t shard[400];
-    uint64_t ids[K], ids0[K];
-    float d[K];
+    uint64_t ids[K], ids0[K], ids1[K];
+    float d[K], d1[K];
     mess_finish_stats st;
 
     CHECK_OK(mess_client_request(g_client, queries, 160, &qs, &req, &rl));
@@ -542,13 +542,22 @@ static void test_tampered_response(void)
     CHECK(n == 160);
     tmp = (uint8_t *)malloc(sl);
     /* one flipped bit anywhere in an entry (SIV, id or vector bytes): that
-     * entry is dropped and counted, the rest is used */
+     * entry is dropped, the rest is used.  By default a tampered copy of an
+     * id already authenticated is not opened, so not counted; verify-all
+     * counts every one, and the results are the same. */
     memcpy(tmp, resp, sl);
     for (i = 0; i < n; i += 7, tampered++)
         tmp[off[i] + (i * 37) % eb] ^= (uint8_t)(1u << (i % 8));
     CHECK_OK(mess_client_finish(g_client, qs, tmp, sl, K, ids, d, &got, &st));
-    CHECK(st.auth_failures == tampered);
+    CHECK(st.auth_failures > 0 && st.auth_failures <= tampered);
+    CHECK(st.unique + st.auth_failures + st.unopened == st.candidates);
     CHECK(got == K);
+    CHECK_OK(mess_client_set_verify_all(g_client, 1));
+    CHECK_OK(mess_client_finish(g_client, qs, tmp, sl, K, ids1, d1, &got1, &st));
+    CHECK_OK(mess_client_set_verify_all(g_client, 0));
+    CHECK(st.auth_failures == tampered && st.unopened == 0);
+    CHECK(got1 == got && memcmp(ids1, ids, got * sizeof *ids) == 0 &&
+          memcmp(d1, d, got * sizeof *d) == 0);
     /* entries moved to another shard's slot fail (the shard is bound as
      * associated data) */
     memcpy(tmp, resp, sl);

@@ -41,6 +41,7 @@ class mess_finish_stats(ctypes.Structure):
         ("candidates", c_size_t),
         ("unique", c_size_t),
         ("auth_failures", c_size_t),
+        ("unopened", c_size_t),
         ("memo_hit", c_int),
     ]
 
@@ -270,6 +271,7 @@ client_finish = _proto("mess_client_finish", [c_void_p, c_void_p, c_void_p, c_si
                                               POINTER(mess_finish_stats)])
 query_free = _proto("mess_query_free", [c_void_p], None)
 client_set_threads = _proto("mess_client_set_threads", [c_void_p, c_uint])
+client_set_verify_all = _proto("mess_client_set_verify_all", [c_void_p, c_int])
 
 client_save = _proto("mess_client_save", [c_void_p, c_char_p, c_char_p])
 client_load = _proto("mess_client_load", [c_char_p, c_char_p, POINTER(c_void_p)])

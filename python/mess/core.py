@@ -20,7 +20,7 @@ from ._lib import MessError
 METRICS = {"l2": 0, "ip": 1, "cos": 2, "cosine": 2}
 PAYLOADS = {"f32": 0, "f16": 1, "i8": 2, "int8": 2}
 
-FinishStats = namedtuple("FinishStats", "candidates unique auth_failures memo_hit")
+FinishStats = namedtuple("FinishStats", "candidates unique auth_failures unopened memo_hit")
 ServerStats = namedtuple("ServerStats", "entries live deleted bytes min_shard max_shard")
 QueryResult = namedtuple("QueryResult",
                          "ids dists stats request_bytes response_bytes "
@@ -268,6 +268,12 @@ class Client(_Handle):
         library that predates mess_client_set_threads."""
         L.client_set_threads(self.ptr, _threads(threads))
 
+    def set_verify_all(self, on):
+        """Whether finish() authenticates every entry (True) or, the default,
+        one authentic copy per id.  Same results; verify-all only makes
+        auth_failures count tampered redundant copies too (an audit)."""
+        L.client_set_verify_all(self.ptr, 1 if on else 0)
+
     def codes(self, x):
         """Clean codes of one vector for every shard: uint64 (M, kappa/64).
         Secret: for the client's own analysis, never to be sent."""
@@ -319,7 +325,8 @@ class Client(_Handle):
                         dists.ctypes.data, byref(got), byref(st))
         del keep
         return (ids[:got.value], dists[:got.value],
-                FinishStats(st.candidates, st.unique, st.auth_failures, bool(st.memo_hit)))
+                FinishStats(st.candidates, st.unique, st.auth_failures, st.unopened,
+                            bool(st.memo_hit)))
 
     # ---- one-call conveniences playing both roles -------------------------
     def insert(self, server, ids, vectors, threads=1, batch=10000):

@@ -157,11 +157,18 @@ class TestProtocol(unittest.TestCase):
             ids2, _, _ = self.c.finish(q, resp, 10)
             self.assertTrue(np.array_equal(ids, ids2))
             self.assertEqual(st.auth_failures, 0)
-            # one tampered ciphertext byte: dropped and counted
+            self.assertEqual(st.unique + st.unopened, st.candidates)
+            # one tampered ciphertext byte: dropped; counted when opened,
+            # always counted with verify-all; the same results either way
             bad = bytearray(bytes(resp))
             bad[-3] ^= 1
-            _, _, st2 = self.c.finish(q, bad, 10)
-            self.assertEqual(st2.auth_failures, 1)
+            ids2, _, st2 = self.c.finish(q, bad, 10)
+            self.assertEqual(st2.unique + st2.auth_failures + st2.unopened, st2.candidates)
+            self.c.set_verify_all(True)
+            ids3, _, st3 = self.c.finish(q, bad, 10)
+            self.c.set_verify_all(False)
+            self.assertEqual((st3.auth_failures, st3.unopened), (1, 0))
+            self.assertTrue(np.array_equal(ids2, ids3))
             # a response to another request
             q2, req2 = self.c.request(Data.queries[2], 160)
             with q2, req2:
