@@ -12,27 +12,52 @@
 
 #include "fuzz.h"
 
-static void one(const uint8_t *data, size_t size)
-{
-    const struct fuzz_fixture *fx = fuzz_fixture();
+struct finished {
+    int rc;
+    size_t n;
     uint64_t ids[FUZZ_POOL + 4];
     float dists[FUZZ_POOL + 4];
-    size_t n = 0, i, k;
     mess_finish_stats st;
-    int rc;
+};
 
-    rc = mess_client_finish(fx->client, fx->query, data, size, FUZZ_POOL + 4, ids,
-                            dists, &n, &st);
-    if (rc != MESS_OK && n != 0)
+static void finish(const uint8_t *data, size_t size, int verify_all,
+                   struct finished *f)
+{
+    const struct fuzz_fixture *fx = fuzz_fixture();
+    memset(f, 0, sizeof *f);
+    mess_client_set_verify_all(fx->client, verify_all);
+    f->rc = mess_client_finish(fx->client, fx->query, data, size, FUZZ_POOL + 4,
+                               f->ids, f->dists, &f->n, &f->st);
+    mess_client_set_verify_all(fx->client, 0);
+}
+
+/* Both modes: one authentic copy per claimed id (default) and every entry
+ * (verify-all) must return exactly the same results. */
+static void one(const uint8_t *data, size_t size)
+{
+    struct finished a, b;
+    size_t i, k;
+
+    finish(data, size, 0, &a);
+    finish(data, size, 1, &b);
+    if (a.rc != MESS_OK && a.n != 0)
         fuzz_fail("results returned with an error");
-    if (n > st.unique || st.unique + st.auth_failures > st.candidates)
+    if (a.n > a.st.unique || a.st.unique + a.st.auth_failures > a.st.candidates)
         fuzz_fail("finish statistics");
-    for (i = 0; i < n; i++) {
-        for (k = 0; k < FUZZ_ITEMS && ids[i] != fuzz_item_id(k); k++)
+    if ((a.rc == MESS_OK || a.rc == MESS_EAUTH) &&
+        a.st.unique + a.st.auth_failures + a.st.unopened != a.st.candidates)
+        fuzz_fail("every entry is opened or a redundant copy");
+    if (a.rc != b.rc || a.n != b.n || memcmp(a.ids, b.ids, a.n * sizeof a.ids[0]) != 0 ||
+        memcmp(a.dists, b.dists, a.n * sizeof a.dists[0]) != 0 ||
+        a.st.unique != b.st.unique || a.st.auth_failures > b.st.auth_failures ||
+        b.st.unopened != 0)
+        fuzz_fail("verify-all and the default disagree");
+    for (i = 0; i < a.n; i++) {
+        for (k = 0; k < FUZZ_ITEMS && a.ids[i] != fuzz_item_id(k); k++)
             ;
         if (k == FUZZ_ITEMS)
             fuzz_fail("an id the client never stored");
-        if (i > 0 && (dists[i] < dists[i - 1] || ids[i] == ids[i - 1]))
+        if (i > 0 && (a.dists[i] < a.dists[i - 1] || a.ids[i] == a.ids[i - 1]))
             fuzz_fail("results not sorted / not deduplicated");
     }
 }
