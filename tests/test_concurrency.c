@@ -9,6 +9,9 @@
  * - Parallel build: deterministic mode makes training, upload encoding and
  *   the server's per-shard inserts a function of the inputs alone, so the
  *   2-thread build must equal the 1-thread build byte for byte.
+ * - Parallel finish: 1, 2 or 3 client workers peeking and opening the same
+ *   (partly tampered) responses give the same results and counts, in the
+ *   default mode and with verify-all.
  */
 #include <pthread.h>
 
@@ -129,6 +132,71 @@ static void test_parallel_build(void)
     mess_server_free(s2);
 }
 
+/* Flips one bit in every 5th entry of a response (header 40 bytes, then
+ * per shard a u16 count and its entries); returns how many. */
+static size_t tamper_every_5th(uint8_t *resp, size_t len)
+{
+    size_t eb = mess_payload_size(&params), off = 40, e = 0, n = 0;
+    uint32_t j;
+    for (j = 0; j < params.shards && off + 2 <= len; j++) {
+        size_t count = (size_t)resp[off] | (size_t)resp[off + 1] << 8, i;
+        off += 2;
+        for (i = 0; i < count && off + eb <= len; i++, e++, off += eb)
+            if (e % 5 == 0) {
+                resp[off + (e * 13) % eb] ^= (uint8_t)(1u << (e % 8));
+                n++;
+            }
+    }
+    return n;
+}
+
+static void test_parallel_finish(void)
+{
+    mess_client *c = NULL;
+    mess_server *s = NULL;
+    uint8_t *up = NULL, *req1, *resp;
+    size_t up_len = 0, i, len, rl;
+    mess_query *q;
+    CHECK_OK(build(2, &c, &s, &up, &up_len));
+    mess_buf_free(up);
+    for (i = 0; i < 6; i++) {
+        uint64_t ids[3][2][10];
+        float d[3][2][10];
+        size_t got[3][2];
+        mess_finish_stats st[3][2];
+        unsigned w;
+        int all;
+        CHECK_OK(mess_client_request(c, queries + i * dim, 64 + 40 * i, &q, &req1, &rl));
+        CHECK_OK(mess_server_search(s, req1, rl, 1, &resp, &len));
+        if (i % 2)
+            CHECK(tamper_every_5th(resp, len) > 0);
+        for (w = 0; w < 3; w++)
+            for (all = 0; all < 2; all++) {
+                CHECK_OK(mess_client_set_threads(c, w + 1));
+                CHECK_OK(mess_client_set_verify_all(c, all));
+                CHECK_OK(mess_client_finish(c, q, resp, len, 10, ids[w][all], d[w][all],
+                                            &got[w][all], &st[w][all]));
+            }
+        for (w = 0; w < 3; w++)
+            for (all = 0; all < 2; all++) {
+                CHECK(got[w][all] == got[0][0] &&
+                      memcmp(ids[w][all], ids[0][0], got[0][0] * sizeof(uint64_t)) == 0 &&
+                      memcmp(d[w][all], d[0][0], got[0][0] * sizeof(float)) == 0);
+                CHECK(st[w][all].candidates == st[0][all].candidates &&
+                      st[w][all].unique == st[0][all].unique &&
+                      st[w][all].auth_failures == st[0][all].auth_failures &&
+                      st[w][all].unopened == st[0][all].unopened);
+            }
+        CHECK(st[0][1].unopened == 0 && st[0][0].unopened > 0);
+        CHECK(i % 2 == 0 || st[0][1].auth_failures > 0);
+        mess_buf_free(req1);
+        mess_buf_free(resp);
+        mess_query_free(q);
+    }
+    mess_client_free(c);
+    mess_server_free(s);
+}
+
 static void test_concurrent_search(void)
 {
     mess_client *c = NULL;
@@ -182,6 +250,7 @@ int main(void)
     params.train_sample = 1000;
     RUN(test_parallel_build);
     RUN(test_concurrent_search);
+    RUN(test_parallel_finish);
     mess_vecs_free(base);
     mess_vecs_free(queries);
     mess_vecs_free(train);
