@@ -17,6 +17,7 @@ struct bench {
 static const struct bench benches[] = {
     {"encode", bench_encode, "client encoding: IsoHash and randomized-response throughput, --quality recall"},
     {"hnsw", bench_hnsw, "binary HNSW engine on given codes: build, recall, QPS"},
+    {"payload", bench_payload, "opening response entries: SIV one copy per id or all, vs a stored-nonce AEAD"},
     {"protocol", bench_protocol, "MESS protocol: recall vs pool, time, bytes, build rate, server memory"},
     {NULL, NULL, NULL},
 };

@@ -73,6 +73,7 @@ int cli_cmd_bench(int argc, char **argv); /* bench.c: mess bench WHAT */
 int bench_hnsw(int argc, char **argv);
 int bench_encode(int argc, char **argv);
 int bench_protocol(int argc, char **argv);
+int bench_payload(int argc, char **argv);
 /* protocol.c: the protocol driven from files */
 int cli_cmd_init(int argc, char **argv);
 int cli_cmd_insert(int argc, char **argv);

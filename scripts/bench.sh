@@ -19,6 +19,10 @@ if [ -f datasets/large/groundtruth.ivecs ]; then
     nice ./build/mess bench protocol --data datasets/large --payloads f32,i8 --queries 1000
 fi
 
+# Opening a response's entries: SIV one copy per id (the default) vs every
+# entry vs a stored-nonce ChaCha20-Poly1305; docs/PROTOCOL.md.
+nice ./build/mess bench payload
+
 # Client-side encoding: IsoHash hashing (sgemv vs sgemm) and randomized
 # response samplers (bits/s, ratios to the reference in the same run), then
 # the recall of Hamming top-P for IsoHash and its baselines; docs/ENCODING.md.

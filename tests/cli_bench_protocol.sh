@@ -48,6 +48,13 @@ if "$MESS" bench protocol --data "$tmp" --configs nonoise --payloads f32,i8 --sh
     else
         bad "bytes per query in: $last"
     fi
+    # the verify-all baseline ran on the same responses (the bench fails
+    # if it ever ranks differently from the default)
+    if printf '%s\n' "$last" | grep -q '"client_finish_ms":[0-9.]*,.*"client_finish_verify_all_ms":[0-9.]*'; then
+        ok "finish timed against its verify-all baseline"
+    else
+        bad "no verify-all timing in: $last"
+    fi
 else
     bad "bench protocol run failed"
     cat "$tmp/err"
