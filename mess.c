@@ -719,32 +719,60 @@ fail:
     return rc;
 }
 
+/* Sums of q.x, q.q and x.x (the last two only when `norms`) in double, over
+ * four independent accumulators so the adds pipeline; the split is fixed,
+ * so the result does not depend on the machine. */
+static void dot3(const float *q, const float *x, uint32_t dim, int norms,
+                 double out[3])
+{
+    double a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0}, c[4] = {0, 0, 0, 0};
+    uint32_t i, l;
+    for (i = 0; i + 4 <= dim; i += 4)
+        for (l = 0; l < 4; l++) {
+            a[l] += (double)q[i + l] * x[i + l];
+            if (norms) {
+                b[l] += (double)q[i + l] * q[i + l];
+                c[l] += (double)x[i + l] * x[i + l];
+            }
+        }
+    for (; i < dim; i++) {
+        a[0] += (double)q[i] * x[i];
+        if (norms) {
+            b[0] += (double)q[i] * q[i];
+            c[0] += (double)x[i] * x[i];
+        }
+    }
+    out[0] = (a[0] + a[1]) + (a[2] + a[3]);
+    out[1] = (b[0] + b[1]) + (b[2] + b[3]);
+    out[2] = (c[0] + c[1]) + (c[2] + c[3]);
+}
+
 /* Exact distance for the rerank (smaller is closer for every metric). */
 static float rerank_distance(const mess_params *p, const float *q,
                              const float *x)
 {
-    double acc = 0.0, qq = 0.0, xx = 0.0;
-    uint32_t i;
+    double s[3], acc[4] = {0, 0, 0, 0};
+    uint32_t i, l;
     switch (p->metric) {
     case MESS_METRIC_IP:
-        for (i = 0; i < p->dim; i++)
-            acc += (double)q[i] * x[i];
-        return (float)-acc;
+        dot3(q, x, p->dim, 0, s);
+        return (float)-s[0];
     case MESS_METRIC_COSINE:
-        for (i = 0; i < p->dim; i++) {
-            acc += (double)q[i] * x[i];
-            qq += (double)q[i] * q[i];
-            xx += (double)x[i] * x[i];
-        }
-        if (qq <= 0.0 || xx <= 0.0)
+        dot3(q, x, p->dim, 1, s);
+        if (s[1] <= 0.0 || s[2] <= 0.0)
             return 1.0f;
-        return (float)(1.0 - acc / sqrt(qq * xx));
+        return (float)(1.0 - s[0] / sqrt(s[1] * s[2]));
     default:
-        for (i = 0; i < p->dim; i++) {
+        for (i = 0; i + 4 <= p->dim; i += 4)
+            for (l = 0; l < 4; l++) {
+                double d = (double)q[i + l] - x[i + l];
+                acc[l] += d * d;
+            }
+        for (; i < p->dim; i++) {
             double d = (double)q[i] - x[i];
-            acc += d * d;
+            acc[0] += d * d;
         }
-        return (float)acc;
+        return (float)((acc[0] + acc[1]) + (acc[2] + acc[3]));
     }
 }
 
@@ -802,9 +830,10 @@ static void heap_offer(struct scored *h, size_t *n, size_t k, struct scored v)
 
 struct claim {
     uint64_t id;
-    size_t cur;      /* the copy to open next (NO_ENTRY: none left) */
+    size_t cur;      /* the first copy (NO_ENTRY: none chained yet) */
     size_t last;     /* the last copy chained so far */
     size_t accepted; /* the authenticated copy (NO_ENTRY: none yet) */
+    float dist;      /* exact distance of the accepted copy's vector */
 };
 
 struct entry_ref {
@@ -850,15 +879,20 @@ static size_t claim_map_get(struct claim_map *m, struct claim *claims,
 }
 
 /* Work shared by the peek and open passes: `list` names the entries to
- * process; an opened plaintext goes to its claim's slot of `plain`, or to
- * the worker's scratch slot when `to_scratch` (verify-only pass). */
+ * process.  An entry is opened into its worker's scratch plaintext and,
+ * when `rerank` (not in the verify-only pass), decoded into the worker's
+ * vector and its exact distance to q stored in its claim: no plaintext
+ * outlives its worker's next entry. */
 struct open_job {
     const mess_client *c;
     struct entry_ref *e;
+    struct claim *claims;
     const size_t *list;
+    const float *q;
     size_t n, chunk;
-    uint8_t *plain, *scratch;
-    int to_scratch;
+    uint8_t *scratch; /* workers x payload_plain_bytes */
+    float *xs;        /* workers x dim */
+    int rerank;
 };
 
 static size_t job_chunks(struct open_job *o, unsigned workers)
@@ -891,13 +925,17 @@ static int open_chunk(void *ctx, size_t i, unsigned worker)
     size_t pb = payload_plain_bytes(p), k, end = (i + 1) * o->chunk;
     if (end > o->n)
         end = o->n;
+    uint8_t *pl = o->scratch + (size_t)worker * pb;
+    float *x = o->xs + (size_t)worker * p->dim;
     for (k = i * o->chunk; k < end; k++) {
         struct entry_ref *e = &o->e[o->list[k]];
-        uint8_t *dst = o->to_scratch ? o->scratch + (size_t)worker * pb
-                                     : o->plain + e->claim * pb;
         e->opened = 1;
         e->ok = payload_open_raw(p, aead_key(o->c, e->shard), e->shard, e->entry,
-                                 dst) == MESS_OK;
+                                 pl) == MESS_OK;
+        if (e->ok && o->rerank) {
+            payload_decode_vector(p, pl + 8, x);
+            o->claims[e->claim].dist = rerank_distance(p, o->q, x);
+        }
     }
     return MESS_OK;
 }
@@ -921,7 +959,6 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     size_t *list = NULL;
     struct claim_map map;
     struct open_job oj;
-    float *x = NULL;
     size_t entry_bytes, plain_bytes, total = 0, nclaims = 0, nactive, nok = 0,
            nbest = 0, i, a;
     unsigned workers = 1;
@@ -981,8 +1018,9 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     ent = (struct entry_ref *)mess_malloc_array(total ? total : 1, sizeof *ent);
     claims = (struct claim *)mess_malloc_array(total ? total : 1, sizeof *claims);
     list = (size_t *)mess_malloc_array(total ? total : 1, sizeof *list);
-    x = (float *)mess_malloc_array(p->dim, sizeof(float));
-    if (!best || !ent || !claims || !list || !x ||
+    oj.scratch = (uint8_t *)mess_malloc_array(workers, plain_bytes);
+    oj.xs = (float *)mess_malloc_array((size_t)workers * p->dim, sizeof(float));
+    if (!best || !ent || !claims || !list || !oj.scratch || !oj.xs ||
         claim_map_init(&map, total) != MESS_OK) {
         rc = MESS_ENOMEM;
         goto out;
@@ -1001,6 +1039,8 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     }
     oj.c = c;
     oj.e = ent;
+    oj.claims = claims;
+    oj.q = q->q;
     /* Copies of one item all carry its id.  Peek every entry's id, chain the
      * copies of each claimed id in response order, then authenticate one
      * copy per id: the first, and only if it fails the next, and so on.
@@ -1021,15 +1061,11 @@ int mess_client_finish(mess_client *c, const mess_query *q,
             ent[claims[cl].last].next = i;
         claims[cl].last = i;
     }
-    oj.plain = (uint8_t *)mess_malloc_array(nclaims ? nclaims : 1, plain_bytes);
-    if (!oj.plain) {
-        rc = MESS_ENOMEM;
-        goto out;
-    }
-    /* Rounds: open the current copy of every unresolved claim; a failure
-     * moves that claim to its next copy.  Each entry is opened at most once,
-     * so a hostile response costs at most one opening per entry. */
+    /* Rounds: open (and rerank) the current copy of every unresolved claim;
+     * a failure moves that claim to its next copy.  Each entry is opened at
+     * most once, so a hostile response costs at most one opening per entry. */
     oj.list = list;
+    oj.rerank = 1;
     nactive = nclaims;
     for (a = 0; a < nclaims; a++)
         list[a] = claims[a].cur;
@@ -1059,12 +1095,7 @@ int mess_client_finish(mess_client *c, const mess_query *q,
         for (i = 0; i < total; i++)
             if (!ent[i].opened)
                 list[oj.n++] = i;
-        oj.scratch = (uint8_t *)mess_malloc_array(workers, plain_bytes);
-        if (!oj.scratch) {
-            rc = MESS_ENOMEM;
-            goto out;
-        }
-        oj.to_scratch = 1;
+        oj.rerank = 0;
         rc = run_job(&oj, workers, open_chunk);
         if (rc != MESS_OK)
             goto out;
@@ -1077,15 +1108,14 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     }
     for (i = 0; i < total; i++)
         st.unopened += !ent[i].opened;
-    /* Rerank each accepted id once, keeping the best k. */
+    /* The best k of the accepted ids, each reranked once. */
     for (a = 0; a < nclaims; a++) {
         struct scored v;
         if (claims[a].accepted == NO_ENTRY)
             continue;
         st.unique++;
         v.id = claims[a].id;
-        payload_decode_vector(p, oj.plain + a * plain_bytes + 8, x);
-        v.dist = rerank_distance(p, q->q, x);
+        v.dist = claims[a].dist;
         if (k)
             heap_offer(best, &nbest, k, v);
     }
@@ -1100,15 +1130,12 @@ int mess_client_finish(mess_client *c, const mess_query *q,
 out:
     if (stats)
         *stats = st;
-    if (oj.plain)
-        sodium_memzero(oj.plain, nclaims * plain_bytes);
     if (oj.scratch)
         sodium_memzero(oj.scratch, (size_t)workers * plain_bytes);
-    if (x)
-        sodium_memzero(x, (size_t)p->dim * sizeof(float));
-    free(oj.plain);
+    if (oj.xs)
+        sodium_memzero(oj.xs, (size_t)workers * p->dim * sizeof(float));
     free(oj.scratch);
-    free(x);
+    free(oj.xs);
     free(list);
     free(claims);
     free(ent);
