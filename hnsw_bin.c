@@ -170,14 +170,19 @@ const struct hnsw_params *hnsw_get_params(const struct hnsw *h)
     return &h->p;
 }
 
+/* Room for `need` nodes: geometric (x1.25, at least 64) so single adds
+ * stay amortized O(1), but exactly `need` when that is more, so a bulk
+ * insert announced by hnsw_reserve or a load leaves no slack. */
 static int grow(struct hnsw *h, size_t need)
 {
-    size_t cap = h->cap ? h->cap : 64, i;
+    size_t cap = h->cap + h->cap / 4, i;
     void *q;
     if (need <= h->cap)
         return MESS_OK;
-    while (cap < need)
-        cap *= 2;
+    if (cap < 64)
+        cap = 64;
+    if (cap < need)
+        cap = need;
 #define GROW(field, elems)                                                   \
     do {                                                                     \
         size_t bytes_;                                                       \
@@ -199,6 +204,15 @@ static int grow(struct hnsw *h, size_t need)
         h->upper[i] = NULL;
     h->cap = cap;
     return MESS_OK;
+}
+
+int hnsw_reserve(struct hnsw *h, size_t n)
+{
+    if (!h)
+        return MESS_EINVAL;
+    if (n > HNSW_MAX_NODES)
+        return MESS_ELIMIT;
+    return grow(h, n);
 }
 
 /* ---- label map -------------------------------------------------------------- */

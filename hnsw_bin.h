@@ -45,6 +45,10 @@ const struct hnsw_params *hnsw_get_params(const struct hnsw *h);
 int hnsw_add(struct hnsw *h, const uint64_t *code, uint64_t label,
              uint32_t *node_out);
 
+/* Makes room for n nodes in all (a bulk insert of a known size then ends
+ * with no spare capacity); never shrinks.  Adds grow by 1.25x otherwise. */
+int hnsw_reserve(struct hnsw *h, size_t n);
+
 /* Per-thread search state (visited marks, queues); grows on demand. */
 int hnsw_scratch_new(struct hnsw_scratch **out);
 void hnsw_scratch_free(struct hnsw_scratch *s);

@@ -1230,6 +1230,9 @@ static int store_reserve(mess_server *s, struct shard_store *st, size_t more)
 {
     size_t need = hnsw_count(st->graph) + more, cap, bytes;
     uint8_t *q;
+    int rc = hnsw_reserve(st->graph, need); /* the same policy for the graph */
+    if (rc != MESS_OK)
+        return rc;
     if (need <= st->cap)
         return MESS_OK;
     /* geometric (x1.25) so many small uploads stay amortized O(1), but an

@@ -230,6 +230,46 @@ static void test_serialize_roundtrip(void)
     mess_wr_free(&w);
 }
 
+/* A reserved bulk insert builds the same graph and ends without spare
+ * capacity; a load is exact too; single adds grow geometrically. */
+static void test_reserve(void)
+{
+    struct hnsw_params p = {BITS, 8, 40, 7};
+    struct hnsw *a = NULL, *b = NULL, *c = NULL;
+    struct mess_wr wa, wb;
+    struct mess_rd r;
+    size_t i, count = 3000, full, before;
+    CHECK_OK(hnsw_new(&p, &a));
+    CHECK_OK(hnsw_new(&p, &b));
+    CHECK_OK(hnsw_reserve(b, count));
+    before = hnsw_bytes(b);
+    for (i = 0; i < count; i++) {
+        CHECK_OK(hnsw_add(a, codes + i * WORDS, 1000 + i, NULL));
+        CHECK_OK(hnsw_add(b, codes + i * WORDS, 1000 + i, NULL));
+    }
+    mess_wr_init(&wa);
+    mess_wr_init(&wb);
+    CHECK_OK(hnsw_serialize(a, &wa));
+    CHECK_OK(hnsw_serialize(b, &wb));
+    CHECK(wa.len == wb.len && memcmp(wa.p, wb.p, wa.len) == 0);
+    /* the fixed per-node arrays did not move after the reservation: only
+     * upper levels and the label map were added */
+    full = hnsw_bytes(b);
+    CHECK(full > before && hnsw_bytes(a) > full);
+    mess_rd_init(&r, wb.p, wb.len);
+    CHECK_OK(hnsw_deserialize(&r, &p, &c));
+    CHECK(c && hnsw_bytes(c) <= full);
+    CHECK_OK(hnsw_reserve(b, 10)); /* never shrinks */
+    CHECK(hnsw_bytes(b) == full);
+    CHECK_RC(hnsw_reserve(b, (size_t)HNSW_MAX_NODES + 1), MESS_ELIMIT);
+    CHECK_RC(hnsw_reserve(NULL, 10), MESS_EINVAL);
+    mess_wr_free(&wa);
+    mess_wr_free(&wb);
+    hnsw_free(a);
+    hnsw_free(b);
+    hnsw_free(c);
+}
+
 static void test_hostile_buffers(void)
 {
     struct hnsw *small = build(150, 4, 16), *b;
@@ -440,6 +480,7 @@ int main(void)
     RUN(test_serialize_roundtrip);
     RUN(test_concurrent_search);
     RUN(test_delete_and_compact);
+    RUN(test_reserve);
     RUN(test_hostile_buffers);
     RUN(test_parallel_shards);
     RUN(test_bad_params);
