@@ -830,7 +830,7 @@ static void heap_offer(struct scored *h, size_t *n, size_t k, struct scored v)
 
 struct claim {
     uint64_t id;
-    size_t cur;      /* the first copy (NO_ENTRY: none chained yet) */
+    size_t first;    /* the first copy (NO_ENTRY: none chained yet) */
     size_t last;     /* the last copy chained so far */
     size_t accepted; /* the authenticated copy (NO_ENTRY: none yet) */
     float dist;      /* exact distance of the accepted copy's vector */
@@ -873,7 +873,7 @@ static size_t claim_map_get(struct claim_map *m, struct claim *claims,
     }
     m->slot[i] = ++*n;
     claims[*n - 1].id = id;
-    claims[*n - 1].cur = NO_ENTRY;
+    claims[*n - 1].first = NO_ENTRY;
     claims[*n - 1].accepted = NO_ENTRY;
     return *n - 1;
 }
@@ -917,16 +917,17 @@ static int peek_chunk(void *ctx, size_t i, unsigned worker)
     return MESS_OK;
 }
 
-/* Authenticates and decrypts the listed entries; independent per entry. */
+/* Authenticates and decrypts the listed entries and reranks the authentic
+ * ones; independent per entry (each claim has at most one listed entry). */
 static int open_chunk(void *ctx, size_t i, unsigned worker)
 {
     struct open_job *o = (struct open_job *)ctx;
     const mess_params *p = &o->c->p;
     size_t pb = payload_plain_bytes(p), k, end = (i + 1) * o->chunk;
-    if (end > o->n)
-        end = o->n;
     uint8_t *pl = o->scratch + (size_t)worker * pb;
     float *x = o->xs + (size_t)worker * p->dim;
+    if (end > o->n)
+        end = o->n;
     for (k = i * o->chunk; k < end; k++) {
         struct entry_ref *e = &o->e[o->list[k]];
         e->opened = 1;
@@ -1055,8 +1056,8 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     for (i = 0; i < total; i++) {
         size_t cl = claim_map_get(&map, claims, &nclaims, ent[i].claimed);
         ent[i].claim = cl;
-        if (claims[cl].cur == NO_ENTRY)
-            claims[cl].cur = i;
+        if (claims[cl].first == NO_ENTRY)
+            claims[cl].first = i;
         else
             ent[claims[cl].last].next = i;
         claims[cl].last = i;
@@ -1068,7 +1069,7 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     oj.rerank = 1;
     nactive = nclaims;
     for (a = 0; a < nclaims; a++)
-        list[a] = claims[a].cur;
+        list[a] = claims[a].first;
     while (nactive) {
         size_t kept = 0;
         oj.n = nactive;
