@@ -28,7 +28,7 @@
 #define KEY_BYTES 32
 #define DEFAULT_MEMO_CAPACITY 4096
 #define CLIENT_BODY_VERSION 1
-#define SERVER_BODY_VERSION 1
+#define SERVER_BODY_VERSION 2
 
 /* Domains separating the deterministic-mode coin streams. */
 enum coin_domain { COIN_STORE = 1, COIN_QUERY = 2 };
@@ -931,8 +931,8 @@ static int open_chunk(void *ctx, size_t i, unsigned worker)
     for (k = i * o->chunk; k < end; k++) {
         struct entry_ref *e = &o->e[o->list[k]];
         e->opened = 1;
-        e->ok = payload_open_raw(p, aead_key(o->c, e->shard), e->shard, e->entry,
-                                 pl) == MESS_OK;
+        e->ok = payload_open_peeked(p, aead_key(o->c, e->shard), e->shard, e->entry,
+                                    e->claimed, pl) == MESS_OK;
         if (e->ok && o->rerank) {
             payload_decode_vector(p, pl + 8, x);
             o->claims[e->claim].dist = rerank_distance(p, o->q, x);

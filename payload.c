@@ -6,7 +6,7 @@
 
 #include "payload.h"
 
-static const uint8_t payload_domain[8] = {'M', 'E', 'S', 'S', 'p', 'a', 'y', '2'};
+static const uint8_t payload_domain[8] = {'M', 'E', 'S', 'S', 'p', 'a', 'y', '3'};
 
 size_t payload_plain_bytes(const mess_params *p)
 {
@@ -191,39 +191,49 @@ static void compute_siv(const struct payload_keys *k, const uint8_t ad[12],
 }
 
 /* ChaCha20 keystream at the position named by the SIV: its first 12 bytes
- * are the nonce, 30 bits of the rest the first block counter (so a payload
- * of up to 2^30 blocks never wraps).  Two entries share keystream only if
- * their SIVs agree on 126 bits. */
+ * are the nonce, 30 bits of the rest the first block counter c (so a
+ * payload of up to 2^30 blocks never wraps).  The id is XORed with bytes
+ * 0-7 of block c, the vector with blocks c+1, c+2, ... from their first
+ * byte; the rest of block c is not used.  The vector so starts on a block
+ * boundary: an f32 vector of 128 dims is exactly 8 blocks, which libsodium
+ * runs in its 8-way path with no single-block tail, and the id's pad alone
+ * is one HChaCha20 (below).  Two entries share keystream only if their
+ * SIVs agree on 126 bits. */
 static uint32_t siv_counter(const uint8_t siv[PAYLOAD_SIV_BYTES])
 {
     return mess_load_u32(siv + 12) & 0x3fffffffu;
 }
 
-static void stream_xor(const struct payload_keys *k,
+static void vector_xor(const struct payload_keys *k,
                        const uint8_t siv[PAYLOAD_SIV_BYTES], uint8_t *dst,
                        const uint8_t *src, size_t len)
 {
     crypto_stream_chacha20_ietf_xor_ic(dst, src, (unsigned long long)len, siv,
-                                       siv_counter(siv), k->enc);
+                                       siv_counter(siv) + 1, k->enc);
 }
 
 /* HChaCha20(key, in) is the ChaCha20 block function on the state
  * (constants, key, in) without the final feed-forward, returning words 0-3
- * and 12-15.  With in = LE32(counter) || nonce that state is exactly the
- * IETF ChaCha20 state of block `counter`, so adding the constants back to
- * words 0-1 gives keystream bytes 0-7 of that block: the id's pad. */
-uint64_t payload_peek_id(const struct payload_keys *k, const uint8_t *entry)
+ * and 12-15.  With in = LE32(c) || nonce that state is exactly the IETF
+ * ChaCha20 state of block c, so adding the constants back to words 0-1
+ * gives keystream bytes 0-7 of block c: the id's pad. */
+static uint64_t id_pad(const struct payload_keys *k,
+                       const uint8_t siv[PAYLOAD_SIV_BYTES])
 {
     uint8_t in[16], out[crypto_core_hchacha20_OUTPUTBYTES];
-    uint64_t pad, id;
-    mess_store_u32(in, siv_counter(entry));
-    memcpy(in + 4, entry, 12);
+    uint64_t pad;
+    mess_store_u32(in, siv_counter(siv));
+    memcpy(in + 4, siv, 12);
     crypto_core_hchacha20(out, in, k->enc, NULL);
     pad = (uint64_t)(uint32_t)(mess_load_u32(out) + 0x61707865u) |
           (uint64_t)(uint32_t)(mess_load_u32(out + 4) + 0x3320646eu) << 32;
-    id = mess_load_u64(entry + PAYLOAD_SIV_BYTES) ^ pad;
     sodium_memzero(out, sizeof out);
-    return id;
+    return pad;
+}
+
+uint64_t payload_peek_id(const struct payload_keys *k, const uint8_t *entry)
+{
+    return mess_load_u64(entry + PAYLOAD_SIV_BYTES) ^ id_pad(k, entry);
 }
 
 void payload_seal(const mess_params *p, const struct payload_keys *k,
@@ -236,22 +246,31 @@ void payload_seal(const mess_params *p, const struct payload_keys *k,
     payload_encode_vector(p, x, plain + 8);
     make_ad(shard, ad);
     compute_siv(k, ad, plain, plen, entry);
-    stream_xor(k, entry, entry + PAYLOAD_SIV_BYTES, plain, plen);
+    mess_store_u64(entry + PAYLOAD_SIV_BYTES, id ^ id_pad(k, entry));
+    vector_xor(k, entry, entry + PAYLOAD_SIV_BYTES + 8, plain + 8, plen - 8);
 }
 
-int payload_open_raw(const mess_params *p, const struct payload_keys *k,
-                     uint32_t shard, const uint8_t *entry, uint8_t *plain)
+int payload_open_peeked(const mess_params *p, const struct payload_keys *k,
+                        uint32_t shard, const uint8_t *entry, uint64_t id,
+                        uint8_t *plain)
 {
     size_t plen = payload_plain_bytes(p);
     uint8_t ad[12], siv[PAYLOAD_SIV_BYTES];
     make_ad(shard, ad);
-    stream_xor(k, entry, plain, entry + PAYLOAD_SIV_BYTES, plen);
+    mess_store_u64(plain, id);
+    vector_xor(k, entry, plain + 8, entry + PAYLOAD_SIV_BYTES + 8, plen - 8);
     compute_siv(k, ad, plain, plen, siv);
     if (crypto_verify_16(siv, entry) != 0) {
         sodium_memzero(plain, plen);
         return MESS_EAUTH;
     }
     return MESS_OK;
+}
+
+int payload_open_raw(const mess_params *p, const struct payload_keys *k,
+                     uint32_t shard, const uint8_t *entry, uint8_t *plain)
+{
+    return payload_open_peeked(p, k, shard, entry, payload_peek_id(k, entry), plain);
 }
 
 int payload_open(const mess_params *p, const struct payload_keys *k,

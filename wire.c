@@ -4,7 +4,7 @@
 #include "payload.h"
 #include "wire.h"
 
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2
 
 static const char wire_magic[4][4] = {
     {'M', 'S', 'U', 'P'}, {'M', 'S', 'D', 'L'}, {'M', 'S', 'R', 'Q'},

@@ -112,6 +112,23 @@ static void test_seal_open(void)
     CHECK_OK(payload_open(&p, &key, 5, a, pl, &id, yy));
     CHECK(id == 0x1122334455667788ull);
     CHECK(memcmp(xx, yy, sizeof xx) == 0);
+    /* the documented layout, recomputed with libsodium's stream directly:
+     * the id under bytes 0-7 of block c, the vector under blocks c+1... */
+    {
+        uint8_t ks[8 + 256];
+        uint32_t ctr = mess_load_u32(a + 12) & 0x3fffffffu;
+        memset(ks, 0, sizeof ks);
+        crypto_stream_chacha20_ietf_xor_ic(ks, ks, 8, a, ctr, key.enc);
+        crypto_stream_chacha20_ietf_xor_ic(ks + 8, ks + 8, 256, a, ctr + 1, key.enc);
+        for (i = 0; i < 8; i++)
+            CHECK((uint8_t)(a[16 + i] ^ ks[i]) == (uint8_t)(0x1122334455667788ull >> (8 * i)));
+        for (i = 0; i < 64; i++) {
+            uint32_t u = mess_load_u32(a + 24 + 4 * i) ^ mess_load_u32(ks + 8 + 4 * i);
+            float f;
+            memcpy(&f, &u, 4);
+            CHECK(f == xx[i]);
+        }
+    }
     /* the ciphertext hides the id and the vector */
     CHECK(!contains(a, sizeof a, &id, 8));
     CHECK(!contains(a, sizeof a, xx + 8, 16));
