@@ -941,8 +941,13 @@ static int open_chunk(void *ctx, size_t i, unsigned worker)
     return MESS_OK;
 }
 
+/* Short lists run on the calling thread: starting workers costs more than
+ * a few dozen openings (and a hostile response can force many short
+ * rounds, one per copy of a forged id). */
 static int run_job(struct open_job *o, unsigned workers, parallel_fn fn)
 {
+    if (o->n < 64)
+        workers = 1;
     return o->n ? parallel_for(job_chunks(o, workers), workers, fn, o) : MESS_OK;
 }
 
