@@ -8,11 +8,13 @@
 #   make eval       the paper's evaluation on the bundled set (docs/EVALUATION.md)
 #   make eval-large the same on the large set (after make data)
 #   make data       the large SIFT set (not committed; see datasets/README.md)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (the Python package goes to
+#                   PYDIR=PREFIX/lib/python3/dist-packages, on Debian's path)
 #   make deps       install (as root) or name the missing Debian packages
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
+PYDIR   ?= $(PREFIX)/lib/python3/dist-packages
 CC      ?= cc
 PYTHON  ?= /usr/bin/python3
 
@@ -259,6 +261,8 @@ install: all
 	install -m 644 mess.h $(DESTDIR)$(PREFIX)/include/mess.h
 	[ ! -f $(MESS) ] || install -m 755 $(MESS) $(DESTDIR)$(PREFIX)/bin/mess
 	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/libmess/
+	install -d $(DESTDIR)$(PYDIR)/mess
+	install -m 644 python/mess/*.py $(DESTDIR)$(PYDIR)/mess/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/^#define MESS_VERSION_STRING "\(.*\)"/\1/p' mess.h)|' \
 	  mess.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mess.pc
 
@@ -266,7 +270,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libmess.a $(DESTDIR)$(PREFIX)/lib/libmess.so \
 	  $(DESTDIR)$(PREFIX)/lib/libmess.so.0 $(DESTDIR)$(PREFIX)/include/mess.h \
 	  $(DESTDIR)$(PREFIX)/bin/mess $(DESTDIR)$(PREFIX)/lib/pkgconfig/mess.pc
-	rm -rf $(DESTDIR)$(PREFIX)/share/doc/libmess
+	rm -rf $(DESTDIR)$(PREFIX)/share/doc/libmess $(DESTDIR)$(PYDIR)/mess
 
 clean:
 	rm -rf build

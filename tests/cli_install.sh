@@ -27,7 +27,8 @@ else
     bad "make install"
 fi
 for f in lib/libmess.a lib/libmess.so lib/libmess.so.0 include/mess.h \
-         lib/pkgconfig/mess.pc bin/mess share/doc/libmess/README.md; do
+         lib/pkgconfig/mess.pc bin/mess share/doc/libmess/README.md \
+         lib/python3/dist-packages/mess/__init__.py; do
     [ -e "$dest$prefix/$f" ] && ok "installed $f" || bad "installed $f"
 done
 
@@ -51,6 +52,16 @@ else
     cat "$tmp/log"
     bad "shared link through pkg-config"
 fi
+
+# the installed Python package finds the installed library of its prefix
+# (not the source tree's: it runs from elsewhere, with no MESS_LIBRARY)
+want=$(sed -n 's/^#define MESS_VERSION_STRING "\(.*\)"/\1/p' mess.h)
+got=$(cd "$tmp" && env -u MESS_LIBRARY PYTHONPATH="$dest$prefix/lib/python3/dist-packages" \
+    "${PYTHON:-/usr/bin/python3}" -c 'import mess, mess._lib as L; print(mess.version(), L.path)' 2>&1)
+case "$got" in
+"$want $dest$prefix/lib/libmess.so.0") ok "installed Python package loads the installed library" ;;
+*) bad "installed Python package: $got" ;;
+esac
 
 make -s --no-print-directory uninstall DESTDIR="$dest" PREFIX="$prefix" >/dev/null 2>&1
 left=$(find "$dest" -type f -o -type l | wc -l)

@@ -2,8 +2,10 @@
 
 The shared library is looked up, first match wins:
   1. the path in the environment variable MESS_LIBRARY;
-  2. libmess.so next to this package (an installed copy), then the source
-     tree's build/libmess.so (python/mess/ -> ../../build/);
+  2. libmess.so next to this package, then the source tree's
+     build/libmess.so (python/mess/ -> ../../build/), then the library of
+     the prefix `make install` put this package under
+     (PREFIX/lib/python3/dist-packages/mess/ -> PREFIX/lib/libmess.so.0);
   3. the system's linker path (ctypes.util.find_library("mess"), then
      libmess.so.0).
 """
@@ -151,6 +153,7 @@ def _candidates():
         return
     yield os.path.join(_HERE, "libmess.so")
     yield os.path.normpath(os.path.join(_HERE, "..", "..", "build", "libmess.so"))
+    yield os.path.normpath(os.path.join(_HERE, "..", "..", "..", "libmess.so.0"))
     found = ctypes.util.find_library("mess")
     if found:
         yield found
