@@ -262,7 +262,10 @@ static int evaluate(const struct dataset *d, mess_client *c, const mess_server *
         int timing = timed && pools[b] == tpool;
         struct timers t;
         memset(&t, 0, sizeof t);
+        /* a slot holds a request, then its response */
         cap = mess_response_size(p, (size_t)pools[b]);
+        if (cap < mess_request_size(p))
+            cap = mess_request_size(p);
         free(hold);
         hold = (uint8_t *)malloc(BATCH * cap);
         if (!hold || cap == 0) {
@@ -279,7 +282,7 @@ static int evaluate(const struct dataset *d, mess_client *c, const mess_server *
                 rc = mess_client_request(c, d->query + (q0 + i) * d->dim,
                                          (size_t)pools[b], &qs[i], &req, &rl[i]);
                 if (rc == MESS_OK)
-                    memcpy(hold + i * cap, req, rl[i] < cap ? rl[i] : cap);
+                    memcpy(hold + i * cap, req, rl[i]);
                 mess_buf_free(req);
             }
             t.enc_c += proc_cpu_s() - c0;
