@@ -21,13 +21,6 @@
 #include "../lshrr.h"
 #include "cli.h"
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 struct data {
     float *base, *query, *learn;
     int32_t *gt;
@@ -127,7 +120,7 @@ static double time_flips(flip_fn f, enum gen_mode mode, uint64_t *codes,
     static const uint8_t seed[32] = {1, 2, 3};
     struct mess_rng r;
     size_t i, words = kappa / 64;
-    double t0 = now();
+    double t0 = cli_wall_s();
     mess_rng_init(&r, mode == GEN_CSPRNG_PER_CODE ? NULL : seed, 0);
     for (i = 0; i < n; i++) {
         if (mode == GEN_SEEDED_PER_CODE)
@@ -137,7 +130,7 @@ static double time_flips(flip_fn f, enum gen_mode mode, uint64_t *codes,
         f(&r, codes + i * words, kappa, p);
     }
     mess_rng_wipe(&r);
-    return now() - t0;
+    return cli_wall_s() - t0;
 }
 
 static int run_throughput(const struct data *d, uint32_t kappa,
@@ -162,10 +155,10 @@ static int run_throughput(const struct data *d, uint32_t kappa,
     double res_max = 0;
     int rc = MESS_OK, s, k, round;
 
-    t0 = now();
+    t0 = cli_wall_s();
     if (train(d, kappa, shards, ISOHASH_LP, threads, 0x42, &h))
         return CLI_FAIL;
-    t_train = now() - t0;
+    t_train = cli_wall_s() - t0;
     for (j = 0; j < shards; j++) {
         uint32_t it = isohash_iterations(h, j);
         it_min = it < it_min ? it : it_min;
@@ -197,21 +190,21 @@ static int run_throughput(const struct data *d, uint32_t kappa,
     for (round = 0; round < 3 && rc == MESS_OK; round++)
         for (k = 0; k < 4 && rc == MESS_OK; k++) {
             double t;
-            t0 = now();
+            t0 = cli_wall_s();
             if (k < 2) {
                 done = 0;
-                while (rc == MESS_OK && (done < 64 || now() - t0 < 0.3)) {
+                while (rc == MESS_OK && (done < 64 || cli_wall_s() - t0 < 0.3)) {
                     i = done % nvec;
                     rc = (k == 0 ? isohash_hash_all : isohash_hash_all_sgemv)(
                         h, d->base + i * d->dim, codes + i * shards * words);
                     done++;
                 }
-                t = (now() - t0) / (double)done;
+                t = (cli_wall_s() - t0) / (double)done;
             } else {
                 for (j = 0; j < shards && rc == MESS_OK; j++)
                     rc = (k == 2 ? isohash_hash : isohash_hash_sgemm)(
                         h, j, d->base, nvec, codes + j * nvec * words);
-                t = (now() - t0) / (double)nvec;
+                t = (cli_wall_s() - t0) / (double)nvec;
             }
             t_hash[k] = t < t_hash[k] ? t : t_hash[k];
         }
@@ -497,7 +490,7 @@ static int run_lp(const struct data *d)
             continue;
         for (t = 0; t < 6; t++) {
             struct isohash *h = NULL;
-            double t0 = now(), dt;
+            double t0 = cli_wall_s(), dt;
             int rc;
             memset(&p, 0, sizeof p);
             p.dim = (uint32_t)d->dim;
@@ -507,7 +500,7 @@ static int run_lp(const struct data *d)
             p.max_iter = 100000;
             memset(p.seed, 0x42, sizeof p.seed);
             rc = isohash_train(&p, d->learn, d->nl, &h);
-            dt = now() - t0;
+            dt = cli_wall_s() - t0;
             if (rc != MESS_OK) {
                 cli_error("training: %s", mess_strerror(rc));
                 return CLI_FAIL;

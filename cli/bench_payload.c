@@ -28,13 +28,6 @@
 #include "../payload.h"
 #include "cli.h"
 
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 #define RFC_NONCE 12
 #define RFC_TAG 16
 
@@ -249,10 +242,10 @@ int bench_payload(int argc, char **argv)
     /* rounds interleave the variants so drift of a shared machine hits all */
     for (round = 0; round < 3; round++)
         for (v = 0; v < 4; v++) {
-            double t0 = cpu_s(), t;
+            double t0 = cli_cpu_s(), t;
             for (r = 0; r < (size_t)repeat; r++)
                 bad += fns[v](&s);
-            t = (cpu_s() - t0) / (double)repeat;
+            t = (cli_cpu_s() - t0) / (double)repeat;
             if (t < best[v])
                 best[v] = t;
         }

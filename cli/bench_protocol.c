@@ -31,20 +31,6 @@
 #define MAX_CONFIGS 8
 #define K 10
 
-static double wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double proc_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 struct dataset {
     float *base, *query, *learn;
     int32_t *gt;
@@ -163,7 +149,7 @@ static int build(const struct dataset *d, const mess_params *p,
     const size_t batch = 20000;
     uint64_t *ids;
     size_t i;
-    double t0 = wall_s(), c0 = proc_cpu_s();
+    double t0 = cli_wall_s(), c0 = cli_cpu_s();
     mess_server_stats st;
     int rc;
 
@@ -175,10 +161,10 @@ static int build(const struct dataset *d, const mess_params *p,
     for (i = 0; i < d->nb; i++)
         ids[i] = i;
     rc = mess_client_new(p, d->learn, d->nl, seed, 0, threads, c);
-    res->train_s = wall_s() - t0;
+    res->train_s = cli_wall_s() - t0;
     /* the build proper: hash, perturb, encrypt (client), insert (server) */
-    t0 = wall_s();
-    c0 = proc_cpu_s();
+    t0 = cli_wall_s();
+    c0 = cli_cpu_s();
     if (rc == MESS_OK)
         rc = mess_server_new(p, s);
     for (i = 0; rc == MESS_OK && i < d->nb; i += batch) {
@@ -198,8 +184,8 @@ static int build(const struct dataset *d, const mess_params *p,
     free(ids);
     if (rc != MESS_OK)
         return rc;
-    res->build_s = wall_s() - t0;
-    res->build_cpu_s = proc_cpu_s() - c0;
+    res->build_s = cli_wall_s() - t0;
+    res->build_cpu_s = cli_cpu_s() - c0;
     mess_server_stats_get(*s, &st);
     res->entries = st.entries;
     res->server_bytes = st.bytes;
@@ -220,15 +206,15 @@ static int finish_batch(mess_client *c, mess_query **qs, const uint8_t *hold,
                         mess_finish_stats *st, double *cpu, double *wall)
 {
     size_t i;
-    double c0 = proc_cpu_s(), w0 = wall_s();
+    double c0 = cli_cpu_s(), w0 = cli_wall_s();
     int rc = mess_client_set_verify_all(c, verify_all);
     for (i = 0; i < n && rc == MESS_OK; i++)
         rc = mess_client_finish(c, qs[i], hold + i * cap, sl[i], K, ids + i * K,
                                 dists + i * K, &got[i], &st[i]);
     mess_client_set_verify_all(c, 0);
-    *cpu += proc_cpu_s() - c0;
+    *cpu += cli_cpu_s() - c0;
     if (wall)
-        *wall += wall_s() - w0;
+        *wall += cli_wall_s() - w0;
     return rc;
 }
 
@@ -275,8 +261,8 @@ static int evaluate(const struct dataset *d, mess_client *c, const mess_server *
         for (q0 = 0; q0 < d->nq && rc == MESS_OK; q0 += n) {
             int all_first = timing && (q0 / BATCH) % 2;
             n = d->nq - q0 < BATCH ? d->nq - q0 : BATCH;
-            c0 = proc_cpu_s();
-            w0 = wall_s();
+            c0 = cli_cpu_s();
+            w0 = cli_wall_s();
             for (i = 0; i < n && rc == MESS_OK; i++) {
                 uint8_t *req;
                 rc = mess_client_request(c, d->query + (q0 + i) * d->dim,
@@ -285,15 +271,15 @@ static int evaluate(const struct dataset *d, mess_client *c, const mess_server *
                     memcpy(hold + i * cap, req, rl[i]);
                 mess_buf_free(req);
             }
-            t.enc_c += proc_cpu_s() - c0;
-            t.cli_w += wall_s() - w0;
+            t.enc_c += cli_cpu_s() - c0;
+            t.cli_w += cli_wall_s() - w0;
             for (i = 0; i < n && rc == MESS_OK; i++) {
                 uint8_t *resp = NULL;
-                c0 = proc_cpu_s();
-                w0 = wall_s();
+                c0 = cli_cpu_s();
+                w0 = cli_wall_s();
                 rc = mess_server_search(s, hold + i * cap, rl[i], 1, &resp, &sl[i]);
-                t.srv_c += proc_cpu_s() - c0;
-                t.srv_w += wall_s() - w0;
+                t.srv_c += cli_cpu_s() - c0;
+                t.srv_w += cli_wall_s() - w0;
                 if (rc == MESS_OK && sl[i] > cap)
                     rc = MESS_EFORMAT; /* larger than mess_response_size: a bug */
                 if (rc == MESS_OK)

@@ -58,6 +58,10 @@ int cli_parse_seed(const char *hex, unsigned char seed[32]);
 int cli_parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t **out,
                    size_t *n);
 
+/* clock.c: monotonic wall time and the process's CPU time, in seconds. */
+double cli_wall_s(void);
+double cli_cpu_s(void);
+
 /* "mess: <message>\n" on stderr. */
 void cli_error(const char *fmt, ...)
 #if defined(__GNUC__)

@@ -205,7 +205,7 @@ int cli_cmd_plan(int argc, char **argv)
     struct cli_args a;
     const char *dpath, *qpath, *gpath, *plist;
     long k, sample, threads;
-    double target, p_plus, t0;
+    double target, p_plus, t0, t1;
     mess_client *c = NULL;
     mess_params p;
     float *data = NULL, *queries = NULL;
@@ -214,7 +214,6 @@ int cli_cmd_plan(int argc, char **argv)
     size_t *pools = NULL, npools = 0, n, dim, nq, qdim, gn = 0, gk = 0, i, j, best;
     double *recall = NULL, *cond, *sel;
     const char *model_name;
-    struct timespec ts;
     int rc, model;
 
     cli_args_init(&a, argc, argv);
@@ -337,8 +336,7 @@ int cli_cmd_plan(int argc, char **argv)
         rc = CLI_USAGE;
         goto done;
     }
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    t0 = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    t0 = cli_wall_s();
     rc = mess_plan_recall_model(c, MESS_PLAN_PAPER, data, n, queries, nq, truth,
                                 (size_t)k, pools, npools, (unsigned)threads, recall);
     if (rc == MESS_OK && cond)
@@ -350,7 +348,7 @@ int cli_cmd_plan(int argc, char **argv)
         rc = CLI_FAIL;
         goto done;
     }
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t1 = cli_wall_s();
     sel = model == MESS_PLAN_CONDITIONAL ? cond : recall;
     mess_plan_compound_flip(p.p_store, mess_effective_flip(p.p_prr, p.p_irr), &p_plus);
     printf("predicted Recall@%ld over %zu queries, %zu items; M = %u, t = %u, kappa = %u, "
@@ -383,7 +381,7 @@ int cli_cmd_plan(int argc, char **argv)
     printf("\"shards\":%u,\"per_item\":%u,\"bits\":%u,\"p_store\":%.6g,\"p_query\":%.6g,"
            "\"p_plus\":%.6g,\"seconds\":%.3f,",
            p.shards, p.per_item, p.kappa, p.p_store, mess_effective_flip(p.p_prr, p.p_irr),
-           p_plus, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 - t0);
+           p_plus, t1 - t0);
     print_curve("curve", pools, sel, npools, 1);
     print_curve("curve_paper", pools, recall, npools, 1);
     print_curve("curve_conditional", pools, cond, npools, 0);

@@ -12,13 +12,6 @@
 #include "../mess.h"
 #include "cli.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void progress(const char *what, size_t done, size_t total)
 {
     if (isatty(2))
@@ -145,7 +138,7 @@ int cli_cmd_init(int argc, char **argv)
                   mess_strerror(rc), dim);
         return CLI_USAGE;
     }
-    t0 = now_s();
+    t0 = cli_wall_s();
     rc = mess_client_new(&p, x, n, seedhex ? seed : NULL, (size_t)memo,
                          (unsigned)threads, &c);
     mess_vecs_free(x);
@@ -169,7 +162,7 @@ int cli_cmd_init(int argc, char **argv)
            "\"train\":%zu,\"deterministic\":%s,\"seconds\":%.3f}\n",
            p.dim, p.shards, p.per_item, p.kappa, p.p_store, p.p_prr, p.p_irr,
            mess_effective_flip(p.p_prr, p.p_irr), n, seedhex ? "true" : "false",
-           now_s() - t0);
+           cli_wall_s() - t0);
     return CLI_OK;
 }
 
@@ -285,20 +278,20 @@ int cli_cmd_insert(int argc, char **argv)
     }
     for (i = 0; i < n; i++)
         ids[i] = (uint64_t)first + i;
-    t0 = now_s();
+    t0 = cli_wall_s();
     for (i = 0; i < n; i += (size_t)batch) {
         size_t m = n - i < (size_t)batch ? n - i : (size_t)batch, len;
         uint8_t *buf;
-        t = now_s();
+        t = cli_wall_s();
         rc = mess_client_upload(c, ids + i, x + i * dim, m, (unsigned)threads, &buf, &len);
-        t_client += now_s() - t;
+        t_client += cli_wall_s() - t;
         if (rc != MESS_OK) {
             rc = cli_fail("client upload", NULL, rc);
             goto done;
         }
-        t = now_s();
+        t = cli_wall_s();
         rc = mess_server_apply_upload(s, buf, len, (unsigned)threads);
-        t_server += now_s() - t;
+        t_server += cli_wall_s() - t;
         mess_buf_free(buf);
         bytes += len;
         if (rc != MESS_OK) {
@@ -312,7 +305,7 @@ int cli_cmd_insert(int argc, char **argv)
         }
         progress("inserted", i + m, n);
     }
-    t = now_s() - t0;
+    t = cli_wall_s() - t0;
     rc = save_both(&a, c, cpath, s, spath);
     if (rc == CLI_OK)
         printf("{\"items\":%zu,\"entries\":%zu,\"upload_bytes\":%zu,"
@@ -427,15 +420,15 @@ int cli_cmd_query(int argc, char **argv)
         uint8_t *req, *resp;
         size_t req_len, resp_len, got, j;
         mess_finish_stats st;
-        double t0 = now_s(), t1, t2;
+        double t0 = cli_wall_s(), t1, t2;
         rc = mess_client_request(c, q + i * dim, (size_t)pool, &qs, &req, &req_len);
         if (rc != MESS_OK) {
             rc = cli_fail("client request", NULL, rc);
             goto done;
         }
-        t1 = now_s();
+        t1 = cli_wall_s();
         rc = mess_server_search(s, req, req_len, (unsigned)threads, &resp, &resp_len);
-        t2 = now_s();
+        t2 = cli_wall_s();
         mess_buf_free(req);
         if (rc != MESS_OK) {
             mess_query_free(qs);
@@ -443,7 +436,7 @@ int cli_cmd_query(int argc, char **argv)
             goto done;
         }
         rc = mess_client_finish(c, qs, resp, resp_len, (size_t)k, ids, dists, &got, &st);
-        t_cli += (t1 - t0) + (now_s() - t2);
+        t_cli += (t1 - t0) + (cli_wall_s() - t2);
         t_srv += t2 - t1;
         mess_buf_free(resp);
         mess_query_free(qs);
