@@ -606,7 +606,11 @@ int isohash_hash(const struct isohash *h, uint32_t shard, const float *x,
     return MESS_OK;
 }
 
-int isohash_hash_all(const struct isohash *h, const float *x, uint64_t *codes)
+/* The codes of x for all shards from one projection onto the stacked P_j:
+ * the vectorized loop, or BLAS sgemv (the reference it is measured and
+ * tested against). */
+static int hash_all(const struct isohash *h, const float *x, uint64_t *codes,
+                    int blas)
 {
     size_t cols;
     uint32_t j, words;
@@ -618,13 +622,22 @@ int isohash_hash_all(const struct isohash *h, const float *x, uint64_t *codes)
     y = (float *)mess_malloc_array(cols, sizeof(float));
     if (!y)
         return MESS_ENOMEM;
-    project(h->proj, cols, x, h->dim, cols, y);
+    if (blas)
+        cblas_sgemv(CblasRowMajor, CblasTrans, (int)h->dim, (int)cols, 1.0f,
+                    h->proj, (int)cols, x, 1, 0.0f, y, 1);
+    else
+        project(h->proj, cols, x, h->dim, cols, y);
     for (j = 0; j < h->shards; j++)
         pack_bits(y + (size_t)j * h->kappa, h->bias + (size_t)j * h->kappa,
                   h->kappa, codes + (size_t)j * words);
     sodium_memzero(y, cols * sizeof(float));
     free(y);
     return MESS_OK;
+}
+
+int isohash_hash_all(const struct isohash *h, const float *x, uint64_t *codes)
+{
+    return hash_all(h, x, codes, 0);
 }
 
 #define HASH_CHUNK 512
@@ -663,24 +676,7 @@ int isohash_hash_sgemm(const struct isohash *h, uint32_t shard,
 int isohash_hash_all_sgemv(const struct isohash *h, const float *x,
                            uint64_t *codes)
 {
-    size_t cols;
-    uint32_t j, words;
-    float *y;
-    if (!h || !x || !codes)
-        return MESS_EINVAL;
-    cols = (size_t)h->shards * h->kappa;
-    words = h->kappa / 64;
-    y = (float *)mess_malloc_array(cols, sizeof(float));
-    if (!y)
-        return MESS_ENOMEM;
-    cblas_sgemv(CblasRowMajor, CblasTrans, (int)h->dim, (int)cols, 1.0f,
-                h->proj, (int)cols, x, 1, 0.0f, y, 1);
-    for (j = 0; j < h->shards; j++)
-        pack_bits(y + (size_t)j * h->kappa, h->bias + (size_t)j * h->kappa,
-                  h->kappa, codes + (size_t)j * words);
-    sodium_memzero(y, cols * sizeof(float));
-    free(y);
-    return MESS_OK;
+    return hash_all(h, x, codes, 1);
 }
 
 /* Serialized: u32 dim | u32 kappa | u32 shards | proj (dim x M kappa f32)
