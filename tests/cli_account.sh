@@ -80,26 +80,18 @@ done
 [ $okh = 1 ] && ok "--help of every form cites its result" || bad "help"
 
 # Refusals: exit code 2, a message, no JSON.
-refuse() {
-    "$MESS" "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    if [ $rc -eq 2 ] && [ -s "$tmp/err" ] && ! grep -q '^{' "$tmp/out"; then
-        ok "refused: $*"
-    else
-        bad "not refused (rc $rc): $*"
-    fi
-}
-refuse account access --p-prr 0 --p-irr 0 --repeats 3
-refuse account access --p-prr 0.7 --p-irr 0.1 --repeats 3
-refuse account access --p-prr 0.1 --p-irr 0.1 --repeats 0
-refuse account search --p-prr 0.1 --p-irr 0.1 --repeats 3 --bits 10 --distance 11
-refuse account stored --p-store 0 --distances 1,2 --per-item 1 --delta 0.01
-refuse account stored --p-store 0.1 --distances 1,x --per-item 1 --delta 0.01
-refuse account stored --p-store 0.1 --distances 1,2 --per-item 3 --delta 0.01
-refuse account stored --p-store 0.1 --distances 1,2 --per-item 1 --delta 1
-refuse account random-lsh --p-store 0.1 --bits 128 --angle 2 --delta 0.01
-refuse account nothing
-refuse account access --p-prr 0.1 --p-irr 0.1 --repeats 3 --bogus 1
+refuse_mess() { refuse 2 "$*" "$MESS" "$@"; }
+refuse_mess account access --p-prr 0 --p-irr 0 --repeats 3
+refuse_mess account access --p-prr 0.7 --p-irr 0.1 --repeats 3
+refuse_mess account access --p-prr 0.1 --p-irr 0.1 --repeats 0
+refuse_mess account search --p-prr 0.1 --p-irr 0.1 --repeats 3 --bits 10 --distance 11
+refuse_mess account stored --p-store 0 --distances 1,2 --per-item 1 --delta 0.01
+refuse_mess account stored --p-store 0.1 --distances 1,x --per-item 1 --delta 0.01
+refuse_mess account stored --p-store 0.1 --distances 1,2 --per-item 3 --delta 0.01
+refuse_mess account stored --p-store 0.1 --distances 1,2 --per-item 1 --delta 1
+refuse_mess account random-lsh --p-store 0.1 --bits 128 --angle 2 --delta 0.01
+refuse_mess account nothing
+refuse_mess account access --p-prr 0.1 --p-irr 0.1 --repeats 3 --bogus 1
 
 # Report and plan on the bundled SIFT set with a small client.
 seed=0101010101010101010101010101010101010101010101010101010101010101
@@ -163,9 +155,9 @@ if "$MESS" init --client "$tmp/c" --server "$tmp/s" --train datasets/sift/learn.
     else
         bad "plan --train"
     fi
-    refuse plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs --model best
-    refuse plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs --shards 8
-    refuse plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs --pools 0,5
+    refuse_mess plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs --model best
+    refuse_mess plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs --shards 8
+    refuse_mess plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs --pools 0,5
 else
     bad "init for report/plan"
 fi

@@ -27,12 +27,7 @@ fi
 for args in "--kappa 100" "--p 0.7" "--codes 10" "--quality --lp" "--bogus" \
     "--shards 0"; do
     # shellcheck disable=SC2086
-    run $args
-    if [ $? -eq 2 ] && [ -s "$tmp/err" ]; then
-        ok "refuses $args"
-    else
-        bad "accepted $args"
-    fi
+    refuse 2 "$args" "$MESS" bench encode $args
 done
 
 run --data "$tmp/none"

@@ -47,26 +47,15 @@ fi
 
 for args in "--P 0" "--ef 1,x" "--m 1" "--efc 0" "--bogus 1" "--repeat 0"; do
     # shellcheck disable=SC2086
-    run --base "$B" --query "$Q" $args
-    if [ $? -eq 2 ] && [ -s "$tmp/err" ]; then
-        ok "refuses $args"
-    else
-        bad "accepted $args"
-    fi
+    refuse 2 "$args" "$MESS" bench hnsw --base "$B" --query "$Q" $args
 done
-run --query "$Q"
-[ $? -eq 2 ] && ok "refuses a missing --base" || bad "accepted a missing --base"
+refuse 2 "a missing --base" "$MESS" bench hnsw --query "$Q"
 
 # codes whose width is not a multiple of 64 bits, and mismatched widths
 printf '\003\000\000\000abc' >"$tmp/odd.bvecs"
-run --base "$tmp/odd.bvecs" --query "$Q"
-[ $? -eq 1 ] && [ -s "$tmp/err" ] && ok "refuses 24-bit codes" || bad "accepted 24-bit codes"
-run --base datasets/sift/query.bvecs --query "$Q"
-[ $? -eq 1 ] && [ -s "$tmp/err" ] && ok "refuses mismatched code widths" ||
-    bad "accepted mismatched code widths"
+refuse 1 "24-bit codes" "$MESS" bench hnsw --base "$tmp/odd.bvecs" --query "$Q"
+refuse 1 "mismatched code widths" "$MESS" bench hnsw --base datasets/sift/query.bvecs --query "$Q"
 head -c 101 "$B" >"$tmp/cut.bvecs"
-run --base "$tmp/cut.bvecs" --query "$Q"
-[ $? -eq 1 ] && [ -s "$tmp/err" ] && ok "refuses a truncated codes file" ||
-    bad "accepted a truncated codes file"
+refuse 1 "a truncated codes file" "$MESS" bench hnsw --base "$tmp/cut.bvecs" --query "$Q"
 
 finish

@@ -22,12 +22,6 @@ else
 fi
 for args in "--unique 10 --entries 5" "--entries 0" "--dim x" "--bogus"; do
     # shellcheck disable=SC2086
-    if "$MESS" bench payload $args >/dev/null 2>"$tmp/err"; then
-        bad "accepted: $args"
-    elif [ -s "$tmp/err" ]; then
-        ok "refused with a message: $args"
-    else
-        bad "refused silently: $args"
-    fi
+    refuse 2 "$args" "$MESS" bench payload $args
 done
 finish

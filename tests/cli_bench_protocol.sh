@@ -71,13 +71,7 @@ fi
 
 for bad_opt in "--pools 0" "--configs nope" "--payloads f64" "--data /nonexistent"; do
     # shellcheck disable=SC2086
-    "$MESS" bench protocol $bad_opt --no-hnswlib >/dev/null 2>"$tmp/err"
-    rc=$?
-    if [ "$rc" -ge 1 ] && [ "$rc" -le 2 ] && grep -q '^mess: ' "$tmp/err"; then
-        ok "refused: $bad_opt"
-    else
-        bad "not refused: $bad_opt (exit $rc)"
-    fi
+    refuse "1 2" "$bad_opt" "$MESS" bench protocol $bad_opt --no-hnswlib
 done
 
 finish

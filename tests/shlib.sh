@@ -1,11 +1,29 @@
 # tests/shlib.sh - sourced by every tests/cli_*.sh (run from the repository
 # root): a scratch directory $tmp removed on exit, the ok / bad counters,
-# and finish, which prints the closing "N passed, N failed" line and
-# returns non-zero when a check failed.
+# refuse, and finish, which prints the closing "N passed, N failed" line
+# and returns non-zero when a check failed.
 pass=0
 fail=0
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 ok() { pass=$((pass + 1)); echo "ok - $1"; }
 bad() { fail=$((fail + 1)); echo "not ok - $1"; }
+# refuse CODES NAME COMMAND...: COMMAND exits with one of CODES ("2", or
+# "1 2"), says why in a "mess: " line on stderr and prints no JSON result.
+refuse() {
+    codes=$1
+    name=$2
+    shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    case " $codes " in
+    *" $rc "*) expected=1 ;;
+    *) expected=0 ;;
+    esac
+    if [ $expected = 1 ] && grep -q '^mess: ' "$tmp/err" && ! grep -q '^{' "$tmp/out"; then
+        ok "refused: $name"
+    else
+        bad "not refused: $name (exit $rc, stderr: $(head -c 200 "$tmp/err"))"
+    fi
+}
 finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; }
