@@ -57,6 +57,28 @@ static int harness_passed, harness_failed, harness_test_failed;
         return harness_failed ? 1 : 0;                                       \
     } while (0)
 
+/* Offsets and shards of the entries of a response (wire.h: header 24 |
+ * request id 16 | per shard u16 count | count x eb-byte entries), at most
+ * cap of them; returns how many. */
+static inline size_t test_response_entries(const uint8_t *resp, size_t len,
+                                           size_t eb, uint32_t shards,
+                                           size_t *off, uint32_t *shard,
+                                           size_t cap)
+{
+    size_t pos = 24 + 16, n = 0;
+    uint32_t j, c, e;
+    for (j = 0; j < shards && pos + 2 <= len; j++) {
+        c = (uint32_t)(resp[pos] | resp[pos + 1] << 8);
+        pos += 2;
+        for (e = 0; e < c && pos + eb <= len; e++, pos += eb)
+            if (n < cap) {
+                off[n] = pos;
+                shard[n++] = j;
+            }
+    }
+    return n;
+}
+
 /* The whole file at path in a malloc'd buffer (*len bytes; an empty file
  * gives a buffer of length 0), or NULL with *len = 0 if it cannot be read. */
 static inline uint8_t *test_read_file(const char *path, size_t *len)

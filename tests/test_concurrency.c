@@ -132,22 +132,15 @@ static void test_parallel_build(void)
     mess_server_free(s2);
 }
 
-/* Flips one bit in every 5th entry of a response (header 40 bytes, then
- * per shard a u16 count and its entries); returns how many. */
+/* Flips one bit in every 5th entry of a response; returns how many. */
 static size_t tamper_every_5th(uint8_t *resp, size_t len)
 {
-    size_t eb = mess_payload_size(&params), off = 40, e = 0, n = 0;
-    uint32_t j;
-    for (j = 0; j < params.shards && off + 2 <= len; j++) {
-        size_t count = (size_t)resp[off] | (size_t)resp[off + 1] << 8, i;
-        off += 2;
-        for (i = 0; i < count && off + eb <= len; i++, e++, off += eb)
-            if (e % 5 == 0) {
-                resp[off + (e * 13) % eb] ^= (uint8_t)(1u << (e % 8));
-                n++;
-            }
-    }
-    return n;
+    size_t eb = mess_payload_size(&params), off[1024], e, n, tampered = 0;
+    uint32_t shard[1024];
+    n = test_response_entries(resp, len, eb, params.shards, off, shard, 1024);
+    for (e = 0; e < n; e += 5, tampered++)
+        resp[off[e] + (e * 13) % eb] ^= (uint8_t)(1u << (e % 8));
+    return tampered;
 }
 
 static void test_parallel_finish(void)

@@ -504,25 +504,6 @@ static void test_request_invariants(void)
     }
 }
 
-/* Offsets and shards of the entries of a response. */
-static size_t response_entries(const uint8_t *resp, size_t len, size_t eb,
-                               uint32_t shards, size_t *off, uint32_t *shard,
-                               size_t cap)
-{
-    size_t pos = 24 + 16, n = 0;
-    uint32_t j, c, e;
-    for (j = 0; j < shards && pos + 2 <= len; j++) {
-        c = (uint32_t)(resp[pos] | resp[pos + 1] << 8);
-        pos += 2;
-        for (e = 0; e < c && pos + eb <= len; e++, pos += eb)
-            if (n < cap) {
-                off[n] = pos;
-                shard[n++] = j;
-            }
-    }
-    return n;
-}
-
 static void test_tampered_response(void)
 {
     mess_query *qs;
@@ -538,7 +519,7 @@ static void test_tampered_response(void)
     CHECK_OK(mess_server_search(g_server, req, rl, 1, &resp, &sl));
     CHECK_OK(mess_client_finish(g_client, qs, resp, sl, K, ids0, d, &got, &st));
     CHECK(st.auth_failures == 0 && st.candidates == 160);
-    n = response_entries(resp, sl, eb, g_params.shards, off, shard, 400);
+    n = test_response_entries(resp, sl, eb, g_params.shards, off, shard, 400);
     CHECK(n == 160);
     tmp = (uint8_t *)malloc(sl);
     /* one flipped bit anywhere in an entry (SIV, id or vector bytes): that
