@@ -198,6 +198,16 @@ def main():
                                   server_bytes=b.server.stats().bytes))
         return b
 
+    def rows_of(key, label, params, at, reuse):
+        """Rows at pools `at`: reuse(rows) of the kept sweep `key` when there
+        is one, else a fresh build named `label` swept and closed."""
+        if key in sweeps:
+            return reuse(sweeps[key][1])
+        b = noted(Build(ds, label, params, T))
+        rows = sweep(b, ds, at, T)
+        b.close()
+        return rows
+
     # ---- the three noise settings: experiments 1, 3 (p=.08/.12), 4, 5, 6
     if exps & {1, 2, 3, 4, 5, 6}:
         for name, pd, pq in CONFIGS_EXP1:
@@ -230,28 +240,24 @@ def main():
         res["exp3_sweeps"] = []  # a resumed run redoes an experiment it names
         for p in (0.0, 0.08, 0.10, 0.12):
             key = {0.08: "MESS p_q=0.08", 0.12: "MESS p_q=0.12"}.get(p)
-            if key in sweeps:
-                rows = [dict(r) for r in sweeps[key][1]]
-            else:
-                b = noted(Build(ds, "MESS p_q=%.2f" % p, params_for(ds, 0.08, p), T))
-                rows = sweep(b, ds, pools, T)
-                b.close()
+            rows = rows_of(key, "MESS p_q=%.2f" % p, params_for(ds, 0.08, p), pools,
+                           lambda kept: [dict(r) for r in kept])
             for r in rows:
                 r["p_q"] = p
             res["exp3_sweeps"] += rows
             checkpoint(False)
 
     two = sorted({a.small_pool, a.mess_pool})
+
+    def at_two(kept):
+        return [dict(pick(kept, B)) for B in two]
+
     # ---- experiment 5: payload encodings
     if 5 in exps:
         res["exp5"] = []
         for enc in ("f32", "f16", "i8"):
-            if enc == "f32" and "MESS p_q=0.08" in sweeps:
-                rows = [dict(pick(sweeps["MESS p_q=0.08"][1], B)) for B in two]
-            else:
-                b = noted(Build(ds, "MESS %s" % enc, params_for(ds, payload=enc), T))
-                rows = sweep(b, ds, two, T)
-                b.close()
+            rows = rows_of("MESS p_q=0.08" if enc == "f32" else None, "MESS %s" % enc,
+                           params_for(ds, payload=enc), two, at_two)
             for r in rows:
                 r["payload"] = enc
                 r["entry_bytes"] = params_for(ds, payload=enc).payload_size()
@@ -262,12 +268,8 @@ def main():
     if 2 in exps:
         res["exp2"] = []
         for t in (1, 4, 8, 16):
-            if t == 16 and "MESS p_q=0.08" in sweeps:
-                rows = [dict(pick(sweeps["MESS p_q=0.08"][1], B)) for B in two]
-            else:
-                b = noted(Build(ds, "MESS t=%d" % t, params_for(ds, per_item=t), T))
-                rows = sweep(b, ds, two, T)
-                b.close()
+            rows = rows_of("MESS p_q=0.08" if t == 16 else None, "MESS t=%d" % t,
+                           params_for(ds, per_item=t), two, at_two)
             for r in rows:
                 r["t"] = t
                 r["paper_recall_quoted"] = paper.FIG5_SIFT_T[t] / 100 if r["pool"] == 1500 else None
