@@ -237,6 +237,11 @@ int mess_client_params(const mess_client *c, mess_params *out)
     return MESS_OK;
 }
 
+int mess_client_is_deterministic(const mess_client *c)
+{
+    return c ? c->deterministic : 0;
+}
+
 int mess_client_set_threads(mess_client *c, unsigned threads)
 {
     if (!c)

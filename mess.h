@@ -164,6 +164,9 @@ int mess_client_new(const mess_params *p, const float *train, size_t n,
                     unsigned threads, mess_client **out);
 void mess_client_free(mess_client *c);
 int mess_client_params(const mess_client *c, mess_params *out);
+/* 1 if the client was created from a seed (deterministic experiment mode),
+ * 0 for production clients and for NULL. */
+int mess_client_is_deterministic(const mess_client *c);
 
 /* The clean (unperturbed) codes of vector x for every shard: M codes of
  * kappa/64 words, bit i of shard j in word i/64 at position i%64.  Secret:

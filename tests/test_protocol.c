@@ -397,6 +397,9 @@ static void test_production_upload_coins(void)
     double sigma;
 
     CHECK_OK(mess_client_new(&p, train, n_train, NULL, 0, 2, &c));
+    CHECK(mess_client_is_deterministic(c) == 0);
+    CHECK(mess_client_is_deterministic(g_client) == 1);
+    CHECK(mess_client_is_deterministic(NULL) == 0);
     for (r = 0; r < ITEMS; r++) {
         ids[r] = 7000000 + r;
         memcpy(x + r * dim, base, dim * sizeof(float));

@@ -245,6 +245,7 @@ client_new = _proto("mess_client_new", [P_params, c_void_p, c_size_t, c_void_p,
                                         c_size_t, c_uint, POINTER(c_void_p)])
 client_free = _proto("mess_client_free", [c_void_p], None)
 client_params = _proto("mess_client_params", [c_void_p, P_params])
+client_is_deterministic = _proto("mess_client_is_deterministic", [c_void_p], check=False)
 client_codes = _proto("mess_client_codes", [c_void_p, c_void_p, c_void_p])
 server_new = _proto("mess_server_new", [P_params, POINTER(c_void_p)])
 server_free = _proto("mess_server_free", [c_void_p], None)

@@ -262,6 +262,11 @@ class Client(_Handle):
         L.client_params(self.ptr, byref(p))
         return p
 
+    @property
+    def deterministic(self):
+        """True for a client made from a seed (experiment mode)."""
+        return bool(L.client_is_deterministic(self.ptr))
+
     def set_threads(self, threads):
         """Worker threads finish() uses to open response entries (a
         property of this handle, not saved).  NotImplementedError with a

@@ -298,6 +298,7 @@ class TestLifecycle(unittest.TestCase):
         a = mess.Client(p, Data.train, seed=SEED)
         b = mess.Client(p, Data.train, seed=SEED)
         with a, b:
+            self.assertTrue(a.deterministic and b.deterministic)
             self.assertTrue(np.array_equal(a.codes(Data.base[0]), b.codes(Data.base[0])))
             with a.upload([1, 2], Data.base[:2]) as ua, b.upload([1, 2], Data.base[:2]) as ub:
                 self.assertEqual(bytes(ua), bytes(ub))
