@@ -124,7 +124,7 @@ typedef struct mess_params {
 } mess_params;
 
 /* Fills the paper's defaults for vectors of `dim` components: M = 64, t = 16,
- * kappa = 128 (or the largest multiple of 64 <= dim, at least 64), p_D = 0.08,
+ * kappa = 128 (at every dim: below 128 the hash stacks blocks), p_D = 0.08,
  * p_PRR = p_IRR = 0.0417424 (effective query flip 0.08), M_hnsw = 16,
  * efConstruction = 300, ef_search = 0, f32 payloads, L2 metric. */
 void mess_params_default(mess_params *p, uint32_t dim);

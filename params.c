@@ -24,13 +24,12 @@ double mess_split_flip(double p_q)
 
 void mess_params_default(mess_params *p, uint32_t dim)
 {
-    uint32_t kappa = 128;
     memset(p, 0, sizeof *p);
-    if (dim < kappa)
-        kappa = dim >= 64 ? dim / 64 * 64 : 64;
     p->dim = dim;
     p->metric = MESS_METRIC_L2;
-    p->kappa = kappa;
+    /* 128 bits at every dimension (below 128 dimensions the hash stacks
+     * IsoHash blocks, isohash.h); the CLI and Python take it from here. */
+    p->kappa = 128;
     p->shards = 64;
     p->per_item = 16;
     p->p_store = 0.08;

@@ -156,6 +156,109 @@ int cli_fail(const char *what, const char *path, int rc)
     return CLI_FAIL;
 }
 
+/* The defaults of every parameter option: mess_params_default, the one
+ * place they are defined (kappa no longer depends on the dimension). */
+static void param_defaults(mess_params *p)
+{
+    mess_params_default(p, 1);
+    p->dim = 0;
+}
+
+static const char *const metric_names[] = {"l2", "ip", "cos", NULL};
+static const char *const payload_names[] = {"f32", "f16", "i8", NULL};
+
+static int parse_choice(struct cli_args *a, const char *name,
+                        const char *const *choices, uint32_t *out)
+{
+    const char *v = cli_opt(a, name);
+    uint32_t i;
+    if (!v)
+        return 0;
+    for (i = 0; choices[i]; i++)
+        if (strcmp(v, choices[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    cli_error("%s: unknown value '%s' (accepted: %s%s%s%s%s)", name, v,
+              choices[0], choices[1] ? ", " : "", choices[1] ? choices[1] : "",
+              choices[2] ? ", " : "", choices[2] ? choices[2] : "");
+    return -1;
+}
+
+int cli_params_options(struct cli_args *a, int graph, mess_params *p)
+{
+    mess_params d;
+    long shards, per_item, bits, sample, hm = 0, efc = 0, efs = 0;
+    double p_store, p_query, p_prr, p_irr;
+
+    param_defaults(&d);
+    *p = d;
+    if (cli_opt_long(a, "--shards", 1, MESS_MAX_SHARDS, d.shards, &shards) ||
+        cli_opt_long(a, "--per-item", 1, MESS_MAX_SHARDS, d.per_item, &per_item) ||
+        cli_opt_long(a, "--bits", 64, MESS_MAX_BITS, d.kappa, &bits) ||
+        cli_opt_long(a, "--train-sample", 0, 100000000, d.train_sample, &sample) ||
+        cli_opt_double(a, "--p-store", 0.0, 0.5, d.p_store, &p_store) ||
+        cli_opt_double(a, "--p-query", 0.0, 0.5,
+                       mess_effective_flip(d.p_prr, d.p_irr), &p_query) ||
+        cli_opt_double(a, "--p-prr", 0.0, 0.5, -1.0, &p_prr) ||
+        cli_opt_double(a, "--p-irr", 0.0, 0.5, -1.0, &p_irr))
+        return -1;
+    if (graph &&
+        (cli_opt_long(a, "--hnsw-m", 2, MESS_MAX_HNSW_M, d.hnsw_m, &hm) ||
+         cli_opt_long(a, "--ef-construction", 1, MESS_MAX_EF, d.ef_construction, &efc) ||
+         cli_opt_long(a, "--ef-search", 0, MESS_MAX_EF, d.ef_search, &efs) ||
+         parse_choice(a, "--metric", metric_names, &p->metric) ||
+         parse_choice(a, "--payload", payload_names, &p->payload)))
+        return -1;
+    if (bits % 64 != 0) {
+        cli_error("--bits: expected a multiple of 64 in [64, %d], got %ld "
+                  "(more bits than dimensions is allowed)", MESS_MAX_BITS, bits);
+        return -1;
+    }
+    if (per_item > shards) {
+        cli_error("--per-item %ld: at most --shards (%ld): each item goes to "
+                  "that many distinct shards", per_item, shards);
+        return -1;
+    }
+    p->shards = (uint32_t)shards;
+    p->per_item = (uint32_t)per_item;
+    p->kappa = (uint32_t)bits;
+    p->train_sample = (uint32_t)sample;
+    p->p_store = p_store;
+    p->p_prr = p_prr >= 0 ? p_prr : mess_split_flip(p_query);
+    p->p_irr = p_irr >= 0 ? p_irr : mess_split_flip(p_query);
+    if (graph) {
+        p->hnsw_m = (uint32_t)hm;
+        p->ef_construction = (uint32_t)efc;
+        p->ef_search = (uint32_t)efs;
+    }
+    return 0;
+}
+
+void cli_params_help(FILE *f, int graph)
+{
+    mess_params d;
+    param_defaults(&d);
+    fprintf(f,
+            "  --shards M          graphs (%u)             --per-item T      shards per item (%u)\n"
+            "  --bits K            code bits per shard, a multiple of 64; more\n"
+            "                      than the dimension is allowed (%u)\n"
+            "  --p-store P         storage flip p_D (%g)\n"
+            "  --p-query Q         effective query flip, split evenly into PRR and IRR (%g)\n"
+            "  --p-prr A --p-irr B permanent / instantaneous query flips (override --p-query)\n",
+            d.shards, d.per_item, d.kappa, d.p_store,
+            mess_effective_flip(d.p_prr, d.p_irr));
+    if (graph)
+        fprintf(f,
+                "  --hnsw-m M          HNSW links (%u)         --ef-construction E (%u)\n"
+                "  --ef-search E       per-shard search beam, max(budget, E) (%u)\n"
+                "  --metric l2|ip|cos  rerank metric (%s)      --payload f32|f16|i8 (%s)\n",
+                d.hnsw_m, d.ef_construction, d.ef_search, metric_names[d.metric],
+                payload_names[d.payload]);
+    fprintf(f, "  --train-sample N    IsoHash training rows per shard, 0 for min(n, 20000) (%u)\n",
+            d.train_sample);
+}
+
 int cli_passphrase(struct cli_args *a, const char **out)
 {
     const char *var = cli_opt(a, "--passphrase-env");

@@ -7,6 +7,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include "../mess.h"
 
 /* Exit codes of the tool. */
 #define CLI_OK 0
@@ -52,6 +55,15 @@ int cli_passphrase(struct cli_args *a, const char **out);
 
 /* 64 hex digits into a 32-byte seed; -1 if malformed. */
 int cli_parse_seed(const char *hex, unsigned char seed[32]);
+
+/* The public-parameter options (--shards --per-item --bits --p-store
+ * --p-query --p-prr --p-irr --train-sample; with graph also --hnsw-m
+ * --ef-construction --ef-search --metric --payload) into *p, starting from
+ * mess_params_default; p->dim is left 0 for the caller.  -1 with a message
+ * naming the option and what it accepts. */
+int cli_params_options(struct cli_args *a, int graph, mess_params *p);
+/* Their help lines, with the defaults taken from mess_params_default. */
+void cli_params_help(FILE *f, int graph);
 
 /* "a,b,c": one or more decimal integers in [lo, hi] separated by single
  * commas, into a malloc'd array; -1 if malformed or out of range. */

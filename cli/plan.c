@@ -55,10 +55,11 @@ static const char plan_help[] =
     "                     curve that picks the smallest pool\n"
     "  --pools LIST       B values: comma list or A:B:STEP (M, 2M, ..., 128M)\n"
     "  --threads N        worker threads (1)\n"
-    "  parameters (with --train): --shards M (64) --per-item T (16) --bits K\n"
-    "    (128) --p-store P (0.08) --p-query Q (0.08) or --p-prr A --p-irr B,\n"
-    "    --train-sample N, --seed HEX64 (deterministic hashes)\n"
     "  --passphrase-env V client file passphrase in $V\n"
+    "  --seed HEX64       deterministic hashes (with --train)\n"
+    "parameters (with --train):\n";
+
+static const char plan_help_tail[] =
     "\n"
     "Last line: {\"pool\":smallest B or null,\"recall_at_pool\",\"model\",\n"
     "\"target\",\"k\",\"queries\",\"p_plus\",\"curve\":[[B,recall],...] (of --model),\n"
@@ -123,23 +124,15 @@ static int plan_client(struct cli_args *a, mess_client **c)
 {
     const char *cpath = cli_opt(a, "--client"), *train = cli_opt(a, "--train");
     const char *seedhex = cli_opt(a, "--seed");
-    long shards, per_item, bits, sample, threads;
-    double p_store, p_query, p_prr, p_irr;
+    long threads;
     uint8_t seed[32];
     mess_params p;
     float *x;
     size_t n, dim;
     int rc;
 
-    if (cli_opt_long(a, "--shards", 1, MESS_MAX_SHARDS, 64, &shards) ||
-        cli_opt_long(a, "--per-item", 1, MESS_MAX_SHARDS, 16, &per_item) ||
-        cli_opt_long(a, "--bits", 64, MESS_MAX_BITS, 128, &bits) ||
-        cli_opt_long(a, "--train-sample", 0, 100000000, 0, &sample) ||
-        cli_opt_long(a, "--threads", 1, 256, 1, &threads) ||
-        cli_opt_double(a, "--p-store", 0.0, 0.5, 0.08, &p_store) ||
-        cli_opt_double(a, "--p-query", 0.0, 0.5, 0.08, &p_query) ||
-        cli_opt_double(a, "--p-prr", 0.0, 0.5, -1.0, &p_prr) ||
-        cli_opt_double(a, "--p-irr", 0.0, 0.5, -1.0, &p_irr))
+    if (cli_params_options(a, 0, &p) ||
+        cli_opt_long(a, "--threads", 1, 256, 1, &threads))
         return CLI_USAGE;
     if (!cpath == !train) {
         cli_error("plan needs exactly one of --client and --train (see --help)");
@@ -175,19 +168,11 @@ static int plan_client(struct cli_args *a, mess_client **c)
         cli_error("cannot read '%s': %s", train, mess_strerror(rc));
         return CLI_FAIL;
     }
-    mess_params_default(&p, (uint32_t)dim);
-    p.shards = (uint32_t)shards;
-    p.per_item = (uint32_t)per_item;
-    p.kappa = (uint32_t)bits;
-    p.p_store = p_store;
-    p.p_prr = p_prr >= 0 ? p_prr : mess_split_flip(p_query);
-    p.p_irr = p_irr >= 0 ? p_irr : mess_split_flip(p_query);
-    p.train_sample = (uint32_t)sample;
-    rc = mess_params_check(&p);
+    p.dim = (uint32_t)dim;
+    rc = mess_params_check(&p); /* the options were checked one by one */
     if (rc != MESS_OK) {
         mess_vecs_free(x);
-        cli_error("invalid parameters: %s (bits a multiple of 64 and at most the "
-                  "dimension %zu; per-item at most shards)", mess_strerror(rc), dim);
+        cli_error("invalid parameters: %s", mess_strerror(rc));
         return CLI_USAGE;
     }
     rc = mess_client_new(&p, x, n, seedhex ? seed : NULL, 0, (unsigned)threads, c);
@@ -218,6 +203,8 @@ int cli_cmd_plan(int argc, char **argv)
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
         fputs(plan_help, stdout);
+        cli_params_help(stdout, 0);
+        fputs(plan_help_tail, stdout);
         return CLI_OK;
     }
     model_name = cli_opt(&a, "--model");

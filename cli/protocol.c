@@ -28,46 +28,19 @@ static const char init_help[] =
     "an empty server state for the same public parameters.  FILE (.fvecs or\n"
     ".bvecs) trains the hashes; it should be public data or data outside the\n"
     "protected set (the privacy analysis treats the hash as fixed).\n"
-    "\n"
-    "  --shards M          graphs (64)             --per-item T      shards per item (16)\n"
-    "  --bits K            code bits per shard, multiple of 64 (128)\n"
-    "  --p-store P         storage flip p_D (0.08)\n"
-    "  --p-query Q         effective query flip, split evenly into PRR and IRR (0.08)\n"
-    "  --p-prr A --p-irr B permanent / instantaneous query flips (override --p-query)\n"
-    "  --hnsw-m M          HNSW links (16)         --ef-construction E (300)\n"
-    "  --ef-search E       per-shard search beam, max(budget, E) (0)\n"
-    "  --metric l2|ip|cos  rerank metric (l2)      --payload f32|f16|i8 (f32)\n"
-    "  --train-sample N    IsoHash training subsample per shard (min(n, 20000))\n"
+    "\n";
+
+static const char init_help_tail[] =
     "  --memo N            queries kept in the PRR memo cache (4096)\n"
     "  --seed HEX64        deterministic mode: 32-byte secret seed, reproducible runs\n"
     "  --threads N         worker threads (1)\n"
     "  --passphrase-env V  seal the client file with the passphrase in $V\n";
 
-static int parse_choice(struct cli_args *a, const char *name,
-                        const char *const *choices, uint32_t def, uint32_t *out)
-{
-    const char *v = cli_opt(a, name);
-    uint32_t i;
-    *out = def;
-    if (!v)
-        return 0;
-    for (i = 0; choices[i]; i++)
-        if (strcmp(v, choices[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    cli_error("%s: unknown value '%s'", name, v);
-    return -1;
-}
-
 int cli_cmd_init(int argc, char **argv)
 {
-    static const char *const metrics[] = {"l2", "ip", "cos", NULL};
-    static const char *const payloads[] = {"f32", "f16", "i8", NULL};
     struct cli_args a;
     const char *cpath, *spath, *train, *seedhex, *pass;
-    long shards, per_item, bits, hm, efc, efs, sample, memo, threads;
-    double p_store, p_query, p_prr, p_irr;
+    long memo, threads;
     uint8_t seed[32];
     mess_params p;
     mess_client *c = NULL;
@@ -80,6 +53,8 @@ int cli_cmd_init(int argc, char **argv)
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
         fputs(init_help, stdout);
+        cli_params_help(stdout, 1);
+        fputs(init_help_tail, stdout);
         return CLI_OK;
     }
     cpath = cli_opt(&a, "--client");
@@ -90,20 +65,10 @@ int cli_cmd_init(int argc, char **argv)
         cli_error("init needs --client, --server and --train (see --help)");
         return CLI_USAGE;
     }
-    if (cli_opt_long(&a, "--shards", 1, MESS_MAX_SHARDS, 64, &shards) ||
-        cli_opt_long(&a, "--per-item", 1, MESS_MAX_SHARDS, 16, &per_item) ||
-        cli_opt_long(&a, "--bits", 64, MESS_MAX_BITS, 128, &bits) ||
-        cli_opt_long(&a, "--hnsw-m", 2, MESS_MAX_HNSW_M, 16, &hm) ||
-        cli_opt_long(&a, "--ef-construction", 1, MESS_MAX_EF, 300, &efc) ||
-        cli_opt_long(&a, "--ef-search", 0, MESS_MAX_EF, 0, &efs) ||
-        cli_opt_long(&a, "--train-sample", 0, 100000000, 0, &sample) ||
+    if (cli_params_options(&a, 1, &p) ||
         cli_opt_long(&a, "--memo", 1, 100000000, 4096, &memo) ||
         cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
-        cli_opt_double(&a, "--p-store", 0.0, 0.5, 0.08, &p_store) ||
-        cli_opt_double(&a, "--p-query", 0.0, 0.5, 0.08, &p_query) ||
-        cli_opt_double(&a, "--p-prr", 0.0, 0.5, -1.0, &p_prr) ||
-        cli_opt_double(&a, "--p-irr", 0.0, 0.5, -1.0, &p_irr) ||
-        cli_passphrase(&a, &pass))
+        cli_passphrase(&a, &pass) || cli_check_unused(&a))
         return CLI_USAGE;
     if (seedhex && cli_parse_seed(seedhex, seed) != 0) {
         cli_error("--seed: expected 64 hex digits");
@@ -112,30 +77,11 @@ int cli_cmd_init(int argc, char **argv)
     rc = mess_vecs_read_f32(train, &x, &n, &dim);
     if (rc != MESS_OK)
         return cli_fail("cannot read training file", train, rc);
-    mess_params_default(&p, (uint32_t)dim);
-    p.shards = (uint32_t)shards;
-    p.per_item = (uint32_t)per_item;
-    p.kappa = (uint32_t)bits;
-    p.p_store = p_store;
-    p.p_prr = p_prr >= 0 ? p_prr : mess_split_flip(p_query);
-    p.p_irr = p_irr >= 0 ? p_irr : mess_split_flip(p_query);
-    p.hnsw_m = (uint32_t)hm;
-    p.ef_construction = (uint32_t)efc;
-    p.ef_search = (uint32_t)efs;
-    p.train_sample = (uint32_t)sample;
-    if (parse_choice(&a, "--metric", metrics, MESS_METRIC_L2, &p.metric) ||
-        parse_choice(&a, "--payload", payloads, MESS_PAYLOAD_F32, &p.payload) ||
-        cli_check_unused(&a)) {
-        mess_vecs_free(x);
-        return CLI_USAGE;
-    }
-    rc = mess_params_check(&p);
+    p.dim = (uint32_t)dim;
+    rc = mess_params_check(&p); /* the options were checked one by one */
     if (rc != MESS_OK) {
         mess_vecs_free(x);
-        cli_error("invalid parameters: %s (bits must be a multiple of 64 and "
-                  "at most the dimension %zu; per-item at most shards)",
-                  mess_strerror(rc), dim);
-        return CLI_USAGE;
+        return cli_fail("invalid parameters", NULL, rc);
     }
     t0 = cli_wall_s();
     rc = mess_client_new(&p, x, n, seedhex ? seed : NULL, (size_t)memo,

@@ -220,8 +220,10 @@ static void test_params(void)
     CHECK_OK(mess_params_check(&q));
     q.kappa = MESS_MAX_BITS + 64;
     CHECK_RC(mess_params_check(&q), MESS_ELIMIT);
-    mess_params_default(&q, 20); /* fewer than 64 dimensions: 64 bits */
-    CHECK(q.kappa == 64);
+    mess_params_default(&q, 20); /* 128 bits at every dimension */
+    CHECK(q.kappa == 128);
+    mess_params_default(&q, 100);
+    CHECK(q.kappa == 128);
     CHECK_OK(mess_params_check(&q));
     CHECK_RC(mess_params_check(NULL), MESS_EINVAL);
 

@@ -217,7 +217,7 @@ static void test_small_dim(void)
     p.shards = 16;
     p.per_item = 4;
     p.ef_construction = 100;
-    CHECK(p.kappa == 64 && p.kappa > p.dim);
+    CHECK(p.kappa == 128 && p.kappa > p.dim);
     CHECK_OK(mess_params_check(&p));
     CHECK_OK(mess_client_new(&p, tr, n_train, seed, 0, 2, &c));
     CHECK_OK(mess_server_new(&p, &s));

@@ -1,0 +1,104 @@
+#!/bin/sh
+# tests/cli_defaults.sh - the Defaults table of README.md against the code
+# in all three interfaces: the C defaults (mess_params_default through the
+# Python bindings' ctypes call), the CLI (`mess init` with no parameter
+# option, read back with `mess info`, and the defaults its --help prints)
+# and Python's mess.Params(dim), at several dimensions (kappa is 128 at
+# every one of them).
+set -u
+MESS=${MESS:-build/mess}
+PYTHON=${PYTHON:-/usr/bin/python3}
+cd "$(dirname "$0")/.." || exit 1
+MESS_LIBRARY="${MESS_LIBRARY:-$(pwd)/build/libmess.so}" MESS="$MESS" \
+    exec "$PYTHON" - <<'PY'
+import json, os, random, re, struct, subprocess, sys, tempfile
+sys.path.insert(0, "python")
+import mess
+
+passed = failed = 0
+def check(cond, name):
+    global passed, failed
+    if cond:
+        passed += 1
+        print("ok - " + name)
+    else:
+        failed += 1
+        print("not ok - " + name)
+
+# the table: | text | `field`[, `field`] | `--option` | `keyword` | value |
+rows = {}
+for line in open("README.md"):
+    m = re.match(r"\|[^|]*\| `([a-z_]+)`(?:, `[a-z_]+`)? \| `(--[a-z-]+)` \| `([a-z_]+)` \| ([^|]+) \|", line)
+    if m:
+        rows[m.group(1)] = (m.group(2), m.group(3), m.group(4).strip())
+check(len(rows) == 11, "README.md Defaults table has 11 rows (found %d)" % len(rows))
+
+def num(v):
+    return float(v)
+
+names = {"metric": {0: "l2", 1: "ip", 2: "cos"}, "payload": {0: "f32", 1: "f16", 2: "i8"}}
+def as_text(field, value):
+    if field in names:
+        return names[field][value]
+    return value
+
+# C and Python: mess.Params(dim) is mess_params_default(dim)
+for dim in (20, 100, 128, 960):
+    p = mess.Params(dim)
+    for field, (opt, kw, want) in rows.items():
+        if field == "p_prr":
+            got, kwval = p.p_query, p.p_query
+        else:
+            got = as_text(field, getattr(p, field))
+            kwval = got
+        ok = (got == want) if field in names else abs(num(got) - num(want)) < 1e-6
+        check(ok, "C/Python default %s at dim %d: %s (table: %s)" % (field, dim, got, want))
+    # the keyword the table names sets that field
+    for field, (opt, kw, want) in rows.items():
+        try:
+            v = want if field in names else num(want)
+            v = int(v) if field not in names and field not in ("p_store", "p_prr") else v
+            q = mess.Params(dim, **{kw: v})
+            assert field == "p_prr" or as_text(field, getattr(q, field)) == as_text(field, getattr(mess.Params(dim), field))
+            check(True, "Python keyword %s accepted" % kw)
+        except Exception as e:
+            check(False, "Python keyword %s: %s" % (kw, e))
+
+# CLI: init on 100-d data with no parameter option, then info
+tmp = tempfile.mkdtemp()
+rnd = random.Random(7)
+train = os.path.join(tmp, "train.fvecs")
+with open(train, "wb") as f:
+    for i in range(1200):
+        f.write(struct.pack("<i", 100))
+        f.write(struct.pack("<100f", *[rnd.gauss(0, 1) for _ in range(100)]))
+MESS = os.environ["MESS"]
+C, S = os.path.join(tmp, "c"), os.path.join(tmp, "s")
+r = subprocess.run([MESS, "init", "--client", C, "--server", S, "--train", train,
+                    "--seed", "00" * 32, "--threads", "2"],
+                   capture_output=True, text=True)
+check(r.returncode == 0, "mess init with the defaults (%s)" % r.stderr.strip())
+init = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
+r = subprocess.run([MESS, "info", "--server", S], capture_output=True, text=True)
+info = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
+cli = dict(info)
+cli["kappa"] = info.get("bits")
+cli["p_prr"] = init.get("p_query")
+for field, (opt, kw, want) in rows.items():
+    if field in cli:
+        check(cli[field] is not None and abs(num(cli[field]) - num(want)) < 1e-6,
+              "CLI default %s on 100-d data: %s (table: %s)" % (field, cli[field], want))
+# the CLI's help prints the defaults it uses: "--option ... (value)"
+help_text = subprocess.run([MESS, "init", "--help"], capture_output=True, text=True).stdout
+for field, (opt, kw, want) in rows.items():
+    i = help_text.find(opt + " ")
+    j = help_text.find("--", i + len(opt)) if i >= 0 else -1
+    seg = help_text[i:j if j >= 0 else len(help_text)] if i >= 0 else ""
+    m = re.findall(r"\(([^()]*)\)", seg)
+    shown = m[-1] if m else None
+    ok = shown is not None and (shown == want if field in names else abs(num(shown) - num(want)) < 1e-6)
+    check(ok, "mess init --help shows %s (%s) (table: %s)" % (opt, shown, want))
+subprocess.run(["rm", "-rf", tmp])
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
+PY
