@@ -44,7 +44,8 @@ const char *mess_version(void);
 #define MESS_OK          0
 #define MESS_EINVAL    (-1)  /* invalid argument (NULL, zero size, out of range) */
 #define MESS_ENOMEM    (-2)  /* out of memory */
-#define MESS_EIO       (-3)  /* file could not be opened, read, written or synced */
+#define MESS_EIO       (-3)  /* file could not be opened, read, written or synced;
+                                errno is left as the system call set it */
 #define MESS_EFORMAT   (-4)  /* malformed, truncated or corrupted input */
 #define MESS_EVERSION  (-5)  /* input written by an unsupported format version */
 #define MESS_EPARAM    (-6)  /* input made for other public parameters */
@@ -276,8 +277,10 @@ void mess_query_free(mess_query *q);
  * State files
  *
  * Header with magic, role, version and public parameters, zstd-compressed
- * body, BLAKE2b checksum; written to PATH.tmp, fsync'd and renamed, so a
- * crash leaves the old file or the new one.  The client file is mode 0600
+ * body, BLAKE2b checksum; written to a new PATH.tmp.XXXXXX (mkstemp, so a
+ * symlink planted next to PATH is never followed), fsync'd, renamed over
+ * PATH and the directory fsync'd, so a crash leaves the old file or the new
+ * one.  MESS_EIO leaves errno as the failing system call set it.  The client file is mode 0600
  * and, with a passphrase, sealed (Argon2id key, XChaCha20-Poly1305).
  * ---------------------------------------------------------------------- */
 int mess_client_save(const mess_client *c, const char *path,

@@ -49,51 +49,74 @@ static int write_all(int fd, const uint8_t *p, size_t n)
     return MESS_OK;
 }
 
-/* Syncs the directory holding path so the rename itself is durable. */
-static void sync_parent(const char *path)
+/* Syncs the directory holding path so the rename itself is durable.  A file
+ * system that cannot sync directories (EINVAL) is not an error. */
+static int sync_parent(const char *path)
 {
     char *copy = strdup(path);
-    int fd;
+    int fd, rc = MESS_OK, err = 0;
     if (!copy)
-        return;
+        return MESS_ENOMEM;
     fd = open(dirname(copy), O_RDONLY);
-    if (fd >= 0) {
-        fsync(fd);
+    if (fd < 0) {
+        rc = MESS_EIO;
+        err = errno;
+    } else {
+        if (fsync(fd) != 0 && errno != EINVAL) {
+            rc = MESS_EIO;
+            err = errno;
+        }
         close(fd);
     }
     free(copy);
+    if (rc == MESS_EIO)
+        errno = err;
+    return rc;
 }
 
+/* Writes data to a fresh temporary file next to path (mkstemp: created with
+ * O_EXCL, so a symlink or file planted at any name is never followed or
+ * reused), fsyncs it, renames it over path and fsyncs the directory.  On
+ * MESS_EIO, errno is what the failing call left. */
 static int atomic_write(const char *path, const uint8_t *data, size_t len,
                         unsigned mode)
 {
+    static const char suffix[] = ".tmp.XXXXXX";
     size_t plen = strlen(path);
-    char *tmp = (char *)malloc(plen + 5);
-    int fd, rc;
+    char *tmp = (char *)malloc(plen + sizeof suffix);
+    int fd, rc = MESS_OK, err = 0;
     if (!tmp)
         return MESS_ENOMEM;
     memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, (mode_t)mode);
+    memcpy(tmp + plen, suffix, sizeof suffix);
+    fd = mkstemp(tmp);
     if (fd < 0) {
+        err = errno;
         free(tmp);
+        errno = err;
         return MESS_EIO;
     }
-    rc = fchmod(fd, (mode_t)mode) == 0 ? MESS_OK : MESS_EIO;
-    if (rc == MESS_OK)
-        rc = write_all(fd, data, len);
-    if (rc == MESS_OK && fsync(fd) != 0)
+    if (fchmod(fd, (mode_t)mode) != 0 || write_all(fd, data, len) != MESS_OK ||
+        fsync(fd) != 0) {
         rc = MESS_EIO;
-    if (close(fd) != 0 && rc == MESS_OK)
+        err = errno;
+    }
+    if (close(fd) != 0 && rc == MESS_OK) {
         rc = MESS_EIO;
-    if (rc == MESS_OK && rename(tmp, path) != 0)
+        err = errno;
+    }
+    if (rc == MESS_OK && rename(tmp, path) != 0) {
         rc = MESS_EIO;
+        err = errno;
+    }
     if (rc != MESS_OK)
         unlink(tmp);
-    else
-        sync_parent(path);
     free(tmp);
-    return rc;
+    if (rc != MESS_OK) {
+        errno = err;
+        return rc;
+    }
+    return sync_parent(path);
 }
 
 int statefile_write(const char *path, uint32_t role, const mess_params *p,
@@ -174,34 +197,52 @@ int statefile_write(const char *path, uint32_t role, const mess_params *p,
     return rc;
 }
 
+/* Reads a whole regular file with read(2) (no stdio buffer keeps a copy of
+ * an unsealed client's keys).  On MESS_EIO, errno says why. */
 static int read_file(const char *path, uint8_t **out, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
     struct stat st;
     uint8_t *buf;
-    size_t n;
-    if (!f)
+    size_t n, got = 0;
+    int fd = open(path, O_RDONLY), err;
+    if (fd < 0)
         return MESS_EIO;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
+    if (fstat(fd, &st) != 0)
+        err = errno;
+    else if (!S_ISREG(st.st_mode))
+        err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+    else
+        err = 0;
+    if (err) {
+        close(fd);
+        errno = err;
         return MESS_EIO;
     }
     if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX / 2) {
-        fclose(f);
+        close(fd);
         return MESS_ELIMIT;
     }
     n = (size_t)st.st_size;
     buf = (uint8_t *)malloc(n ? n : 1);
     if (!buf) {
-        fclose(f);
+        close(fd);
         return MESS_ENOMEM;
     }
-    if (fread(buf, 1, n, f) != n) {
-        free(buf);
-        fclose(f);
-        return MESS_EIO;
+    while (got < n) {
+        ssize_t k = read(fd, buf + got, n - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            err = k < 0 ? errno : EIO; /* shrank while being read */
+            sodium_memzero(buf, got);
+            free(buf);
+            close(fd);
+            errno = err;
+            return MESS_EIO;
+        }
+        got += (size_t)k;
     }
-    fclose(f);
+    close(fd);
     *out = buf;
     *len = n;
     return MESS_OK;

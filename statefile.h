@@ -14,7 +14,9 @@
  *       it (associated data: every header byte before the body)
  *   end BLAKE2b-256 of every byte before it
  *
- * Written to PATH.tmp, fsync'd, renamed over PATH, directory fsync'd.
+ * Written to a fresh PATH.tmp.XXXXXX (mkstemp: O_EXCL, never a planted
+ * symlink), fsync'd, renamed over PATH, directory fsync'd.  MESS_EIO leaves
+ * errno as the failing system call set it.
  */
 #ifndef MESS_STATEFILE_H
 #define MESS_STATEFILE_H

@@ -149,7 +149,10 @@ int cli_check_unused(struct cli_args *a)
 
 int cli_fail(const char *what, const char *path, int rc)
 {
-    if (path)
+    int err = errno; /* the library leaves it as the OS set it on MESS_EIO */
+    if (path && rc == MESS_EIO && err != 0)
+        cli_error("%s: %s", path, strerror(err));
+    else if (path)
         cli_error("%s '%s': %s", what, path, mess_strerror(rc));
     else
         cli_error("%s: %s", what, mess_strerror(rc));

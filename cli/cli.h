@@ -44,7 +44,9 @@ int cli_check_unused(struct cli_args *a);
 int cli_wants_help(struct cli_args *a);
 
 /* "mess: <what> '<path>': <mess_strerror(rc)>" (path may be NULL) on
- * stderr; returns CLI_FAIL. */
+ * stderr; for MESS_EIO with a path, "mess: <path>: <strerror(errno)>" (the
+ * library leaves errno as the failing system call set it: call this before
+ * anything else that may change errno).  Returns CLI_FAIL. */
 int cli_fail(const char *what, const char *path, int rc);
 
 /* The client file's passphrase from the environment variable named by

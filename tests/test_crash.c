@@ -3,7 +3,7 @@
  * state is killed with SIGKILL at a random moment, ROUNDS times per role
  * (default 100, MESS_CRASH_ROUNDS overrides); after every kill the file
  * must load and be exactly the old state or exactly the new one, never a
- * torn mixture (statefile.c writes PATH.tmp, fsyncs, renames).
+ * torn mixture (statefile.c writes PATH.tmp.XXXXXX, fsyncs, renames).
  *
  * The kill delay is drawn uniformly from [0, 1.25 x the measured save
  * time], so kills land in serialization, compression, the write, the fsync
@@ -15,6 +15,7 @@
  * make crash-test runs the full one: MESS_CRASH_ROUNDS=100 and
  * MESS_CRASH_ITEMS=8000 (a server file of about 10 MB).
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -322,19 +323,21 @@ static void test_client_kills(void)
     mess_client_free(cli_new);
 }
 
+/* Removes every file in dir (the states and any temporary a killed save
+ * left, PATH.tmp.XXXXXX), then dir. */
 static void cleanup(void)
 {
-    static const char *names[] = {"server.mess", "server-new.mess", "server.mess.tmp",
-                                  "server.mess.restore", "client.mess",
-                                  "client-new.mess", "client.mess.tmp",
-                                  "client.mess.restore", "client-new.mess.tmp",
-                                  "server-new.mess.tmp"};
+    DIR *d = opendir(dir);
+    struct dirent *e;
     char path[512];
-    size_t i;
-    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    while (d && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         unlink(path);
     }
+    if (d)
+        closedir(d);
     rmdir(dir);
 }
 

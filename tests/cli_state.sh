@@ -1,0 +1,62 @@
+#!/bin/sh
+# tests/cli_state.sh - the `mess` tool and its state files: a file error
+# names the path and the operating system's reason ("mess: PATH: reason").
+set -u
+MESS=${MESS:-build/mess}
+. tests/shlib.sh
+
+D=datasets/sift
+C="$tmp/client.mess"
+S="$tmp/server.mess"
+head -c $((132 * 50)) $D/base.bvecs >"$tmp/few.bvecs"
+
+if $MESS init --client "$C" --server "$S" --train $D/learn.bvecs --shards 2 \
+    --per-item 1 --bits 64 --train-sample 500 >/dev/null 2>"$tmp/err"; then
+    ok "init a small client"
+else
+    bad "init a small client: $(cat "$tmp/err")"
+fi
+
+# says NAME EXPECTED COMMAND...: fails, and stderr holds the line EXPECTED
+says() {
+    name=$1
+    want=$2
+    shift 2
+    if "$@" >/dev/null 2>"$tmp/err"; then
+        bad "$name: succeeded"
+    elif grep -qxF "$want" "$tmp/err"; then
+        ok "$name"
+    else
+        bad "$name: stderr '$(cat "$tmp/err")', want '$want'"
+    fi
+}
+
+says "missing server file" "mess: $tmp/nope.mess: No such file or directory" \
+    $MESS info --server "$tmp/nope.mess"
+says "missing client file" "mess: $tmp/nope.mess: No such file or directory" \
+    $MESS insert --client "$tmp/nope.mess" --server "$S" "$tmp/few.bvecs"
+says "missing directory" "mess: $tmp/no/dir/c.mess: No such file or directory" \
+    $MESS init --client "$tmp/no/dir/c.mess" --server "$tmp/s2.mess" \
+    --train "$tmp/few.bvecs" --shards 1 --per-item 1 --bits 64
+says "a directory given as the file" "mess: $tmp: Is a directory" \
+    $MESS info --server "$tmp"
+
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+    chmod 755 "$tmp"
+    says "permission denied" "mess: $C: Permission denied" \
+        setpriv --reuid=65534 --regid=65534 --clear-groups \
+        $MESS insert --client "$C" --server "$S" "$tmp/few.bvecs"
+    mkdir "$tmp/ro"
+    if unshare -m sh -c "mount -t tmpfs -o ro tmpfs '$tmp/ro'" 2>/dev/null; then
+        says "read-only file system" "mess: $tmp/ro/c.mess: Read-only file system" \
+            unshare -m sh -c "mount -t tmpfs -o ro tmpfs '$tmp/ro' && exec $MESS init \
+                --client '$tmp/ro/c.mess' --server '$tmp/s3.mess' --train '$tmp/few.bvecs' \
+                --shards 1 --per-item 1 --bits 64"
+    else
+        echo "# no mount namespace: read-only check not run"
+    fi
+else
+    echo "# not root: permission and read-only checks not run"
+fi
+
+finish
