@@ -24,7 +24,7 @@ const char *mess_strerror(int code)
     case MESS_ENUMERIC:  return "numerical routine failed";
     case MESS_EROLE:     return "file belongs to the other role";
     case MESS_ECRYPTO:   return "crypto library unavailable";
-    case MESS_EPASS:     return "passphrase missing or wrong";
+    case MESS_EPASS:     return "passphrase missing or wrong, or given for an unsealed file";
     case MESS_ESTATE:    return "operation not valid in the current state";
     default:             return "unknown error";
     }

@@ -1636,9 +1636,16 @@ int mess_server_stats_get(const mess_server *s, mess_server_stats *out)
 int mess_client_save(const mess_client *c, const char *path,
                      const char *passphrase)
 {
+    return mess_client_save_pass(c, path, passphrase,
+                                 passphrase ? strlen(passphrase) : 0);
+}
+
+int mess_client_save_pass(const mess_client *c, const char *path,
+                          const char *passphrase, size_t passphrase_len)
+{
     struct mess_wr w;
     int rc;
-    if (!c || !path)
+    if (!c || !path || (passphrase != NULL) != (passphrase_len != 0))
         return MESS_EINVAL;
     static const uint8_t placeholder[KEY_BYTES];
     mess_wr_init(&w);
@@ -1657,7 +1664,7 @@ int mess_client_save(const mess_client *c, const char *path,
         memcpy(w.p + 4 + 1 + 8, c->keys->master, KEY_BYTES);
     if (rc == MESS_OK)
         rc = statefile_write(path, STATEFILE_CLIENT, &c->p, w.p, w.len,
-                             passphrase, 0600);
+                             passphrase, passphrase_len, 0600);
     if (w.p)
         sodium_memzero(w.p, w.len);
     mess_wr_free(&w);
@@ -1667,6 +1674,13 @@ int mess_client_save(const mess_client *c, const char *path,
 int mess_client_load(const char *path, const char *passphrase,
                      mess_client **out)
 {
+    return mess_client_load_pass(path, passphrase,
+                                 passphrase ? strlen(passphrase) : 0, out);
+}
+
+int mess_client_load_pass(const char *path, const char *passphrase,
+                          size_t passphrase_len, mess_client **out)
+{
     mess_params p;
     mess_client *c = NULL;
     uint8_t *raw = NULL, det;
@@ -1675,10 +1689,12 @@ int mess_client_load(const char *path, const char *passphrase,
     uint32_t version;
     int rc;
 
-    if (!path || !out)
+    if (out)
+        *out = NULL;
+    if (!path || !out || (passphrase != NULL) != (passphrase_len != 0))
         return MESS_EINVAL;
-    *out = NULL;
-    rc = statefile_read(path, STATEFILE_CLIENT, passphrase, &p, &raw, &raw_len);
+    rc = statefile_read(path, STATEFILE_CLIENT, passphrase, passphrase_len, &p, &raw,
+                        &raw_len);
     if (rc != MESS_OK)
         return rc;
     rc = client_alloc(&p, &c);
@@ -1746,7 +1762,7 @@ int mess_server_save(const mess_server *s, const char *path)
     if (rc == MESS_OK)
         rc = w.err;
     if (rc == MESS_OK)
-        rc = statefile_write(path, STATEFILE_SERVER, &s->p, w.p, w.len, NULL, 0644);
+        rc = statefile_write(path, STATEFILE_SERVER, &s->p, w.p, w.len, NULL, 0, 0644);
     mess_wr_free(&w);
     return rc;
 }
@@ -1766,7 +1782,7 @@ int mess_server_load(const char *path, const mess_params *expect,
     if (!path || !out)
         return MESS_EINVAL;
     *out = NULL;
-    rc = statefile_read(path, STATEFILE_SERVER, NULL, &p, &raw, &raw_len);
+    rc = statefile_read(path, STATEFILE_SERVER, NULL, 0, &p, &raw, &raw_len);
     if (rc != MESS_OK)
         return rc;
     if (expect) {

@@ -55,7 +55,7 @@ const char *mess_version(void);
 #define MESS_ENUMERIC (-10)  /* numerical routine failed (LAPACK, no convergence) */
 #define MESS_EROLE    (-11)  /* a client file given where a server file is expected, or vice versa */
 #define MESS_ECRYPTO  (-12)  /* the crypto library could not be initialised */
-#define MESS_EPASS    (-13)  /* passphrase required, or wrong passphrase */
+#define MESS_EPASS    (-13)  /* passphrase required, wrong, or given for an unsealed client file */
 #define MESS_ESTATE   (-14)  /* operation not valid in the object's current state */
 
 /* A short English description of a status code; never NULL. */
@@ -280,13 +280,25 @@ void mess_query_free(mess_query *q);
  * body, BLAKE2b checksum; written to a new PATH.tmp.XXXXXX (mkstemp, so a
  * symlink planted next to PATH is never followed), fsync'd, renamed over
  * PATH and the directory fsync'd, so a crash leaves the old file or the new
- * one.  MESS_EIO leaves errno as the failing system call set it.  The client file is mode 0600
- * and, with a passphrase, sealed (Argon2id key, XChaCha20-Poly1305).
+ * one.  MESS_EIO leaves errno as the failing system call set it.  The
+ * client file is mode 0600 and, with a passphrase, sealed (Argon2id key,
+ * XChaCha20-Poly1305).
+ *
+ * passphrase: NULL for an unsealed client file, else a NUL-terminated
+ * string; the _pass variants take (pointer, length), so a passphrase may
+ * hold any bytes, NUL included.  An empty passphrase is MESS_EINVAL.
+ * Loading with a passphrase refuses an unsealed file (MESS_EPASS): whoever
+ * can write the file could otherwise plant a client with keys they know.
+ * Loading a sealed file without one, or with a wrong one, is MESS_EPASS.
  * ---------------------------------------------------------------------- */
 int mess_client_save(const mess_client *c, const char *path,
                      const char *passphrase);
 int mess_client_load(const char *path, const char *passphrase,
                      mess_client **out);
+int mess_client_save_pass(const mess_client *c, const char *path,
+                          const char *passphrase, size_t passphrase_len);
+int mess_client_load_pass(const char *path, const char *passphrase,
+                          size_t passphrase_len, mess_client **out);
 int mess_server_save(const mess_server *s, const char *path);
 /* expect: NULL, or parameters the file must match (else MESS_EPARAM). */
 int mess_server_load(const char *path, const mess_params *expect,

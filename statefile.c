@@ -25,10 +25,10 @@ static const uint8_t statefile_magic[8] = {'M', 'E', 'S', 'S', 'S', 'T', 'A', 'T
 /* A body that claims to expand beyond this ratio is hostile, not ours. */
 #define MAX_EXPANSION 1024
 
-static int derive_key(const char *pass, const uint8_t *salt,
+static int derive_key(const char *pass, size_t pass_len, const uint8_t *salt,
                       unsigned long long ops, size_t mem, uint8_t key[32])
 {
-    if (crypto_pwhash(key, 32, pass, strlen(pass), salt, ops, mem,
+    if (crypto_pwhash(key, 32, pass, pass_len, salt, ops, mem,
                       crypto_pwhash_ALG_ARGON2ID13) != 0)
         return MESS_ENOMEM;
     return MESS_OK;
@@ -121,15 +121,15 @@ static int atomic_write(const char *path, const uint8_t *data, size_t len,
 
 int statefile_write(const char *path, uint32_t role, const mess_params *p,
                     const uint8_t *raw, size_t raw_len,
-                    const char *passphrase, unsigned mode)
+                    const char *passphrase, size_t pass_len, unsigned mode)
 {
     struct mess_wr w;
     size_t bound, zlen, hdr_len;
     uint8_t *z = NULL, *q, key[32];
     int sealed = passphrase != NULL, rc;
 
-    if (!path || !p || (!raw && raw_len))
-        return MESS_EINVAL;
+    if (!path || !p || (!raw && raw_len) || (passphrase != NULL) != (pass_len != 0))
+        return MESS_EINVAL; /* an empty passphrase seals nothing */
     if (sodium_init() < 0)
         return MESS_ECRYPTO;
     bound = ZSTD_compressBound(raw_len);
@@ -161,7 +161,7 @@ int statefile_write(const char *path, uint32_t role, const mess_params *p,
         mess_store_u64(seal + SALT_BYTES + 8, mem);
         randombytes_buf(seal + SALT_BYTES + 16, SEAL_NONCE_BYTES);
         mess_wr_bytes(&w, seal, SEAL_BYTES);
-        rc = derive_key(passphrase, seal, ops, mem, key);
+        rc = derive_key(passphrase, pass_len, seal, ops, mem, key);
         if (rc != MESS_OK) {
             sodium_memzero(z, bound ? bound : 1);
             free(z);
@@ -257,7 +257,8 @@ void statefile_free_raw(uint8_t *raw, size_t raw_len)
 }
 
 int statefile_read(const char *path, uint32_t role, const char *passphrase,
-                   mess_params *p, uint8_t **raw_out, size_t *raw_len_out)
+                   size_t pass_len, mess_params *p, uint8_t **raw_out,
+                   size_t *raw_len_out)
 {
     uint8_t *file = NULL, *raw = NULL, *z = NULL, sum[SUM_BYTES], key[32];
     const uint8_t *magic, *body, *seal = NULL;
@@ -267,7 +268,8 @@ int statefile_read(const char *path, uint32_t role, const char *passphrase,
     struct mess_rd r;
     int rc;
 
-    if (!path || !p || !raw_out || !raw_len_out)
+    if (!path || !p || !raw_out || !raw_len_out ||
+        (passphrase != NULL) != (pass_len != 0))
         return MESS_EINVAL;
     *raw_out = NULL;
     *raw_len_out = 0;
@@ -307,6 +309,11 @@ int statefile_read(const char *path, uint32_t role, const char *passphrase,
         seal = mess_rd_take(&r, SEAL_BYTES);
         if (!seal)
             goto done;
+    } else if (passphrase) {
+        /* Whoever can write the file could otherwise plant an unsealed
+         * client with keys of their choosing under a sealed one's name. */
+        rc = MESS_EPASS;
+        goto done;
     }
     hdr_len = r.off;
     if (stored_len != (uint64_t)mess_rd_left(&r) - SUM_BYTES)
@@ -331,7 +338,7 @@ int statefile_read(const char *path, uint32_t role, const char *passphrase,
             ops < crypto_pwhash_OPSLIMIT_MIN || ops > crypto_pwhash_OPSLIMIT_SENSITIVE ||
             mem < crypto_pwhash_MEMLIMIT_MIN || mem > crypto_pwhash_MEMLIMIT_SENSITIVE)
             goto done;
-        rc = derive_key(passphrase, seal, ops, (size_t)mem, key);
+        rc = derive_key(passphrase, pass_len, seal, ops, (size_t)mem, key);
         if (rc != MESS_OK)
             goto done;
         z = (uint8_t *)malloc(zlen);

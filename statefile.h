@@ -26,16 +26,20 @@
 #define STATEFILE_CLIENT 1
 #define STATEFILE_SERVER 2
 
-/* mode: permission bits of the new file (0600 for the client). */
+/* passphrase: NULL (pass_len 0) for an unsealed file, else pass_len > 0
+ * bytes (NUL bytes included); an empty one is MESS_EINVAL.
+ * mode: permission bits of the new file (0600 for the client). */
 int statefile_write(const char *path, uint32_t role, const mess_params *p,
                     const uint8_t *raw, size_t raw_len,
-                    const char *passphrase, unsigned mode);
+                    const char *passphrase, size_t pass_len, unsigned mode);
 
-/* Reads, checks and decompresses a state file of `role`.  *raw is allocated
+/* Reads, checks and decompresses a state file of `role`.  With a passphrase
+ * the file must be sealed (MESS_EPASS otherwise); without one a sealed file
+ * is MESS_EPASS.  *raw is allocated
  * with sodium_malloc-free semantics: release it with statefile_free_raw,
  * which wipes it (client bodies hold keys). */
 int statefile_read(const char *path, uint32_t role, const char *passphrase,
-                   mess_params *p, uint8_t **raw, size_t *raw_len);
+                   size_t pass_len, mess_params *p, uint8_t **raw, size_t *raw_len);
 void statefile_free_raw(uint8_t *raw, size_t raw_len);
 
 #endif

@@ -273,6 +273,12 @@ int cli_passphrase(struct cli_args *a, const char **out)
         cli_error("--passphrase-env: variable %s is not set", var);
         return -1;
     }
+    if (!**out) {
+        cli_error("--passphrase-env: variable %s is empty (an empty passphrase "
+                  "seals nothing)", var);
+        *out = NULL;
+        return -1;
+    }
     return 0;
 }
 

@@ -69,7 +69,7 @@ static void state_seeds(const char *target, const char *path, uint32_t role,
     put(target, n, 0, 1, file, flen);
     snprintf(n, sizeof n, "%s-fixsum", name);
     put(target, n, 2, 1, file, flen);
-    rc = statefile_read(path, role, pass, &p, &raw, &rlen);
+    rc = statefile_read(path, role, pass, pass ? strlen(pass) : 0, &p, &raw, &rlen);
     if (rc != MESS_OK)
         die("statefile_read", rc);
     {

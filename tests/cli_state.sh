@@ -59,4 +59,20 @@ else
     echo "# not root: permission and read-only checks not run"
 fi
 
+# with a passphrase, an unsealed client file is refused (it could have been
+# planted with someone else's keys), and a sealed one needs the passphrase
+MESS_TEST_PASS="a passphrase"
+export MESS_TEST_PASS
+refuse 1 "--passphrase-env on an unsealed client file" \
+    $MESS insert --client "$C" --server "$S" "$tmp/few.bvecs" --passphrase-env MESS_TEST_PASS
+grep -q "unsealed" "$tmp/err" && ok "the refusal says the file is unsealed" ||
+    bad "refusal message: $(cat "$tmp/err")"
+MESS_EMPTY=
+export MESS_EMPTY
+refuse "1 2" "an empty passphrase" \
+    $MESS init --client "$tmp/e.mess" --server "$tmp/e.server" --train "$tmp/few.bvecs" \
+    --shards 1 --per-item 1 --bits 64 --passphrase-env MESS_EMPTY
+[ ! -e "$tmp/e.mess" ] && ok "no client file under an empty passphrase" ||
+    bad "a client file was written under an empty passphrase"
+
 finish

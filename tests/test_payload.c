@@ -279,25 +279,25 @@ static void test_statefile(void)
     mess_params_default(&p, 128);
     for (i = 0; i < sizeof raw; i++)
         raw[i] = (uint8_t)(i * 31 / 7);
-    CHECK_OK(statefile_write(path, STATEFILE_SERVER, &p, raw, sizeof raw, NULL, 0644));
-    CHECK_OK(statefile_read(path, STATEFILE_SERVER, NULL, &q, &back, &len));
+    CHECK_OK(statefile_write(path, STATEFILE_SERVER, &p, raw, sizeof raw, NULL, 0, 0644));
+    CHECK_OK(statefile_read(path, STATEFILE_SERVER, NULL, 0, &q, &back, &len));
     CHECK(len == sizeof raw && back && memcmp(back, raw, len) == 0);
     statefile_free_raw(back, len);
     back = NULL;
-    CHECK_RC(statefile_read(path, STATEFILE_CLIENT, NULL, &q, &back, &len), MESS_EROLE);
+    CHECK_RC(statefile_read(path, STATEFILE_CLIENT, NULL, 0, &q, &back, &len), MESS_EROLE);
 
     /* sealed client file: mode 0600, passphrase required and checked */
-    CHECK_OK(statefile_write(path, STATEFILE_CLIENT, &p, raw, sizeof raw, "correct horse", 0600));
+    CHECK_OK(statefile_write(path, STATEFILE_CLIENT, &p, raw, sizeof raw, "correct horse", 13, 0600));
     CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
-    CHECK_RC(statefile_read(path, STATEFILE_CLIENT, NULL, &q, &back, &len), MESS_EPASS);
-    CHECK_RC(statefile_read(path, STATEFILE_CLIENT, "wrong", &q, &back, &len), MESS_EPASS);
-    CHECK_OK(statefile_read(path, STATEFILE_CLIENT, "correct horse", &q, &back, &len));
+    CHECK_RC(statefile_read(path, STATEFILE_CLIENT, NULL, 0, &q, &back, &len), MESS_EPASS);
+    CHECK_RC(statefile_read(path, STATEFILE_CLIENT, "wrong", 5, &q, &back, &len), MESS_EPASS);
+    CHECK_OK(statefile_read(path, STATEFILE_CLIENT, "correct horse", 13, &q, &back, &len));
     CHECK(len == sizeof raw && back && memcmp(back, raw, len) == 0);
     statefile_free_raw(back, len);
     back = NULL;
 
     /* every truncation and a flipped byte anywhere are refused */
-    CHECK_OK(statefile_write(path, STATEFILE_SERVER, &p, raw, sizeof raw, NULL, 0644));
+    CHECK_OK(statefile_write(path, STATEFILE_SERVER, &p, raw, sizeof raw, NULL, 0, 0644));
     f = fopen(path, "rb");
     CHECK(f != NULL);
     if (!f)
@@ -313,7 +313,7 @@ static void test_statefile(void)
         f = fopen(path, "wb");
         fwrite(file, 1, i, f);
         fclose(f);
-        rc = statefile_read(path, STATEFILE_SERVER, NULL, &q, &back, &len);
+        rc = statefile_read(path, STATEFILE_SERVER, NULL, 0, &q, &back, &len);
         CHECK(rc != MESS_OK && back == NULL);
     }
     for (i = 0; i < flen; i++) {
@@ -323,12 +323,12 @@ static void test_statefile(void)
         fwrite(file, 1, flen, f);
         fclose(f);
         file[i] ^= 0x40;
-        rc = statefile_read(path, STATEFILE_SERVER, NULL, &q, &back, &len);
+        rc = statefile_read(path, STATEFILE_SERVER, NULL, 0, &q, &back, &len);
         CHECK(rc != MESS_OK && back == NULL);
     }
     free(file);
     remove(path);
-    CHECK_RC(statefile_read(path, STATEFILE_SERVER, NULL, &q, &back, &len), MESS_EIO);
+    CHECK_RC(statefile_read(path, STATEFILE_SERVER, NULL, 0, &q, &back, &len), MESS_EIO);
 }
 
 int main(void)

@@ -294,7 +294,7 @@ static void test_server_sees_no_plaintext(void)
     CHECK_OK(mess_server_apply_upload(s, buf, len, 1));
     snprintf(path, sizeof path, "/tmp/mess_test_view_%ld", (long)getpid());
     CHECK_OK(mess_server_save(s, path));
-    CHECK_OK(statefile_read(path, STATEFILE_SERVER, NULL, &fp, &raw, &raw_len));
+    CHECK_OK(statefile_read(path, STATEFILE_SERVER, NULL, 0, &fp, &raw, &raw_len));
     CHECK(raw_len > 50 * p.per_item * mess_payload_size(&p));
     for (i = 0; i < 50; i++) {
         const float *x = base + (100 + i) * dim;

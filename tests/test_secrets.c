@@ -306,14 +306,14 @@ static void test_library(void)
     CHECK(file && flen > 0);
     expect_clean("server state file", file, flen);
     free(file);
-    CHECK_OK(statefile_read(path, 2, NULL, &fp, &raw, &raw_len));
+    CHECK_OK(statefile_read(path, 2, NULL, 0, &fp, &raw, &raw_len));
     expect_clean("server state body", raw, raw_len);
     statefile_free_raw(raw, raw_len);
 
     /* positive control: the plain client body holds the master key */
     snprintf(path, sizeof path, "%s/client.mess", dir);
     CHECK_OK(mess_client_save(c, path, NULL));
-    CHECK_OK(statefile_read(path, 1, NULL, &fp, &raw, &raw_len));
+    CHECK_OK(statefile_read(path, 1, NULL, 0, &fp, &raw, &raw_len));
     scan(raw, raw_len, &h);
     CHECK(h.n[K_KEY] >= 2);
     statefile_free_raw(raw, raw_len);

@@ -108,6 +108,43 @@ static void test_errno_kept(void)
     CHECK(errno == EISDIR);
 }
 
+/* Passphrases: bytes with a length (NUL included), never empty; with a
+ * passphrase an unsealed file is refused. */
+static void test_passphrase_rules(void)
+{
+    static const char pass[] = "ab\0cd";
+    char path[256], plain[256];
+    mess_client *c2 = NULL;
+
+    path_of(path, sizeof path, "pass.client");
+    path_of(plain, sizeof plain, "plain.client");
+    CHECK_OK(mess_client_save_pass(client, path, pass, 5));
+    CHECK_RC(mess_client_load_pass(path, pass, 2, &c2), MESS_EPASS);
+    CHECK_RC(mess_client_load(path, "ab", &c2), MESS_EPASS);
+    CHECK_RC(mess_client_load_pass(path, "ab\0xx", 5, &c2), MESS_EPASS);
+    CHECK_RC(mess_client_load(path, NULL, &c2), MESS_EPASS);
+    CHECK_OK(mess_client_load_pass(path, pass, 5, &c2));
+    CHECK(mess_client_is_deterministic(c2) == 1);
+    mess_client_free(c2);
+    c2 = NULL;
+    /* empty: refused, and nothing written */
+    CHECK_RC(mess_client_save(client, plain, ""), MESS_EINVAL);
+    CHECK_RC(mess_client_save_pass(client, plain, pass, 0), MESS_EINVAL);
+    CHECK_RC(mess_client_save_pass(client, plain, NULL, 3), MESS_EINVAL);
+    CHECK(access(plain, F_OK) != 0);
+    CHECK_RC(mess_client_load(path, "", &c2), MESS_EINVAL);
+    CHECK(c2 == NULL);
+    /* an unsealed file under a sealed one's name */
+    CHECK_OK(mess_client_save(client, plain, NULL));
+    CHECK_RC(mess_client_load(plain, "ab", &c2), MESS_EPASS);
+    CHECK(c2 == NULL);
+    CHECK_RC(mess_client_load_pass(plain, pass, 5, &c2), MESS_EPASS);
+    CHECK_OK(mess_client_load(plain, NULL, &c2));
+    mess_client_free(c2);
+    unlink(path);
+    unlink(plain);
+}
+
 /* Runs fn in a child; returns the child's exit status (0 = all checks held). */
 static int in_child(int (*fn)(void))
 {
@@ -217,6 +254,7 @@ int main(void)
     RUN(test_symlink_not_followed);
     RUN(test_errno_kept);
     RUN(test_errno_privileged);
+    RUN(test_passphrase_rules);
     mess_client_free(client);
     CHECK(rmdir(dir) == 0);
     HARNESS_END();

@@ -279,6 +279,10 @@ client_set_verify_all = _proto("mess_client_set_verify_all", [c_void_p, c_int])
 
 client_save = _proto("mess_client_save", [c_void_p, c_char_p, c_char_p])
 client_load = _proto("mess_client_load", [c_char_p, c_char_p, POINTER(c_void_p)])
+# passphrases as (pointer, length): any bytes, NUL included
+client_save_pass = _proto("mess_client_save_pass", [c_void_p, c_char_p, c_char_p, c_size_t])
+client_load_pass = _proto("mess_client_load_pass", [c_char_p, c_char_p, c_size_t,
+                                                    POINTER(c_void_p)])
 server_save = _proto("mess_server_save", [c_void_p, c_char_p])
 server_load = _proto("mess_server_load", [c_char_p, P_params, POINTER(c_void_p)])
 server_stats_get = _proto("mess_server_stats_get", [c_void_p, POINTER(mess_server_stats)])

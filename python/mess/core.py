@@ -51,9 +51,19 @@ def _path(p):
 
 
 def _pass(p):
+    """(bytes, length) of a passphrase: a str is encoded as UTF-8, bytes-like
+    objects are taken as they are (NUL bytes included, never cut); None is
+    no passphrase.  The library refuses an empty one (InvalidArgumentError)."""
     if p is None:
-        return None
-    return p.encode() if isinstance(p, str) else bytes(p)
+        return None, 0
+    if isinstance(p, str):
+        b = p.encode("utf-8")
+    elif isinstance(p, (bytes, bytearray, memoryview)):
+        b = bytes(p)
+    else:
+        raise TypeError("passphrase must be str, bytes or None, not %s"
+                        % type(p).__name__)
+    return b, len(b)
 
 
 def _threads(t):
@@ -249,12 +259,17 @@ class Client(_Handle):
 
     @classmethod
     def load(cls, path, passphrase=None):
+        """Loads a client file.  With a passphrase the file must be sealed
+        (PassphraseError for an unsealed one, a wrong passphrase, or a
+        sealed file loaded without one); an empty one is refused."""
         out = c_void_p()
-        L.client_load(_path(path), _pass(passphrase), byref(out))
+        L.client_load_pass(_path(path), *_pass(passphrase), byref(out))
         return cls(None, None, _ptr=out.value)
 
     def save(self, path, passphrase=None):
-        L.client_save(self.ptr, _path(path), _pass(passphrase))
+        """Saves the client, sealed under `passphrase` (str or bytes, any
+        bytes, not empty) if given."""
+        L.client_save_pass(self.ptr, _path(path), *_pass(passphrase))
 
     @property
     def params(self):

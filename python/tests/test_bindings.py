@@ -293,6 +293,39 @@ class TestLifecycle(unittest.TestCase):
                 r2 = c2.query(s2, Data.base[10], 10, 160)
                 self.assertEqual(r2.ids[0], 10)
 
+    def test_passphrase_rules(self):
+        p = small_params()
+        with tempfile.TemporaryDirectory() as d, \
+                mess.Client(p, Data.train, seed=SEED) as c:
+            sealed, plain = os.path.join(d, "sealed.mess"), os.path.join(d, "plain.mess")
+            # every byte counts, NUL included: nothing is cut at the first NUL
+            c.save(sealed, passphrase=b"ab\x00cd")
+            for wrong in (b"ab", b"ab\x00", b"ab\x00xx", "ab"):
+                with self.assertRaises(mess.PassphraseError):
+                    mess.Client.load(sealed, wrong)
+            with mess.Client.load(sealed, bytearray(b"ab\x00cd")) as c2:
+                self.assertEqual(c2.params, p)
+            # str passphrases are UTF-8
+            c.save(sealed, passphrase="p\u00e4ss")
+            with mess.Client.load(sealed, "p\u00e4ss".encode("utf-8")):
+                pass
+            # empty passphrases are refused, saving and loading
+            for empty in ("", b""):
+                with self.assertRaises(mess.InvalidArgumentError):
+                    c.save(os.path.join(d, "empty.mess"), passphrase=empty)
+                with self.assertRaises(mess.InvalidArgumentError):
+                    mess.Client.load(sealed, empty)
+            self.assertFalse(os.path.exists(os.path.join(d, "empty.mess")))
+            with self.assertRaises(TypeError):
+                c.save(sealed, passphrase=123)
+            # with a passphrase, an unsealed file is refused (it could be a
+            # client planted with someone else's keys)
+            c.save(plain)
+            with self.assertRaises(mess.PassphraseError):
+                mess.Client.load(plain, "anything")
+            with mess.Client.load(plain):
+                pass
+
     def test_deterministic_mode_repeats(self):
         p = small_params()
         a = mess.Client(p, Data.train, seed=SEED)
