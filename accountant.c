@@ -992,12 +992,16 @@ struct cond_tables {
     uint32_t *lo, *hi;
 };
 
+/* Idempotent: cond_build releases the tables when it fails and the caller
+ * releases them again on its way out. */
 static void cond_free(struct cond_tables *ct)
 {
     free(ct->g);
     free(ct->f);
     free(ct->lo);
     free(ct->hi);
+    ct->g = ct->f = NULL;
+    ct->lo = ct->hi = NULL;
 }
 
 static int cond_build(struct cond_tables *ct, uint32_t kappa, double p_plus)
