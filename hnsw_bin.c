@@ -148,8 +148,8 @@ void hnsw_free(struct hnsw *h)
     size_t i;
     if (!h)
         return;
-    if (h->upper)
-        for (i = 0; i < h->n; i++)
+    if (h->upper) /* blocks of nodes to come too (hnsw_reserve) */
+        for (i = 0; i < h->cap; i++)
             free(h->upper[i]);
     free(h->upper);
     free(h->codes);
@@ -206,13 +206,68 @@ static int grow(struct hnsw *h, size_t need)
     return MESS_OK;
 }
 
+/* Top layer of the next node: floor(-ln(U) m_L) from the level generator
+ * state *rng, which it advances. */
+static int draw_level(const struct hnsw *h, uint64_t *rng)
+{
+    double u = ((double)(splitmix64(rng) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    double l = floor(-log(u) * h->ml);
+    return l > HNSW_MAX_LEVEL ? HNSW_MAX_LEVEL : (int)l;
+}
+
+static int scratch_prepare(struct hnsw_scratch *s, const struct hnsw *h,
+                           size_t n, size_t ef);
+static int map_rebuild(struct hnsw *h, size_t want);
+
+/* Besides the arrays, makes every allocation the adds up to n nodes need:
+ * the label map, the insert scratch, and the upper-layer link block of
+ * each node to come.  Their levels are drawn ahead from a copy of the
+ * level generator; the adds draw the same levels in the same order, since
+ * nothing else draws from it, and find their blocks in place.  A block
+ * made for a node that is never added stays valid for the next add at
+ * that position until hnsw_unreserve or hnsw_free releases it.  Nothing
+ * serialized changes here. */
 int hnsw_reserve(struct hnsw *h, size_t n)
 {
+    uint64_t rng;
+    size_t i;
+    int rc;
     if (!h)
         return MESS_EINVAL;
     if (n > HNSW_MAX_NODES)
         return MESS_ELIMIT;
-    return grow(h, n);
+    rc = grow(h, n);
+    if (rc != MESS_OK || n <= h->n)
+        return rc;
+    if (!h->map || 2 * n > h->map_mask + 1) {
+        rc = map_rebuild(h, 2 * n);
+        if (rc != MESS_OK)
+            return rc;
+    }
+    if (scratch_prepare(h->build, h, n, h->p.ef_construction) != MESS_OK)
+        return MESS_ENOMEM;
+    rng = h->rng;
+    for (i = h->n; i < n; i++) {
+        int level = draw_level(h, &rng);
+        if (level > 0 && !h->upper[i]) {
+            h->upper[i] = (uint32_t *)mess_calloc_array((size_t)level * (1 + h->m),
+                                                        sizeof(uint32_t));
+            if (!h->upper[i])
+                return MESS_ENOMEM;
+        }
+    }
+    return MESS_OK;
+}
+
+void hnsw_unreserve(struct hnsw *h)
+{
+    size_t i;
+    if (!h || !h->upper)
+        return;
+    for (i = h->n; i < h->cap; i++) {
+        free(h->upper[i]);
+        h->upper[i] = NULL;
+    }
 }
 
 /* ---- label map -------------------------------------------------------------- */
@@ -635,6 +690,7 @@ int hnsw_add(struct hnsw *h, const uint64_t *code, uint64_t label,
     uint32_t node, ep, epd;
     int level, lc, rc;
     size_t nres, slot;
+    uint64_t rng;
 
     if (!h || !code)
         return MESS_EINVAL;
@@ -650,24 +706,19 @@ int hnsw_add(struct hnsw *h, const uint64_t *code, uint64_t label,
         if (rc != MESS_OK)
             return rc;
     }
-    /* level ~ floor(-ln(U) m_L) */
-    {
-        double u = ((double)(splitmix64(&h->rng) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-        double l = floor(-log(u) * h->ml);
-        level = l > HNSW_MAX_LEVEL ? HNSW_MAX_LEVEL : (int)l;
-    }
+    /* the generator advances only once the add cannot fail any more */
+    rng = h->rng;
+    level = draw_level(h, &rng);
     node = (uint32_t)h->n;
-    if (level > 0) {
+    if (level > 0 && !h->upper[node]) {
         h->upper[node] = (uint32_t *)mess_calloc_array((size_t)level * (1 + h->m), sizeof(uint32_t));
         if (!h->upper[node])
             return MESS_ENOMEM;
     }
     s = h->build;
-    if (scratch_prepare(s, h, h->n + 1, h->p.ef_construction) != MESS_OK) {
-        free(h->upper[node]);
-        h->upper[node] = NULL;
-        return MESS_ENOMEM;
-    }
+    if (scratch_prepare(s, h, h->n + 1, h->p.ef_construction) != MESS_OK)
+        return MESS_ENOMEM; /* the block, if any, stays for this node's retry */
+    h->rng = rng;
     memcpy(h->codes + (size_t)node * h->words, code, (size_t)h->words * 8);
     h->labels[node] = label;
     h->levels[node] = (uint8_t)level;

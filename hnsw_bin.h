@@ -46,8 +46,15 @@ int hnsw_add(struct hnsw *h, const uint64_t *code, uint64_t label,
              uint32_t *node_out);
 
 /* Makes room for n nodes in all (a bulk insert of a known size then ends
- * with no spare capacity); never shrinks.  Adds grow by 1.25x otherwise. */
+ * with no spare capacity); never shrinks.  Adds grow by 1.25x otherwise.
+ * Also makes every other allocation the adds up to n nodes need (label
+ * map, insert scratch, upper-layer link blocks), so after it succeeds
+ * those adds cannot fail for memory: an all-or-nothing bulk insert
+ * reserves first.  Changes nothing hnsw_serialize writes. */
 int hnsw_reserve(struct hnsw *h, size_t n);
+/* Releases the link blocks hnsw_reserve made for nodes not added (after a
+ * bulk insert that gave up); the arrays keep their capacity. */
+void hnsw_unreserve(struct hnsw *h);
 
 /* Per-thread search state (visited marks, queues); grows on demand. */
 int hnsw_scratch_new(struct hnsw_scratch **out);

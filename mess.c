@@ -469,7 +469,7 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
     u.c = c;
     u.ids = ids;
     u.vectors = vectors;
-    u.op = c->op_counter++;
+    u.op = c->op_counter; /* counted once the upload is made */
     rec_bytes = wire_upload_record_bytes(&c->p);
     u.rec_bytes = rec_bytes;
     if (mess_mul_size(n, t, &total) != MESS_OK ||
@@ -536,6 +536,7 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
     }
     *buf = w.p;
     *len = w.len;
+    c->op_counter++;
 done:
     sodium_memzero(u.op_key, sizeof u.op_key);
     if (u.recs)
@@ -659,6 +660,7 @@ int mess_client_request(mess_client *c, const float *qv, size_t pool,
         if (!isfinite(qv[i]))
             return MESS_EINVAL;
     words = params_words(p);
+    mess_wr_init(&w);
     q = (mess_query *)calloc(1, sizeof *q);
     clean = (uint64_t *)mess_malloc_array((size_t)p->shards * words, 8);
     report = (uint64_t *)mess_malloc_array((size_t)p->shards * words, 8);
@@ -674,11 +676,20 @@ int mess_client_request(mess_client *c, const float *qv, size_t pool,
         goto fail;
     }
     memcpy(q->q, qv, (size_t)p->dim * sizeof(float));
+    /* The whole request is allocated before the memo cache and the op
+     * counter change: a failed call leaves the client as it was. */
+    wire_header(&w, WIRE_REQUEST, p);
+    dst = mess_wr_reserve(&w, sizeof q->request_id + 2 * (size_t)p->shards +
+                                  (size_t)p->shards * wire_code_bytes(p));
+    if (!dst) {
+        rc = w.err;
+        goto fail;
+    }
 
     rc = isohash_hash_all(c->hash, qv, clean);
     if (rc != MESS_OK)
         goto fail;
-    coins_init(c, &rng, c->op_counter++, COIN_QUERY, 0, 0);
+    coins_init(c, &rng, c->op_counter, COIN_QUERY, 0, 0);
     rc = lshrr_query_report(c->memo, &rng, qv, p->dim, clean, p->p_prr,
                             p->p_irr, report, &q->memo_hit);
     /* The request id and the rotation of the pool split are fresh coins,
@@ -689,25 +700,16 @@ int mess_client_request(mess_client *c, const float *qv, size_t pool,
     if (rc != MESS_OK)
         goto fail;
 
-    mess_wr_init(&w);
-    wire_header(&w, WIRE_REQUEST, p);
-    mess_wr_bytes(&w, q->request_id, sizeof q->request_id);
-    for (j = 0; j < p->shards; j++) {
-        uint8_t b[2];
-        b[0] = (uint8_t)q->budgets[j];
-        b[1] = (uint8_t)(q->budgets[j] >> 8);
-        mess_wr_bytes(&w, b, 2);
+    memcpy(dst, q->request_id, sizeof q->request_id);
+    dst += sizeof q->request_id;
+    for (j = 0; j < p->shards; j++, dst += 2) {
+        dst[0] = (uint8_t)q->budgets[j];
+        dst[1] = (uint8_t)(q->budgets[j] >> 8);
     }
-    dst = mess_wr_reserve(&w, (size_t)p->shards * wire_code_bytes(p));
-    if (dst)
-        for (j = 0; j < p->shards; j++)
-            wire_store_code(dst + (size_t)j * wire_code_bytes(p), words,
-                            report + (size_t)j * words);
-    if (w.err) {
-        rc = w.err;
-        mess_wr_free(&w);
-        goto fail;
-    }
+    for (j = 0; j < p->shards; j++)
+        wire_store_code(dst + (size_t)j * wire_code_bytes(p), words,
+                        report + (size_t)j * words);
+    c->op_counter++;
     sodium_memzero(clean, (size_t)p->shards * words * 8);
     free(clean);
     free(report);
@@ -716,6 +718,7 @@ int mess_client_request(mess_client *c, const float *qv, size_t pool,
     *req_len = w.len;
     return MESS_OK;
 fail:
+    mess_wr_free(&w);
     if (clean)
         sodium_memzero(clean, (size_t)p->shards * words * 8);
     free(clean);
@@ -1345,10 +1348,17 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
     for (i = 0; i < s->p.shards; i++) {
         rc = store_reserve(s, &s->shards[i], a.start[i + 1] - a.start[i]);
         if (rc != MESS_OK) {
+            size_t k;
+            for (k = 0; k <= i; k++)
+                hnsw_unreserve(s->shards[k].graph);
             free(a.start);
             return rc;
         }
     }
+    /* Every allocation the inserts need is made above (store_reserve:
+     * arrays, label map, scratch and link blocks of the nodes to come),
+     * and the checks above exclude every other error of hnsw_add, so
+     * nothing below fails half-way. */
     rc = parallel_for(s->p.shards, threads, apply_shard, &a);
     free(a.start);
     return rc;
@@ -1554,10 +1564,18 @@ done:
     return rc;
 }
 
+struct compact_job {
+    const mess_server *s;
+    struct shard_store *fresh; /* per shard: the rebuilt graph and entries */
+};
+
+/* Builds shard j without its deleted entries into a->fresh[j] (left empty
+ * when the shard has none); the server itself is not touched. */
 static int compact_shard(void *ctx, size_t jj, unsigned worker)
 {
-    mess_server *s = (mess_server *)ctx;
-    struct shard_store *st = &s->shards[jj];
+    struct compact_job *a = (struct compact_job *)ctx;
+    const mess_server *s = a->s;
+    const struct shard_store *st = &s->shards[jj];
     struct hnsw *fresh = NULL;
     size_t n = hnsw_count(st->graph), i, live;
     uint32_t *map;
@@ -1587,19 +1605,41 @@ static int compact_shard(void *ctx, size_t jj, unsigned worker)
             memcpy(entries + (size_t)map[i] * s->entry_bytes,
                    st->entries + i * s->entry_bytes, s->entry_bytes);
     free(map);
-    hnsw_free(st->graph);
-    free(st->entries);
-    st->graph = fresh;
-    st->entries = entries;
-    st->cap = live ? live : 1;
+    a->fresh[jj].graph = fresh;
+    a->fresh[jj].entries = entries;
+    a->fresh[jj].cap = live ? live : 1;
     return MESS_OK;
 }
 
+/* All or nothing: every shard is rebuilt aside first, and the server
+ * takes the new shards only once all of them exist. */
 int mess_server_compact(mess_server *s, unsigned threads)
 {
+    struct compact_job a;
+    uint32_t j;
+    int rc;
     if (!s)
         return MESS_EINVAL;
-    return parallel_for(s->p.shards, threads, compact_shard, s);
+    a.s = s;
+    a.fresh = (struct shard_store *)calloc(s->p.shards, sizeof *a.fresh);
+    if (!a.fresh)
+        return MESS_ENOMEM;
+    rc = parallel_for(s->p.shards, threads, compact_shard, &a);
+    for (j = 0; j < s->p.shards; j++) {
+        struct shard_store *st = &s->shards[j], *f = &a.fresh[j];
+        if (!f->graph)
+            continue;
+        if (rc == MESS_OK) {
+            hnsw_free(st->graph);
+            free(st->entries);
+            *st = *f;
+        } else {
+            hnsw_free(f->graph);
+            free(f->entries);
+        }
+    }
+    free(a.fresh);
+    return rc;
 }
 
 int mess_server_stats_get(const mess_server *s, mess_server_stats *out)

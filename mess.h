@@ -17,6 +17,9 @@
  *   - The library never prints, never exits, and keeps no global state
  *     besides libsodium's one-time initialisation.
  *   - All multi-byte values in buffers and files are little-endian.
+ *   - A call that fails, MESS_ENOMEM included, leaves the client or server
+ *     it was given as it was and frees what it allocated; its pointer
+ *     outputs are NULL (tests/test_oom.c fails every allocation in turn).
  *
  * This is the only public header.  Internal headers are not installed.
  */
@@ -195,7 +198,8 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
                        uint8_t **buf, size_t *len);
 
 /* Applies an upload buffer.  All or nothing: the buffer is validated in full
- * before any index changes; an id already stored is MESS_EINVAL. */
+ * and every allocation the inserts need is made before any index changes;
+ * an id already stored is MESS_EINVAL. */
 int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
                              unsigned threads);
 
@@ -208,7 +212,8 @@ int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
 int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
                              size_t *missing);
 
-/* Rebuilds every shard without its deleted entries. */
+/* Rebuilds every shard without its deleted entries.  All or nothing: the
+ * new shards are built aside and replace the old ones once all exist. */
 int mess_server_compact(mess_server *s, unsigned threads);
 
 /* Exact buffer sizes for the parameters (communication figures). */

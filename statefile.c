@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "statefile.h"
 
@@ -362,7 +363,11 @@ int statefile_read(const char *path, uint32_t role, const char *passphrase,
     }
     got = ZSTD_decompress(raw, (size_t)raw_len, body, zlen);
     if (ZSTD_isError(got) || got != raw_len) {
-        rc = MESS_EFORMAT;
+        /* zstd allocates its decompression context: out of memory there
+         * is not a damaged file */
+        rc = ZSTD_isError(got) && ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation
+                 ? MESS_ENOMEM
+                 : MESS_EFORMAT;
         goto done;
     }
     *raw_out = raw;
