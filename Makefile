@@ -3,6 +3,8 @@
 #   make            library (build/libmess.a, build/libmess.so), tools, examples
 #   make check      tests, under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make python-check  the Python bindings' tests (also part of make check)
+#   make oom-test   allocation-failure injection over the whole API, full run
+#                   (make check runs a bounded one; docs/SECURITY.md)
 #   make demo       end-to-end run on the bundled real dataset
 #   make bench      benchmarks against the baselines (see docs/)
 #   make eval       the paper's evaluation on the bundled set (docs/EVALUATION.md)
@@ -66,7 +68,8 @@ MESS = build/mess
 
 .PHONY: all lib tools check test-release demo bench data install uninstall \
         clean deps deps-check deps-data deps-bench python-check examples \
-        fuzz fuzz-build fuzz-seeds valgrind tsan crash-test eval eval-large
+        fuzz fuzz-build fuzz-seeds valgrind tsan crash-test eval eval-large \
+        oom-test
 .DELETE_ON_ERROR:
 
 all: lib tools examples
@@ -107,6 +110,25 @@ build/asan/tests/%: tests/%.c build/asan/libmess.a $(HDRS)
 build/rel/tests/%: tests/%.c build/libmess.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< build/libmess.a $(LDLIBS)
+
+# The allocation-failure test (tests/test_oom.c) links tests/oom_alloc.c:
+# in the ASan and release test builds the library's allocator calls are
+# redirected to it with --wrap; build/rel/tests/test_oom_all instead
+# interposes malloc for the whole process (libsodium, zstd, LAPACK, libc).
+OOM_WRAP = -DOOM_WRAP $(foreach f,malloc calloc realloc free posix_memalign aligned_alloc strdup,-Wl,--wrap=$(f))
+OOM_SRC  = tests/oom_alloc.c tests/oom_alloc.h
+
+build/asan/tests/test_oom: tests/test_oom.c $(OOM_SRC) build/asan/libmess.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(SANFLAGS) $(OOM_WRAP) -o $@ $< tests/oom_alloc.c build/asan/libmess.a $(LDLIBS)
+
+build/rel/tests/test_oom: tests/test_oom.c $(OOM_SRC) build/libmess.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(OOM_WRAP) -o $@ $< tests/oom_alloc.c build/libmess.a $(LDLIBS)
+
+build/rel/tests/test_oom_all: tests/test_oom.c $(OOM_SRC) build/libmess.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< tests/oom_alloc.c build/libmess.a $(LDLIBS)
 
 build/tsan/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -202,6 +224,17 @@ tsan: deps-check
 crash-test: deps-check
 	@$(MAKE) --no-print-directory build/rel/tests/test_crash
 	MESS_CRASH_ROUNDS=100 MESS_CRASH_ITEMS=8000 build/rel/tests/test_crash
+
+# Allocation-failure injection, full run (tests/test_oom.c): one-shot and
+# persistent failures, one and two threads, sealed client files; on the
+# ASan build (the library's allocations, LeakSanitizer at exit) and on a
+# release build that interposes malloc for the whole process (libsodium,
+# zstd, LAPACK and libc allocations too).  make check runs the bounded one.
+oom-test: deps-check
+	@$(MAKE) --no-print-directory -s build/asan/tests/test_oom build/rel/tests/test_oom_all
+	@MESS_OOM_FULL=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1 sh tests/run.sh build/asan/tests/test_oom \
+	  build/rel/tests/test_oom_all
 
 # ---- demo, bench, data --------------------------------------------------------
 demo: deps-check

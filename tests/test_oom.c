@@ -1,0 +1,805 @@
+/*
+ * test_oom.c - allocation-failure injection over the public API, the way
+ * SQLite tests itself (tests/oom_alloc.h has the allocator).
+ *
+ * For every public function that allocates, the call is repeated with the
+ * n-th allocation failing, n = 1, 2, ... until a run completes without
+ * reaching n.  After every injected failure the call must return
+ * MESS_ENOMEM, clear its outputs, free everything it allocated (the net
+ * count of live blocks is back where it was; under ASan LeakSanitizer
+ * checks the same at exit) and leave the client and the server it was given
+ * byte-identical (their saved files are compared).  A call that succeeds in
+ * spite of the failure (a fallback, e.g. libc's unbuffered stdio) must
+ * leave the same state as a run with no failure.  Every successful run that
+ * changes state is compared with a reference run, and the fixture is then
+ * reloaded from its saved files.
+ *
+ * make check runs this bounded (one-shot failures, single-threaded, a small
+ * fixture; MESS_OOM_FULL unset).  make oom-test runs MESS_OOM_FULL=1:
+ * one-shot and persistent failures (every allocation from the n-th on),
+ * two threads as well, sealed client files, on the ASan build (library
+ * allocations, --wrap) and on a release build that interposes malloc for
+ * the whole process (libsodium, zstd, LAPACK and libc allocations too).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../mess.h"
+#include "harness.h"
+#include "oom_alloc.h"
+
+#define DIM 16
+#define N_TRAIN 160
+#define N_BASE 40
+#define N_UP 6
+#define OUT_DIRTY 1000 /* a failed call left an output set */
+
+static const uint8_t seed[32] = {7, 1, 7, 2, 7, 3, 7, 4, 7, 5, 7, 6, 7, 7, 7, 8,
+                                 7, 9, 7, 10, 7, 11, 7, 12, 7, 13, 7, 14, 7, 15, 7, 16};
+
+static int full, persistent;
+static unsigned threads = 1;
+static char dir[128];
+static mess_params P;
+static float train[N_TRAIN * DIM], base[N_BASE * DIM], upv[N_UP * DIM], query[DIM];
+static uint64_t base_ids[N_BASE], up_ids[N_UP], del_ids[4];
+
+/* The fixture: a deterministic client, a server holding N_BASE items with
+ * some deleted, an upload and a delete buffer, a request and its response. */
+static mess_client *C;
+static mess_server *S;
+static uint8_t *UP, *DEL, *REQ, *RESP;
+static size_t UP_LEN, DEL_LEN, REQ_LEN, RESP_LEN;
+static mess_query *Q;
+static mess_account_pld *PLD;
+
+static unsigned long total_allocs, total_injected, total_recovered;
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static float frand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(*s >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+}
+
+static void path_of(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/%s", dir, name);
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    uint8_t *b = NULL;
+    long n;
+    *len = 0;
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+        b = (uint8_t *)malloc((size_t)n + 1);
+        if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+            free(b);
+            b = NULL;
+        }
+        *len = (size_t)n;
+    }
+    fclose(f);
+    return b;
+}
+
+/* The saved bytes of the client and the server (either may be NULL). */
+struct state {
+    uint8_t *c, *s;
+    size_t c_len, s_len;
+};
+
+static void state_take(struct state *st, const mess_client *c, const mess_server *s)
+{
+    char pc[256], ps[256];
+    memset(st, 0, sizeof *st);
+    path_of(pc, sizeof pc, "state.client");
+    path_of(ps, sizeof ps, "state.server");
+    if (c) {
+        CHECK_OK(mess_client_save(c, pc, NULL));
+        st->c = slurp(pc, &st->c_len);
+        CHECK(st->c != NULL);
+    }
+    if (s) {
+        CHECK_OK(mess_server_save(s, ps));
+        st->s = slurp(ps, &st->s_len);
+        CHECK(st->s != NULL);
+    }
+}
+
+static int state_same(const struct state *a, const struct state *b)
+{
+    return a->c_len == b->c_len && a->s_len == b->s_len &&
+           (!a->c_len || memcmp(a->c, b->c, a->c_len) == 0) &&
+           (!a->s_len || memcmp(a->s, b->s, a->s_len) == 0);
+}
+
+static void state_free(struct state *st)
+{
+    free(st->c);
+    free(st->s);
+    memset(st, 0, sizeof *st);
+}
+
+/* Reloads the fixture's client and server from the baseline files. */
+static void restore(void)
+{
+    char pc[256], ps[256];
+    mess_client *c = NULL;
+    mess_server *s = NULL;
+    path_of(pc, sizeof pc, "base.client");
+    path_of(ps, sizeof ps, "base.server");
+    CHECK_OK(mess_client_load(pc, NULL, &c));
+    CHECK_OK(mess_server_load(ps, NULL, &s));
+    if (c) {
+        mess_client_free(C);
+        C = c;
+    }
+    if (s) {
+        mess_server_free(S);
+        S = s;
+    }
+}
+
+static void save_baseline(void)
+{
+    char pc[256], ps[256];
+    path_of(pc, sizeof pc, "base.client");
+    path_of(ps, sizeof ps, "base.server");
+    CHECK_OK(mess_client_save(C, pc, NULL));
+    CHECK_OK(mess_server_save(S, ps));
+}
+
+/* ---- the sweep -------------------------------------------------------------- */
+
+typedef int (*call_fn)(void);
+
+/* Frees the fixture's client and server; returns the live block count
+ * without them. */
+static long release(void)
+{
+    mess_client_free(C);
+    mess_server_free(S);
+    C = NULL;
+    S = NULL;
+    return oom_live();
+}
+
+/* Runs call with the n-th allocation failing for n = 1, 2, ... (see the
+ * file comment).  Every run starts from a client and a server loaded from
+ * the baseline files, and ends by freeing them: the live block count must
+ * then be what it was before they were loaded, whatever the call allocated
+ * for them (capacity) or for itself. */
+static void sweep(const char *name, call_fn call)
+{
+    struct state before, after, ref;
+    unsigned long n, injected = 0, recovered = 0, calls = 0;
+    int rc, fired;
+    long live0, live1;
+
+    restore();
+    state_take(&before, C, S);
+    /* the reference run, no failure */
+    rc = call();
+    if (rc != MESS_OK) {
+        fprintf(stderr, "  FAIL %s: the call without failures returned %d (%s)\n", name,
+                rc, mess_strerror(rc));
+        harness_test_failed = 1;
+        state_free(&before);
+        return;
+    }
+    state_take(&ref, C, S);
+    for (n = 1;; n++) {
+        int err;
+        live0 = release();
+        restore();
+        errno = 0;
+        oom_arm(n, persistent);
+        rc = call();
+        err = errno;
+        calls = oom_disarm(&fired);
+        state_take(&after, C, S);
+        if (rc == MESS_OK) {
+            if (!state_same(&after, &ref)) {
+                fprintf(stderr, "  FAIL %s: allocation %lu failed, the call succeeded "
+                                "but left another state than a run without failure\n",
+                        name, n);
+                harness_test_failed = 1;
+            }
+        } else {
+            injected++;
+            if (!fired) {
+                fprintf(stderr, "  FAIL %s: returned %d (%s) with no allocation failed\n",
+                        name, rc, mess_strerror(rc));
+                harness_test_failed = 1;
+            } else if (rc != MESS_ENOMEM && !(rc == MESS_EIO && err == ENOMEM)) {
+                /* MESS_EIO with errno ENOMEM: libc could not allocate for a
+                 * file (fopen's FILE); the error stands as the OS gave it */
+                fprintf(stderr, "  FAIL %s: allocation %lu failed: returned %d (%s), want "
+                                "MESS_ENOMEM\n",
+                        name, n, rc,
+                        rc == OUT_DIRTY ? "an output left set" : mess_strerror(rc));
+                harness_test_failed = 1;
+            }
+            if (!state_same(&after, &before)) {
+                fprintf(stderr, "  FAIL %s: allocation %lu failed: the %s changed\n", name,
+                        n,
+                        after.c_len != before.c_len ||
+                                (after.c_len && memcmp(after.c, before.c, after.c_len))
+                            ? "client"
+                            : "server");
+                harness_test_failed = 1;
+            }
+        }
+        state_free(&after);
+        live1 = release();
+        if (live1 != live0) {
+            fprintf(stderr, "  FAIL %s: allocation %lu failed: %ld block(s) leaked\n", name,
+                    n, live1 - live0);
+            harness_test_failed = 1;
+        }
+        if (rc == MESS_OK && !fired)
+            break;
+        if (rc == MESS_OK)
+            recovered++;
+        if (harness_test_failed && !full)
+            break; /* one report per function is enough in make check */
+    }
+    restore();
+    printf("# %-28s %5lu allocations, %5lu failures injected, %lu recovered\n", name,
+           calls, injected, recovered);
+    total_allocs += calls;
+    total_injected += injected;
+    total_recovered += recovered;
+    state_free(&before);
+    state_free(&ref);
+}
+
+/* ---- the calls --------------------------------------------------------------- */
+
+static int c_server_new(void)
+{
+    mess_server *s = (mess_server *)&s; /* must be cleared on failure */
+    int rc = mess_server_new(&P, &s);
+    if (rc != MESS_OK)
+        return s ? OUT_DIRTY : rc;
+    mess_server_free(s);
+    return rc;
+}
+
+static int c_apply_upload(void)
+{
+    return mess_server_apply_upload(S, UP, UP_LEN, threads);
+}
+
+static int c_apply_delete(void)
+{
+    size_t missing = 0;
+    return mess_server_apply_delete(S, DEL, DEL_LEN, &missing);
+}
+
+static int c_compact(void)
+{
+    return mess_server_compact(S, threads);
+}
+
+static int c_search(void)
+{
+    uint8_t *resp = (uint8_t *)&resp;
+    size_t len = 1;
+    int rc = mess_server_search(S, REQ, REQ_LEN, threads, &resp, &len);
+    if (rc != MESS_OK)
+        return resp || len ? OUT_DIRTY : rc;
+    mess_buf_free(resp);
+    return rc;
+}
+
+static int c_server_save(void)
+{
+    char path[256], tmp[300];
+    uint8_t *b;
+    size_t len;
+    FILE *f;
+    int rc;
+    path_of(path, sizeof path, "old.server");
+    oom_hold(1);
+    f = fopen(path, "wb"); /* an older file the save replaces */
+    if (!f || fputs("older file\n", f) < 0 || fclose(f) != 0)
+        return MESS_EINVAL;
+    oom_hold(0);
+    rc = mess_server_save(S, path);
+    if (rc == MESS_OK)
+        return rc;
+    oom_hold(1);
+    b = slurp(path, &len);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (!b || len != 11 || memcmp(b, "older file\n", 11) != 0 || access(tmp, F_OK) == 0)
+        rc = OUT_DIRTY;
+    free(b);
+    oom_hold(0);
+    return rc;
+}
+
+static int c_server_load(void)
+{
+    char path[256];
+    mess_server *s = (mess_server *)&s;
+    int rc;
+    path_of(path, sizeof path, "base.server");
+    rc = mess_server_load(path, &P, &s);
+    if (rc != MESS_OK)
+        return s ? OUT_DIRTY : rc;
+    mess_server_free(s);
+    return rc;
+}
+
+static int c_server_view(void)
+{
+    mess_server_stats st;
+    uint64_t codes[64 * 4], labels[64];
+    uint32_t levels[64], ids[1024], node;
+    uint8_t deleted[64], *entries;
+    size_t nodes, offsets[65], n_ids, nn;
+    int rc = mess_server_stats_get(S, &st);
+    if (rc != MESS_OK)
+        return rc;
+    if ((rc = mess_server_shard_nodes(S, 0, &nodes)) != MESS_OK)
+        return rc;
+    if (nodes > 64)
+        return MESS_ELIMIT;
+    oom_hold(1);
+    entries = (uint8_t *)malloc(64 * mess_payload_size(&P));
+    oom_hold(0);
+    if (!entries)
+        return MESS_EINVAL;
+    if ((rc = mess_server_shard_entry_point(S, 0, &node)) == MESS_OK &&
+        (rc = mess_server_shard_codes(S, 0, codes, 64)) == MESS_OK &&
+        (rc = mess_server_shard_labels(S, 0, labels, 64)) == MESS_OK &&
+        (rc = mess_server_shard_levels(S, 0, levels, 64)) == MESS_OK &&
+        (rc = mess_server_shard_deleted(S, 0, deleted, 64)) == MESS_OK &&
+        (rc = mess_server_shard_entries(S, 0, entries, 64)) == MESS_OK &&
+        (rc = mess_server_shard_neighbors(S, 0, node, 0, ids, 1024, &nn)) == MESS_OK)
+        rc = mess_server_shard_links(S, 0, 0, offsets, 65, ids, 1024, &n_ids);
+    oom_hold(1);
+    free(entries);
+    oom_hold(0);
+    return rc;
+}
+
+static int c_client_new(void)
+{
+    mess_client *c = (mess_client *)&c;
+    int rc = mess_client_new(&P, train, N_TRAIN, full ? NULL : seed, 0, threads, &c);
+    if (rc != MESS_OK)
+        return c ? OUT_DIRTY : rc;
+    mess_client_free(c);
+    return rc;
+}
+
+static int c_client_new_seeded(void)
+{
+    mess_client *c = (mess_client *)&c;
+    int rc = mess_client_new(&P, train, N_TRAIN, seed, 0, threads, &c);
+    if (rc != MESS_OK)
+        return c ? OUT_DIRTY : rc;
+    mess_client_free(c);
+    return rc;
+}
+
+static int c_client_upload(void)
+{
+    uint8_t *buf = (uint8_t *)&buf;
+    size_t len = 1;
+    int rc = mess_client_upload(C, up_ids, upv, N_UP, threads, &buf, &len);
+    if (rc != MESS_OK)
+        return buf || len ? OUT_DIRTY : rc;
+    mess_buf_free(buf);
+    return rc;
+}
+
+static int c_client_delete(void)
+{
+    uint8_t *buf = (uint8_t *)&buf;
+    size_t len = 1;
+    int rc = mess_client_delete(C, base_ids, 5, &buf, &len);
+    if (rc != MESS_OK)
+        return buf || len ? OUT_DIRTY : rc;
+    mess_buf_free(buf);
+    return rc;
+}
+
+static int c_client_request(void)
+{
+    mess_query *q = (mess_query *)&q;
+    uint8_t *req = (uint8_t *)&req;
+    size_t len = 1;
+    int rc = mess_client_request(C, query, 24, &q, &req, &len);
+    if (rc != MESS_OK)
+        return q || req || len ? OUT_DIRTY : rc;
+    mess_query_free(q);
+    mess_buf_free(req);
+    return rc;
+}
+
+static int c_client_finish(void)
+{
+    uint64_t ids[5];
+    float dists[5];
+    size_t n = 0;
+    mess_finish_stats st;
+    return mess_client_finish(C, Q, RESP, RESP_LEN, 5, ids, dists, &n, &st);
+}
+
+static int c_client_codes(void)
+{
+    uint64_t codes[64];
+    return mess_client_codes(C, query, codes);
+}
+
+static int save_client_to(const char *name, const char *pass)
+{
+    char path[256], tmp[300];
+    uint8_t *b;
+    size_t len;
+    FILE *f;
+    int rc;
+    path_of(path, sizeof path, name);
+    oom_hold(1);
+    f = fopen(path, "wb");
+    if (!f || fputs("older file\n", f) < 0 || fclose(f) != 0)
+        return MESS_EINVAL;
+    oom_hold(0);
+    rc = mess_client_save(C, path, pass);
+    if (rc == MESS_OK)
+        return rc;
+    oom_hold(1);
+    b = slurp(path, &len);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (!b || len != 11 || memcmp(b, "older file\n", 11) != 0 || access(tmp, F_OK) == 0)
+        rc = OUT_DIRTY;
+    free(b);
+    oom_hold(0);
+    return rc;
+}
+
+static int c_client_save(void)
+{
+    return save_client_to("old.client", NULL);
+}
+
+static int c_client_save_sealed(void)
+{
+    return save_client_to("old.sealed", "correct horse");
+}
+
+static int load_client_from(const char *name, const char *pass)
+{
+    char path[256];
+    mess_client *c = (mess_client *)&c;
+    int rc;
+    path_of(path, sizeof path, name);
+    rc = mess_client_load(path, pass, &c);
+    if (rc != MESS_OK)
+        return c ? OUT_DIRTY : rc;
+    mess_client_free(c);
+    return rc;
+}
+
+static int c_client_load(void)
+{
+    return load_client_from("base.client", NULL);
+}
+
+static int c_client_load_sealed(void)
+{
+    return load_client_from("sealed.client", "correct horse");
+}
+
+static int c_plan_paper(void)
+{
+    size_t pools[2] = {8, 24};
+    double recall[2];
+    return mess_plan_recall(C, base, N_BASE, query, 1, NULL, 3, pools, 2, threads, recall);
+}
+
+static int c_plan_conditional(void)
+{
+    size_t pools[2] = {8, 24};
+    double recall[2];
+    return mess_plan_recall_model(C, MESS_PLAN_CONDITIONAL, base, N_BASE, query, 1, NULL, 3,
+                                  pools, 2, threads, recall);
+}
+
+static int c_vecs(void)
+{
+    char pf[256], pb[256], pi[256];
+    float *f = NULL;
+    uint8_t *b = NULL, bv[4 * DIM];
+    int32_t *iv = NULL, ivv[4 * DIM];
+    size_t n, d, i;
+    int rc;
+    path_of(pf, sizeof pf, "v.fvecs");
+    path_of(pb, sizeof pb, "v.bvecs");
+    path_of(pi, sizeof pi, "v.ivecs");
+    for (i = 0; i < 4 * DIM; i++) {
+        bv[i] = (uint8_t)i;
+        ivv[i] = (int32_t)i;
+    }
+    if ((rc = mess_fvecs_write(pf, base, 4, DIM)) != MESS_OK ||
+        (rc = mess_bvecs_write(pb, bv, 4, DIM)) != MESS_OK ||
+        (rc = mess_ivecs_write(pi, ivv, 4, DIM)) != MESS_OK)
+        return rc;
+    if ((rc = mess_fvecs_read(pf, &f, &n, &d)) != MESS_OK)
+        return f ? OUT_DIRTY : rc;
+    mess_vecs_free(f);
+    f = NULL;
+    if ((rc = mess_vecs_read_f32(pb, &f, &n, &d)) != MESS_OK)
+        return f ? OUT_DIRTY : rc;
+    mess_vecs_free(f);
+    if ((rc = mess_bvecs_read(pb, &b, &n, &d)) != MESS_OK)
+        return b ? OUT_DIRTY : rc;
+    mess_vecs_free(b);
+    if ((rc = mess_ivecs_read(pi, &iv, &n, &d)) != MESS_OK)
+        return iv ? OUT_DIRTY : rc;
+    mess_vecs_free(iv);
+    return rc;
+}
+
+static const uint32_t acct_d[8] = {3, 9, 1, 12, 7, 0, 5, 10};
+
+static int c_account_route(void)
+{
+    double logw[128];
+    size_t len;
+    mess_account_stored_result r;
+    int rc = mess_account_route_weights(acct_d, 8, 3, logw, 128, &len);
+    if (rc == MESS_OK)
+        rc = mess_account_stored(0.08, acct_d, 8, 3, 0, 1e-6, &r);
+    if (rc == MESS_OK)
+        rc = mess_account_stored(0.08, acct_d, 3, 3, 1, 1e-6, &r);
+    return rc;
+}
+
+static int c_account_pld(void)
+{
+    double logw[128], x, y;
+    size_t len;
+    uint64_t umax;
+    mess_account_pld *pld = (mess_account_pld *)&pld;
+    int rc = mess_account_route_weights(acct_d, 8, 3, logw, 128, &len);
+    if (rc != MESS_OK)
+        return rc;
+    rc = mess_account_pld_new(0.1, logw, len, &pld);
+    if (rc != MESS_OK)
+        return pld && pld != (mess_account_pld *)&pld ? OUT_DIRTY : rc;
+    if ((rc = mess_account_pld_delta(pld, 1.0, &x)) == MESS_OK &&
+        (rc = mess_account_pld_epsilon(pld, 1e-6, &x)) == MESS_OK &&
+        (rc = mess_account_pld_tail(pld, 2.0, &x, &y)) == MESS_OK)
+        rc = mess_account_pld_support(pld, &umax, &x);
+    mess_account_pld_free(pld);
+    return rc;
+}
+
+static int c_account_misc(void)
+{
+    double a, b;
+    int rc;
+    if ((rc = mess_account_random_lsh(0.21, 128, 0.05, 0.01, &a, &b)) != MESS_OK ||
+        (rc = mess_account_search(0.04, 0.04, 5, &a, &b)) != MESS_OK ||
+        (rc = mess_account_search_xi(0.04, 0.04, 5, 256, 20, &a, &b)) != MESS_OK ||
+        (rc = mess_account_access(0.04, 0.04, 5, &a)) != MESS_OK ||
+        (rc = mess_account_rr_delta(0.1, 40, 1.0, &a)) != MESS_OK ||
+        (rc = mess_account_stored_pure(0.08, acct_d, 8, 3, &a)) != MESS_OK)
+        return rc;
+    return MESS_OK;
+}
+
+static int c_plan_models(void)
+{
+    double count[65], pmf[65], mean, var, prob, hits[4] = {0.5, 0.2, 0.7, 0.1};
+    size_t i;
+    int rc;
+    for (i = 0; i < 65; i++)
+        count[i] = (double)(i % 7);
+    if ((rc = mess_plan_distance_pmf(64, 0.15, 10, pmf)) != MESS_OK ||
+        (rc = mess_plan_rank(64, 0.15, 10, count, 0.25, &mean, &var)) != MESS_OK ||
+        (rc = mess_plan_hit(mean, var, 8, &prob)) != MESS_OK ||
+        (rc = mess_plan_hit_conditional(64, 0.15, 10, count, 0.25, 8, &prob)) != MESS_OK ||
+        (rc = mess_plan_recovery(hits, 4, &prob)) != MESS_OK ||
+        (rc = mess_plan_recovery_uniform(hits, 4, 2, &prob)) != MESS_OK)
+        return rc;
+    return MESS_OK;
+}
+
+/* ---- fixture ------------------------------------------------------------------ */
+
+static int fixture(void)
+{
+    uint64_t s = 12345;
+    size_t i, missing;
+    uint8_t *buf;
+    size_t len;
+    char path[256];
+
+    for (i = 0; i < N_TRAIN * DIM; i++)
+        train[i] = frand(&s);
+    for (i = 0; i < N_BASE * DIM; i++)
+        base[i] = frand(&s);
+    for (i = 0; i < N_UP * DIM; i++)
+        upv[i] = frand(&s);
+    for (i = 0; i < DIM; i++)
+        query[i] = base[3 * DIM + i] + 0.01f * frand(&s);
+    for (i = 0; i < N_BASE; i++)
+        base_ids[i] = 1000 + 7 * i;
+    for (i = 0; i < N_UP; i++)
+        up_ids[i] = 5000 + 3 * i;
+    for (i = 0; i < 4; i++)
+        del_ids[i] = base_ids[10 + 2 * i];
+
+    mess_params_default(&P, DIM);
+    P.shards = 4;
+    P.per_item = 2;
+    P.hnsw_m = 4;
+    P.ef_construction = 16;
+    if (mess_client_new(&P, train, N_TRAIN, seed, 0, 1, &C) != MESS_OK ||
+        mess_server_new(&P, &S) != MESS_OK)
+        return -1;
+    if (mess_client_upload(C, base_ids, base, N_BASE, 1, &buf, &len) != MESS_OK)
+        return -1;
+    if (mess_server_apply_upload(S, buf, len, 1) != MESS_OK)
+        return -1;
+    mess_buf_free(buf);
+    /* three deleted, so compaction has work; DEL removes four more */
+    if (mess_client_delete(C, base_ids + 30, 3, &buf, &len) != MESS_OK ||
+        mess_server_apply_delete(S, buf, len, &missing) != MESS_OK)
+        return -1;
+    mess_buf_free(buf);
+    if (mess_client_upload(C, up_ids, upv, N_UP, 1, &UP, &UP_LEN) != MESS_OK ||
+        mess_client_delete(C, del_ids, 4, &DEL, &DEL_LEN) != MESS_OK ||
+        mess_client_request(C, query, 24, &Q, &REQ, &REQ_LEN) != MESS_OK ||
+        mess_server_search(S, REQ, REQ_LEN, 1, &RESP, &RESP_LEN) != MESS_OK)
+        return -1;
+    save_baseline();
+    path_of(path, sizeof path, "sealed.client");
+    if (full && mess_client_save(C, path, "correct horse") != MESS_OK)
+        return -1;
+    (void)PLD;
+    return 0;
+}
+
+static void fixture_free(void)
+{
+    mess_client_free(C);
+    mess_server_free(S);
+    mess_buf_free(UP);
+    mess_buf_free(DEL);
+    mess_buf_free(REQ);
+    mess_buf_free(RESP);
+    mess_query_free(Q);
+}
+
+/* ---- tests -------------------------------------------------------------------- */
+
+/* The injector itself: the n-th allocation fails, others do not. */
+static void test_injector(void)
+{
+    void *a, *b, *c;
+    int fired;
+    long live = oom_live();
+    oom_arm(2, 0);
+    a = malloc(8);
+    b = malloc(8);
+    c = calloc(2, 8);
+    CHECK(oom_disarm(&fired) == 3);
+    CHECK(fired);
+    CHECK(a != NULL && b == NULL && c != NULL);
+    CHECK(oom_live() == live + 2);
+    free(a);
+    free(c);
+    CHECK(oom_live() == live);
+}
+
+static void test_server(void)
+{
+    sweep("mess_server_new", c_server_new);
+    sweep("mess_server_apply_upload", c_apply_upload);
+    sweep("mess_server_apply_delete", c_apply_delete);
+    sweep("mess_server_compact", c_compact);
+    sweep("mess_server_search", c_search);
+    sweep("mess_server_save", c_server_save);
+    sweep("mess_server_load", c_server_load);
+    sweep("mess_server_stats/views", c_server_view);
+}
+
+static void test_client(void)
+{
+    sweep("mess_client_new", c_client_new);
+    if (full)
+        sweep("mess_client_new (seeded)", c_client_new_seeded);
+    sweep("mess_client_upload", c_client_upload);
+    sweep("mess_client_delete", c_client_delete);
+    sweep("mess_client_request", c_client_request);
+    sweep("mess_client_finish", c_client_finish);
+    sweep("mess_client_codes", c_client_codes);
+    sweep("mess_client_save", c_client_save);
+    sweep("mess_client_load", c_client_load);
+    if (full) {
+        sweep("mess_client_save (sealed)", c_client_save_sealed);
+        sweep("mess_client_load (sealed)", c_client_load_sealed);
+    }
+}
+
+static void test_vecs(void)
+{
+    sweep("mess_*vecs_read/write", c_vecs);
+}
+
+static void test_accountants(void)
+{
+    sweep("mess_account_route/stored", c_account_route);
+    sweep("mess_account_pld_*", c_account_pld);
+    sweep("mess_account_lsh/search/..", c_account_misc);
+    sweep("mess_plan_* (one shard)", c_plan_models);
+    sweep("mess_plan_recall", c_plan_paper);
+    sweep("mess_plan_recall (cond.)", c_plan_conditional);
+}
+
+static void run_all(void)
+{
+    RUN(test_server);
+    RUN(test_client);
+    RUN(test_vecs);
+    RUN(test_accountants);
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    struct stat sb;
+    char cmd[300];
+    int rc;
+
+    full = getenv("MESS_OOM_FULL") && atoi(getenv("MESS_OOM_FULL")) > 0;
+    /* state files are saved after every failure: keep them in memory */
+    if (!tmp || !*tmp)
+        tmp = stat("/dev/shm", &sb) == 0 && S_ISDIR(sb.st_mode) ? "/dev/shm" : "/tmp";
+    snprintf(dir, sizeof dir, "%s/mess-oom-XXXXXX", tmp);
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "mkdtemp %s: %s\n", dir, strerror(errno));
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    printf("# allocator: %s%s\n", oom_mode(), full ? ", full run" : ", bounded run");
+    RUN(test_injector);
+    if (fixture() != 0) {
+        fprintf(stderr, "  FAIL fixture could not be built\n");
+        harness_failed++;
+    } else {
+        run_all();
+        if (full) {
+            persistent = 1;
+            printf("# persistent failures (every allocation from the n-th on)\n");
+            run_all();
+            persistent = 0;
+            threads = 2;
+            printf("# two threads\n");
+            run_all();
+        }
+    }
+    printf("# %lu allocation points, %lu failures injected, %lu recovered\n", total_allocs,
+           total_injected, total_recovered);
+    fixture_free();
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    rc = system(cmd);
+    (void)rc;
+    HARNESS_END();
+}
