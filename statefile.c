@@ -50,14 +50,12 @@ static int write_all(int fd, const uint8_t *p, size_t n)
     return MESS_OK;
 }
 
-/* Syncs the directory holding path so the rename itself is durable.  A file
- * system that cannot sync directories (EINVAL) is not an error. */
-static int sync_parent(const char *path)
+/* Syncs the directory holding the path in `copy` (a writable copy: dirname
+ * may change it) so the rename itself is durable.  A file system that
+ * cannot sync directories (EINVAL) is not an error. */
+static int sync_parent(char *copy)
 {
-    char *copy = strdup(path);
     int fd, rc = MESS_OK, err = 0;
-    if (!copy)
-        return MESS_ENOMEM;
     fd = open(dirname(copy), O_RDONLY);
     if (fd < 0) {
         rc = MESS_EIO;
@@ -69,7 +67,6 @@ static int sync_parent(const char *path)
         }
         close(fd);
     }
-    free(copy);
     if (rc == MESS_EIO)
         errno = err;
     return rc;
@@ -85,15 +82,22 @@ static int atomic_write(const char *path, const uint8_t *data, size_t len,
     static const char suffix[] = ".tmp.XXXXXX";
     size_t plen = strlen(path);
     char *tmp = (char *)malloc(plen + sizeof suffix);
+    /* allocated before the rename: out of memory after it would report a
+     * failed save that had replaced the file */
+    char *copy = strdup(path);
     int fd, rc = MESS_OK, err = 0;
-    if (!tmp)
+    if (!tmp || !copy) {
+        free(tmp);
+        free(copy);
         return MESS_ENOMEM;
+    }
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, suffix, sizeof suffix);
     fd = mkstemp(tmp);
     if (fd < 0) {
         err = errno;
         free(tmp);
+        free(copy);
         errno = err;
         return MESS_EIO;
     }
@@ -113,11 +117,14 @@ static int atomic_write(const char *path, const uint8_t *data, size_t len,
     if (rc != MESS_OK)
         unlink(tmp);
     free(tmp);
-    if (rc != MESS_OK) {
+    if (rc == MESS_OK)
+        rc = sync_parent(copy);
+    else
         errno = err;
-        return rc;
-    }
-    return sync_parent(path);
+    err = errno;
+    free(copy);
+    errno = err;
+    return rc;
 }
 
 int statefile_write(const char *path, uint32_t role, const mess_params *p,

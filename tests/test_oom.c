@@ -21,6 +21,7 @@
  * allocations, --wrap) and on a release build that interposes malloc for
  * the whole process (libsodium, zstd, LAPACK and libc allocations too).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,23 @@ static uint8_t *slurp(const char *path, size_t *len)
     }
     fclose(f);
     return b;
+}
+
+/* 1 if the scratch directory holds a temporary of `name` (NAME.tmp...). */
+static int leftover(const char *name)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char prefix[256];
+    int found = 0;
+    snprintf(prefix, sizeof prefix, "%s.tmp", name);
+    if (!d)
+        return 1;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+            found = 1;
+    closedir(d);
+    return found;
 }
 
 /* The saved bytes of the client and the server (either may be NULL). */
@@ -321,8 +339,8 @@ static int c_server_save(void)
         return rc;
     oom_hold(1);
     b = slurp(path, &len);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (!b || len != 11 || memcmp(b, "older file\n", 11) != 0 || access(tmp, F_OK) == 0)
+    snprintf(tmp, sizeof tmp, "%s", strrchr(path, '/') + 1);
+    if (!b || len != 11 || memcmp(b, "older file\n", 11) != 0 || leftover(tmp))
         rc = OUT_DIRTY;
     free(b);
     oom_hold(0);
@@ -463,8 +481,8 @@ static int save_client_to(const char *name, const char *pass)
         return rc;
     oom_hold(1);
     b = slurp(path, &len);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (!b || len != 11 || memcmp(b, "older file\n", 11) != 0 || access(tmp, F_OK) == 0)
+    snprintf(tmp, sizeof tmp, "%s", strrchr(path, '/') + 1);
+    if (!b || len != 11 || memcmp(b, "older file\n", 11) != 0 || leftover(tmp))
         rc = OUT_DIRTY;
     free(b);
     oom_hold(0);
