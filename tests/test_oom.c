@@ -37,7 +37,8 @@
 #define N_TRAIN 160
 #define N_BASE 40
 #define N_UP 6
-#define OUT_DIRTY 1000 /* a failed call left an output set */
+#define OUT_DIRTY 1000   /* a failed call left an output set */
+#define STATE_DIRTY 1001 /* a failed call changed a handle it made itself */
 
 static const uint8_t seed[32] = {7, 1, 7, 2, 7, 3, 7, 4, 7, 5, 7, 6, 7, 7, 7, 8,
                                  7, 9, 7, 10, 7, 11, 7, 12, 7, 13, 7, 14, 7, 15, 7, 16};
@@ -53,8 +54,8 @@ static uint64_t base_ids[N_BASE], up_ids[N_UP], del_ids[4];
  * some deleted, an upload and a delete buffer, a request and its response. */
 static mess_client *C;
 static mess_server *S;
-static uint8_t *UP, *DEL, *REQ, *RESP;
-static size_t UP_LEN, DEL_LEN, REQ_LEN, RESP_LEN;
+static uint8_t *UP, *DEL, *REQ, *RESP, *BASE_UP, *EMPTY_SAVE;
+static size_t UP_LEN, DEL_LEN, REQ_LEN, RESP_LEN, BASE_UP_LEN, EMPTY_SAVE_LEN;
 static mess_query *Q;
 static mess_account_pld *PLD;
 
@@ -245,7 +246,9 @@ static void sweep(const char *name, call_fn call)
                 fprintf(stderr, "  FAIL %s: allocation %lu failed: returned %d (%s), want "
                                 "MESS_ENOMEM\n",
                         name, n, rc,
-                        rc == OUT_DIRTY ? "an output left set" : mess_strerror(rc));
+                        rc == OUT_DIRTY     ? "an output left set"
+                        : rc == STATE_DIRTY ? "the server changed"
+                                            : mess_strerror(rc));
                 harness_test_failed = 1;
             }
             if (!state_same(&after, &before)) {
@@ -297,6 +300,36 @@ static int c_server_new(void)
 static int c_apply_upload(void)
 {
     return mess_server_apply_upload(S, UP, UP_LEN, threads);
+}
+
+/* The bulk build: every item into an empty server, which must still save
+ * as an empty server after a failure. */
+static int c_apply_upload_empty(void)
+{
+    char path[256];
+    mess_server *s = NULL;
+    uint8_t *b;
+    size_t len;
+    int rc;
+    oom_hold(1);
+    rc = mess_server_new(&P, &s);
+    oom_hold(0);
+    if (rc != MESS_OK)
+        return MESS_EINVAL;
+    rc = mess_server_apply_upload(s, BASE_UP, BASE_UP_LEN, threads);
+    oom_hold(1);
+    if (rc != MESS_OK) {
+        path_of(path, sizeof path, "empty.server");
+        if (mess_server_save(s, path) != MESS_OK)
+            rc = MESS_EINVAL;
+        b = slurp(path, &len);
+        if (!b || len != EMPTY_SAVE_LEN || memcmp(b, EMPTY_SAVE, len) != 0)
+            rc = STATE_DIRTY;
+        free(b);
+    }
+    mess_server_free(s);
+    oom_hold(0);
+    return rc;
 }
 
 static int c_apply_delete(void)
@@ -448,13 +481,27 @@ static int c_client_request(void)
     return rc;
 }
 
-static int c_client_finish(void)
+static int finish_with(int verify_all)
 {
     uint64_t ids[5];
     float dists[5];
     size_t n = 0;
     mess_finish_stats st;
+    int rc;
+    if ((rc = mess_client_set_threads(C, threads)) != MESS_OK ||
+        (rc = mess_client_set_verify_all(C, verify_all)) != MESS_OK)
+        return rc;
     return mess_client_finish(C, Q, RESP, RESP_LEN, 5, ids, dists, &n, &st);
+}
+
+static int c_client_finish(void)
+{
+    return finish_with(0);
+}
+
+static int c_client_finish_all(void)
+{
+    return finish_with(1);
 }
 
 static int c_client_codes(void)
@@ -497,6 +544,26 @@ static int c_client_save(void)
 static int c_client_save_sealed(void)
 {
     return save_client_to("old.sealed", "correct horse");
+}
+
+static int c_client_save_pass(void)
+{
+    char path[256];
+    path_of(path, sizeof path, "pass.client");
+    return mess_client_save_pass(C, path, "correct\0horse", 13);
+}
+
+static int c_client_load_pass(void)
+{
+    char path[256];
+    mess_client *c = (mess_client *)&c;
+    int rc;
+    path_of(path, sizeof path, "pass.client");
+    rc = mess_client_load_pass(path, "correct\0horse", 13, &c);
+    if (rc != MESS_OK)
+        return c ? OUT_DIRTY : rc;
+    mess_client_free(c);
+    return rc;
 }
 
 static int load_client_from(const char *name, const char *pass)
@@ -671,11 +738,14 @@ static int fixture(void)
     if (mess_client_new(&P, train, N_TRAIN, seed, 0, 1, &C) != MESS_OK ||
         mess_server_new(&P, &S) != MESS_OK)
         return -1;
-    if (mess_client_upload(C, base_ids, base, N_BASE, 1, &buf, &len) != MESS_OK)
+    path_of(path, sizeof path, "empty.server");
+    if (mess_server_save(S, path) != MESS_OK ||
+        !(EMPTY_SAVE = slurp(path, &EMPTY_SAVE_LEN)))
         return -1;
-    if (mess_server_apply_upload(S, buf, len, 1) != MESS_OK)
+    if (mess_client_upload(C, base_ids, base, N_BASE, 1, &BASE_UP, &BASE_UP_LEN) != MESS_OK)
         return -1;
-    mess_buf_free(buf);
+    if (mess_server_apply_upload(S, BASE_UP, BASE_UP_LEN, 1) != MESS_OK)
+        return -1;
     /* three deleted, so compaction has work; DEL removes four more */
     if (mess_client_delete(C, base_ids + 30, 3, &buf, &len) != MESS_OK ||
         mess_server_apply_delete(S, buf, len, &missing) != MESS_OK)
@@ -690,6 +760,9 @@ static int fixture(void)
     path_of(path, sizeof path, "sealed.client");
     if (full && mess_client_save(C, path, "correct horse") != MESS_OK)
         return -1;
+    path_of(path, sizeof path, "pass.client");
+    if (full && mess_client_save_pass(C, path, "correct\0horse", 13) != MESS_OK)
+        return -1;
     (void)PLD;
     return 0;
 }
@@ -699,6 +772,8 @@ static void fixture_free(void)
     mess_client_free(C);
     mess_server_free(S);
     mess_buf_free(UP);
+    mess_buf_free(BASE_UP);
+    free(EMPTY_SAVE);
     mess_buf_free(DEL);
     mess_buf_free(REQ);
     mess_buf_free(RESP);
@@ -730,6 +805,7 @@ static void test_server(void)
 {
     sweep("mess_server_new", c_server_new);
     sweep("mess_server_apply_upload", c_apply_upload);
+    sweep("apply_upload (empty server)", c_apply_upload_empty);
     sweep("mess_server_apply_delete", c_apply_delete);
     sweep("mess_server_compact", c_compact);
     sweep("mess_server_search", c_search);
@@ -747,12 +823,15 @@ static void test_client(void)
     sweep("mess_client_delete", c_client_delete);
     sweep("mess_client_request", c_client_request);
     sweep("mess_client_finish", c_client_finish);
+    sweep("finish (verify all)", c_client_finish_all);
     sweep("mess_client_codes", c_client_codes);
     sweep("mess_client_save", c_client_save);
     sweep("mess_client_load", c_client_load);
     if (full) {
         sweep("mess_client_save (sealed)", c_client_save_sealed);
         sweep("mess_client_load (sealed)", c_client_load_sealed);
+        sweep("mess_client_save_pass", c_client_save_pass);
+        sweep("mess_client_load_pass", c_client_load_pass);
     }
 }
 
