@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_customMem, ZSTD_create?Ctx_advanced */
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -25,6 +26,63 @@ static const uint8_t statefile_magic[8] = {'M', 'E', 'S', 'S', 'S', 'T', 'A', 'T
 #define ZSTD_LEVEL 3
 /* A body that claims to expand beyond this ratio is hostile, not ours. */
 #define MAX_EXPANSION 1024
+
+/* zstd's working memory holds what it compresses or decompresses (a client
+ * body's master key among the literals): it allocates through these, which
+ * keep each block's size in front of it and wipe the whole block before
+ * freeing it.  16 bytes of header keep malloc's alignment. */
+#define WIPE_HDR 16
+static void *wipe_alloc(void *opaque, size_t size)
+{
+    uint8_t *b;
+    (void)opaque;
+    if (size > SIZE_MAX - WIPE_HDR)
+        return NULL;
+    b = (uint8_t *)malloc(size + WIPE_HDR);
+    if (!b)
+        return NULL;
+    memcpy(b, &size, sizeof size);
+    return b + WIPE_HDR;
+}
+
+static void wipe_free(void *opaque, void *p)
+{
+    uint8_t *b;
+    size_t size;
+    (void)opaque;
+    if (!p)
+        return;
+    b = (uint8_t *)p - WIPE_HDR;
+    memcpy(&size, b, sizeof size);
+    sodium_memzero(b, size + WIPE_HDR);
+    free(b);
+}
+
+static const ZSTD_customMem wipe_mem = {wipe_alloc, wipe_free, NULL};
+
+/* ZSTD_compress / ZSTD_decompress through a context on wipe_mem; a zstd
+ * error code (ZSTD_isError) also when the context cannot be made. */
+static size_t compress_wiped(void *dst, size_t cap, const void *src, size_t len)
+{
+    ZSTD_CCtx *cc = ZSTD_createCCtx_advanced(wipe_mem);
+    size_t r;
+    if (!cc)
+        return (size_t)-1;
+    r = ZSTD_compressCCtx(cc, dst, cap, src, len, ZSTD_LEVEL);
+    ZSTD_freeCCtx(cc);
+    return r;
+}
+
+static size_t decompress_wiped(void *dst, size_t cap, const void *src, size_t len)
+{
+    ZSTD_DCtx *dc = ZSTD_createDCtx_advanced(wipe_mem);
+    size_t r;
+    if (!dc)
+        return (size_t)-1;
+    r = ZSTD_decompressDCtx(dc, dst, cap, src, len);
+    ZSTD_freeDCtx(dc);
+    return r;
+}
 
 static int derive_key(const char *pass, size_t pass_len, const uint8_t *salt,
                       unsigned long long ops, size_t mem, uint8_t key[32])
@@ -146,7 +204,7 @@ int statefile_write(const char *path, uint32_t role, const mess_params *p,
     z = (uint8_t *)malloc(bound ? bound : 1);
     if (!z)
         return MESS_ENOMEM;
-    zlen = ZSTD_compress(z, bound, raw, raw_len, ZSTD_LEVEL);
+    zlen = compress_wiped(z, bound, raw, raw_len);
     if (ZSTD_isError(zlen)) {
         free(z);
         return MESS_ENOMEM;
@@ -368,7 +426,7 @@ int statefile_read(const char *path, uint32_t role, const char *passphrase,
         rc = MESS_ENOMEM;
         goto done;
     }
-    got = ZSTD_decompress(raw, (size_t)raw_len, body, zlen);
+    got = decompress_wiped(raw, (size_t)raw_len, body, zlen);
     if (ZSTD_isError(got) || got != raw_len) {
         /* zstd allocates its decompression context: out of memory there
          * is not a damaged file */
