@@ -60,14 +60,15 @@ static void wipe_free(void *opaque, void *p)
 
 static const ZSTD_customMem wipe_mem = {wipe_alloc, wipe_free, NULL};
 
-/* ZSTD_compress / ZSTD_decompress through a context on wipe_mem; a zstd
- * error code (ZSTD_isError) also when the context cannot be made. */
+/* ZSTD_compress / ZSTD_decompress through a context on wipe_mem; zstd's
+ * memory_allocation error code when the context cannot be made. */
+#define ZSTD_NO_MEMORY ((size_t)0 - (size_t)ZSTD_error_memory_allocation)
 static size_t compress_wiped(void *dst, size_t cap, const void *src, size_t len)
 {
     ZSTD_CCtx *cc = ZSTD_createCCtx_advanced(wipe_mem);
     size_t r;
     if (!cc)
-        return (size_t)-1;
+        return ZSTD_NO_MEMORY;
     r = ZSTD_compressCCtx(cc, dst, cap, src, len, ZSTD_LEVEL);
     ZSTD_freeCCtx(cc);
     return r;
@@ -78,7 +79,7 @@ static size_t decompress_wiped(void *dst, size_t cap, const void *src, size_t le
     ZSTD_DCtx *dc = ZSTD_createDCtx_advanced(wipe_mem);
     size_t r;
     if (!dc)
-        return (size_t)-1;
+        return ZSTD_NO_MEMORY;
     r = ZSTD_decompressDCtx(dc, dst, cap, src, len);
     ZSTD_freeDCtx(dc);
     return r;
