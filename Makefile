@@ -9,6 +9,7 @@
 #   make bench      benchmarks against the baselines (see docs/)
 #   make eval       the paper's evaluation on the bundled set (docs/EVALUATION.md)
 #   make eval-large the same on the large set (after make data)
+#   make eval-leakage  cross-shard inference attack, xi_link (docs/LEAKAGE.md)
 #   make data       the large SIFT set (not committed; see datasets/README.md)
 #   make install    PREFIX=/usr/local DESTDIR= (the Python package goes to
 #                   PYDIR=PREFIX/lib/python3/dist-packages, on Debian's path)
@@ -44,7 +45,7 @@ CLI_OBJ  = $(CLI_SRC:%.c=build/rel/%.o)
 TESTS_ASAN = $(TEST_SRC:tests/%.c=build/asan/tests/%)
 TESTS_REL  = $(TEST_SRC:tests/%.c=build/rel/tests/%)
 CLI_TESTS  = $(sort $(wildcard tests/cli_*.sh))
-PY_TESTS   = tests/py_bindings.sh
+PY_TESTS   = tests/py_bindings.sh tests/py_leakage.sh
 
 # Fuzz targets (fuzz/fuzz_NAME.c): libFuzzer binaries built with clang, and
 # replay programs (every corpus and regression input once) for make check.
@@ -69,7 +70,7 @@ MESS = build/mess
 .PHONY: all lib tools check test-release demo bench data install uninstall \
         clean deps deps-check deps-data deps-bench python-check examples \
         fuzz fuzz-build fuzz-seeds valgrind tsan crash-test eval eval-large \
-        oom-test
+        eval-leakage oom-test
 .DELETE_ON_ERROR:
 
 all: lib tools examples
@@ -282,6 +283,17 @@ eval-large:
 	@$(MAKE) --no-print-directory -s build/libmess.so
 	$(EVAL) --data datasets/large --out docs/eval/large $(EVAL_LARGE_ARGS) $(EVAL_ARGS)
 	$(PYTHON) eval/fill_doc.py docs/EVALUATION.md large
+
+# The empirical cross-shard inference evaluation (docs/LEAKAGE.md): a bounded
+# run (2,000-vector prefix, 2 pairs, 2 + 8 trials per world; a few minutes)
+# into docs/eval/leakage.  LEAKAGE_ARGS=--full runs the paper's grid on the
+# bundled set (5k and 10k prefixes, 5 pairs, 30 + 300 trials: hours).
+LEAKAGE_ARGS ?=
+eval-leakage:
+	@sh scripts/deps.sh build python
+	@$(MAKE) --no-print-directory -s build/libmess.so
+	MESS_LIBRARY=$(CURDIR)/build/libmess.so nice $(PYTHON) eval/leakage/run.py \
+	  --data datasets/sift --out docs/eval/leakage $(LEAKAGE_ARGS)
 
 # ---- install ------------------------------------------------------------------
 install: all

@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+"""selftest.py - a fast check of the cross-shard attack (tests/py_leakage.sh).
+
+Small configuration (M = 8, t = 4, kappa = 128, a 1,000-vector prefix of the
+bundled SIFT set, 20% seeds), one real pair at d_theta <= 0.05:
+  - p_D = 0 (codes unperturbed) and 90% of background correspondences as
+    seeds: the best procedure must associate most of the target's entries
+    (accuracy >= 0.3; about 0.54 today; a random choice scores about 0.01), so an attack that
+    stopped working cannot pass for a strong defence;
+  - p_D = 0.5 (codes are noise): every procedure must fall to chance
+    (accuracy <= 0.1), so the scoring does not leak ground truth;
+  - p_D = 0.08: xi_single <= xi_link <= xi_complete for every procedure.
+Last line: "N passed, N failed".
+"""
+import os
+import sys
+import tempfile
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+
+from common import mess  # noqa: E402
+import attack as A  # noqa: E402
+import run as R  # noqa: E402
+import worlds as W  # noqa: E402
+
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    if ok:
+        passed += 1
+        print("ok - " + what)
+    else:
+        failed += 1
+        print("not ok - " + what)
+
+
+def main():
+    data = os.path.join(HERE, "..", "..", "datasets", "sift")
+    base = mess.read_f32(os.path.join(data, "base.bvecs"))[:1000]
+    train = mess.read_f32(os.path.join(data, "learn.bvecs"))[:2000]
+    pairs = W.near_pairs(base, 0.05, 1)
+    check(len(pairs) == 1, "a real pair at d_theta <= 0.05 in the prefix")
+    if not pairs:
+        return
+    dth, i, j = pairs[0]
+    tmp = tempfile.mkdtemp(prefix="leak-")
+    results = {}
+    # (p_D, seed fraction, held-out trials per world)
+    for p_store, frac, trials in ((0.0, 0.9, 4), (0.5, 0.2, 3), (0.08, 0.2, 6)):
+        p = mess.Params(base.shape[1], shards=8, per_item=4, p_store=p_store,
+                        train_sample=2000)
+        a = types.SimpleNamespace(seed=11, seed_frac=frac, calib=0, trials=trials,
+                                  delta=0.01, p_store=p_store, no_ci=True)
+        ex = W.Experiment(p, train, base, os.path.join(tmp, "c%g.bin" % p_store),
+                          threads=1)
+        rows, _ = R.evaluate_pair(ex, a, len(base), 0, base, i, j, dth)
+        results[p_store] = {r["method"]: r for r in rows}
+        ex.client.close()
+    easy = results[0.0]
+    best = max(r["accuracy"] for r in easy.values())
+    check(best >= 0.3, "p_D = 0: best association accuracy %.3f >= 0.3" % best)
+    for m in A.METHODS:
+        acc = results[0.5][m]["accuracy"]
+        check(acc <= 0.1, "p_D = 0.5: %s accuracy %.3f at chance (<= 0.1)" % (m, acc))
+    for m in A.METHODS:
+        r = results[0.08][m]
+        check(r["xi_single"] <= r["xi_link"] <= r["xi_complete"],
+              "p_D = 0.08: %s xi_single %.2f <= xi_link %.2f <= xi_complete %.2f"
+              % (m, r["xi_single"], r["xi_link"], r["xi_complete"]))
+    for f in os.listdir(tmp):
+        os.unlink(os.path.join(tmp, f))
+    os.rmdir(tmp)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as e:  # a crash is a failure with a summary line
+        import traceback
+        traceback.print_exc()
+        failed += 1
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)

@@ -1,0 +1,219 @@
+"""Neighbouring worlds, ground truth and the xi_link accounting of the
+cross-shard inference evaluation (paper, Appendix A.2).
+
+A trial of challenge pair q = (x0, x1) in world b: a client loaded from the
+experiment's saved client (fixed IsoHash mappings, so d_s(q) is fixed),
+a fresh server, and one upload of the background vectors plus (target id,
+x_b).  The trial draws fresh ids for every record: the route (t of M) and
+the storage coins are keyed functions of the id, so fresh ids give a fresh
+assignment and fresh randomized response through the library's own code,
+and the two worlds of one trial share ids, routes and background records
+exactly.  The server then builds every shard's HNSW graph.
+
+Ground truth (used only after inference, and to hand the attack its
+auxiliary seeds) comes from the client's delete buffer of one id, which
+lists that id's t (shard, label) pairs; the label is found in the server
+view.  No delete is applied.
+"""
+import os
+import struct
+
+import numpy as np
+
+from common import mess  # noqa: F401  (sets sys.path for the bindings)
+import mess.account as acc
+
+import attack as A
+
+
+def popcount_rows(a_u64):
+    b = np.unpackbits(np.ascontiguousarray(a_u64).view(np.uint8), axis=1)
+    return b.sum(1)
+
+
+def shard_distances(client, x0, x1):
+    """d_s(q) for every shard: Hamming distance of the clean codes."""
+    return popcount_rows(client.codes(x0) ^ client.codes(x1)).astype(np.int64)
+
+
+def angle(x0, x1):
+    x0, x1 = np.asarray(x0, np.float64), np.asarray(x1, np.float64)
+    c = x0 @ x1 / (np.linalg.norm(x0) * np.linalg.norm(x1))
+    return float(np.arccos(np.clip(c, -1, 1)) / np.pi)
+
+
+def near_pairs(base, angle_max=0.05, count=5):
+    """Real pairs of `base` at normalised angle <= angle_max, the closest to
+    the radius first, each vector used once (as scripts/near_pairs.py)."""
+    x = base.astype(np.float64)
+    nrm = np.linalg.norm(x, axis=1)
+    idx = np.flatnonzero(nrm > 0)
+    u = x[idx] / nrm[idx, None]
+    cands = []
+    for s in range(0, len(u), 2048):
+        c = np.clip(u[s:s + 2048] @ u.T, -1, 1)
+        d = np.arccos(c) / np.pi
+        for i in range(c.shape[0]):
+            d[i, :s + i + 1] = np.inf
+        r, q = np.nonzero((d <= angle_max) & (d > 0))
+        cands.extend(zip(d[r, q], idx[s + r], idx[q]))
+    cands.sort(key=lambda t: -t[0])
+    used, pairs = set(), []
+    for d, i, j in cands:
+        if i in used or j in used:
+            continue
+        used.update((i, j))
+        pairs.append((float(d), int(i), int(j)))
+        if len(pairs) == count:
+            break
+    return pairs
+
+
+class GroundTruth:
+    """id -> [(shard, node)] through one-id delete buffers matched against
+    the server's labels."""
+
+    def __init__(self, client, server, some_ids):
+        self.c = client
+        t = client.params.per_item
+        a, b = int(some_ids[0]), int(some_ids[1])
+        with client.delete([a]) as d1, client.delete([a, b]) as d2:
+            l1, l2 = len(d1), len(d2)
+        self.rec = (l2 - l1) // t
+        self.head = l1 - t * self.rec
+        self.t = t
+        self.label_index = []
+        for v in server.shards():
+            lab = np.ascontiguousarray(v.labels())
+            lab = lab.view(np.uint8).reshape(v.nodes, -1) if v.nodes else \
+                np.zeros((0, self.rec - 4), np.uint8)
+            if lab.shape[1] != self.rec - 4:
+                raise RuntimeError("label width %d does not match delete record %d"
+                                   % (lab.shape[1], self.rec - 4))
+            self.label_index.append({bytes(row): i for i, row in enumerate(lab)})
+
+    def nodes(self, item_id):
+        with self.c.delete([int(item_id)]) as d:
+            raw = bytes(d)
+        out = []
+        for k in range(self.t):
+            off = self.head + k * self.rec
+            shard = struct.unpack_from("<I", raw, off)[0]
+            node = self.label_index[shard].get(raw[off + 4:off + self.rec])
+            if node is None:
+                raise RuntimeError("id %d: label not on shard %d" % (item_id, shard))
+            out.append((shard, node))
+        return out
+
+
+class Experiment:
+    """One data set prefix, one saved client (fixed hashes)."""
+
+    def __init__(self, params, train, base, client_path, seed=b"\x5a" * 32, threads=2,
+                 log=None):
+        self.p = params
+        self.base = base
+        self.threads = threads
+        self.path = client_path
+        if not os.path.exists(client_path):
+            with mess.Client(params, train, seed=seed, threads=threads) as c:
+                c.save(client_path)
+        self.client = mess.Client.load(client_path)
+        self.log = log or (lambda m: None)
+
+    def pair_distances(self, x0, x1):
+        return shard_distances(self.client, x0, x1)
+
+    def build(self, ids, vectors):
+        c = mess.Client.load(self.path)
+        s = mess.Server(self.p)
+        c.insert(s, ids, vectors, threads=self.threads)
+        return c, s
+
+    def trial(self, pair, world, trial_key, seed_frac, rng, methods_cfg=None,
+              background=None):
+        """One trial: returns {"truth": target [(s, node)], "ref": (s,node),
+        "shards": [Shard], "know": Knowledge, "codes": target clean codes}."""
+        x = pair[world]
+        bg = background
+        n = len(bg) + 1
+        ids = (np.uint64(trial_key) << np.uint64(24)) + np.arange(n, dtype=np.uint64)
+        pos = int(rng.integers(n))
+        vec = np.insert(bg, pos, x, axis=0)
+        target = int(ids[pos])
+        c, s = self.build(ids, vec)
+        try:
+            gt = GroundTruth(c, s, ids)
+            truth = gt.nodes(target)
+            bg_ids = np.delete(ids, pos)
+            nseed = int(round(seed_frac * len(bg_ids)))
+            seed_pick = rng.choice(len(bg_ids), size=nseed, replace=False)
+            M = self.p.shards
+            items = [[] for _ in range(M)]
+            nodes = [[] for _ in range(M)]
+            for k in np.sort(seed_pick):
+                for sh, node in gt.nodes(bg_ids[k]):
+                    items[sh].append(k)
+                    nodes[sh].append(node)
+            items = [np.asarray(i, np.int64) for i in items]
+            nodes = [np.asarray(v, np.int64) for v in nodes]
+            order = [np.argsort(i) for i in items]
+            items = [i[o] for i, o in zip(items, order)]
+            nodes = [v[o] for v, o in zip(nodes, order)]
+            ref = truth[int(rng.integers(len(truth)))]
+            shards = A.shards_from_server(s)
+        finally:
+            s.close()
+            c.close()
+        know = A.Knowledge(ref[0], ref[1], items, nodes)
+        return {"truth": truth, "ref": ref, "shards": shards, "know": know}
+
+
+def score_trial(tr, chosen, d, target_codes, kappa):
+    """U (recovered target distance), correct count, wrong-block distances."""
+    truth = dict(tr["truth"])
+    ref = tr["ref"]
+    U = int(d[ref[0]])
+    correct = 0
+    wrong = []
+    for s, node, _ in chosen:
+        if truth.get(s) == node:
+            correct += 1
+            U += int(d[s])
+        else:
+            # normalised Hamming distance of the wrongly chosen block to the
+            # target's clean code in that shard (common-null check)
+            bits = tr["shards"][s].bits[node]
+            tb = np.unpackbits(np.ascontiguousarray(target_codes[s]).view(np.uint8),
+                               bitorder="little")
+            wrong.append(float((bits != tb).mean()))
+    return U, correct, wrong
+
+
+def xi_from_us(p_store, us, delta0):
+    """xi at delta0 for the empirical distribution of U, exact RR profile."""
+    us = np.asarray(us, np.int64)
+    cnt = np.bincount(us)
+    with np.errstate(divide="ignore"):
+        logw = np.log(cnt / cnt.sum())
+    with acc.PLD(p_store, logw) as pld:
+        return pld.epsilon(delta0)
+
+
+def xi_single(p_store, d, delta0):
+    """One uniformly chosen shard's entry: w = 1-of-M route weights."""
+    with acc.PLD(p_store, acc.route_weights(d, 1)) as pld:
+        return pld.epsilon(delta0)
+
+
+def xi_complete(p_store, d, t, delta0):
+    return acc.stored(p_store, d, t, delta0=delta0).xi_pld
+
+
+def bootstrap_ci(p_store, us, delta0, reps=200, seed=1, level=0.95):
+    rng = np.random.default_rng(seed)
+    us = np.asarray(us)
+    vals = [xi_from_us(p_store, rng.choice(us, size=us.size, replace=True), delta0)
+            for _ in range(reps)]
+    a = (1 - level) / 2
+    return float(np.quantile(vals, a)), float(np.quantile(vals, 1 - a))
