@@ -11,6 +11,8 @@
  *   context "MESSmemo" id 0 : key of the PRR memo cache
  *   context "MESScoin" id 0 : randomized-response seed (deterministic mode)
  *   context "MESShash" id 0 : IsoHash training seed
+ *   context "MESSownr" id 0 : owner key; the owner tag (mess.h) is
+ *                             BLAKE2b-128 keyed by it of a fixed string
  */
 #include <math.h>
 #include <pthread.h>
@@ -28,7 +30,7 @@
 #define KEY_BYTES 32
 #define DEFAULT_MEMO_CAPACITY 4096
 #define CLIENT_BODY_VERSION 1
-#define SERVER_BODY_VERSION 2
+#define SERVER_BODY_VERSION 3
 
 /* Domains separating the deterministic-mode coin streams. */
 enum coin_domain { COIN_STORE = 1, COIN_QUERY = 2 };
@@ -52,6 +54,7 @@ struct mess_client {
     uint64_t op_counter;      /* separates deterministic streams per operation */
     unsigned threads;         /* workers opening response entries (not saved) */
     int verify_all;           /* open every copy in a response (not saved) */
+    uint8_t owner[MESS_OWNER_BYTES]; /* owner tag (derived, not saved) */
 };
 
 struct shard_store {
@@ -71,6 +74,8 @@ struct mess_server {
     pthread_mutex_t pool_lock;
     struct hnsw_scratch *pool[SCRATCH_POOL];
     size_t npool;
+    int owned;                       /* an upload has been applied */
+    uint8_t owner[MESS_OWNER_BYTES]; /* its client's owner tag */
 };
 
 struct mess_query {
@@ -110,10 +115,23 @@ static int keys_alloc(mess_client *c)
     return MESS_OK;
 }
 
+/* The owner tag: a PRF (keyed BLAKE2b) of a fixed string under a subkey
+ * used for nothing else, so it reveals nothing about any other key. */
+static void owner_tag(const uint8_t *master, uint8_t tag[MESS_OWNER_BYTES])
+{
+    static const uint8_t domain[] = "libmess owner tag v1";
+    uint8_t key[KEY_BYTES];
+    crypto_kdf_derive_from_key(key, sizeof key, 0, "MESSownr", master);
+    crypto_generichash(tag, MESS_OWNER_BYTES, domain, sizeof domain, key,
+                       sizeof key);
+    sodium_memzero(key, sizeof key);
+}
+
 static void keys_derive(mess_client *c)
 {
     struct client_keys *k = c->keys;
     uint32_t j;
+    owner_tag(k->master, c->owner);
     crypto_kdf_derive_from_key(k->route, KEY_BYTES, 0, "MESSrout", k->master);
     crypto_kdf_derive_from_key(k->memo, KEY_BYTES, 0, "MESSmemo", k->master);
     crypto_kdf_derive_from_key(k->coin, KEY_BYTES, 0, "MESScoin", k->master);
@@ -240,6 +258,14 @@ int mess_client_params(const mess_client *c, mess_params *out)
 int mess_client_is_deterministic(const mess_client *c)
 {
     return c ? c->deterministic : 0;
+}
+
+int mess_client_owner(const mess_client *c, uint8_t tag[MESS_OWNER_BYTES])
+{
+    if (!c || !tag)
+        return MESS_EINVAL;
+    memcpy(tag, c->owner, MESS_OWNER_BYTES);
+    return MESS_OK;
 }
 
 int mess_client_set_threads(mess_client *c, unsigned threads)
@@ -460,6 +486,11 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
         return MESS_EINVAL;
     *buf = NULL;
     *len = 0;
+    if (n > 0 && mess_mul_size(n, c->p.dim, &total) != MESS_OK)
+        return MESS_ELIMIT;
+    for (i = 0; i < n * (size_t)c->p.dim; i++)
+        if (!isfinite(vectors[i]))
+            return MESS_EINVAL; /* a NaN would outrank every distance in finish */
     rc = ids_distinct(ids, n);
     if (rc != MESS_OK)
         return rc;
@@ -520,7 +551,7 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
     }
 
     mess_wr_init(&w);
-    wire_header(&w, WIRE_UPLOAD, &c->p);
+    wire_header_owned(&w, WIRE_UPLOAD, &c->p, c->owner);
     mess_wr_u64(&w, (uint64_t)(n * t));
     body = mess_wr_reserve(&w, total);
     if (!body) {
@@ -598,7 +629,7 @@ int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
     }
     qsort(recs, total, sizeof *recs, del_rec_cmp);
     mess_wr_init(&w);
-    wire_header(&w, WIRE_DELETE, &c->p);
+    wire_header_owned(&w, WIRE_DELETE, &c->p, c->owner);
     mess_wr_u64(&w, (uint64_t)total);
     for (k = 0; k < total; k++) {
         mess_wr_u32(&w, recs[k].shard);
@@ -678,7 +709,7 @@ int mess_client_request(mess_client *c, const float *qv, size_t pool,
     memcpy(q->q, qv, (size_t)p->dim * sizeof(float));
     /* The whole request is allocated before the memo cache and the op
      * counter change: a failed call leaves the client as it was. */
-    wire_header(&w, WIRE_REQUEST, p);
+    wire_header_owned(&w, WIRE_REQUEST, p, c->owner);
     dst = mess_wr_reserve(&w, sizeof q->request_id + 2 * (size_t)p->shards +
                                   (size_t)p->shards * wire_code_bytes(p));
     if (!dst) {
@@ -1198,6 +1229,36 @@ int mess_server_params(const mess_server *s, mess_params *out)
     return MESS_OK;
 }
 
+int mess_server_set_ef_search(mess_server *s, uint32_t ef_search)
+{
+    if (!s)
+        return MESS_EINVAL;
+    if (ef_search > MESS_MAX_EF)
+        return MESS_ELIMIT;
+    s->p.ef_search = ef_search;
+    return MESS_OK;
+}
+
+int mess_server_owner(const mess_server *s, uint8_t tag[MESS_OWNER_BYTES])
+{
+    if (!s || !tag)
+        return MESS_EINVAL;
+    if (!s->owned)
+        return MESS_ENOTFOUND;
+    memcpy(tag, s->owner, MESS_OWNER_BYTES);
+    return MESS_OK;
+}
+
+int mess_server_check_owner(const mess_server *s,
+                            const uint8_t tag[MESS_OWNER_BYTES])
+{
+    if (!s || !tag)
+        return MESS_EINVAL;
+    if (s->owned && sodium_memcmp(s->owner, tag, MESS_OWNER_BYTES) != 0)
+        return MESS_EOWNER;
+    return MESS_OK;
+}
+
 static int server_alloc(const mess_params *p, int with_graphs, mess_server **out)
 {
     mess_server *s;
@@ -1301,6 +1362,7 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
 {
     struct apply_job a;
     struct mess_rd r;
+    const uint8_t *owner;
     uint64_t n;
     size_t i, bytes;
     uint32_t prev_shard = 0;
@@ -1310,7 +1372,9 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
     if (!s || !buf)
         return MESS_EINVAL;
     mess_rd_init(&r, buf, len);
-    rc = wire_check_header(&r, WIRE_UPLOAD, &s->p);
+    rc = wire_check_header_owned(&r, WIRE_UPLOAD, &s->p, &owner);
+    if (rc == MESS_OK)
+        rc = mess_server_check_owner(s, owner);
     if (rc != MESS_OK)
         return rc;
     if (mess_rd_u64(&r, &n))
@@ -1361,6 +1425,10 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
      * nothing below fails half-way. */
     rc = parallel_for(s->p.shards, threads, apply_shard, &a);
     free(a.start);
+    if (rc == MESS_OK && !s->owned) {
+        memcpy(s->owner, owner, MESS_OWNER_BYTES);
+        s->owned = 1;
+    }
     return rc;
 }
 
@@ -1368,7 +1436,7 @@ int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
                              size_t *missing)
 {
     struct mess_rd r;
-    const uint8_t *recs;
+    const uint8_t *recs, *owner;
     uint64_t n;
     size_t i, bytes, miss = 0;
     int rc;
@@ -1378,7 +1446,9 @@ int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
     if (!s || !buf)
         return MESS_EINVAL;
     mess_rd_init(&r, buf, len);
-    rc = wire_check_header(&r, WIRE_DELETE, &s->p);
+    rc = wire_check_header_owned(&r, WIRE_DELETE, &s->p, &owner);
+    if (rc == MESS_OK)
+        rc = mess_server_check_owner(s, owner);
     if (rc != MESS_OK)
         return rc;
     if (mess_rd_u64(&r, &n))
@@ -1482,6 +1552,8 @@ int mess_server_search(const mess_server *s, const uint8_t *req,
     *resp = NULL;
     *resp_len = 0;
     rc = wire_request_parse(&s->p, req, req_len, &rq);
+    if (rc == MESS_OK)
+        rc = mess_server_check_owner(s, rq.owner);
     if (rc != MESS_OK)
         return rc;
     M = s->p.shards;
@@ -1670,7 +1742,8 @@ int mess_server_stats_get(const mess_server *s, mess_server_stats *out)
  *
  * Client body: u32 version | u8 deterministic | u64 op counter |
  *              master key[32] | isohash | memo cache
- * Server body: u32 version | per shard: graph | u64 n | n x entry
+ * Server body: u32 version | u8 owned | owner tag[16] (zero if not owned) |
+ *              per shard: graph | u64 n | n x entry
  * ---------------------------------------------------------------------- */
 
 int mess_client_save(const mess_client *c, const char *path,
@@ -1793,6 +1866,8 @@ int mess_server_save(const mess_server *s, const char *path)
         return MESS_EINVAL;
     mess_wr_init(&w);
     mess_wr_u32(&w, SERVER_BODY_VERSION);
+    mess_wr_u8(&w, (uint8_t)s->owned);
+    mess_wr_bytes(&w, s->owner, MESS_OWNER_BYTES);
     for (j = 0; j < s->p.shards && rc == MESS_OK; j++) {
         size_t n = hnsw_count(s->shards[j].graph);
         rc = hnsw_serialize(s->shards[j].graph, &w);
@@ -1844,6 +1919,17 @@ int mess_server_load(const char *path, const mess_params *expect,
     if (version != SERVER_BODY_VERSION) {
         rc = MESS_EVERSION;
         goto done;
+    }
+    {
+        uint8_t owned;
+        static const uint8_t none[MESS_OWNER_BYTES];
+        if (mess_rd_u8(&r, &owned) || owned > 1 ||
+            mess_rd_bytes(&r, s->owner, MESS_OWNER_BYTES) ||
+            (!owned && memcmp(s->owner, none, MESS_OWNER_BYTES) != 0)) {
+            rc = MESS_EFORMAT;
+            goto done;
+        }
+        s->owned = owned;
     }
     for (j = 0; j < p.shards; j++) {
         struct hnsw_params hp = graph_params(&p, j);

@@ -60,6 +60,7 @@ const char *mess_version(void);
 #define MESS_ECRYPTO  (-12)  /* the crypto library could not be initialised */
 #define MESS_EPASS    (-13)  /* passphrase required, wrong, or given for an unsealed client file */
 #define MESS_ESTATE   (-14)  /* operation not valid in the object's current state */
+#define MESS_EOWNER   (-15)  /* the server belongs to another client (owner tag differs) */
 
 /* A short English description of a status code; never NULL. */
 const char *mess_strerror(int code);
@@ -92,7 +93,11 @@ void mess_vecs_free(void *p);
  *
  * Everything the server may know.  The client and the server are created
  * from the same parameters; every buffer and file carries a fingerprint of
- * them, and a mismatch is MESS_EPARAM.
+ * them, and a mismatch is MESS_EPARAM.  Two fields are tuning, not protocol
+ * identity, and are left out of the fingerprint: ef_search (the server's
+ * search beam, mess_server_set_ef_search) and train_sample (used once, when
+ * the client trains its hashes), so either may differ between a client and
+ * its server.
  * ---------------------------------------------------------------------- */
 #define MESS_METRIC_L2      0  /* squared Euclidean distance, smaller is closer */
 #define MESS_METRIC_IP      1  /* inner product, reported as -<q,x> */
@@ -122,9 +127,11 @@ typedef struct mess_params {
     double   p_irr;           /* instantaneous query flip probability */
     uint32_t hnsw_m;          /* M_hnsw: links per node (2*M_hnsw at layer 0) */
     uint32_t ef_construction; /* HNSW build beam width */
-    uint32_t ef_search;       /* per-shard search beam: ef = max(budget, ef_search) */
+    uint32_t ef_search;       /* per-shard search beam: ef = max(budget, ef_search);
+                                 server-side tuning, not fingerprinted */
     uint32_t payload;         /* MESS_PAYLOAD_* */
-    uint32_t train_sample;    /* IsoHash subsample per shard; 0 = min(n, 20000) */
+    uint32_t train_sample;    /* IsoHash subsample per shard; 0 = min(n, 20000);
+                                 client-side, not fingerprinted */
 } mess_params;
 
 /* Fills the paper's defaults for vectors of `dim` components: M = 64, t = 16,
@@ -182,6 +189,48 @@ int mess_server_new(const mess_params *p, mess_server **out);
 void mess_server_free(mess_server *s);
 int mess_server_params(const mess_server *s, mess_params *out);
 
+/* Sets the server's per-shard search beam: each shard is searched with
+ * ef = max(budget, ef_search).  0 .. MESS_MAX_EF (larger is MESS_ELIMIT);
+ * 0, the default, searches with the request's budget alone.  A larger beam
+ * finds more of the true Hamming neighbours at proportionally more
+ * distance computations.  Not part of the parameter fingerprint: clients
+ * made with another ef_search are served.  Saved with the server (its
+ * parameter block) and reported by mess_server_params.  Not to be called
+ * while a search runs on the same server (it changes what searches read). */
+int mess_server_set_ef_search(mess_server *s, uint32_t ef_search);
+
+/* ------------------------------------------------------------------------
+ * Owner tag
+ *
+ * Every upload, delete and request buffer carries the client's owner tag:
+ * 16 bytes of BLAKE2b keyed by a subkey of the master key (crypto_kdf
+ * context "MESSownr"), a PRF output of a fixed input, so it tells nothing
+ * about any key.  A server records the tag of the first upload it applies
+ * (kept in its state file) and from then on refuses buffers carrying
+ * another tag with MESS_EOWNER, before changing or searching anything.
+ * A client can read the server's tag and compare it with its own before it
+ * uploads or queries.
+ *
+ * The tag binds honest clients to their server and lets the owner tell a
+ * foreign server from a tampered one; it is not a secret from the server
+ * (it is in every buffer), so it does not stop a party that has seen the
+ * owner's buffers from forging the tag; the payload AEAD is what keeps
+ * forged entries out of the owner's results.
+ * ---------------------------------------------------------------------- */
+#define MESS_OWNER_BYTES 16
+
+/* The client's owner tag. */
+int mess_client_owner(const mess_client *c, uint8_t tag[MESS_OWNER_BYTES]);
+
+/* The server's owner tag: MESS_OK with *tag filled, or MESS_ENOTFOUND for a
+ * server that has applied no upload yet (any client may become its owner). */
+int mess_server_owner(const mess_server *s, uint8_t tag[MESS_OWNER_BYTES]);
+
+/* MESS_OK if a client with this tag may use the server (its owner, or any
+ * client while the server has no owner), else MESS_EOWNER. */
+int mess_server_check_owner(const mess_server *s,
+                            const uint8_t tag[MESS_OWNER_BYTES]);
+
 /* ------------------------------------------------------------------------
  * Insert and delete
  *
@@ -192,14 +241,17 @@ int mess_server_params(const mess_server *s, mess_params *out);
 /* Encodes n items (ids[i], vectors[i*dim ..]) into an upload buffer: for each
  * item its t shards from Route(id), and per shard a label, a perturbed code
  * (fresh coins) and a ciphertext of id || vector.  Ids must be distinct
- * within the call. threads: 0 = 1. */
+ * within the call, and every vector component finite (a NaN or an
+ * infinity is MESS_EINVAL, as in mess_client_request).  threads: 0 = 1. */
 int mess_client_upload(mess_client *c, const uint64_t *ids,
                        const float *vectors, size_t n, unsigned threads,
                        uint8_t **buf, size_t *len);
 
 /* Applies an upload buffer.  All or nothing: the buffer is validated in full
  * and every allocation the inserts need is made before any index changes;
- * an id already stored is MESS_EINVAL. */
+ * an id already stored is MESS_EINVAL; a buffer whose owner tag is not the
+ * server's owner's is MESS_EOWNER.  The first upload applied makes its
+ * client the server's owner. */
 int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
                              unsigned threads);
 
@@ -208,7 +260,8 @@ int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
                        uint8_t **buf, size_t *len);
 
 /* Marks the entries named in a delete buffer deleted (they still route but
- * are never returned).  *missing (may be NULL) counts pairs not found. */
+ * are never returned).  *missing (may be NULL) counts pairs not found.
+ * A buffer from a client other than the server's owner is MESS_EOWNER. */
 int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
                              size_t *missing);
 
@@ -238,7 +291,8 @@ int mess_client_request(mess_client *c, const float *q, size_t pool,
                         mess_query **q_out, uint8_t **req, size_t *req_len);
 
 /* Searches every shard for its budget of nearest perturbed codes and returns
- * the ciphertexts.  Safe to call from many threads on one server.
+ * the ciphertexts.  A request from a client other than the server's owner
+ * is MESS_EOWNER.  Safe to call from many threads on one server.
  * threads: workers for the fan-out over shards (0 = 1). */
 int mess_server_search(const mess_server *s, const uint8_t *req,
                        size_t req_len, unsigned threads, uint8_t **resp,

@@ -133,11 +133,16 @@ int params_decode(struct mess_rd *r, mess_params *p)
     return mess_params_check(p) == MESS_OK ? MESS_OK : MESS_EFORMAT;
 }
 
+/* ef_search (server tuning) and train_sample (client training) are set to
+ * 0 before hashing: they are not part of the protocol's identity. */
 void params_fingerprint(const mess_params *p, uint8_t fp[MESS_FINGERPRINT_BYTES])
 {
-    static const uint8_t domain[] = "libmess params v1";
+    static const uint8_t domain[] = "libmess params v2";
     uint8_t buf[sizeof domain + MESS_PARAMS_BYTES];
+    mess_params q = *p;
+    q.ef_search = 0;
+    q.train_sample = 0;
     memcpy(buf, domain, sizeof domain);
-    params_pack(p, buf + sizeof domain);
+    params_pack(&q, buf + sizeof domain);
     crypto_generichash(fp, MESS_FINGERPRINT_BYTES, buf, sizeof buf, NULL, 0);
 }

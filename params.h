@@ -15,7 +15,8 @@
 void params_encode(const mess_params *p, struct mess_wr *w);
 /* Reads and validates (mess_params_check) a parameter block. */
 int params_decode(struct mess_rd *r, mess_params *p);
-/* BLAKE2b-128 of the canonical encoding: equal iff the parameters are. */
+/* BLAKE2b-128 of the canonical encoding with ef_search and train_sample
+ * zeroed: equal iff the parameters are, those two tuning fields aside. */
 void params_fingerprint(const mess_params *p, uint8_t fp[MESS_FINGERPRINT_BYTES]);
 /* 64-bit words per shard code. */
 static inline uint32_t params_words(const mess_params *p)

@@ -4,7 +4,7 @@
 #include "payload.h"
 #include "wire.h"
 
-#define WIRE_VERSION 2
+#define WIRE_VERSION 3
 
 static const char wire_magic[4][4] = {
     {'M', 'S', 'U', 'P'}, {'M', 'S', 'D', 'L'}, {'M', 'S', 'R', 'Q'},
@@ -17,6 +17,23 @@ void wire_header(struct mess_wr *w, enum wire_kind kind, const mess_params *p)
     mess_wr_bytes(w, wire_magic[kind], 4);
     mess_wr_u32(w, WIRE_VERSION);
     mess_wr_bytes(w, fp, sizeof fp);
+}
+
+void wire_header_owned(struct mess_wr *w, enum wire_kind kind,
+                       const mess_params *p, const uint8_t *owner)
+{
+    wire_header(w, kind, p);
+    mess_wr_bytes(w, owner, WIRE_OWNER_BYTES);
+}
+
+int wire_check_header_owned(struct mess_rd *r, enum wire_kind kind,
+                            const mess_params *p, const uint8_t **owner)
+{
+    int rc = wire_check_header(r, kind, p);
+    if (rc != MESS_OK)
+        return rc;
+    *owner = mess_rd_take(r, WIRE_OWNER_BYTES);
+    return *owner ? MESS_OK : MESS_EFORMAT;
 }
 
 int wire_check_header(struct mess_rd *r, enum wire_kind kind,
@@ -75,7 +92,7 @@ int wire_request_parse(const mess_params *p, const uint8_t *buf, size_t len,
     if (!buf)
         return MESS_EINVAL;
     mess_rd_init(&r, buf, len);
-    rc = wire_check_header(&r, WIRE_REQUEST, p);
+    rc = wire_check_header_owned(&r, WIRE_REQUEST, p, &out->owner);
     if (rc != MESS_OK)
         return rc;
     out->request_id = mess_rd_take(&r, WIRE_REQUEST_ID_BYTES);
@@ -114,7 +131,7 @@ size_t mess_upload_size(const mess_params *p, size_t items)
     if (!p || mess_params_check(p) != MESS_OK)
         return 0;
     return checked_records(items, p->per_item, wire_upload_record_bytes(p),
-                           WIRE_HEADER_BYTES + 8);
+                           WIRE_HEADER_BYTES + WIRE_OWNER_BYTES + 8);
 }
 
 size_t mess_delete_size(const mess_params *p, size_t items)
@@ -122,14 +139,14 @@ size_t mess_delete_size(const mess_params *p, size_t items)
     if (!p || mess_params_check(p) != MESS_OK)
         return 0;
     return checked_records(items, p->per_item, wire_delete_record_bytes(),
-                           WIRE_HEADER_BYTES + 8);
+                           WIRE_HEADER_BYTES + WIRE_OWNER_BYTES + 8);
 }
 
 size_t mess_request_size(const mess_params *p)
 {
     if (!p || mess_params_check(p) != MESS_OK)
         return 0;
-    return WIRE_HEADER_BYTES + WIRE_REQUEST_ID_BYTES +
+    return WIRE_HEADER_BYTES + WIRE_OWNER_BYTES + WIRE_REQUEST_ID_BYTES +
            (size_t)p->shards * (2 + wire_code_bytes(p));
 }
 

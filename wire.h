@@ -2,13 +2,14 @@
  * wire.h - the buffers that cross between client and server.  Internal.
  *
  * Every buffer starts with a 24-byte header:
- *   magic[4] | u32 version (1) | parameter fingerprint[16]
+ *   magic[4] | u32 version (3) | parameter fingerprint[16]
  * and its length is exact: a parser checks every count against the bytes
- * that are actually there before touching them.
+ * that are actually there before touching them.  The client's buffers then
+ * carry its owner tag (mess.h, "Owner tag").
  *
- * upload   "MSUP" hdr | u64 n | n x (u32 shard | u64 label | code | entry)
- * delete   "MSDL" hdr | u64 n | n x (u32 shard | u64 label)
- * request  "MSRQ" hdr | request id[16] | M x u16 budget | M x code
+ * upload   "MSUP" hdr | owner[16] | u64 n | n x (u32 shard | u64 label | code | entry)
+ * delete   "MSDL" hdr | owner[16] | u64 n | n x (u32 shard | u64 label)
+ * request  "MSRQ" hdr | owner[16] | request id[16] | M x u16 budget | M x code
  * response "MSRS" hdr | request id[16] | for each shard in order:
  *                       u16 count (<= its budget) | count x entry
  * code = kappa/8 bytes (64-bit words, little-endian); entry = payload.h.
@@ -20,15 +21,22 @@
 
 #define WIRE_HEADER_BYTES 24
 #define WIRE_REQUEST_ID_BYTES 16
+#define WIRE_OWNER_BYTES MESS_OWNER_BYTES
 
 enum wire_kind { WIRE_UPLOAD, WIRE_DELETE, WIRE_REQUEST, WIRE_RESPONSE };
 
 /* Appends the header of `kind` for parameters p. */
 void wire_header(struct mess_wr *w, enum wire_kind kind, const mess_params *p);
+/* The header followed by the client's owner tag (upload, delete, request). */
+void wire_header_owned(struct mess_wr *w, enum wire_kind kind,
+                       const mess_params *p, const uint8_t *owner);
 /* Checks magic, version and fingerprint; leaves r after the header.
  * MESS_EFORMAT, MESS_EVERSION or MESS_EPARAM. */
 int wire_check_header(struct mess_rd *r, enum wire_kind kind,
                       const mess_params *p);
+/* wire_check_header, then the owner tag: *owner points into the buffer. */
+int wire_check_header_owned(struct mess_rd *r, enum wire_kind kind,
+                            const mess_params *p, const uint8_t **owner);
 
 size_t wire_code_bytes(const mess_params *p);
 size_t wire_upload_record_bytes(const mess_params *p);
@@ -40,6 +48,7 @@ void wire_store_code(uint8_t *dst, uint32_t words, const uint64_t *code);
 
 /* A validated request: pointers into the caller's buffer. */
 struct wire_request {
+    const uint8_t *owner;   /* WIRE_OWNER_BYTES */
     const uint8_t *request_id;
     const uint8_t *budgets; /* M x u16 */
     const uint8_t *codes;   /* M x code */

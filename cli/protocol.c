@@ -137,6 +137,21 @@ static int load_both(struct cli_args *a, const char *cpath, const char *spath,
             cli_fail("cannot load server state", spath, rc);
         return CLI_FAIL;
     }
+    /* Before any work: a server another client has written into would
+     * refuse every buffer of this one (MESS_EOWNER). */
+    {
+        uint8_t tag[MESS_OWNER_BYTES];
+        mess_client_owner(*c, tag);
+        if (mess_server_check_owner(*s, tag) == MESS_EOWNER) {
+            cli_error("server state '%s': this server belongs to another client "
+                      "(not to '%s')", spath, cpath);
+            mess_client_free(*c);
+            mess_server_free(*s);
+            *c = NULL;
+            *s = NULL;
+            return CLI_FAIL;
+        }
+    }
     return CLI_OK;
 }
 
@@ -230,6 +245,18 @@ int cli_cmd_insert(int argc, char **argv)
         t = cli_wall_s();
         rc = mess_client_upload(c, ids + i, x + i * dim, m, (unsigned)threads, &buf, &len);
         t_client += cli_wall_s() - t;
+        if (rc == MESS_EINVAL) {
+            /* ids are distinct: a vector has a NaN or an infinity */
+            size_t r, e;
+            for (r = i; r < i + m; r++)
+                for (e = 0; e < dim; e++)
+                    if (!isfinite(x[r * dim + e])) {
+                        cli_error("'%s' row %zu: component %zu is %s; vectors must be finite",
+                                  file, r, e, isnan(x[r * dim + e]) ? "NaN" : "infinite");
+                        rc = CLI_FAIL;
+                        goto done;
+                    }
+        }
         if (rc != MESS_OK) {
             rc = cli_fail("client upload", NULL, rc);
             goto done;
@@ -278,6 +305,9 @@ static const char query_help[] =
     "  --gt F.ivecs    ground truth: also report recall@k\n"
     "  --threads N     threads of the server fan-out and of the client's\n"
     "                  opening of response entries (1)\n"
+    "  --ef-search E   the server's per-shard search beam for this run,\n"
+    "                  ef = max(budget, E), 0..65535 (the server's own value;\n"
+    "                  not saved: set it for good with `mess init --ef-search`)\n"
     "  --verify-all    authenticate every entry, not one copy per id (same\n"
     "                  results; auth_failures then counts every tampered copy)\n"
     "\n"
@@ -292,7 +322,7 @@ int cli_cmd_query(int argc, char **argv)
 {
     struct cli_args a;
     const char *cpath, *spath, *file, *outp, *gtp;
-    long k, pool, threads;
+    long k, pool, threads, efs;
     mess_client *c = NULL;
     mess_server *s = NULL;
     mess_params p;
@@ -314,7 +344,8 @@ int cli_cmd_query(int argc, char **argv)
     gtp = cli_opt(&a, "--gt");
     if (cli_opt_long(&a, "-k", 1, 100000, 10, &k) ||
         cli_opt_long(&a, "--pool", 0, (long)MESS_MAX_BUDGET * MESS_MAX_SHARDS, 0, &pool) ||
-        cli_opt_long(&a, "--threads", 1, 256, 1, &threads))
+        cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
+        cli_opt_long(&a, "--ef-search", 0, MESS_MAX_EF, -1, &efs))
         return CLI_USAGE;
     cli_opt(&a, "--passphrase-env");
     verify_all = cli_flag(&a, "--verify-all");
@@ -348,6 +379,8 @@ int cli_cmd_query(int argc, char **argv)
     mess_client_params(c, &p);
     mess_client_set_threads(c, (unsigned)threads);
     mess_client_set_verify_all(c, verify_all);
+    if (efs >= 0)
+        mess_server_set_ef_search(s, (uint32_t)efs);
     if (dim != p.dim) {
         cli_error("'%s' has dimension %zu, the index expects %u", file, dim, p.dim);
         rc = CLI_FAIL;

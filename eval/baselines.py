@@ -61,12 +61,13 @@ def plaintext_hnsw(ds, threads, target=0.98, m=16, ef_construction=300):
 
 def _parse_request(req, shards, code_bytes):
     """(header[24], request id[16], budgets[M], codes uint8 (M, kappa/8)) of
-    a request buffer (docs/PROTOCOL.md)."""
+    a request buffer (docs/PROTOCOL.md; the owner tag[16] after the header
+    is skipped)."""
     b = bytes(req)
-    hdr, rid = b[:24], b[24:40]
-    budgets = np.frombuffer(b, dtype="<u2", count=shards, offset=40)
+    hdr, rid = b[:24], b[40:56]
+    budgets = np.frombuffer(b, dtype="<u2", count=shards, offset=56)
     codes = np.frombuffer(b, dtype=np.uint8, count=shards * code_bytes,
-                          offset=40 + 2 * shards).reshape(shards, code_bytes)
+                          offset=56 + 2 * shards).reshape(shards, code_bytes)
     return hdr, rid, budgets, codes
 
 

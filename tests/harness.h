@@ -57,6 +57,10 @@ static int harness_passed, harness_failed, harness_test_failed;
         return harness_failed ? 1 : 0;                                       \
     } while (0)
 
+/* Start of the body of the client's buffers (wire.h: header 24 | owner
+ * tag 16); upload and delete records follow a u64 count. */
+#define TEST_WIRE_CLIENT_HDR 40
+
 /* Offsets and shards of the entries of a response (wire.h: header 24 |
  * request id 16 | per shard u16 count | count x eb-byte entries), at most
  * cap of them; returns how many. */

@@ -306,14 +306,15 @@ static void test_swap_labels(void)
     size_t len, rec_bytes = 4 + 8 + params.kappa / 8 + entry_bytes, n, i, j, e;
     size_t injected = 0, wrong = 0;
     live_open(&l, 4);
-    n = (size_t)((upload[24] | upload[25] << 8 | upload[26] << 16));
+    n = (size_t)((upload[TEST_WIRE_CLIENT_HDR] | upload[TEST_WIRE_CLIENT_HDR + 1] << 8 |
+                  upload[TEST_WIRE_CLIENT_HDR + 2] << 16));
     r = l.r;
     /* replace the entries of shards 0..3 with stored entries of other items,
      * half from the right shard, half from the wrong one */
     for (j = 0; j < 4; j++)
         for (e = 0; e < r.count[j]; e++) {
             for (i = (j * 37 + e * 11) % n;; i = (i + 1) % n) {
-                const uint8_t *rec = upload + 32 + i * rec_bytes;
+                const uint8_t *rec = upload + TEST_WIRE_CLIENT_HDR + 8 + i * rec_bytes;
                 uint32_t shard = (uint32_t)rec[0] | (uint32_t)rec[1] << 8;
                 if ((e % 2 == 0) == (shard == j)) {
                     r.entry[j][e] = rec + 12 + params.kappa / 8;

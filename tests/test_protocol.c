@@ -349,15 +349,15 @@ static void test_upload_invariants(void)
         const float *x = base + (i % n_base) * dim;
         CHECK_OK(mess_client_codes(g_client, x, clean));
         CHECK_OK(mess_client_upload(g_client, &id, x, 1, 1, &buf, &len));
-        CHECK(len == 32 + p.per_item * rb);
+        CHECK(len == TEST_WIRE_CLIENT_HDR + 8 + p.per_item * rb);
         for (r = 0; r < p.per_item; r++) {
-            const uint8_t *rec = buf + 32 + r * rb;
+            const uint8_t *rec = buf + TEST_WIRE_CLIENT_HDR + 8 + r * rb;
             flips += record_flips(rec, clean, words);
             bits += p.kappa;
             /* no value is equal across the t copies of one item: shards
              * distinct, labels, codes, SIVs and ciphertexts all differ */
             for (r2 = 0; r2 < r; r2++) {
-                const uint8_t *o = buf + 32 + r2 * rb;
+                const uint8_t *o = buf + TEST_WIRE_CLIENT_HDR + 8 + r2 * rb;
                 CHECK(memcmp(o, rec, 4) != 0);
                 CHECK(memcmp(o + 4, rec + 4, 8) != 0);
                 CHECK(memcmp(o + 12, rec + 12, code_b) != 0);
@@ -407,13 +407,13 @@ static void test_production_upload_coins(void)
     CHECK_OK(mess_client_codes(c, base, clean));
     CHECK_OK(mess_client_upload(c, ids, x, ITEMS, 2, &buf, &len));
     nrec = (size_t)ITEMS * p.per_item;
-    CHECK(len == 32 + nrec * rb);
-    for (r = 0; r < nrec && len == 32 + nrec * rb; r++) {
-        const uint8_t *rec = buf + 32 + r * rb;
+    CHECK(len == TEST_WIRE_CLIENT_HDR + 8 + nrec * rb);
+    for (r = 0; r < nrec && len == TEST_WIRE_CLIENT_HDR + 8 + nrec * rb; r++) {
+        const uint8_t *rec = buf + TEST_WIRE_CLIENT_HDR + 8 + r * rb;
         flips += record_flips(rec, clean, words);
         bits += p.kappa;
         for (r2 = 0; r2 < r; r2++) {
-            const uint8_t *o = buf + 32 + r2 * rb;
+            const uint8_t *o = buf + TEST_WIRE_CLIENT_HDR + 8 + r2 * rb;
             if (memcmp(o, rec, 4) == 0 && memcmp(o + 12, rec + 12, code_b) == 0)
                 same++;
         }
@@ -446,7 +446,7 @@ static void test_request_invariants(void)
     uint8_t *r1, *r2, *r3;
     size_t l1, l2, l3, i, d12, d13, nbits, sum = 0;
     mess_params p = g_params;
-    size_t codes_off = 24 + 16 + 2 * p.shards;
+    size_t codes_off = TEST_WIRE_CLIENT_HDR + 16 + 2 * p.shards;
     double b = p.p_irr, pq = mess_effective_flip(p.p_prr, p.p_irr), want, sd;
     uint16_t lo = 0xffff, hi = 0;
     /* fresh query vectors, never asked before */
@@ -461,7 +461,7 @@ static void test_request_invariants(void)
     CHECK(l1 == mess_request_size(&p) && l2 == l1 && l3 == l1);
     /* the repeated query's request differs (fresh IRR coins, request id) */
     CHECK(memcmp(r1 + codes_off, r2 + codes_off, l1 - codes_off) != 0);
-    CHECK(memcmp(r1 + 24, r2 + 24, 16) != 0);
+    CHECK(memcmp(r1 + TEST_WIRE_CLIENT_HDR, r2 + TEST_WIRE_CLIENT_HDR, 16) != 0);
     /* ... while its permanent report is reused: two submissions differ by
      * the IRR flips only, 2b(1-b) of the bits, not by two independent
      * perturbations, 2 p_q (1 - p_q) */
@@ -477,7 +477,8 @@ static void test_request_invariants(void)
     CHECK(d13 > d12);
     /* budgets: the pool split evenly, nothing else (no clean-query input) */
     for (i = 0; i < p.shards; i++) {
-        uint16_t v = (uint16_t)(r1[24 + 16 + 2 * i] | r1[24 + 16 + 2 * i + 1] << 8);
+        uint16_t v = (uint16_t)(r1[TEST_WIRE_CLIENT_HDR + 16 + 2 * i] |
+                                  r1[TEST_WIRE_CLIENT_HDR + 16 + 2 * i + 1] << 8);
         sum += v;
         lo = v < lo ? v : lo;
         hi = v > hi ? v : hi;
@@ -591,8 +592,8 @@ static void test_hostile_buffers(void)
     CHECK_OK(mess_client_upload(g_client, &id, base, 1, 1, &buf, &len));
     for (cut = 0; cut < len; cut += 3)
         CHECK(mess_server_apply_upload(g_server, buf, cut, 1) != MESS_OK);
-    buf[32] = 0xff; /* shard out of range */
-    buf[33] = 0xff;
+    buf[TEST_WIRE_CLIENT_HDR + 8] = 0xff; /* shard out of range */
+    buf[TEST_WIRE_CLIENT_HDR + 9] = 0xff;
     CHECK_RC(mess_server_apply_upload(g_server, buf, len, 1), MESS_EFORMAT);
     mess_server_stats_get(g_server, &after);
     CHECK(after.entries == before.entries);
@@ -609,8 +610,8 @@ static void test_hostile_buffers(void)
     CHECK_OK(mess_client_delete(g_client, &id, 1, &buf, &len));
     for (cut = 0; cut < len; cut++)
         CHECK(mess_server_apply_delete(g_server, buf, cut, NULL) != MESS_OK);
-    buf[32] = 0xff;
-    buf[33] = 0xff;
+    buf[TEST_WIRE_CLIENT_HDR + 8] = 0xff;
+    buf[TEST_WIRE_CLIENT_HDR + 9] = 0xff;
     CHECK_RC(mess_server_apply_delete(g_server, buf, len, NULL), MESS_EFORMAT);
     mess_buf_free(buf);
 }

@@ -251,7 +251,7 @@ static void test_library(void)
     n_rec = (up_len - 32) / rec_bytes;
     plain = (uint8_t *)malloc(8 + 4 * dim);
     for (i = 0; i < n_rec; i++) {
-        const uint8_t *rec = up + 32 + i * rec_bytes;
+        const uint8_t *rec = up + TEST_WIRE_CLIENT_HDR + 8 + i * rec_bytes;
         uint32_t shard = mess_load_u32(rec);
         uint64_t id, lab;
         float x[4096];

@@ -16,9 +16,9 @@ from . import account  # noqa: F401  (mess.account: accountants, planning)
 from ._lib import (AuthenticationError, CryptoInitError, FormatError,
                    InvalidArgumentError, IOFailureError, LimitError,
                    MessError, NotFoundError, NumericError, OutOfMemoryError,
-                   ParamsMismatchError, PassphraseError, RoleError,
+                   OwnerError, ParamsMismatchError, PassphraseError, RoleError,
                    StateError, VersionError, strerror)
-from .core import (METRICS, PAYLOADS, Buffer, Client, FinishStats, Params,
+from .core import (METRICS, OWNER_BYTES, PAYLOADS, Buffer, Client, FinishStats, Params,
                    Query, QueryResult, Server, ServerStats, ShardView,
                    effective_flip, split_flip)
 from .vecs import (read_bvecs, read_f32, read_fvecs, read_ivecs, write_bvecs,

@@ -129,20 +129,28 @@ class StateError(MessError):
     pass
 
 
+class OwnerError(MessError):
+    """The server belongs to another client (MESS_EOWNER)."""
+    pass
+
+
 CODE_NAMES = {
     -1: "MESS_EINVAL", -2: "MESS_ENOMEM", -3: "MESS_EIO", -4: "MESS_EFORMAT",
     -5: "MESS_EVERSION", -6: "MESS_EPARAM", -7: "MESS_EAUTH",
     -8: "MESS_ENOTFOUND", -9: "MESS_ELIMIT", -10: "MESS_ENUMERIC",
     -11: "MESS_EROLE", -12: "MESS_ECRYPTO", -13: "MESS_EPASS",
-    -14: "MESS_ESTATE",
+    -14: "MESS_ESTATE", -15: "MESS_EOWNER",
 }
+
+ENOTFOUND = -8
+EOWNER = -15
 
 _ERROR_CLASSES = {
     -1: InvalidArgumentError, -2: OutOfMemoryError, -3: IOFailureError,
     -4: FormatError, -5: VersionError, -6: ParamsMismatchError,
     -7: AuthenticationError, -8: NotFoundError, -9: LimitError,
     -10: NumericError, -11: RoleError, -12: CryptoInitError,
-    -13: PassphraseError, -14: StateError,
+    -13: PassphraseError, -14: StateError, -15: OwnerError,
 }
 
 
@@ -250,6 +258,10 @@ client_codes = _proto("mess_client_codes", [c_void_p, c_void_p, c_void_p])
 server_new = _proto("mess_server_new", [P_params, POINTER(c_void_p)])
 server_free = _proto("mess_server_free", [c_void_p], None)
 server_params = _proto("mess_server_params", [c_void_p, P_params])
+server_set_ef_search = _proto("mess_server_set_ef_search", [c_void_p, c_uint32])
+client_owner = _proto("mess_client_owner", [c_void_p, c_void_p])
+server_owner = _proto("mess_server_owner", [c_void_p, c_void_p], check=False)
+server_check_owner = _proto("mess_server_check_owner", [c_void_p, c_void_p], check=False)
 
 client_upload = _proto("mess_client_upload", [c_void_p, c_void_p, c_void_p, c_size_t,
                                               c_uint, POINTER(c_void_p), P_size])

@@ -18,6 +18,8 @@ from . import _lib as L
 from ._lib import MessError
 
 METRICS = {"l2": 0, "ip": 1, "cos": 2, "cosine": 2}
+OWNER_BYTES = 16      # MESS_OWNER_BYTES
+MAX_EF = 65535        # MESS_MAX_EF
 PAYLOADS = {"f32": 0, "f16": 1, "i8": 2, "int8": 2}
 
 FinishStats = namedtuple("FinishStats", "candidates unique auth_failures unopened memo_hit")
@@ -282,6 +284,14 @@ class Client(_Handle):
         """True for a client made from a seed (experiment mode)."""
         return bool(L.client_is_deterministic(self.ptr))
 
+    @property
+    def owner(self):
+        """The client's 16-byte owner tag (bytes), carried by its upload,
+        delete and request buffers; it reveals nothing about its keys."""
+        tag = (ctypes.c_uint8 * OWNER_BYTES)()
+        L.client_owner(self.ptr, tag)
+        return bytes(tag)
+
     def set_threads(self, threads):
         """Worker threads finish() uses to open response entries (a
         property of this handle, not saved).  NotImplementedError with a
@@ -434,6 +444,40 @@ class Server(_Handle):
 
     def compact(self, threads=1):
         L.server_compact(self.ptr, _threads(threads))
+
+    def set_ef_search(self, ef):
+        """Sets the per-shard search beam (ef = max(budget, ef_search)),
+        0 .. MAX_EF; not part of the parameter fingerprint, saved with the
+        server.  Not to be called while a search runs on this server."""
+        if isinstance(ef, bool) or not isinstance(ef, (int, np.integer)):
+            raise TypeError("ef_search must be an integer")
+        if not 0 <= ef <= MAX_EF:
+            raise ValueError("ef_search must be in 0..%d, got %d" % (MAX_EF, ef))
+        L.server_set_ef_search(self.ptr, int(ef))
+
+    @property
+    def owner(self):
+        """The owner tag (16 bytes) of the client whose first upload this
+        server applied, or None while it has applied none."""
+        tag = (ctypes.c_uint8 * OWNER_BYTES)()
+        rc = L.server_owner(self.ptr, tag)
+        if rc == L.ENOTFOUND:
+            return None
+        if rc != 0:
+            raise L.error(rc, "mess_server_owner")
+        return bytes(tag)
+
+    def belongs_to(self, client):
+        """True if `client` (a Client or its owner tag) may use this server:
+        it is the owner, or the server has no owner yet.  Check it before
+        uploading or querying; the server refuses others with OwnerError."""
+        tag = client.owner if isinstance(client, Client) else bytes(client)
+        if len(tag) != OWNER_BYTES:
+            raise ValueError("an owner tag is %d bytes" % OWNER_BYTES)
+        rc = L.server_check_owner(self.ptr, (ctypes.c_uint8 * OWNER_BYTES)(*tag))
+        if rc not in (0, L.EOWNER):
+            raise L.error(rc, "mess_server_check_owner")
+        return rc == 0
 
     def search(self, request, threads=1):
         """Answers a request: the response Buffer."""

@@ -84,8 +84,9 @@ class TestLibrary(unittest.TestCase):
 
     def test_sizes(self):
         p = mess.Params(128)
-        # request: header 24, id 16, M u16 budgets, M codes of kappa/8 bytes
-        self.assertEqual(p.request_size(), 24 + 16 + 64 * 2 + 64 * 16)
+        # request: header 24, owner tag 16, id 16, M u16 budgets, M codes
+        # of kappa/8 bytes
+        self.assertEqual(p.request_size(), 24 + 16 + 16 + 64 * 2 + 64 * 16)
         e32, e16, e8 = (mess.Params(128, payload=x).payload_size() for x in ("f32", "f16", "i8"))
         self.assertEqual(e32 - e16, 2 * 128)   # 4 vs 2 bytes per component
         self.assertEqual(e16 - e8, 128 - 8)    # 1 byte per component + 8 (offset, step)
