@@ -40,10 +40,11 @@ if "$MESS" bench protocol --data "$tmp" --configs nonoise --payloads f32,i8 --sh
     else
         bad "No-Noise recall at B=100: '$r'"
     fi
-    # exact bytes: 184-byte request (M = 8), 56 bytes of response framing,
+    # exact bytes: 200-byte request (M = 8, with its 16-byte owner tag), 56
+    # bytes of response framing,
     # 536-byte f32 entries, 160-byte i8 ones
-    if printf '%s\n' "$last" | grep -q '"payload":"f32"[^]]*"bytes_per_query":{"20":[0-9]*,"100":53840}' &&
-        printf '%s\n' "$last" | grep -q '"payload":"i8"[^]]*"bytes_per_query":{"20":[0-9]*,"100":16240}'; then
+    if printf '%s\n' "$last" | grep -q '"payload":"f32"[^]]*"bytes_per_query":{"20":[0-9]*,"100":53856}' &&
+        printf '%s\n' "$last" | grep -q '"payload":"i8"[^]]*"bytes_per_query":{"20":[0-9]*,"100":16256}'; then
         ok "bytes per query"
     else
         bad "bytes per query in: $last"
