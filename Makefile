@@ -286,7 +286,8 @@ eval-large:
 
 # The empirical cross-shard inference evaluation (docs/LEAKAGE.md): a bounded
 # run (2,000-vector prefix, 2 pairs, 2 + 8 trials per world; a few minutes)
-# into docs/eval/leakage.  LEAKAGE_ARGS=--full runs the paper's grid on the
+# into docs/eval/leakage, then the replay attacks (re-inserts, query
+# retries; about 30 s).  LEAKAGE_ARGS=--full runs the paper's grid on the
 # bundled set (5k and 10k prefixes, 5 pairs, 30 + 300 trials: hours).
 LEAKAGE_ARGS ?=
 eval-leakage:
@@ -294,6 +295,8 @@ eval-leakage:
 	@$(MAKE) --no-print-directory -s build/libmess.so
 	MESS_LIBRARY=$(CURDIR)/build/libmess.so nice $(PYTHON) eval/leakage/run.py \
 	  --data datasets/sift --out docs/eval/leakage $(LEAKAGE_ARGS)
+	MESS_LIBRARY=$(CURDIR)/build/libmess.so nice $(PYTHON) eval/leakage/replay.py \
+	  --data datasets/sift --out docs/eval/leakage
 
 # ---- install ------------------------------------------------------------------
 install: all
