@@ -354,6 +354,15 @@ int mess_client_save(const mess_client *c, const char *path,
                      const char *passphrase);
 int mess_client_load(const char *path, const char *passphrase,
                      mess_client **out);
+/* The state-file container version this build writes and reads; files of
+ * any other version are MESS_EVERSION.  mess_state_file_peek reads only a
+ * state file's unauthenticated header (no passphrase needed): its container
+ * version, role (1 client, 2 server) and whether it is sealed; MESS_EFORMAT
+ * if it is not a state file.  For messages ("version 1 found, version 2
+ * expected") and for telling a sealed client file from an unsealed one. */
+#define MESS_STATE_FILE_VERSION 2
+int mess_state_file_peek(const char *path, uint32_t *version, uint32_t *role,
+                         int *sealed);
 int mess_client_save_pass(const mess_client *c, const char *path,
                           const char *passphrase, size_t passphrase_len);
 int mess_client_load_pass(const char *path, const char *passphrase,

@@ -16,7 +16,7 @@
 #include "statefile.h"
 
 static const uint8_t statefile_magic[8] = {'M', 'E', 'S', 'S', 'S', 'T', 'A', 'T'};
-#define STATEFILE_VERSION 1
+#define STATEFILE_VERSION MESS_STATE_FILE_VERSION
 #define FLAG_SEALED 1u
 #define HEADER_BYTES (20 + MESS_PARAMS_BYTES + 16)
 #define SALT_BYTES crypto_pwhash_SALTBYTES
@@ -26,6 +26,32 @@ static const uint8_t statefile_magic[8] = {'M', 'E', 'S', 'S', 'S', 'T', 'A', 'T
 #define ZSTD_LEVEL 3
 /* A body that claims to expand beyond this ratio is hostile, not ours. */
 #define MAX_EXPANSION 1024
+/* Sealed body, before encryption: u64 raw length | u64 zstd length | zstd
+ * frame | zero padding to padme(16 + zstd length). */
+#define INNER_HDR 16
+
+/* Padme (Nikitin et al., PURBs, PETS 2019): L rounded up so that only its
+ * top floor(log2 E) + 1 bits remain, E = floor(log2 L).  Overhead at most
+ * about 1 / (2 log2 L); a length reveals O(log log L) bits.  0 when the
+ * rounded length would not fit. */
+size_t statefile_padme(size_t len)
+{
+    unsigned e = 0, s = 0;
+    size_t x, mask;
+    if (len < 2)
+        return len;
+    for (x = len; x > 1; x >>= 1)
+        e++;
+    for (x = e; x > 1; x >>= 1)
+        s++;
+    s++; /* floor(log2 e) + 1 */
+    if (e <= s)
+        return len;
+    mask = ((size_t)1 << (e - s)) - 1;
+    if (len > SIZE_MAX - mask)
+        return 0;
+    return (len + mask) & ~mask;
+}
 
 /* zstd's working memory holds what it compresses or decompresses (a client
  * body's master key among the literals): it allocates through these, which
@@ -191,7 +217,7 @@ int statefile_write(const char *path, uint32_t role, const mess_params *p,
                     const char *passphrase, size_t pass_len, unsigned mode)
 {
     struct mess_wr w;
-    size_t bound, zlen, hdr_len;
+    size_t bound, zlen, zcap, hdr_len, body_len, stored_len;
     uint8_t *z = NULL, *q, key[32];
     int sealed = passphrase != NULL, rc;
 
@@ -199,16 +225,33 @@ int statefile_write(const char *path, uint32_t role, const mess_params *p,
         return MESS_EINVAL; /* an empty passphrase seals nothing */
     if (sodium_init() < 0)
         return MESS_ECRYPTO;
+    /* Sealed: the zstd frame goes after the 16 bytes of inner header into a
+     * buffer already as long as the padded body can get (padme is
+     * monotonic), so nothing holding it is reallocated. */
     bound = ZSTD_compressBound(raw_len);
-    if (ZSTD_isError(bound))
+    if (ZSTD_isError(bound) || bound > SIZE_MAX / 2)
         return MESS_ELIMIT;
-    z = (uint8_t *)malloc(bound ? bound : 1);
+    zcap = sealed ? statefile_padme(INNER_HDR + bound) : bound;
+    if (zcap == 0)
+        return MESS_ELIMIT;
+    z = (uint8_t *)malloc(zcap ? zcap : 1);
     if (!z)
         return MESS_ENOMEM;
-    zlen = compress_wiped(z, bound, raw, raw_len);
+    zlen = compress_wiped(z + (sealed ? INNER_HDR : 0), bound, raw, raw_len);
     if (ZSTD_isError(zlen)) {
+        sodium_memzero(z, zcap);
         free(z);
         return MESS_ENOMEM;
+    }
+    if (sealed) {
+        mess_store_u64(z, raw_len);
+        mess_store_u64(z + 8, zlen);
+        body_len = statefile_padme(INNER_HDR + zlen);
+        /* zstd may have used the output past the frame as scratch */
+        memset(z + INNER_HDR + zlen, 0, body_len - INNER_HDR - zlen);
+        stored_len = body_len + crypto_aead_xchacha20poly1305_ietf_ABYTES;
+    } else {
+        body_len = stored_len = zlen;
     }
 
     mess_wr_init(&w);
@@ -217,8 +260,8 @@ int statefile_write(const char *path, uint32_t role, const mess_params *p,
     mess_wr_u32(&w, role);
     mess_wr_u32(&w, sealed ? FLAG_SEALED : 0);
     params_encode(p, &w);
-    mess_wr_u64(&w, raw_len);
-    mess_wr_u64(&w, sealed ? zlen + crypto_aead_xchacha20poly1305_ietf_ABYTES : zlen);
+    mess_wr_u64(&w, sealed ? 0 : raw_len); /* sealed: inside the ciphertext */
+    mess_wr_u64(&w, stored_len);
     if (sealed) {
         uint8_t seal[SEAL_BYTES];
         unsigned long long ops = crypto_pwhash_OPSLIMIT_INTERACTIVE;
@@ -230,7 +273,7 @@ int statefile_write(const char *path, uint32_t role, const mess_params *p,
         mess_wr_bytes(&w, seal, SEAL_BYTES);
         rc = derive_key(passphrase, pass_len, seal, ops, mem, key);
         if (rc != MESS_OK) {
-            sodium_memzero(z, bound ? bound : 1);
+            sodium_memzero(z, zcap);
             free(z);
             mess_wr_free(&w);
             return rc;
@@ -238,21 +281,20 @@ int statefile_write(const char *path, uint32_t role, const mess_params *p,
     }
     hdr_len = w.len;
     /* body and checksum reserved at once: no realloc copies the body */
-    q = mess_wr_reserve(&w, (sealed ? zlen + crypto_aead_xchacha20poly1305_ietf_ABYTES
-                                    : zlen) + SUM_BYTES);
+    q = mess_wr_reserve(&w, stored_len + SUM_BYTES);
     if (q)
         w.len -= SUM_BYTES;
     if (q && sealed) {
         unsigned long long clen;
         crypto_aead_xchacha20poly1305_ietf_encrypt(
-            q, &clen, z, zlen, w.p, hdr_len, NULL,
+            q, &clen, z, body_len, w.p, hdr_len, NULL,
             w.p + HEADER_BYTES + SALT_BYTES + 16, key);
-        sodium_memzero(key, sizeof key);
     } else if (q) {
         memcpy(q, z, zlen);
     }
+    sodium_memzero(key, sizeof key);
     /* the compressed body of a client holds its keys */
-    sodium_memzero(z, bound ? bound : 1);
+    sodium_memzero(z, zcap);
     free(z);
     q = mess_wr_reserve(&w, SUM_BYTES);
     if (q)
@@ -329,7 +371,7 @@ int statefile_read(const char *path, uint32_t role, const char *passphrase,
 {
     uint8_t *file = NULL, *raw = NULL, *z = NULL, sum[SUM_BYTES], key[32];
     const uint8_t *magic, *body, *seal = NULL;
-    size_t flen = 0, hdr_len, zlen, got;
+    size_t flen = 0, hdr_len, zlen, zcap = 0, got;
     uint32_t version, frole, flags;
     uint64_t raw_len, stored_len;
     struct mess_rd r;
@@ -354,7 +396,7 @@ int statefile_read(const char *path, uint32_t role, const char *passphrase,
         mess_rd_u32(&r, &flags))
         goto done;
     if (version != STATEFILE_VERSION) {
-        rc = MESS_EVERSION;
+        rc = MESS_EVERSION; /* mess_state_file_peek says which */
         goto done;
     }
     if (flen < SUM_BYTES)
@@ -388,27 +430,27 @@ int statefile_read(const char *path, uint32_t role, const char *passphrase,
     body = mess_rd_take(&r, (size_t)stored_len);
     if (!body)
         goto done;
-    if (raw_len > (stored_len + 4096) * MAX_EXPANSION || raw_len > SIZE_MAX / 2) {
-        rc = MESS_ELIMIT;
-        goto done;
-    }
     zlen = (size_t)stored_len;
     if (seal) {
         unsigned long long ops = mess_load_u64(seal + SALT_BYTES);
         uint64_t mem = mess_load_u64(seal + SALT_BYTES + 8);
         unsigned long long mlen;
+        size_t i;
+        uint8_t pad = 0;
         if (!passphrase) {
             rc = MESS_EPASS;
             goto done;
         }
-        if (zlen < crypto_aead_xchacha20poly1305_ietf_ABYTES ||
+        if (raw_len != 0 || /* a sealed file keeps it inside */
+            zlen < crypto_aead_xchacha20poly1305_ietf_ABYTES + INNER_HDR ||
             ops < crypto_pwhash_OPSLIMIT_MIN || ops > crypto_pwhash_OPSLIMIT_SENSITIVE ||
             mem < crypto_pwhash_MEMLIMIT_MIN || mem > crypto_pwhash_MEMLIMIT_SENSITIVE)
             goto done;
         rc = derive_key(passphrase, pass_len, seal, ops, (size_t)mem, key);
         if (rc != MESS_OK)
             goto done;
-        z = (uint8_t *)malloc(zlen);
+        zcap = zlen;
+        z = (uint8_t *)malloc(zcap);
         if (!z) {
             rc = MESS_ENOMEM;
             goto done;
@@ -419,8 +461,21 @@ int statefile_read(const char *path, uint32_t role, const char *passphrase,
             rc = MESS_EPASS;
             goto done;
         }
-        zlen = (size_t)mlen;
-        body = z;
+        rc = MESS_EFORMAT;
+        raw_len = mess_load_u64(z);
+        stored_len = mess_load_u64(z + 8); /* now: the zstd frame's length */
+        if (stored_len > (uint64_t)mlen - INNER_HDR)
+            goto done;
+        for (i = INNER_HDR + (size_t)stored_len; i < (size_t)mlen; i++)
+            pad |= z[i];
+        if (pad != 0)
+            goto done;
+        zlen = (size_t)stored_len;
+        body = z + INNER_HDR;
+    }
+    if (raw_len > (stored_len + 4096) * MAX_EXPANSION || raw_len > SIZE_MAX / 2) {
+        rc = MESS_ELIMIT;
+        goto done;
     }
     raw = (uint8_t *)malloc(raw_len ? (size_t)raw_len : 1);
     if (!raw) {
@@ -445,10 +500,44 @@ done:
     if (raw)
         statefile_free_raw(raw, (size_t)raw_len);
     if (z) {
-        sodium_memzero(z, zlen);
+        sodium_memzero(z, zcap);
         free(z);
     }
     sodium_memzero(file, flen); /* an unsealed client file holds its keys */
     free(file);
     return rc;
+}
+
+int mess_state_file_peek(const char *path, uint32_t *version, uint32_t *role,
+                         int *sealed)
+{
+    uint8_t h[20];
+    size_t got = 0;
+    int fd, err;
+    if (!path || !version || !role || !sealed)
+        return MESS_EINVAL;
+    fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return MESS_EIO;
+    while (got < sizeof h) {
+        ssize_t k = read(fd, h + got, sizeof h - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            err = errno;
+            close(fd);
+            errno = err;
+            return MESS_EIO;
+        }
+        if (k == 0)
+            break;
+        got += (size_t)k;
+    }
+    close(fd);
+    if (got < sizeof h || memcmp(h, statefile_magic, 8) != 0)
+        return MESS_EFORMAT;
+    *version = mess_load_u32(h + 8);
+    *role = mess_load_u32(h + 12);
+    *sealed = (mess_load_u32(h + 16) & FLAG_SEALED) != 0;
+    return MESS_OK;
 }

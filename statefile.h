@@ -2,16 +2,19 @@
  * statefile.h - the container both state files use.  Internal header.
  *
  *   0   magic "MESSSTAT"
- *   8   u32 format version (1)
+ *   8   u32 format version (MESS_STATE_FILE_VERSION = 2; 1 is refused)
  *   12  u32 role (STATEFILE_CLIENT / STATEFILE_SERVER)
  *   16  u32 flags (bit 0: body sealed under a passphrase)
  *   20  public parameters (MESS_PARAMS_BYTES)
- *   84  u64 raw length (body after decompression)
+ *   84  u64 raw length (body after decompression); 0 if sealed
  *   92  u64 stored length (body bytes that follow the header)
  *   100 seal block, only if sealed: salt[16] | u64 opslimit | u64 memlimit |
  *       nonce[24]
- *   ..  body: zstd frame of the raw body; if sealed, XChaCha20-Poly1305 of
- *       it (associated data: every header byte before the body)
+ *   ..  body: unsealed, the zstd frame of the raw body; sealed,
+ *       XChaCha20-Poly1305 (associated data: every header byte before the
+ *       body) of  u64 raw length | u64 frame length | zstd frame | zero
+ *       padding  to statefile_padme(16 + frame length) bytes, so the file's
+ *       length shows neither the raw length nor the exact frame length
  *   end BLAKE2b-256 of every byte before it
  *
  * Written to a fresh PATH.tmp.XXXXXX (mkstemp: O_EXCL, never a planted
@@ -41,5 +44,8 @@ int statefile_write(const char *path, uint32_t role, const mess_params *p,
 int statefile_read(const char *path, uint32_t role, const char *passphrase,
                    size_t pass_len, mess_params *p, uint8_t **raw, size_t *raw_len);
 void statefile_free_raw(uint8_t *raw, size_t raw_len);
+
+/* The Padme length of len (sealed bodies are padded to it); 0 on overflow. */
+size_t statefile_padme(size_t len);
 
 #endif

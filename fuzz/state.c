@@ -24,7 +24,7 @@ static int wrap_body(const char *path, uint32_t role, const uint8_t *in,
 
     mess_wr_init(&w);
     mess_wr_bytes(&w, "MESSSTAT", 8);
-    mess_wr_u32(&w, 1);
+    mess_wr_u32(&w, MESS_STATE_FILE_VERSION);
     mess_wr_u32(&w, role);
     mess_wr_u32(&w, 0);
     mess_wr_bytes(&w, in, MESS_PARAMS_BYTES);

@@ -59,6 +59,18 @@ else
     echo "# not root: permission and read-only checks not run"
 fi
 
+# a state file of container version 1 (checksum made right) is refused and
+# the message names both versions
+/usr/bin/python3 - "$C" "$tmp/v1.mess" <<'EOF'
+import hashlib, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[8:12] = struct.pack("<I", 1)
+b[-32:] = hashlib.blake2b(bytes(b[:-32]), digest_size=32).digest()
+open(sys.argv[2], "wb").write(bytes(b))
+EOF
+says "container version 1" "mess: $tmp/v1.mess: state file format version 1, this build reads version 2 (written by another libmess version: re-create it with mess init, or use the version that wrote it)" \
+    $MESS insert --client "$tmp/v1.mess" --server "$S" "$tmp/few.bvecs"
+
 # with a passphrase, an unsealed client file is refused (it could have been
 # planted with someone else's keys), and a sealed one needs the passphrase
 MESS_TEST_PASS="a passphrase"

@@ -13,7 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "../mess.h"
+#include "../statefile.h"
 #include "harness.h"
 
 static char dir[] = "build/statefileXXXXXX";
@@ -145,6 +148,134 @@ static void test_passphrase_rules(void)
     unlink(plain);
 }
 
+static void write_bytes(const char *path, const uint8_t *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(fwrite(b, 1, n, f) == n);
+        fclose(f);
+    }
+}
+
+static size_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+/* Container version 1 is refused with MESS_EVERSION, and the header says
+ * which version it is. */
+static void test_version_1_refused(void)
+{
+    char path[256];
+    uint8_t *b;
+    size_t n;
+    uint32_t version = 0, role = 0;
+    int sealed = -1;
+    mess_client *c2 = NULL;
+    mess_server *s = NULL;
+
+    path_of(path, sizeof path, "v1.client");
+    CHECK_OK(mess_client_save(client, path, NULL));
+    CHECK_OK(mess_state_file_peek(path, &version, &role, &sealed));
+    CHECK(version == MESS_STATE_FILE_VERSION && version == 2 && role == 1 && sealed == 0);
+    b = test_read_file(path, &n);
+    CHECK(b && n > 100);
+    if (!b || n <= 100)
+        return;
+    /* a well-formed file of version 1: checksum recomputed */
+    mess_store_u32(b + 8, 1);
+    crypto_generichash(b + n - 32, 32, b, n - 32, NULL, 0);
+    write_bytes(path, b, n);
+    CHECK_RC(mess_client_load(path, NULL, &c2), MESS_EVERSION);
+    CHECK(c2 == NULL);
+    CHECK_RC(mess_server_load(path, NULL, &s), MESS_EVERSION);
+    CHECK_OK(mess_state_file_peek(path, &version, &role, &sealed));
+    CHECK(version == 1 && role == 1 && sealed == 0);
+    /* not a state file */
+    write_bytes(path, (const uint8_t *)"hello, world, not a state file", 30);
+    CHECK_RC(mess_state_file_peek(path, &version, &role, &sealed), MESS_EFORMAT);
+    free(b);
+    unlink(path);
+}
+
+/* A sealed file's length shows neither the body's length nor small changes
+ * of it: the raw length field is zero, the body is padded to a Padme
+ * length, and bodies 0 to 20 x 72 bytes longer (a query's memo entry was 72
+ * bytes) inside one bucket give files of one length. */
+static void test_sealed_length_padded(void)
+{
+    static const char pass[] = "length test";
+    char path[256];
+    mess_params p;
+    uint8_t *raw, *b, *back = NULL;
+    size_t base = (size_t)1 << 17, n, k, first = 0, back_len = 0;
+    mess_query *q;
+    uint8_t *req;
+    size_t rl, i;
+    float x[64];
+
+    path_of(path, sizeof path, "pad.client");
+    mess_client_params(client, &p);
+    raw = (uint8_t *)malloc(base + 20 * 72);
+    randombytes_buf(raw, base + 20 * 72); /* incompressible, like keys */
+    for (k = 0; k <= 20; k++) {
+        CHECK_OK(statefile_write(path, STATEFILE_CLIENT, &p, raw, base + 72 * k,
+                                 pass, strlen(pass), 0600));
+        n = file_size(path);
+        if (k == 0)
+            first = n;
+        CHECK(n == first);
+    }
+    /* what the length is: header, seal block, a padded body, tag, checksum */
+    n = first - 100 - 56 - 16 - 32;
+    CHECK(n > 16 + base + 20 * 72 && statefile_padme(n) == n);
+    b = test_read_file(path, &n);
+    CHECK(b && n > 100 && mess_load_u64(b + 84) == 0); /* no raw length */
+    free(b);
+    CHECK_OK(statefile_read(path, STATEFILE_CLIENT, pass, strlen(pass), &p, &back,
+                            &back_len));
+    CHECK(back_len == base + 20 * 72 && back && memcmp(back, raw, back_len) == 0);
+    statefile_free_raw(back, back_len);
+    free(raw);
+
+    /* a client's sealed file: a padded length before and after 20 new
+     * (memoised) queries */
+    for (k = 0; k < 2; k++) {
+        CHECK_OK(mess_client_save(client, path, pass));
+        n = file_size(path) - 100 - 56 - 16 - 32;
+        CHECK(statefile_padme(n) == n);
+        for (i = 0; i < 20; i++) {
+            for (rl = 0; rl < 64; rl++)
+                x[rl] = (float)((i * 64 + rl + 1000 * k) % 97);
+            CHECK_OK(mess_client_request(client, x, 16, &q, &req, &rl));
+            mess_buf_free(req);
+            mess_query_free(q);
+        }
+    }
+    unlink(path);
+}
+
+/* Padme: only the top floor(log2 E) + 1 bits of a length remain. */
+static void test_padme(void)
+{
+    size_t len, prev = 0, worst = 0;
+    CHECK(statefile_padme(0) == 0 && statefile_padme(1) == 1);
+    CHECK(statefile_padme(100) == 104);       /* E=6, S=3: multiples of 8 */
+    CHECK(statefile_padme(1u << 20) == 1u << 20);
+    CHECK(statefile_padme((1u << 20) + 1) == (1u << 20) + (1u << 15));
+    for (len = 2; len < 300000; len += 7) {
+        size_t p = statefile_padme(len);
+        CHECK(p >= len && p >= prev);
+        if ((p - len) * 1000 / len > worst)
+            worst = (p - len) * 1000 / len;
+        prev = p;
+    }
+    CHECK(worst <= 125); /* at most 12.5 % from 16 bytes on, less as lengths grow */
+    CHECK(statefile_padme(SIZE_MAX - 3) == 0);
+}
+
 /* Runs fn in a child; returns the child's exit status (0 = all checks held). */
 static int in_child(int (*fn)(void))
 {
@@ -255,6 +386,9 @@ int main(void)
     RUN(test_errno_kept);
     RUN(test_errno_privileged);
     RUN(test_passphrase_rules);
+    RUN(test_version_1_refused);
+    RUN(test_sealed_length_padded);
+    RUN(test_padme);
     mess_client_free(client);
     CHECK(rmdir(dir) == 0);
     HARNESS_END();
