@@ -20,6 +20,7 @@
 
 #include "internal.h"
 #include "parallel.h"
+#include "plansearch.h"
 
 #define LN_SQRT_2PI 0.91893853320467274178
 #define LN_2PI 1.83787706640934548356
@@ -1163,6 +1164,11 @@ struct plan {
     size_t *pool_b0, *pool_b1;  /* per pool: indices into bud */
     double *pool_f;             /* per pool: share of shards given b1 */
     double *partial;            /* nq x npools */
+    /* the search check (plansearch.h): clean codes of the simulated shards
+     * kept from phase 1 */
+    uint32_t nsim;
+    uint32_t sim_shard[MESS_PLAN_MAX_CHECK_SHARDS];
+    uint64_t *simcodes;         /* n x nsim x words */
 };
 
 static double metric_dist(uint32_t metric, const float *a, const float *b,
@@ -1190,9 +1196,15 @@ static double metric_dist(uint32_t metric, const float *a, const float *b,
 static int plan_codes(void *ctx, size_t i, unsigned worker)
 {
     struct plan *pl = (struct plan *)ctx;
+    uint64_t *code = pl->bcodes + i * pl->cw;
+    uint32_t j;
+    int rc;
     MESS_UNUSED(worker);
-    return mess_client_codes(pl->c, pl->data + (pl->block_start + i) * pl->p.dim,
-                             pl->bcodes + i * pl->cw);
+    rc = mess_client_codes(pl->c, pl->data + (pl->block_start + i) * pl->p.dim, code);
+    for (j = 0; rc == MESS_OK && j < pl->nsim; j++)
+        memcpy(pl->simcodes + ((pl->block_start + i) * pl->nsim + j) * pl->words,
+               code + (size_t)pl->sim_shard[j] * pl->words, pl->words * sizeof *code);
+    return rc;
 }
 
 /* One query against the current block: distance histograms per shard and,
@@ -1401,8 +1413,18 @@ int mess_plan_recall_model(const mess_client *c, int model, const float *data,
                            const uint32_t *truth, size_t k, const size_t *pools,
                            size_t npools, unsigned threads, double *recall)
 {
+    return mess_plan_recall_search(c, model, data, n, queries, nq, truth, k, pools,
+                                   npools, NULL, threads, recall);
+}
+
+int mess_plan_recall_search(const mess_client *c, int model, const float *data,
+                            size_t n, const float *queries, size_t nq,
+                            const uint32_t *truth, size_t k, const size_t *pools,
+                            size_t npools, struct mess_plan_search *search,
+                            unsigned threads, double *recall)
+{
     struct plan pl;
-    double p_plus;
+    double p_plus, *eff = NULL, *budget_eff = NULL;
     size_t i, b, kap1, hsize;
     uint32_t *own_truth = NULL;
     int rc;
@@ -1411,6 +1433,8 @@ int mess_plan_recall_model(const mess_client *c, int model, const float *data,
         k == 0 || k > n || npools == 0 ||
         (model != MESS_PLAN_PAPER && model != MESS_PLAN_CONDITIONAL))
         return MESS_EINVAL;
+    if (search && search->check_shards > MESS_PLAN_MAX_CHECK_SHARDS)
+        return MESS_ELIMIT;
     if (n > UINT32_MAX)
         return MESS_ELIMIT;
     {
@@ -1445,6 +1469,12 @@ int mess_plan_recall_model(const mess_client *c, int model, const float *data,
     pl.cw = (size_t)pl.p.shards * pl.words;
     pl.npools = npools;
     pl.p_plus = p_plus;
+    if (search && search->check_shards > 0) {
+        /* spread over 0..M-1 */
+        pl.nsim = search->check_shards < pl.p.shards ? search->check_shards : pl.p.shards;
+        for (i = 0; i < pl.nsim; i++)
+            pl.sim_shard[i] = (uint32_t)(i * pl.p.shards / pl.nsim);
+    }
     kap1 = (size_t)pl.p.kappa + 1;
     if (mess_mul_size(nq, (size_t)pl.p.shards * kap1, &hsize) != MESS_OK)
         return MESS_ELIMIT;
@@ -1466,9 +1496,16 @@ int mess_plan_recall_model(const mess_client *c, int model, const float *data,
         pl.tidx = own_truth = (uint32_t *)mess_malloc_array(nq * k, sizeof(uint32_t));
         pl.tfill = (size_t *)mess_calloc_array(nq, sizeof(size_t));
     }
+    if (pl.nsim) {
+        pl.simcodes = (uint64_t *)mess_malloc_array(n, (size_t)pl.nsim * pl.words *
+                                                    sizeof(uint64_t));
+        eff = (double *)mess_malloc_array(npools, sizeof *eff);
+        budget_eff = (double *)mess_malloc_array(pl.nbud, sizeof *budget_eff);
+    }
     rc = MESS_ENOMEM;
     if (!pl.qcodes || !pl.bcodes || !pl.hist || !pl.partial ||
-        (pl.find_truth && (!pl.tdist || !pl.tidx || !pl.tfill)))
+        (pl.find_truth && (!pl.tdist || !pl.tidx || !pl.tfill)) ||
+        (pl.nsim && (!pl.simcodes || !eff || !budget_eff)))
         goto out;
     for (i = 0; i < nq; i++) {
         rc = mess_client_codes(c, queries + i * pl.p.dim, pl.qcodes + i * pl.cw);
@@ -1486,6 +1523,52 @@ int mess_plan_recall_model(const mess_client *c, int model, const float *data,
             goto out;
     }
     pl.truth = truth ? truth : own_truth;
+    if (pl.nsim) {
+        /* The search check: the share of each budget's exact per-shard
+         * top-P that the server's HNSW returns on this data. */
+        struct plan_search_in in;
+        size_t cq = search->check_queries ? search->check_queries : 100;
+        memset(&in, 0, sizeof in);
+        in.p = &pl.p;
+        in.ef_search = search->ef_search;
+        in.nshards = pl.nsim;
+        in.shard = pl.sim_shard;
+        in.codes = pl.simcodes;
+        in.n = n;
+        in.qcodes = pl.qcodes;
+        in.nq = cq < nq ? cq : nq;
+        in.truth = pl.truth;
+        in.k = k;
+        in.bud = pl.bud;
+        in.nbud = pl.nbud;
+        rc = plan_search_efficiency(&in, threads, budget_eff, NULL);
+        if (rc != MESS_OK)
+            goto out;
+        for (b = 0; b < npools; b++)
+            eff[b] = (1.0 - pl.pool_f[b]) * budget_eff[pl.pool_b0[b]] +
+                     pl.pool_f[b] * budget_eff[pl.pool_b1[b]];
+        if (search->recall_exact) {
+            /* the curve of the exact per-shard search, first */
+            rc = parallel_for(nq, threads ? threads : 1, plan_query_recall, &pl);
+            if (rc != MESS_OK)
+                goto out;
+            for (b = 0; b < npools; b++) {
+                double s = 0.0;
+                for (i = 0; i < nq; i++) {
+                    s += pl.partial[i * npools + b];
+                    pl.partial[i * npools + b] = 0.0;
+                }
+                search->recall_exact[b] = s / ((double)nq * (double)k);
+            }
+        }
+        /* The HNSW search at budget P acts as an exact search of budget
+         * eff(P) P (kept non-decreasing, as the models need). */
+        for (b = 0; b < pl.nbud; b++) {
+            pl.bud[b] *= budget_eff[b];
+            if (b > 0 && pl.bud[b] < pl.bud[b - 1])
+                pl.bud[b] = pl.bud[b - 1];
+        }
+    }
     rc = parallel_for(nq, threads ? threads : 1, plan_query_recall, &pl);
     if (rc != MESS_OK)
         goto out;
@@ -1495,7 +1578,12 @@ int mess_plan_recall_model(const mess_client *c, int model, const float *data,
             s += pl.partial[i * npools + b];
         recall[b] = s / ((double)nq * (double)k);
     }
+    if (pl.nsim && search->eff)
+        memcpy(search->eff, eff, npools * sizeof *eff);
 out:
+    free(pl.simcodes);
+    free(eff);
+    free(budget_eff);
     cond_free(&pl.ct);
     free(pl.bud);
     free(pl.pool_b0);

@@ -667,6 +667,39 @@ int mess_plan_recall_model(const mess_client *c, int model, const float *data,
                            const uint32_t *truth, size_t k, const size_t *pools,
                            size_t npools, unsigned threads, double *recall);
 
+/* The search check.  The two models above assume each shard returns its
+ * exact top-P by perturbed Hamming distance.  The server searches an HNSW
+ * graph with beam ef = max(P, ef_search); where that beam is too narrow for
+ * the data (sentence embeddings at small P: docs/TEXT.md) it returns less,
+ * and the models are optimistic.  mess_plan_recall_search rebuilds
+ * check_shards shards locally as the server would hold them (round(n t/M)
+ * items: the targets of the first check_queries queries plus a uniform
+ * sample, storage-perturbed; queries perturbed with p_q; the server's HNSW
+ * parameters), measures per budget P the share eff(P) of targets in a
+ * shard's exact top-P that the HNSW search returns (ties split as an exact
+ * search would), and evaluates the model at the budget eff(P) P.  Coins
+ * come from a fixed local seed (repeatable; nothing leaves the client).
+ * This correction treats the search's misses as independent across shards
+ * and is pessimistic where eff is far below 1 (docs/TEXT.md: on the bundled
+ * SIFT set measured recall lies between the two curves).  search == NULL or
+ * check_shards == 0: no check (mess_plan_recall_model). */
+#define MESS_PLAN_MAX_CHECK_SHARDS 64
+struct mess_plan_search {
+    uint32_t ef_search;     /* the server's beam floor (its ef_search) */
+    uint32_t check_shards;  /* shards rebuilt, 0..MESS_PLAN_MAX_CHECK_SHARDS
+                               (more than M: M); 0 = no check */
+    uint32_t check_queries; /* queries of the sample the check uses (0: 100) */
+    double *eff;            /* npools: receives eff(B) (may be NULL) */
+    double *recall_exact;   /* npools: receives the curve without the check
+                               (exact per-shard search; may be NULL) */
+};
+
+int mess_plan_recall_search(const mess_client *c, int model, const float *data,
+                            size_t n, const float *queries, size_t nq,
+                            const uint32_t *truth, size_t k, const size_t *pools,
+                            size_t npools, struct mess_plan_search *search,
+                            unsigned threads, double *recall);
+
 #ifdef __cplusplus
 }
 #endif

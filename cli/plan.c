@@ -40,8 +40,16 @@ static const char plan_help[] =
     "exact law Binomial(d*, 1-p_plus) * Binomial(kappa-d*, p_plus), an item at\n"
     "clean distance d overtakes with Pr[X_d < x] + Pr[X_d = x]/2, and\n"
     "P_hit = sum_x Pr[X = x | d*] Phi((P + 1/2 - 1 - mu(x)) / sigma(x)).  Both\n"
-    "assume an exact top-P search per shard; HNSW misses a little more.\n"
-    "docs/PRIVACY.md compares both with measured recall on the bundled SIFT set.\n"
+    "assume an exact top-P search per shard.  The server searches an HNSW\n"
+    "graph with beam ef = max(P, ef_search), which on some data (sentence\n"
+    "embeddings) misses part of that top-P at small P.  The search check\n"
+    "rebuilds --check-shards shards here as the server would hold them and\n"
+    "measures, per pool, the share eff of targets in a shard's exact top-P that\n"
+    "the HNSW search returns (column \"search\"); both models are evaluated at\n"
+    "the budget eff*P, and column \"exact\" is the model without the check.\n"
+    "The correction is pessimistic where eff is far below 1; a warning says\n"
+    "when eff < 0.99 at the chosen pool (raise the server's ef_search).\n"
+    "docs/PRIVACY.md and docs/TEXT.md compare with measured recall.\n"
     "\n"
     "  --client C         client state (its hashes and parameters)\n"
     "  --train FILE       or: train a client here with the parameters below\n"
@@ -55,6 +63,10 @@ static const char plan_help[] =
     "                     curve that picks the smallest pool\n"
     "  --pools LIST       B values: comma list or A:B:STEP (M, 2M, ..., 128M)\n"
     "  --threads N        worker threads (1)\n"
+    "  --ef-search N      the server's search beam floor (the client's ef_search)\n"
+    "  --check-shards S   shards the search check rebuilds (4; 0: no check, the\n"
+    "                     models assume exact per-shard search and say so)\n"
+    "  --check-queries N  queries of the sample the check uses (100)\n"
     "  --passphrase-env V client file passphrase in $V\n"
     "  --seed HEX64       deterministic hashes (with --train)\n"
     "parameters (with --train):\n";
@@ -63,7 +75,8 @@ static const char plan_help_tail[] =
     "\n"
     "Last line: {\"pool\":smallest B or null,\"recall_at_pool\",\"model\",\n"
     "\"target\",\"k\",\"queries\",\"p_plus\",\"curve\":[[B,recall],...] (of --model),\n"
-    "\"curve_paper\",\"curve_conditional\",...}.\n";
+    "\"curve_paper\",\"curve_conditional\",\"search_eff\" (null without check),\n"
+"\"ef_search\",\"check_shards\",...}.\n";
 
 /* "a,b,c" or "lo:hi:step"; every value in [1, max]. */
 static int parse_pools(const char *s, size_t max, size_t **out, size_t *n)
@@ -188,8 +201,9 @@ int cli_cmd_plan(int argc, char **argv)
 {
     struct cli_args a;
     const char *dpath, *qpath, *gpath, *plist;
-    long k, sample, threads;
-    double target, p_plus, t0, t1;
+    long k, sample, threads, ef_search, check_shards, check_queries;
+    double target, p_plus, t0, t1, *eff = NULL, *exact = NULL;
+    struct mess_plan_search search;
     mess_client *c = NULL;
     mess_params p;
     float *data = NULL, *queries = NULL;
@@ -234,11 +248,15 @@ int cli_cmd_plan(int argc, char **argv)
     if (rc != CLI_OK)
         return rc;
     /* --threads was parsed by plan_client (it also trains); read it again. */
-    if (cli_opt_long(&a, "--threads", 1, 256, 1, &threads) || cli_check_unused(&a)) {
+    mess_client_params(c, &p);
+    if (cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
+        cli_opt_long(&a, "--ef-search", 0, MESS_MAX_EF, (long)p.ef_search, &ef_search) ||
+        cli_opt_long(&a, "--check-shards", 0, MESS_PLAN_MAX_CHECK_SHARDS, 4, &check_shards) ||
+        cli_opt_long(&a, "--check-queries", 1, 100000000, 100, &check_queries) ||
+        cli_check_unused(&a)) {
         mess_client_free(c);
         return CLI_USAGE;
     }
-    mess_client_params(c, &p);
     if (plist) {
         if (parse_pools(plist, (size_t)MESS_MAX_BUDGET * p.shards, &pools, &npools) != 0) {
             cli_error("--pools: expected B1,B2,... or LO:HI:STEP with 1 <= B <= %zu",
@@ -310,7 +328,7 @@ int cli_cmd_plan(int argc, char **argv)
                 truth[i * (size_t)k + j] = (uint32_t)v;
             }
     }
-    recall = (double *)malloc(2 * npools * sizeof *recall);
+    recall = (double *)malloc(4 * npools * sizeof *recall);
     if (!recall) {
         rc = CLI_FAIL;
         goto done;
@@ -322,13 +340,24 @@ int cli_cmd_plan(int argc, char **argv)
         rc = CLI_USAGE;
         goto done;
     }
+    memset(&search, 0, sizeof search);
+    search.ef_search = (uint32_t)ef_search;
+    search.check_shards = (uint32_t)check_shards;
+    search.check_queries = (uint32_t)check_queries;
+    if (check_shards > 0) {
+        search.eff = eff = recall + 2 * npools;
+        exact = recall + 3 * npools;
+    }
     t0 = cli_wall_s();
-    rc = mess_plan_recall_model(c, MESS_PLAN_PAPER, data, n, queries, nq, truth,
-                                (size_t)k, pools, npools, (unsigned)threads, recall);
+    search.recall_exact = model == MESS_PLAN_PAPER ? exact : NULL;
+    rc = mess_plan_recall_search(c, MESS_PLAN_PAPER, data, n, queries, nq, truth,
+                                 (size_t)k, pools, npools, &search, (unsigned)threads,
+                                 recall);
+    search.recall_exact = model == MESS_PLAN_CONDITIONAL ? exact : NULL;
     if (rc == MESS_OK && cond)
-        rc = mess_plan_recall_model(c, MESS_PLAN_CONDITIONAL, data, n, queries, nq,
-                                    truth, (size_t)k, pools, npools, (unsigned)threads,
-                                    cond);
+        rc = mess_plan_recall_search(c, MESS_PLAN_CONDITIONAL, data, n, queries, nq,
+                                     truth, (size_t)k, pools, npools, &search,
+                                     (unsigned)threads, cond);
     if (rc != MESS_OK) {
         cli_error("plan: %s", mess_strerror(rc));
         rc = CLI_FAIL;
@@ -341,14 +370,24 @@ int cli_cmd_plan(int argc, char **argv)
            "p_D = %.4g, p_q = %.4g (p_plus = %.4g)\n",
            k, nq, n, p.shards, p.per_item, p.kappa, p.p_store,
            mess_effective_flip(p.p_prr, p.p_irr), p_plus);
-    printf("%10s %10s %10s %12s\n", "pool", "per_shard", "paper", "conditional");
+    if (eff)
+        printf("search check: %ld of %u shards rebuilt, %zu queries, server beam "
+               "ef = max(P, %ld)\n", check_shards < (long)p.shards ? check_shards :
+               (long)p.shards, p.shards, nq < (size_t)check_queries ? nq :
+               (size_t)check_queries, ef_search);
+    printf("%10s %10s %10s %12s %8s %10s\n", "pool", "per_shard", "paper", "conditional",
+           "search", "exact");
     best = npools;
     for (i = 0; i < npools; i++) {
         printf("%10zu %10.2f %10.4f", pools[i], (double)pools[i] / p.shards, recall[i]);
         if (cond)
-            printf(" %12.4f\n", cond[i]);
+            printf(" %12.4f", cond[i]);
         else
-            printf(" %12s\n", "-");
+            printf(" %12s", "-");
+        if (eff)
+            printf(" %8.4f %10.4f\n", eff[i], exact[i]);
+        else
+            printf(" %8s %10s\n", "-", "-");
         if (best == npools && sel[i] >= target)
             best = i;
     }
@@ -358,6 +397,23 @@ int cli_cmd_plan(int argc, char **argv)
     else
         printf("no pool tried reaches %.4g (%s model; largest predicted %.4f)\n", target,
                model_name, sel[npools - 1]);
+    /* The model's domain: exact per-shard search.  Say when it is left. */
+    if (!eff)
+        fprintf(stderr, "mess plan: warning: no search check (--check-shards 0): the "
+                "prediction assumes each shard returns its exact top-P, which the "
+                "server's HNSW may not do on this data; it can be optimistic\n");
+    else {
+        size_t at = best < npools ? best : npools - 1;
+        if (eff[at] < 0.99) {
+            size_t P = pools[at] / p.shards;
+            fprintf(stderr, "mess plan: warning: at B = %zu the server's HNSW (beam "
+                    "ef = max(%zu, %ld)) returns only %.3f of a shard's exact top-P "
+                    "on this data; the prediction includes that loss to first order "
+                    "and may still be optimistic: raise the server's ef_search "
+                    "(--ef-search here to predict it)\n", pools[at], P, ef_search,
+                    eff[at]);
+        }
+    }
     printf("{\"k\":%ld,\"queries\":%zu,\"items\":%zu,\"target\":%.6g,\"model\":\"%s\",",
            k, nq, n, target, model_name);
     if (best < npools)
@@ -368,9 +424,12 @@ int cli_cmd_plan(int argc, char **argv)
            "\"p_plus\":%.6g,\"seconds\":%.3f,",
            p.shards, p.per_item, p.kappa, p.p_store, mess_effective_flip(p.p_prr, p.p_irr),
            p_plus, t1 - t0);
+    printf("\"ef_search\":%ld,\"check_shards\":%ld,", ef_search, eff ? check_shards : 0L);
     print_curve("curve", pools, sel, npools, 1);
     print_curve("curve_paper", pools, recall, npools, 1);
-    print_curve("curve_conditional", pools, cond, npools, 0);
+    print_curve("curve_conditional", pools, cond, npools, 1);
+    print_curve("search_eff", pools, eff, npools, 1);
+    print_curve("curve_exact_search", pools, exact, npools, 0);
     printf("}\n");
     rc = CLI_OK;
 done:
