@@ -37,7 +37,7 @@ CLI_SRC  = $(sort $(wildcard cli/*.c))
 TEST_SRC = $(sort $(wildcard tests/test_*.c))
 EXAMPLE_SRC = $(sort $(wildcard examples/*.c))
 EXAMPLES = $(EXAMPLE_SRC:examples/%.c=build/examples/%)
-HDRS     = $(wildcard *.h) $(wildcard cli/*.h) tests/harness.h
+HDRS     = $(wildcard *.h) $(wildcard cli/*.h) $(wildcard tests/*.h)
 
 REL_OBJ  = $(LIB_SRC:%.c=build/rel/%.o)
 ASAN_OBJ = $(LIB_SRC:%.c=build/asan/%.o)

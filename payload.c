@@ -197,8 +197,9 @@ static void compute_siv(const struct payload_keys *k, const uint8_t ad[12],
  * byte; the rest of block c is not used.  The vector so starts on a block
  * boundary: an f32 vector of 128 dims is exactly 8 blocks, which libsodium
  * runs in its 8-way path with no single-block tail, and the id's pad alone
- * is one HChaCha20 (below).  Two entries share keystream only if their
- * SIVs agree on 126 bits. */
+ * is one HChaCha20 (below).  Two entries of L blocks share keystream if
+ * their nonces agree and their counters differ by at most L - 1 (not only
+ * when all 126 bits agree): at most (2L - 1) 2^-126 per pair (payload.h). */
 static uint32_t siv_counter(const uint8_t siv[PAYLOAD_SIV_BYTES])
 {
     return mess_load_u32(siv + 12) & 0x3fffffffu;

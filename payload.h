@@ -15,9 +15,13 @@
  *   ct  = id XOR ChaCha20(k_enc, nonce, block c)[0..8)
  *         | vector XOR ChaCha20(k_enc, nonce, blocks c+1, c+2, ...)
  * Opening decrypts with the siv, recomputes it from AD || plaintext and
- * compares in constant time.  The IV is a PRF of the whole plaintext, so
- * two different plaintexts never share a keystream (up to a 2^-128 PRF
- * collision per pair); no nonce is stored and none can be reused.
+ * compares in constant time.  The IV is a PRF of the whole plaintext; no
+ * nonce is stored and none can be reused.  Two different plaintexts of L
+ * keystream blocks each (block c and the vector's blocks) share keystream
+ * only if their nonces agree and their block windows overlap
+ * (|c1 - c2| <= L - 1): probability at most (2L - 1) 2^-126 per pair for
+ * a random SIV (docs/PROTOCOL.md, "Keystream collisions").  Known-answer
+ * vectors: tests/payload_kat.h (scripts/payload_kat.py).
  */
 #ifndef MESS_PAYLOAD_H
 #define MESS_PAYLOAD_H
