@@ -426,6 +426,41 @@ static int c_server_view(void)
     return rc;
 }
 
+/* mess_server_set_ef_search changes the saved server (its parameters). */
+static int c_set_ef(void)
+{
+    return mess_server_set_ef_search(S, 40);
+}
+
+/* The small getters and size functions: they must not need memory. */
+static int c_getters(void)
+{
+    mess_params pc, ps;
+    uint8_t tc[MESS_OWNER_BYTES], ts[MESS_OWNER_BYTES];
+    uint32_t version, role;
+    int sealed, rc;
+    double x;
+    char path[256];
+    path_of(path, sizeof path, "base.server");
+    if ((rc = mess_client_params(C, &pc)) != MESS_OK ||
+        (rc = mess_server_params(S, &ps)) != MESS_OK ||
+        (rc = mess_params_check(&pc)) != MESS_OK ||
+        (rc = mess_client_owner(C, tc)) != MESS_OK ||
+        (rc = mess_server_owner(S, ts)) != MESS_OK ||
+        (rc = mess_server_check_owner(S, tc)) != MESS_OK ||
+        (rc = mess_state_file_peek(path, &version, &role, &sealed)) != MESS_OK ||
+        (rc = mess_account_eta(0.1, &x)) != MESS_OK ||
+        (rc = mess_plan_compound_flip(0.08, 0.08, &x)) != MESS_OK ||
+        (rc = mess_plan_overtake(64, 0.15, 10, 20, &x)) != MESS_OK)
+        return rc;
+    if (!mess_version() || mess_client_is_deterministic(C) != 1 ||
+        mess_upload_size(&pc, 3) == 0 || mess_delete_size(&pc, 3) == 0 ||
+        mess_request_size(&pc) == 0 || mess_response_size(&pc, 10) == 0 ||
+        !(mess_effective_flip(0.04, 0.04) > 0) || !(mess_split_flip(0.08) > 0))
+        return MESS_EINVAL;
+    return MESS_OK;
+}
+
 static int c_client_new(void)
 {
     mess_client *c = (mess_client *)&c;
@@ -812,6 +847,8 @@ static void test_server(void)
     sweep("mess_server_save", c_server_save);
     sweep("mess_server_load", c_server_load);
     sweep("mess_server_stats/views", c_server_view);
+    sweep("mess_server_set_ef_search", c_set_ef);
+    sweep("getters, sizes, peek", c_getters);
 }
 
 static void test_client(void)
