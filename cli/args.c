@@ -302,6 +302,69 @@ static int hex_value(char ch)
     return -1;
 }
 
+int cli_seed(struct cli_args *a, unsigned char seed[32], int *have, int warn)
+{
+    const char *hex = cli_opt(a, "--seed");
+    const char *env = cli_opt(a, "--seed-env"), *file = cli_opt(a, "--seed-file");
+    char buf[160];
+    int rc;
+    *have = 0;
+    if (hex || cli_flag(a, "--seed")) {
+        cli_error("--seed: a seed on the command line shows in ps and in shell history, "
+                  "and it is the client's master key; put its 64 hex digits in an "
+                  "environment variable (--seed-env NAME) or a file (--seed-file PATH)");
+        return -1;
+    }
+    if ((cli_flag(a, "--seed-env") && !env) || (cli_flag(a, "--seed-file") && !file)) {
+        cli_error("--seed-env NAME / --seed-file PATH: the option needs its value");
+        return -1;
+    }
+    if (env && file) {
+        cli_error("--seed-env and --seed-file: give one of them");
+        return -1;
+    }
+    if (env) {
+        const char *v = getenv(env);
+        if (!v) {
+            cli_error("--seed-env: variable %s is not set", env);
+            return -1;
+        }
+        if (cli_parse_seed(v, seed) != 0) {
+            cli_error("--seed-env: variable %s must hold 64 hex digits", env);
+            return -1;
+        }
+    } else if (file) {
+        FILE *f = fopen(file, "r");
+        size_t n;
+        if (!f) {
+            cli_error("%s: %s", file, strerror(errno));
+            return -1;
+        }
+        setvbuf(f, NULL, _IONBF, 0); /* no stdio buffer keeps a copy */
+        n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' ||
+                         buf[n - 1] == '\t'))
+            buf[--n] = '\0';
+        rc = cli_parse_seed(buf, seed);
+        memset(buf, 0, sizeof buf);
+        if (rc != 0) {
+            cli_error("--seed-file: %s must hold 64 hex digits", file);
+            return -1;
+        }
+    } else {
+        return 0;
+    }
+    *have = 1;
+    if (warn)
+        cli_error("warning: deterministic mode: the seed is the client's master key "
+                  "(every key and coin follows from it): whoever has it can decrypt "
+                  "every item and strip the perturbation; for reproducible experiments, "
+                  "not for protecting data");
+    return 0;
+}
+
 int cli_parse_seed(const char *hex, unsigned char seed[32])
 {
     size_t i;

@@ -381,7 +381,8 @@ static const char help[] =
     "  --threads N       build threads (2); searches and finishes use one\n"
     "  --client-threads N  workers opening response entries in finish (1)\n"
     "  --shards M --per-item T  graphs and copies per item (64, 16)\n"
-    "  --seed HEX64      deterministic seed (a fixed one by default)\n"
+    "  --seed-env V      deterministic seed: 64 hex digits in $V, or --seed-file F\n"
+    "                    (a fixed one by default)\n"
     "  --no-hnswlib      skip the plaintext hnswlib reference\n"
     "  --python P        interpreter for scripts/hnswlib_ref.py (/usr/bin/python3)\n";
 
@@ -463,7 +464,7 @@ static void json_result(FILE *f, const struct result *r, const long *pools,
 int bench_protocol(int argc, char **argv)
 {
     struct cli_args a;
-    const char *dir, *pools_s, *configs_s, *payloads_s, *seedhex, *python;
+    const char *dir, *pools_s, *configs_s, *payloads_s, *python;
     long pools[MAX_POOLS], tpool, nq, threads, cthreads, pay[3], shards, per_item;
     size_t np, nc, npay, i, j, b;
     struct config cfg[MAX_CONFIGS];
@@ -474,7 +475,7 @@ int bench_protocol(int argc, char **argv)
     char *jbuf = NULL;
     size_t jlen = 0;
     FILE *json;
-    int no_hnsw, rc = CLI_OK;
+    int no_hnsw, have_seed, rc = CLI_OK;
     const char *pnames[] = {"f32", "f16", "i8"};
 
     cli_args_init(&a, argc, argv);
@@ -486,7 +487,10 @@ int bench_protocol(int argc, char **argv)
     pools_s = cli_opt(&a, "--pools");
     configs_s = cli_opt(&a, "--configs");
     payloads_s = cli_opt(&a, "--payloads");
-    seedhex = cli_opt(&a, "--seed");
+    for (i = 0; i < 32; i++)
+        seed[i] = (uint8_t)(0x5a ^ i);
+    if (cli_seed(&a, seed, &have_seed, 0))
+        return CLI_USAGE;
     python = cli_opt(&a, "--python");
     no_hnsw = cli_flag(&a, "--no-hnswlib");
     if (cli_opt_long(&a, "--timing-pool", 1, 65535L * 64, 1500, &tpool) ||
@@ -520,20 +524,6 @@ int bench_protocol(int argc, char **argv)
                 return CLI_USAGE;
             }
             pay[npay++] = (long)j;
-        }
-    }
-    for (i = 0; i < 32; i++)
-        seed[i] = (uint8_t)(0x5a ^ i);
-    if (seedhex) {
-        for (i = 0; i < 32 && strlen(seedhex) == 64; i++) {
-            unsigned v;
-            if (sscanf(seedhex + 2 * i, "%2x", &v) != 1)
-                break;
-            seed[i] = (uint8_t)v;
-        }
-        if (i != 32) {
-            cli_error("--seed: expected 64 hex digits");
-            return CLI_USAGE;
         }
     }
     /* the timing pool is always part of the curve */

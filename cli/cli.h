@@ -58,6 +58,13 @@ int cli_passphrase(struct cli_args *a, const char **out);
 /* 64 hex digits into a 32-byte seed; -1 if malformed. */
 int cli_parse_seed(const char *hex, unsigned char seed[32]);
 
+/* The deterministic-mode seed from --seed-env NAME (64 hex digits in $NAME)
+ * or --seed-file PATH (64 hex digits, trailing newline allowed): *have is 1
+ * and seed filled, or *have is 0 without either option.  --seed HEX on the
+ * command line is refused (ps and shell history would show the master key).
+ * warn: print that the seed is the master key.  -1 with a message. */
+int cli_seed(struct cli_args *a, unsigned char seed[32], int *have, int warn);
+
 /* The public-parameter options (--shards --per-item --bits --p-store
  * --p-query --p-prr --p-irr --train-sample; with graph also --hnsw-m
  * --ef-construction --ef-search --metric --payload) into *p, starting from

@@ -28,7 +28,7 @@ static const struct command commands[] = {
     {"query", cli_cmd_query, "run queries, report recall, bytes and time"},
     {"delete", cli_cmd_delete, "delete items by id"},
     {"compact", cli_cmd_compact, "remove deleted entries from the server"},
-    {"info", cli_cmd_info, "what the server holds and can see"},
+    {"info", cli_cmd_info, "what the server holds and can see; a client file's mode"},
     {"account", cli_cmd_account, "privacy accountants: what the server can learn (mess account --help)"},
     {"plan", cli_cmd_plan, "predicted recall and the smallest pool for a target"},
     {"bench", cli_cmd_bench, "benchmarks against baselines (mess bench --help)"},

@@ -68,7 +68,8 @@ static const char plan_help[] =
     "                     models assume exact per-shard search and say so)\n"
     "  --check-queries N  queries of the sample the check uses (100)\n"
     "  --passphrase-env V client file passphrase in $V\n"
-    "  --seed HEX64       deterministic hashes (with --train)\n"
+    "  --seed-env V       deterministic hashes (with --train): seed as 64 hex\n"
+    "                     digits in $V (or --seed-file F; never on the command line)\n"
     "parameters (with --train):\n";
 
 static const char plan_help_tail[] =
@@ -136,16 +137,17 @@ static void print_curve(const char *key, const size_t *pools, const double *r,
 static int plan_client(struct cli_args *a, mess_client **c)
 {
     const char *cpath = cli_opt(a, "--client"), *train = cli_opt(a, "--train");
-    const char *seedhex = cli_opt(a, "--seed");
     long threads;
     uint8_t seed[32];
+    int have_seed;
     mess_params p;
     float *x;
     size_t n, dim;
     int rc;
 
     if (cli_params_options(a, 0, &p) ||
-        cli_opt_long(a, "--threads", 1, 256, 1, &threads))
+        cli_opt_long(a, "--threads", 1, 256, 1, &threads) ||
+        cli_seed(a, seed, &have_seed, 0))
         return CLI_USAGE;
     if (!cpath == !train) {
         cli_error("plan needs exactly one of --client and --train (see --help)");
@@ -154,9 +156,14 @@ static int plan_client(struct cli_args *a, mess_client **c)
     if (cpath) {
         static const char *const train_only[] = {
             "--shards", "--per-item", "--bits", "--train-sample", "--p-store",
-            "--p-query", "--p-prr", "--p-irr", "--seed", NULL};
+            "--p-query", "--p-prr", "--p-irr", NULL};
         const char *pass = NULL;
         size_t i;
+        if (have_seed) {
+            cli_error("--seed-env / --seed-file go with --train; a client state has its "
+                      "own keys");
+            return CLI_USAGE;
+        }
         for (i = 0; train_only[i]; i++)
             if (cli_opt(a, train_only[i])) {
                 cli_error("%s goes with --train; a client state has its own parameters",
@@ -172,10 +179,6 @@ static int plan_client(struct cli_args *a, mess_client **c)
         }
         return CLI_OK;
     }
-    if (seedhex && cli_parse_seed(seedhex, seed) != 0) {
-        cli_error("--seed: expected 64 hex digits");
-        return CLI_USAGE;
-    }
     rc = mess_vecs_read_f32(train, &x, &n, &dim);
     if (rc != MESS_OK) {
         cli_error("cannot read '%s': %s", train, mess_strerror(rc));
@@ -188,7 +191,7 @@ static int plan_client(struct cli_args *a, mess_client **c)
         cli_error("invalid parameters: %s", mess_strerror(rc));
         return CLI_USAGE;
     }
-    rc = mess_client_new(&p, x, n, seedhex ? seed : NULL, 0, (unsigned)threads, c);
+    rc = mess_client_new(&p, x, n, have_seed ? seed : NULL, 0, (unsigned)threads, c);
     mess_vecs_free(x);
     if (rc != MESS_OK) {
         cli_error("cannot train the client: %s", mess_strerror(rc));

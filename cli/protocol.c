@@ -32,16 +32,19 @@ static const char init_help[] =
 
 static const char init_help_tail[] =
     "  --memo N            queries kept in the PRR memo cache (4096)\n"
-    "  --seed HEX64        deterministic mode: 32-byte secret seed, reproducible runs\n"
+    "  --seed-env V        deterministic mode: the 32-byte seed as 64 hex digits in $V\n"
+    "  --seed-file F       ... or in file F (never on the command line: the seed is\n"
+    "                      the master key; for reproducible experiments only)\n"
     "  --threads N         worker threads (1)\n"
     "  --passphrase-env V  seal the client file with the passphrase in $V\n";
 
 int cli_cmd_init(int argc, char **argv)
 {
     struct cli_args a;
-    const char *cpath, *spath, *train, *seedhex, *pass;
+    const char *cpath, *spath, *train, *pass;
     long memo, threads;
     uint8_t seed[32];
+    int have_seed;
     mess_params p;
     mess_client *c = NULL;
     mess_server *s = NULL;
@@ -60,7 +63,8 @@ int cli_cmd_init(int argc, char **argv)
     cpath = cli_opt(&a, "--client");
     spath = cli_opt(&a, "--server");
     train = cli_opt(&a, "--train");
-    seedhex = cli_opt(&a, "--seed");
+    if (cli_seed(&a, seed, &have_seed, 1))
+        return CLI_USAGE;
     if (!cpath || !spath || !train) {
         cli_error("init needs --client, --server and --train (see --help)");
         return CLI_USAGE;
@@ -70,10 +74,6 @@ int cli_cmd_init(int argc, char **argv)
         cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
         cli_passphrase(&a, &pass) || cli_check_unused(&a))
         return CLI_USAGE;
-    if (seedhex && cli_parse_seed(seedhex, seed) != 0) {
-        cli_error("--seed: expected 64 hex digits");
-        return CLI_USAGE;
-    }
     rc = mess_vecs_read_f32(train, &x, &n, &dim);
     if (rc != MESS_OK)
         return cli_fail("cannot read training file", train, rc);
@@ -84,7 +84,7 @@ int cli_cmd_init(int argc, char **argv)
         return cli_fail("invalid parameters", NULL, rc);
     }
     t0 = cli_wall_s();
-    rc = mess_client_new(&p, x, n, seedhex ? seed : NULL, (size_t)memo,
+    rc = mess_client_new(&p, x, n, have_seed ? seed : NULL, (size_t)memo,
                          (unsigned)threads, &c);
     mess_vecs_free(x);
     if (rc != MESS_OK)
@@ -106,7 +106,7 @@ int cli_cmd_init(int argc, char **argv)
            "\"p_store\":%.6g,\"p_prr\":%.6g,\"p_irr\":%.6g,\"p_query\":%.6g,"
            "\"train\":%zu,\"deterministic\":%s,\"seconds\":%.3f}\n",
            p.dim, p.shards, p.per_item, p.kappa, p.p_store, p.p_prr, p.p_irr,
-           mess_effective_flip(p.p_prr, p.p_irr), n, seedhex ? "true" : "false",
+           mess_effective_flip(p.p_prr, p.p_irr), n, have_seed ? "true" : "false",
            cli_wall_s() - t0);
     return CLI_OK;
 }
@@ -599,15 +599,53 @@ int cli_cmd_compact(int argc, char **argv)
 
 static const char info_help[] =
     "usage: mess info --server S\n"
+    "       mess info --client C [--passphrase-env V]\n"
     "\n"
-    "Prints what the server holds, which is all it can see: the public\n"
-    "parameters, and per shard the perturbed codes, opaque labels, graph\n"
-    "links and equal-length ciphertexts.  No id, vector, key or clean code.\n";
+    "--server: prints what the server holds, which is all it can see: the\n"
+    "public parameters, and per shard the perturbed codes, opaque labels, graph\n"
+    "links and equal-length ciphertexts.  No id, vector, key or clean code.\n"
+    "--client: whether the client file is sealed, its mode (\"deterministic\":\n"
+    "made from a seed, which is its master key; \"production\": keys and coins\n"
+    "from the OS) and its parameters.  Nothing secret is printed.  A sealed\n"
+    "file needs its passphrase (--passphrase-env) to tell the mode.\n";
+
+static int client_info(struct cli_args *a, const char *cpath)
+{
+    const char *pass;
+    uint32_t version, role;
+    int sealed, rc;
+    mess_client *c;
+    mess_params p;
+    if (cli_passphrase(a, &pass) || cli_check_unused(a))
+        return CLI_USAGE;
+    rc = mess_state_file_peek(cpath, &version, &role, &sealed);
+    if (rc == MESS_OK && role != 1)
+        rc = MESS_EROLE;
+    if (rc != MESS_OK)
+        return cli_fail("cannot read client state", cpath, rc);
+    if (sealed && !pass) {
+        cli_error("%s: the client file is sealed: give its passphrase (--passphrase-env V) "
+                  "to see its mode", cpath);
+        return CLI_FAIL;
+    }
+    rc = mess_client_load(cpath, pass, &c);
+    if (rc != MESS_OK)
+        return cli_fail("cannot load client state", cpath, rc);
+    mess_client_params(c, &p);
+    printf("{\"mode\":\"%s\",\"sealed\":%s,\"dim\":%u,\"shards\":%u,"
+           "\"per_item\":%u,\"bits\":%u,\"p_store\":%.6g,\"p_prr\":%.6g,"
+           "\"p_irr\":%.6g}\n",
+           mess_client_is_deterministic(c) ? "deterministic" : "production",
+           sealed ? "true" : "false", p.dim, p.shards, p.per_item, p.kappa,
+           p.p_store, p.p_prr, p.p_irr);
+    mess_client_free(c);
+    return CLI_OK;
+}
 
 int cli_cmd_info(int argc, char **argv)
 {
     struct cli_args a;
-    const char *spath;
+    const char *spath, *cpath;
     mess_server *s;
     int rc;
 
@@ -617,10 +655,13 @@ int cli_cmd_info(int argc, char **argv)
         return CLI_OK;
     }
     spath = cli_opt(&a, "--server");
-    if (!spath) {
-        cli_error("info needs --server (see --help)");
+    cpath = cli_opt(&a, "--client");
+    if (!spath == !cpath) {
+        cli_error("info needs one of --server and --client (see --help)");
         return CLI_USAGE;
     }
+    if (cpath)
+        return client_info(&a, cpath);
     if (cli_check_unused(&a))
         return CLI_USAGE;
     rc = mess_server_load(spath, NULL, &s);

@@ -53,6 +53,7 @@ def main():
     ap.add_argument("--seed", default="5a" * 32)
     ap.add_argument("-k", default="10")
     a = ap.parse_args()
+    os.environ["MESS_PLAN_SEED"] = a.seed  # mess takes seeds from the environment
     work = a.work or tempfile.mkdtemp(prefix="mess-plan-")
     os.makedirs(work, exist_ok=True)
     c, s = os.path.join(work, "client"), os.path.join(work, "server")
@@ -60,7 +61,7 @@ def main():
     gt = os.path.join(d, "groundtruth.ivecs")
     pools = [int(x) for x in a.pools.split(",")]
     init = run([a.mess, "init", "--client", c, "--server", s, "--train", os.path.join(d, "learn.bvecs"),
-                "--p-store", a.p_store, "--p-query", a.p_query, "--seed", a.seed,
+                "--p-store", a.p_store, "--p-query", a.p_query, "--seed-env", "MESS_PLAN_SEED",
                 "--threads", a.threads])
     M = init["shards"]
     run([a.mess, "insert", "--client", c, "--server", s, os.path.join(d, "base.bvecs"),

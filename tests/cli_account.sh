@@ -95,8 +95,9 @@ refuse_mess account access --p-prr 0.1 --p-irr 0.1 --repeats 3 --bogus 1
 
 # Report and plan on the bundled SIFT set with a small client.
 seed=0101010101010101010101010101010101010101010101010101010101010101
+export seed # through the environment (--seed-env), never argv
 if "$MESS" init --client "$tmp/c" --server "$tmp/s" --train datasets/sift/learn.bvecs \
-    --shards 4 --per-item 2 --bits 64 --train-sample 1000 --seed $seed >/dev/null 2>&1; then
+    --shards 4 --per-item 2 --bits 64 --train-sample 1000 --seed-env seed >/dev/null 2>&1; then
     # consecutive query rows as challenge pairs
     if run account report --client "$tmp/c" --pairs datasets/sift/query.bvecs --delta 1e-5 --repeats 3 &&
         [ "$(json pairs)" = 100 ] && [ "$(grep -c '^{"pair"' "$tmp/out")" = 100 ] &&
@@ -142,7 +143,7 @@ if "$MESS" init --client "$tmp/c" --server "$tmp/s" --train datasets/sift/learn.
     # dataset + parameters instead of a client state: the same seed and
     # parameters give the same hashes, hence the same prediction
     if run plan --train datasets/sift/learn.bvecs --shards 4 --per-item 2 --bits 64 \
-        --train-sample 1000 --seed $seed --data datasets/sift/base.bvecs \
+        --train-sample 1000 --seed-env seed --data datasets/sift/base.bvecs \
         --queries datasets/sift/query.bvecs --sample 5 -k 5 --pools 4,40,400 --model paper; then
         tail -n 1 "$tmp/out" | sed 's/"seconds":[0-9.]*,//' >"$tmp/train.json"
         run plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs \

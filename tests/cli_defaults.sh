@@ -75,8 +75,9 @@ with open(train, "wb") as f:
 MESS = os.environ["MESS"]
 C, S = os.path.join(tmp, "c"), os.path.join(tmp, "s")
 r = subprocess.run([MESS, "init", "--client", C, "--server", S, "--train", train,
-                    "--seed", "00" * 32, "--threads", "2"],
-                   capture_output=True, text=True)
+                    "--seed-env", "MESS_TEST_SEED", "--threads", "2"],
+                   capture_output=True, text=True,
+                   env=dict(os.environ, MESS_TEST_SEED="00" * 32))
 check(r.returncode == 0, "mess init with the defaults (%s)" % r.stderr.strip())
 init = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
 r = subprocess.run([MESS, "info", "--server", S], capture_output=True, text=True)

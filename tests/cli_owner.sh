@@ -23,11 +23,12 @@ head -c $((132 * 1000)) $D/learn.bvecs >"$tmp/learn.bvecs"
 COMMON="--shards 4 --per-item 2 --bits 128 --hnsw-m 8 --ef-construction 40 --train-sample 1000"
 SA=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
 SB=1f1e1d1c1b1a191817161514131211100f0e0d0c0b0a09080706050403020100
+export SA SB # seeds go through the environment (--seed-env), never argv
 
 check "init owner A" $MESS init --client "$tmp/a.client" --server "$tmp/a.server" \
-    --train "$tmp/learn.bvecs" $COMMON --seed $SA
+    --train "$tmp/learn.bvecs" $COMMON --seed-env SA
 check "init client B (same parameters)" $MESS init --client "$tmp/b.client" \
-    --server "$tmp/b.server" --train "$tmp/learn.bvecs" $COMMON --seed $SB
+    --server "$tmp/b.server" --train "$tmp/learn.bvecs" $COMMON --seed-env SB
 check "A inserts into its server" $MESS insert --client "$tmp/a.client" \
     --server "$tmp/a.server" "$tmp/base.bvecs"
 
@@ -55,7 +56,7 @@ check "A still queries its server" $MESS query --client "$tmp/a.client" \
 
 # ef_search is not part of the parameters' identity
 check "init with another --ef-search (same seed)" $MESS init --client "$tmp/e.client" \
-    --server "$tmp/e.server" --train "$tmp/learn.bvecs" $COMMON --seed $SA --ef-search 200
+    --server "$tmp/e.server" --train "$tmp/learn.bvecs" $COMMON --seed-env SA --ef-search 200
 check "A inserts into the ef-200 server" $MESS insert --client "$tmp/a.client" \
     --server "$tmp/e.server" "$tmp/base.bvecs"
 check "A queries the ef-200 server" $MESS query --client "$tmp/a.client" \

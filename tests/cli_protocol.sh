@@ -46,11 +46,12 @@ done >"$tmp/self.bvecs"
 C="$tmp/client.mess"
 S="$tmp/server.mess"
 SEED=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
+export SEED # through the environment (--seed-env), never argv
 
 check "init with every documented flag" $MESS init --client "$C" --server "$S" \
     --train $D/learn.bvecs --shards 8 --per-item 3 --bits 128 --p-store 0.08 \
     --p-prr 0.0417424 --p-irr 0.0417424 --hnsw-m 8 --ef-construction 60 \
-    --metric l2 --payload f32 --seed $SEED --threads 2
+    --metric l2 --payload f32 --seed-env SEED --threads 2
 has_keys init shards per_item bits p_store p_prr p_irr p_query deterministic
 if [ "$(stat -c %a "$C")" = 600 ]; then ok "client file mode 0600"; else bad "client file mode $(stat -c %a "$C")"; fi
 

@@ -87,4 +87,65 @@ refuse "1 2" "an empty passphrase" \
 [ ! -e "$tmp/e.mess" ] && ok "no client file under an empty passphrase" ||
     bad "a client file was written under an empty passphrase"
 
+# the deterministic seed: never on the command line; from the environment
+# or a file, with a warning that it is the master key
+SEEDHEX=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
+SMALL="--shards 2 --per-item 1 --bits 64 --train-sample 500"
+refuse 2 "--seed HEX on the command line" \
+    $MESS init --client "$tmp/d1.mess" --server "$tmp/d1.server" --train $D/learn.bvecs \
+    $SMALL --seed $SEEDHEX
+grep -q -- "--seed-env" "$tmp/err" && grep -q -- "--seed-file" "$tmp/err" &&
+    ! grep -q "$SEEDHEX" "$tmp/err" && [ ! -e "$tmp/d1.mess" ] &&
+    ok "the refusal points to --seed-env / --seed-file and does not echo the seed" ||
+    bad "--seed refusal: $(cat "$tmp/err")"
+MESS_TEST_SEED=$SEEDHEX
+export MESS_TEST_SEED
+if $MESS init --client "$tmp/d1.mess" --server "$tmp/d1.server" --train $D/learn.bvecs \
+    $SMALL --seed-env MESS_TEST_SEED >"$tmp/out" 2>"$tmp/err" &&
+    grep -q '"deterministic":true' "$tmp/out" && grep -q "master key" "$tmp/err"; then
+    ok "--seed-env: a deterministic client, and a warning that the seed is the master key"
+else
+    bad "--seed-env: $(cat "$tmp/out" "$tmp/err")"
+fi
+printf '%s\n' "$SEEDHEX" >"$tmp/seed.txt"
+if $MESS init --client "$tmp/d2.mess" --server "$tmp/d2.server" --train $D/learn.bvecs \
+    $SMALL --seed-file "$tmp/seed.txt" >/dev/null 2>&1 && cmp -s "$tmp/d1.mess" "$tmp/d2.mess"; then
+    ok "--seed-file gives the same client as --seed-env"
+else
+    bad "--seed-file"
+fi
+printf '0123\n' >"$tmp/short.txt"
+refuse 2 "--seed-file with a short seed" \
+    $MESS init --client "$tmp/d3.mess" --server "$tmp/d3.server" --train $D/learn.bvecs \
+    $SMALL --seed-file "$tmp/short.txt"
+refuse 2 "--seed-env naming an unset variable" \
+    $MESS init --client "$tmp/d3.mess" --server "$tmp/d3.server" --train $D/learn.bvecs \
+    $SMALL --seed-env MESS_NO_SUCH_VARIABLE_X
+
+# mess info --client: the mode and whether the file is sealed
+info_is() {
+    name=$1
+    want=$2
+    shift 2
+    if "$@" >"$tmp/out" 2>"$tmp/err" && grep -q "$want" "$tmp/out"; then
+        ok "$name"
+    else
+        bad "$name: $(cat "$tmp/out" "$tmp/err")"
+    fi
+}
+info_is "info: a seeded client is deterministic, unsealed" \
+    '"mode":"deterministic","sealed":false' $MESS info --client "$tmp/d1.mess"
+info_is "info: a client from the OS CSPRNG is production" \
+    '"mode":"production","sealed":false' $MESS info --client "$C"
+MESS_INFO_PASS="info passphrase"
+export MESS_INFO_PASS
+$MESS init --client "$tmp/d4.mess" --server "$tmp/d4.server" --train $D/learn.bvecs \
+    $SMALL --seed-env MESS_TEST_SEED --passphrase-env MESS_INFO_PASS >/dev/null 2>&1
+info_is "info: a sealed seeded client, with its passphrase" \
+    '"mode":"deterministic","sealed":true' \
+    $MESS info --client "$tmp/d4.mess" --passphrase-env MESS_INFO_PASS
+refuse 1 "info on a sealed client without its passphrase" $MESS info --client "$tmp/d4.mess"
+grep -q "sealed" "$tmp/err" && ok "the refusal says the file is sealed" ||
+    bad "sealed refusal: $(cat "$tmp/err")"
+
 finish

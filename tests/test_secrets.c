@@ -351,26 +351,31 @@ static void test_library(void)
 
 /* ---- the mess tool ----------------------------------------------------- */
 
+static char tool_seed_hex[65]; /* the tool takes it from the environment */
+
 static int run_tool(const char *args, const char *errpath)
 {
     char cmd[4096];
     const char *tool = getenv("MESS");
-    snprintf(cmd, sizeof cmd, "MESS_TEST_PASS='%s' %s %s >/dev/null 2>>%s", lib_pass,
-             tool && *tool ? tool : "build/mess", args, errpath);
+    snprintf(cmd, sizeof cmd,
+             "MESS_TEST_PASS='%s' MESS_TEST_SEED='%s' MESS_TEST_SEED_SHORT='%.63s' "
+             "%s %s >/dev/null 2>>%s",
+             lib_pass, tool_seed_hex, tool_seed_hex, tool && *tool ? tool : "build/mess",
+             args, errpath);
     return system(cmd);
 }
 
 static void test_tool_stderr(void)
 {
     static const uint8_t tool_seed[32] = "secret scan tool seed 0000000001";
-    char seedhex[65], args[2048], errpath[512], cpath[512], spath[512];
+    char *seedhex = tool_seed_hex, args[2048], errpath[512], cpath[512], spath[512];
     struct keys k;
     uint8_t *err;
     size_t len;
     const char *tool = getenv("MESS");
 
     CHECK(access(tool && *tool ? tool : "build/mess", X_OK) == 0);
-    sodium_bin2hex(seedhex, sizeof seedhex, tool_seed, 32);
+    sodium_bin2hex(seedhex, sizeof tool_seed_hex, tool_seed, 32);
     derive(tool_seed, M_SHARDS, &k);
     add_keys(&k, M_SHARDS);
     add_secret(tool_seed, 32, K_SEED);
@@ -382,8 +387,8 @@ static void test_tool_stderr(void)
     snprintf(args, sizeof args,
              "init --client %s --server %s --train datasets/sift/learn.bvecs "
              "--shards 8 --per-item 2 --bits 64 --hnsw-m 8 --ef-construction 32 "
-             "--train-sample 1000 --seed %s --passphrase-env MESS_TEST_PASS",
-             cpath, spath, seedhex);
+             "--train-sample 1000 --seed-env MESS_TEST_SEED --passphrase-env MESS_TEST_PASS",
+             cpath, spath);
     CHECK(run_tool(args, errpath) == 0);
     snprintf(args, sizeof args,
              "insert --client %s --server %s datasets/sift/query.bvecs "
@@ -406,7 +411,12 @@ static void test_tool_stderr(void)
     CHECK(run_tool(args, errpath) != 0);
     snprintf(args, sizeof args,
              "init --client %s.2 --server %s.2 --train datasets/sift/learn.bvecs "
-             "--seed %.63s", cpath, spath, seedhex);
+             "--seed-env MESS_TEST_SEED_SHORT", cpath, spath);
+    CHECK(run_tool(args, errpath) != 0);
+    /* a seed on the command line is refused, and not repeated */
+    snprintf(args, sizeof args,
+             "init --client %s.2 --server %s.2 --train datasets/sift/learn.bvecs "
+             "--seed %s", cpath, spath, seedhex);
     CHECK(run_tool(args, errpath) != 0);
     {
         /* flip a byte in the middle of the client file */
