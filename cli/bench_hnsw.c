@@ -60,7 +60,7 @@ static int read_codes(const char *path, uint64_t **codes, size_t *n,
     size_t dim;
     int rc = mess_bvecs_read(path, &raw, n, &dim);
     if (rc != MESS_OK) {
-        cli_error("cannot read codes '%s': %s", path, mess_strerror(rc));
+        cli_fail("cannot read codes", path, rc);
         return -1;
     }
     if (dim % 8 != 0 || dim * 8 > MESS_MAX_BITS || *n == 0) {
@@ -253,7 +253,7 @@ int bench_hnsw(int argc, char **argv)
             free(k32);
         }
         if (e != MESS_OK) {
-            cli_error("cannot write '%s': %s", kth_out, mess_strerror(e));
+            cli_fail("cannot write", kth_out, e);
             goto done;
         }
     }

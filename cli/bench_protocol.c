@@ -76,7 +76,7 @@ static int read_set(const char *dir, const char *name, float **x, size_t *n,
         snprintf(path, sizeof path, "%s/%s.fvecs", dir, name);
     rc = mess_vecs_read_f32(path, x, n, dim);
     if (rc != MESS_OK)
-        cli_error("cannot read '%s': %s", path, mess_strerror(rc));
+        cli_fail("cannot read", path, rc);
     return rc;
 }
 
@@ -94,7 +94,7 @@ static int load_dataset(const char *dir, size_t max_base, size_t max_query,
     snprintf(path, sizeof path, "%s/groundtruth.ivecs", dir);
     rc = mess_ivecs_read(path, &d->gt, &gn, &d->gk);
     if (rc != MESS_OK) {
-        cli_error("cannot read '%s': %s", path, mess_strerror(rc));
+        cli_fail("cannot read", path, rc);
         return -1;
     }
     if (d2 != d->dim || d3 != d->dim || gn != d->nq || d->gk < K) {

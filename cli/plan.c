@@ -174,14 +174,14 @@ static int plan_client(struct cli_args *a, mess_client **c)
             return CLI_USAGE;
         rc = mess_client_load(cpath, pass, c);
         if (rc != MESS_OK) {
-            cli_error("cannot load client state '%s': %s", cpath, mess_strerror(rc));
+            cli_fail("cannot load client state", cpath, rc);
             return CLI_FAIL;
         }
         return CLI_OK;
     }
     rc = mess_vecs_read_f32(train, &x, &n, &dim);
     if (rc != MESS_OK) {
-        cli_error("cannot read '%s': %s", train, mess_strerror(rc));
+        cli_fail("cannot read", train, rc);
         return CLI_FAIL;
     }
     p.dim = (uint32_t)dim;
@@ -279,13 +279,13 @@ int cli_cmd_plan(int argc, char **argv)
     }
     rc = mess_vecs_read_f32(dpath, &data, &n, &dim);
     if (rc != MESS_OK) {
-        cli_error("cannot read '%s': %s", dpath, mess_strerror(rc));
+        cli_fail("cannot read", dpath, rc);
         rc = CLI_FAIL;
         goto done;
     }
     rc = mess_vecs_read_f32(qpath, &queries, &nq, &qdim);
     if (rc != MESS_OK) {
-        cli_error("cannot read '%s': %s", qpath, mess_strerror(rc));
+        cli_fail("cannot read", qpath, rc);
         rc = CLI_FAIL;
         goto done;
     }
@@ -305,7 +305,7 @@ int cli_cmd_plan(int argc, char **argv)
     if (gpath) {
         rc = mess_ivecs_read(gpath, &gt, &gn, &gk);
         if (rc != MESS_OK) {
-            cli_error("cannot read '%s': %s", gpath, mess_strerror(rc));
+            cli_fail("cannot read", gpath, rc);
             rc = CLI_FAIL;
             goto done;
         }

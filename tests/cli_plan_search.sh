@@ -16,6 +16,7 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 . tests/shlib.sh
 
 seed=5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a
+export seed # through the environment (--seed-env), never argv
 # value of [B,x] in curve KEY of the JSON last line of FILE
 curve_at() {
     "$PYTHON" -c 'import json, sys
@@ -35,7 +36,7 @@ check() {
     shift 6
     d="$tmp/$name"
     mkdir -p "$d"
-    if ! "$MESS" init --client "$d/c" --server "$d/s" --train "$train" --seed $seed "$@" \
+    if ! "$MESS" init --client "$d/c" --server "$d/s" --train "$train" --seed-env seed "$@" \
             >/dev/null 2>"$d/err" ||
         ! "$MESS" insert --client "$d/c" --server "$d/s" --threads 2 "$data" >/dev/null 2>>"$d/err"; then
         bad "$name: init/insert ($(head -c 200 "$d/err"))"
