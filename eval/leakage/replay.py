@@ -120,11 +120,12 @@ def queries(c, p, path, qs, repeats, reload):
 
 
 def run(data, items=8, insert_repeats=25, nqueries=4, query_repeats=41, shards=64,
-        per_item=16, log=print):
+        per_item=16, train_rows=5000, log=print):
     base = mess.read_f32(os.path.join(data, "base.bvecs"))
-    train = mess.read_f32(os.path.join(data, "learn.bvecs"))[:5000]
+    train = mess.read_f32(os.path.join(data, "learn.bvecs"))[:train_rows]
     qv = mess.read_f32(os.path.join(data, "query.bvecs"))
-    p = mess.Params(base.shape[1], shards=shards, per_item=per_item, train_sample=5000)
+    p = mess.Params(base.shape[1], shards=shards, per_item=per_item,
+                    train_sample=train_rows)
     rows = []
     tmp = tempfile.mkdtemp(prefix="replay-")
     path = os.path.join(tmp, "client.bin")
