@@ -639,6 +639,21 @@ static int c_plan_conditional(void)
                                   pools, 2, threads, recall);
 }
 
+static int c_plan_search(void)
+{
+    size_t pools[2] = {8, 24};
+    double recall[2], eff[2], exact[2];
+    struct mess_plan_search ps;
+    memset(&ps, 0, sizeof ps);
+    ps.ef_search = 0;
+    ps.check_shards = 2;
+    ps.check_queries = 1;
+    ps.eff = eff;
+    ps.recall_exact = exact;
+    return mess_plan_recall_search(C, MESS_PLAN_CONDITIONAL, base, N_BASE, query, 1, NULL, 3,
+                                   pools, 2, &ps, threads, recall);
+}
+
 static int c_vecs(void)
 {
     char pf[256], pb[256], pi[256];
@@ -885,6 +900,7 @@ static void test_accountants(void)
     sweep("mess_plan_* (one shard)", c_plan_models);
     sweep("mess_plan_recall", c_plan_paper);
     sweep("mess_plan_recall (cond.)", c_plan_conditional);
+    sweep("mess_plan_recall_search", c_plan_search);
 }
 
 static void run_all(void)
