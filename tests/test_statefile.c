@@ -314,7 +314,7 @@ static int on_readonly_mount(void)
     path_of(ro, sizeof ro, "ro");
     path_of(path, sizeof path, "ro/x.client");
     if (unshare(CLONE_NEWNS) != 0 ||
-        mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
         mount("tmpfs", ro, "tmpfs", MS_RDONLY, NULL) != 0)
         return 77;
     errno = 0;

@@ -124,6 +124,16 @@ static void test_freed_heap_holds_no_key(void)
     snprintf(plain, sizeof plain, "%s/plain.client", dir);
     snprintf(sealed, sizeof sealed, "%s/sealed.client", dir);
 
+    {   /* valgrind replaces free() everywhere, ours included: nothing to see */
+        const char *pre = getenv("LD_PRELOAD");
+        if (pre && strstr(pre, "vgpreload")) {
+            printf("  (under valgrind, whose free() replaces the scanning one: "
+                   "not run; make check runs it under ASan)\n");
+            unlink(plain);
+            mess_client_free(c);
+            return;
+        }
+    }
     CHECK(install());
     /* positive control 1: a freed block holding the key is seen */
     blk = (uint8_t *)malloc(100);
