@@ -71,6 +71,10 @@ const char *mess_strerror(int code);
  * .fvecs: per record, int32 dim then dim float32.
  * .ivecs: per record, int32 dim then dim int32.
  * .bvecs: per record, int32 dim then dim uint8.
+ * .u64vecs: per record, int32 dim then dim uint64 (ids of any size; the
+ *   files `mess query --out` writes when ids reach 2^31).
+ * All little-endian.  A failure of the system (open, read, write, rename)
+ * is MESS_EIO with errno as the system left it (EISDIR for a directory).
  * Every record of a file must have the same dim (1..MESS_MAX_DIM), and the
  * file size must be a whole number of records; otherwise MESS_EFORMAT.
  * Arrays returned are row-major n x dim, allocated with malloc; release them
@@ -86,6 +90,8 @@ int mess_ivecs_read(const char *path, int32_t **out, size_t *n, size_t *dim);
 int mess_fvecs_write(const char *path, const float *v, size_t n, size_t dim);
 int mess_bvecs_write(const char *path, const uint8_t *v, size_t n, size_t dim);
 int mess_ivecs_write(const char *path, const int32_t *v, size_t n, size_t dim);
+int mess_u64vecs_read(const char *path, uint64_t **out, size_t *n, size_t *dim);
+int mess_u64vecs_write(const char *path, const uint64_t *v, size_t n, size_t dim);
 void mess_vecs_free(void *p);
 
 /* ------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 /*
  * vecio.c - readers and writers for the TEXMEX vector formats
- * (.fvecs / .ivecs / .bvecs), validating every record header.
+ * (.fvecs / .ivecs / .bvecs) and .u64vecs (64-bit ids), validating every
+ * record header.  MESS_EIO leaves errno as the failing system call set it
+ * (EISDIR for a directory, EINVAL for another non-regular file).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
@@ -18,7 +21,7 @@ static int vecs_read(const char *path, size_t elem, void **out, size_t *n_out,
     uint32_t dim, d;
     size_t rec, n, i, row, total;
     uint8_t *buf = NULL;
-    int rc = MESS_EFORMAT;
+    int rc = MESS_EFORMAT, err = 0;
 
     if (!path || !out || !n_out || !dim_out)
         return MESS_EINVAL;
@@ -26,13 +29,19 @@ static int vecs_read(const char *path, size_t elem, void **out, size_t *n_out,
     *n_out = *dim_out = 0;
     f = fopen(path, "rb");
     if (!f)
-        return MESS_EIO;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        return MESS_EIO; /* errno from fopen */
+    if (fstat(fileno(f), &st) != 0) {
+        err = errno;
+        rc = MESS_EIO;
+        goto done;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
         rc = MESS_EIO;
         goto done;
     }
     if (fread(hdr, 1, 4, f) != 4)
-        goto done; /* empty or shorter than one header */
+        goto short_read; /* empty or shorter than one header */
     dim = mess_load_u32(hdr);
     if (dim == 0 || dim > MESS_MAX_DIM)
         goto done;
@@ -53,22 +62,30 @@ static int vecs_read(const char *path, size_t elem, void **out, size_t *n_out,
     for (i = 0; i < n; i++) {
         if (i > 0) {
             if (fread(hdr, 1, 4, f) != 4)
-                goto done;
+                goto short_read;
             d = mess_load_u32(hdr);
             if (d != dim)
                 goto done;
         }
         if (fread(buf + i * row, 1, row, f) != row)
-            goto done;
+            goto short_read;
     }
     *out = buf;
     buf = NULL;
     *n_out = n;
     *dim_out = dim;
     rc = MESS_OK;
+    goto done;
+short_read: /* a read error is the system's; end of file is the format's */
+    if (ferror(f)) {
+        err = errno ? errno : EIO;
+        rc = MESS_EIO;
+    }
 done:
     free(buf);
     fclose(f);
+    if (rc == MESS_EIO)
+        errno = err;
     return rc;
 }
 
@@ -85,6 +102,11 @@ int mess_ivecs_read(const char *path, int32_t **out, size_t *n, size_t *dim)
 int mess_bvecs_read(const char *path, uint8_t **out, size_t *n, size_t *dim)
 {
     return vecs_read(path, 1, (void **)out, n, dim);
+}
+
+int mess_u64vecs_read(const char *path, uint64_t **out, size_t *n, size_t *dim)
+{
+    return vecs_read(path, 8, (void **)out, n, dim);
 }
 
 static int has_suffix(const char *s, const char *suffix)
@@ -132,7 +154,7 @@ static int vecs_write(const char *path, const void *v, size_t n, size_t dim,
     char *tmp;
     size_t len, i, row;
     uint8_t hdr[4];
-    int ok = 1;
+    int ok = 1, err = 0;
 
     if (!path || (!v && n) || dim == 0 || dim > MESS_MAX_DIM)
         return MESS_EINVAL;
@@ -144,7 +166,9 @@ static int vecs_write(const char *path, const void *v, size_t n, size_t dim,
     memcpy(tmp + len, ".tmp", 5);
     f = fopen(tmp, "wb");
     if (!f) {
+        err = errno;
         free(tmp);
+        errno = err;
         return MESS_EIO;
     }
     row = dim * elem;
@@ -152,12 +176,21 @@ static int vecs_write(const char *path, const void *v, size_t n, size_t dim,
     for (i = 0; ok && i < n; i++)
         ok = fwrite(hdr, 1, 4, f) == 4 &&
              fwrite((const uint8_t *)v + i * row, 1, row, f) == row;
-    ok = (fclose(f) == 0) && ok;
-    if (ok)
-        ok = rename(tmp, path) == 0;
+    if (!ok)
+        err = errno;
+    if (fclose(f) != 0 && ok) {
+        ok = 0;
+        err = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = 0;
+        err = errno;
+    }
     if (!ok)
         remove(tmp);
     free(tmp);
+    if (!ok)
+        errno = err ? err : EIO;
     return ok ? MESS_OK : MESS_EIO;
 }
 
@@ -174,6 +207,11 @@ int mess_ivecs_write(const char *path, const int32_t *v, size_t n, size_t dim)
 int mess_bvecs_write(const char *path, const uint8_t *v, size_t n, size_t dim)
 {
     return vecs_write(path, v, n, dim, 1);
+}
+
+int mess_u64vecs_write(const char *path, const uint64_t *v, size_t n, size_t dim)
+{
+    return vecs_write(path, v, n, dim, 8);
 }
 
 void mess_vecs_free(void *p)

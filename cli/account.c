@@ -5,6 +5,7 @@
  * findings and, as its last line, one JSON object.
  */
 #include <math.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -412,17 +413,20 @@ static int account_report(int argc, char **argv)
         cli_opt_long(&a, "--repeats", 1, 0x7fffffffffffffffL, 1, &repeats) ||
         cli_check_unused(&a))
         return CLI_USAGE;
-    rc = mess_vecs_read_f32(file, &x, &n, &dim);
-    if (rc != MESS_OK)
-        return cli_fail("cannot read", file, rc);
+    rc = cli_read_vectors(file, "--pairs", &x, &n, &dim);
+    if (rc != CLI_OK)
+        return rc;
     if (n == 0 || n % 2) {
         mess_vecs_free(x);
         cli_error("'%s' has %zu rows; pairs need an even, non-zero number", file, n);
         return CLI_FAIL;
     }
+    errno = 0;
     rc = mess_client_load(cpath, pass, &c);
     if (rc != MESS_OK) {
+        int err = errno;
         mess_vecs_free(x);
+        errno = err;
         return cli_fail("cannot load client state", cpath, rc);
     }
     mess_client_params(c, &p);

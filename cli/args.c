@@ -147,27 +147,6 @@ int cli_check_unused(struct cli_args *a)
     return 0;
 }
 
-int cli_fail(const char *what, const char *path, int rc)
-{
-    int err = errno; /* the library leaves it as the OS set it on MESS_EIO */
-    uint32_t version, role;
-    int sealed;
-    if (path && rc == MESS_EIO && err != 0)
-        cli_error("%s: %s", path, strerror(err));
-    else if (path && rc == MESS_EVERSION &&
-             mess_state_file_peek(path, &version, &role, &sealed) == MESS_OK &&
-             version != MESS_STATE_FILE_VERSION)
-        cli_error("%s: state file format version %u, this build reads version %u "
-                  "(written by another libmess version: re-create it with mess init, "
-                  "or use the version that wrote it)",
-                  path, (unsigned)version, (unsigned)MESS_STATE_FILE_VERSION);
-    else if (path)
-        cli_error("%s '%s': %s", what, path, mess_strerror(rc));
-    else
-        cli_error("%s: %s", what, mess_strerror(rc));
-    return CLI_FAIL;
-}
-
 /* The defaults of every parameter option: mess_params_default, the one
  * place they are defined (kappa no longer depends on the dimension). */
 static void param_defaults(mess_params *p)

@@ -43,11 +43,29 @@ int cli_check_unused(struct cli_args *a);
 /* "--help" or "-h" present. */
 int cli_wants_help(struct cli_args *a);
 
-/* "mess: <what> '<path>': <mess_strerror(rc)>" (path may be NULL) on
- * stderr; for MESS_EIO with a path, "mess: <path>: <strerror(errno)>" (the
- * library leaves errno as the failing system call set it: call this before
- * anything else that may change errno).  Returns CLI_FAIL. */
+/* files.c.  cli_fail: "mess: PATH: <reason> (<what>)" on stderr, the
+ * reason being strerror(errno) for MESS_EIO (call it right after the
+ * failing library call, errno intact) and mess_strerror(rc) otherwise;
+ * "mess: <what>: <mess_strerror(rc)>" when path is NULL.  CLI_FAIL. */
 int cli_fail(const char *what, const char *path, int rc);
+/* -1 with a message listing the accepted extensions unless path ends in
+ * .fvecs / .bvecs (vectors) or .ivecs / .u64vecs (ids). */
+int cli_vectors_ext(const char *path, const char *what);
+int cli_ids_ext(const char *path, const char *what);
+/* A vector file as float32 (.fvecs / .bvecs), every component finite (a
+ * non-finite one is refused with its row).  CLI_OK, or the exit code after
+ * a message naming the file and the reason; `what` says which file it is
+ * ("training file", "queries", ...). */
+int cli_read_vectors(const char *path, const char *what, float **x, size_t *n,
+                     size_t *dim);
+/* Ids (.ivecs: negative entries read as CLI_NO_ID; .u64vecs), n x k. */
+int cli_read_ids(const char *path, const char *what, uint64_t **ids, size_t *n,
+                 size_t *k);
+/* Writes n x k ids; CLI_NO_ID (no result) is -1 in .ivecs and 2^64-1 in
+ * .u64vecs.  An id above 2^31-1 refuses the .ivecs file (nothing written). */
+#define CLI_NO_ID UINT64_MAX
+int cli_write_ids(const char *path, const char *what, const uint64_t *ids,
+                  size_t n, size_t k);
 
 /* The client file's passphrase from the environment variable named by
  * --passphrase-env (never from the command line, where ps would show it):

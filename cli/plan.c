@@ -3,6 +3,7 @@
  * Appendix B on the client's own data, to choose a candidate pool B before
  * outsourcing.  Everything runs locally from the client's clean codes.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,18 +173,15 @@ static int plan_client(struct cli_args *a, mess_client **c)
             }
         if (cli_passphrase(a, &pass))
             return CLI_USAGE;
+        errno = 0;
         rc = mess_client_load(cpath, pass, c);
-        if (rc != MESS_OK) {
-            cli_fail("cannot load client state", cpath, rc);
-            return CLI_FAIL;
-        }
+        if (rc != MESS_OK)
+            return cli_fail("cannot load client state", cpath, rc);
         return CLI_OK;
     }
-    rc = mess_vecs_read_f32(train, &x, &n, &dim);
-    if (rc != MESS_OK) {
-        cli_fail("cannot read", train, rc);
-        return CLI_FAIL;
-    }
+    rc = cli_read_vectors(train, "training file", &x, &n, &dim);
+    if (rc != CLI_OK)
+        return rc;
     p.dim = (uint32_t)dim;
     rc = mess_params_check(&p); /* the options were checked one by one */
     if (rc != MESS_OK) {
@@ -277,18 +275,12 @@ int cli_cmd_plan(int argc, char **argv)
         for (i = 0; i < npools; i++)
             pools[i] = (i + 1) * p.shards;
     }
-    rc = mess_vecs_read_f32(dpath, &data, &n, &dim);
-    if (rc != MESS_OK) {
-        cli_fail("cannot read", dpath, rc);
-        rc = CLI_FAIL;
+    rc = cli_read_vectors(dpath, "--data", &data, &n, &dim);
+    if (rc != CLI_OK)
         goto done;
-    }
-    rc = mess_vecs_read_f32(qpath, &queries, &nq, &qdim);
-    if (rc != MESS_OK) {
-        cli_fail("cannot read", qpath, rc);
-        rc = CLI_FAIL;
+    rc = cli_read_vectors(qpath, "--queries", &queries, &nq, &qdim);
+    if (rc != CLI_OK)
         goto done;
-    }
     if (dim != p.dim || qdim != p.dim) {
         cli_error("--data has dimension %zu and --queries %zu; the client expects %u",
                   dim, qdim, p.dim);
@@ -303,10 +295,10 @@ int cli_cmd_plan(int argc, char **argv)
         goto done;
     }
     if (gpath) {
+        errno = 0;
         rc = mess_ivecs_read(gpath, &gt, &gn, &gk);
         if (rc != MESS_OK) {
-            cli_fail("cannot read", gpath, rc);
-            rc = CLI_FAIL;
+            rc = cli_fail("--gt", gpath, rc);
             goto done;
         }
         if (gn < nq || gk < (size_t)k) {

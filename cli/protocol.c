@@ -2,6 +2,7 @@
  * protocol.c - `mess init | insert | query | delete | compact | info`: the
  * protocol driven from files, one process playing both roles.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,9 +75,9 @@ int cli_cmd_init(int argc, char **argv)
         cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
         cli_passphrase(&a, &pass) || cli_check_unused(&a))
         return CLI_USAGE;
-    rc = mess_vecs_read_f32(train, &x, &n, &dim);
-    if (rc != MESS_OK)
-        return cli_fail("cannot read training file", train, rc);
+    rc = cli_read_vectors(train, "training file", &x, &n, &dim);
+    if (rc != CLI_OK)
+        return rc;
     p.dim = (uint32_t)dim;
     rc = mess_params_check(&p); /* the options were checked one by one */
     if (rc != MESS_OK) {
@@ -90,6 +91,7 @@ int cli_cmd_init(int argc, char **argv)
     if (rc != MESS_OK)
         return cli_fail("cannot create the client", NULL, rc);
     rc = mess_server_new(&p, &s);
+    errno = 0;
     if (rc == MESS_OK)
         rc = mess_client_save(c, cpath, pass);
     if (rc != MESS_OK) {
@@ -97,6 +99,7 @@ int cli_cmd_init(int argc, char **argv)
         mess_server_free(s);
         return cli_fail("cannot write client state", cpath, rc);
     }
+    errno = 0;
     rc = mess_server_save(s, spath);
     mess_client_free(c);
     mess_server_free(s);
@@ -122,14 +125,18 @@ static int load_both(struct cli_args *a, const char *cpath, const char *spath,
     *s = NULL;
     if (cli_passphrase(a, &pass))
         return CLI_USAGE;
+    errno = 0;
     rc = mess_client_load(cpath, pass, c);
     if (rc != MESS_OK)
         return cli_fail("cannot load client state", cpath, rc);
     mess_client_params(*c, &p);
+    errno = 0;
     rc = mess_server_load(spath, &p, s);
     if (rc != MESS_OK) {
+        int err = errno;
         mess_client_free(*c);
         *c = NULL;
+        errno = err;
         if (rc == MESS_EPARAM)
             cli_error("server state '%s' was made for other parameters than client '%s'",
                       spath, cpath);
@@ -163,11 +170,13 @@ static int save_both(struct cli_args *a, const mess_client *c, const char *cpath
     if (cli_passphrase(a, &pass))
         return CLI_USAGE;
     if (c) {
+        errno = 0;
         rc = mess_client_save(c, cpath, pass);
         if (rc != MESS_OK)
             return cli_fail("cannot write client state", cpath, rc);
     }
     if (s) {
+        errno = 0;
         rc = mess_server_save(s, spath);
         if (rc != MESS_OK)
             return cli_fail("cannot write server state", spath, rc);
@@ -217,9 +226,9 @@ int cli_cmd_insert(int argc, char **argv)
     }
     if (cli_check_unused(&a))
         return CLI_USAGE;
-    rc = mess_vecs_read_f32(file, &x, &n, &dim);
-    if (rc != MESS_OK)
-        return cli_fail("cannot read", file, rc);
+    rc = cli_read_vectors(file, "vectors to insert", &x, &n, &dim);
+    if (rc != CLI_OK)
+        return rc;
     rc = load_both(&a, cpath, spath, &c, &s);
     if (rc != CLI_OK) {
         mess_vecs_free(x);
@@ -301,8 +310,10 @@ static const char query_help[] =
     "\n"
     "  -k K            results per query (10)\n"
     "  --pool B        total candidate pool over all shards (required)\n"
-    "  --out F.ivecs   write the top-k ids per query\n"
-    "  --gt F.ivecs    ground truth: also report recall@k\n"
+    "  --out F         write the top-k ids per query: F.ivecs (int32; refused\n"
+    "                  if an id is 2^31 or more; -1 pads a short row) or\n"
+    "                  F.u64vecs (uint64 ids; 2^64-1 pads)\n"
+    "  --gt F          ground truth (.ivecs or .u64vecs): also report recall@k\n"
     "  --threads N     threads of the server fan-out and of the client's\n"
     "                  opening of response entries (1)\n"
     "  --ef-search E   the server's per-shard search beam for this run,\n"
@@ -327,8 +338,7 @@ int cli_cmd_query(int argc, char **argv)
     mess_server *s = NULL;
     mess_params p;
     float *q = NULL, *dists = NULL;
-    int32_t *gt = NULL, *out = NULL;
-    uint64_t *ids = NULL;
+    uint64_t *gt = NULL, *out = NULL, *ids = NULL;
     size_t n, dim, gn = 0, gk = 0, i, hits = 0, auth = 0, unopened = 0, memo_hits = 0;
     double req_b = 0, resp_b = 0, cand = 0, uniq = 0, t_srv = 0, t_cli = 0;
     int rc, verify_all;
@@ -356,20 +366,22 @@ int cli_cmd_query(int argc, char **argv)
     }
     if (cli_check_unused(&a))
         return CLI_USAGE;
-    rc = mess_vecs_read_f32(file, &q, &n, &dim);
-    if (rc != MESS_OK)
-        return cli_fail("cannot read", file, rc);
+    if (outp && cli_ids_ext(outp, "--out"))
+        return CLI_USAGE;
+    rc = cli_read_vectors(file, "queries", &q, &n, &dim);
+    if (rc != CLI_OK)
+        return rc;
     if (gtp) {
-        rc = mess_ivecs_read(gtp, &gt, &gn, &gk);
-        if (rc != MESS_OK) {
+        rc = cli_read_ids(gtp, "--gt", &gt, &gn, &gk);
+        if (rc != CLI_OK) {
             mess_vecs_free(q);
-            return cli_fail("cannot read", gtp, rc);
+            return rc;
         }
         if (gn != n || gk < (size_t)k) {
             cli_error("'%s' has %zu rows of %zu ids; need %zu rows of at least %ld",
                       gtp, gn, gk, n, k);
             mess_vecs_free(q);
-            mess_vecs_free(gt);
+            free(gt);
             return CLI_FAIL;
         }
     }
@@ -388,7 +400,7 @@ int cli_cmd_query(int argc, char **argv)
     }
     ids = (uint64_t *)malloc((size_t)k * sizeof *ids);
     dists = (float *)malloc((size_t)k * sizeof *dists);
-    out = (int32_t *)calloc(n ? n * (size_t)k : 1, sizeof *out);
+    out = (uint64_t *)calloc(n ? n * (size_t)k : 1, sizeof *out);
     if (!ids || !dists || !out) {
         rc = cli_fail("query", NULL, MESS_ENOMEM);
         goto done;
@@ -430,22 +442,20 @@ int cli_cmd_query(int argc, char **argv)
         unopened += st.unopened;
         memo_hits += (size_t)st.memo_hit;
         for (j = 0; j < (size_t)k; j++)
-            out[i * (size_t)k + j] = j < got ? (int32_t)ids[j] : -1;
+            out[i * (size_t)k + j] = j < got ? ids[j] : CLI_NO_ID;
         if (gt) {
             size_t g, r;
             for (g = 0; g < (size_t)k; g++)
                 for (r = 0; r < got; r++)
-                    if ((uint64_t)(uint32_t)gt[i * gk + g] == ids[r]) {
+                    if (gt[i * gk + g] == ids[r]) {
                         hits++;
                         break;
                     }
         }
         progress("queries", i + 1, n);
     }
-    if (outp && (rc = mess_ivecs_write(outp, out, n, (size_t)k)) != MESS_OK) {
-        rc = cli_fail("cannot write", outp, rc);
+    if (outp && (rc = cli_write_ids(outp, "--out", out, n, (size_t)k)) != CLI_OK)
         goto done;
-    }
     rc = save_both(&a, c, cpath, NULL, NULL);
     if (rc != CLI_OK)
         goto done;
@@ -464,7 +474,7 @@ int cli_cmd_query(int argc, char **argv)
     rc = CLI_OK;
 done:
     mess_vecs_free(q);
-    mess_vecs_free(gt);
+    free(gt);
     free(ids);
     free(dists);
     free(out);
@@ -582,14 +592,18 @@ int cli_cmd_compact(int argc, char **argv)
     }
     if (cli_check_unused(&a))
         return CLI_USAGE;
+    errno = 0;
     rc = mess_server_load(spath, NULL, &s);
     if (rc != MESS_OK)
         return cli_fail("cannot load server state", spath, rc);
     rc = mess_server_compact(s, (unsigned)threads);
+    errno = 0;
     if (rc == MESS_OK)
         rc = mess_server_save(s, spath);
     if (rc != MESS_OK) {
+        int err = errno;
         mess_server_free(s);
+        errno = err;
         return cli_fail("compact", spath, rc);
     }
     print_stats(s, "\"compacted\":true,");
@@ -664,6 +678,7 @@ int cli_cmd_info(int argc, char **argv)
         return client_info(&a, cpath);
     if (cli_check_unused(&a))
         return CLI_USAGE;
+    errno = 0;
     rc = mess_server_load(spath, NULL, &s);
     if (rc != MESS_OK)
         return cli_fail("cannot load server state", spath, rc);

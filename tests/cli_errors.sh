@@ -43,4 +43,123 @@ else
     bad "--bits 256 on 128-d data: $(cat "$tmp/err")"
 fi
 
+# a tiny deployment on 128-d SIFT rows
+C="$tmp/c.mess"
+S="$tmp/s.mess"
+$MESS init --client "$C" --server "$S" --train "$tmp/train.bvecs" --shards 2 --per-item 1 \
+    --seed 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f >/dev/null 2>&1 ||
+    bad "init of the small deployment"
+head -c $((132 * 3)) $D/base.bvecs >"$tmp/three.bvecs"
+
+# 13.1: ids from 2^31 do not fit .ivecs; .u64vecs holds them.  Items
+# 2^31-1, 2^31, 2^31+1, then 2^32+906 .. (which .ivecs would write as 906).
+u64_ids() { # FILE: the ids of a .u64vecs file with k = 1, one per line
+    n=$(($(stat -c %s "$1") / 12))
+    i=0
+    while [ $i -lt $n ]; do
+        od -An -v -t u8 -j $((12 * i + 4)) -N 8 "$1" | tr -d ' '
+        i=$((i + 1))
+    done
+}
+$MESS insert --client "$C" --server "$S" "$tmp/three.bvecs" --first-id 2147483647 >/dev/null 2>&1 ||
+    bad "insert at first id 2^31-1"
+dd if="$tmp/three.bvecs" bs=132 count=1 2>/dev/null >"$tmp/q0.bvecs"
+if $MESS query --client "$C" --server "$S" "$tmp/q0.bvecs" -k 1 --pool 8 --out "$tmp/r0.ivecs" >/dev/null 2>"$tmp/err" &&
+    [ "$(od -An -v -t d4 -j 4 -N 4 "$tmp/r0.ivecs" | tr -d ' ')" = 2147483647 ]; then
+    ok "id 2^31-1 written to .ivecs"
+else
+    bad "id 2^31-1 in .ivecs: $(cat "$tmp/err")"
+fi
+expect 1 "id 2^31 refused by .ivecs" "r\.ivecs: id 2147483648 does not fit \.ivecs \(int32: ids up to 2147483647\); write a \.u64vecs file instead" \
+    $MESS query --client "$C" --server "$S" "$tmp/three.bvecs" -k 1 --pool 8 --out "$tmp/r.ivecs"
+[ -e "$tmp/r.ivecs" ] && bad "a refused .ivecs was written" || ok "nothing written for a refused .ivecs"
+if $MESS query --client "$C" --server "$S" "$tmp/three.bvecs" -k 1 --pool 8 --out "$tmp/r.u64vecs" >/dev/null 2>"$tmp/err"; then
+    got=$(u64_ids "$tmp/r.u64vecs" | tr '\n' ' ')
+    [ "$got" = "2147483647 2147483648 2147483649 " ] && ok "ids 2^31-1..2^31+1 in .u64vecs" || bad "u64vecs ids: $got"
+else
+    bad "query --out .u64vecs: $(cat "$tmp/err")"
+fi
+head -c $((132 * 6)) $D/base.bvecs | tail -c $((132 * 3)) >"$tmp/next.bvecs"
+$MESS insert --client "$C" --server "$S" "$tmp/next.bvecs" --first-id 4294968202 >/dev/null 2>&1 ||
+    bad "insert at first id 2^32+906"
+if $MESS query --client "$C" --server "$S" "$tmp/next.bvecs" -k 1 --pool 8 --out "$tmp/r2.u64vecs" >/dev/null 2>"$tmp/err"; then
+    got=$(u64_ids "$tmp/r2.u64vecs" | tr '\n' ' ')
+    [ "$got" = "4294968202 4294968203 4294968204 " ] && ok "id 2^32+906 kept in .u64vecs" || bad "u64vecs ids: $got"
+else
+    bad "query --out .u64vecs: $(cat "$tmp/err")"
+fi
+expect 1 "id 2^32+906 refused by .ivecs" "id 4294968202 does not fit \.ivecs" \
+    $MESS query --client "$C" --server "$S" "$tmp/next.bvecs" -k 1 --pool 8 --out "$tmp/r2.ivecs"
+# the .u64vecs ground truth is read back for recall
+cp "$tmp/r2.u64vecs" "$tmp/gt.u64vecs"
+if $MESS query --client "$C" --server "$S" "$tmp/next.bvecs" -k 1 --pool 8 --gt "$tmp/gt.u64vecs" >"$tmp/out" 2>"$tmp/err" &&
+    tail -n 1 "$tmp/out" | grep -q '"recall":1.0000'; then
+    ok "--gt .u64vecs with ids above 2^32"
+else
+    bad "--gt .u64vecs: $(tail -n 1 "$tmp/out") $(cat "$tmp/err")"
+fi
+
+# 13.5: extensions: what is accepted
+cp "$tmp/q0.bvecs" "$tmp/q0.dat"
+expect 2 "unknown query extension" "q0\.dat: unknown extension for queries; accepted: \.fvecs \(float32\), \.bvecs \(uint8\)" \
+    $MESS query --client "$C" --server "$S" "$tmp/q0.dat" --pool 8
+expect 2 "unknown insert extension" "q0\.dat: unknown extension for vectors to insert; accepted: \.fvecs" \
+    $MESS insert --client "$C" --server "$S" "$tmp/q0.dat"
+expect 2 "unknown training extension" "q0\.dat: unknown extension for training file; accepted: \.fvecs" \
+    $MESS init --client "$tmp/c9" --server "$tmp/s9" --train "$tmp/q0.dat"
+expect 2 "unknown --out extension" "r\.txt: unknown extension for --out; accepted: \.ivecs \(int32 ids below 2\^31\), \.u64vecs" \
+    $MESS query --client "$C" --server "$S" "$tmp/q0.bvecs" --pool 8 --out "$tmp/r.txt"
+expect 2 "unknown --gt extension" "g\.txt: unknown extension for --gt; accepted: \.ivecs" \
+    $MESS query --client "$C" --server "$S" "$tmp/q0.bvecs" --pool 8 --gt "$tmp/g.txt"
+expect 1 "malformed vector file" "trunc\.bvecs: not a valid \.bvecs file for queries: malformed or truncated" \
+    sh -c "head -c 200 '$tmp/three.bvecs' >'$tmp/trunc.bvecs'; exec $MESS query --client '$C' --server '$S' '$tmp/trunc.bvecs' --pool 8"
+
+# 13.4: the path and the system's reason for every OS error
+expect 1 "missing query file" "$tmp/none\.bvecs: No such file or directory" \
+    $MESS query --client "$C" --server "$S" "$tmp/none.bvecs" --pool 8
+expect 1 "missing training file" "$tmp/none\.bvecs: No such file or directory \(training file\)" \
+    $MESS init --client "$tmp/c9" --server "$tmp/s9" --train "$tmp/none.bvecs"
+mkdir "$tmp/dir.bvecs"
+expect 1 "directory as vector file" "dir\.bvecs: Is a directory" \
+    $MESS insert --client "$C" --server "$S" "$tmp/dir.bvecs"
+expect 1 "--out in a missing directory" "$tmp/nodir/r\.u64vecs: No such file or directory \(--out\)" \
+    $MESS query --client "$C" --server "$S" "$tmp/q0.bvecs" -k 1 --pool 8 --out "$tmp/nodir/r.u64vecs"
+expect 1 "missing --gt" "$tmp/none\.ivecs: No such file or directory \(--gt\)" \
+    $MESS query --client "$C" --server "$S" "$tmp/q0.bvecs" -k 1 --pool 8 --gt "$tmp/none.ivecs"
+expect 1 "missing client file" "$tmp/none\.mess: No such file or directory" \
+    $MESS query --client "$tmp/none.mess" --server "$S" "$tmp/q0.bvecs" --pool 8
+expect 1 "missing server file" "$tmp/none\.mess: No such file or directory" \
+    $MESS info --server "$tmp/none.mess"
+expect 1 "init into a missing directory" "$tmp/nodir/c: No such file or directory" \
+    $MESS init --client "$tmp/nodir/c" --server "$tmp/nodir/s" --train "$tmp/train.bvecs" --shards 2 --per-item 1
+# permission: as root, run as nobody on a file only root may read
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+    chmod 755 "$tmp"
+    cp "$tmp/q0.bvecs" "$tmp/secret.bvecs"
+    chmod 600 "$tmp/secret.bvecs"
+    expect 1 "unreadable file" "secret\.bvecs: Permission denied" \
+        setpriv --reuid=65534 --regid=65534 --clear-groups $MESS query --client "$C" --server "$S" "$tmp/secret.bvecs" --pool 8
+    chmod 644 "$tmp/train.bvecs"
+    expect 1 "unwritable directory" "$tmp/c9: Permission denied \(cannot write client state\)" \
+        setpriv --reuid=65534 --regid=65534 --clear-groups $MESS init --client "$tmp/c9" --server "$tmp/s9" --train "$tmp/train.bvecs" --shards 2 --per-item 1
+    chmod 700 "$tmp"
+else
+    echo "# skipped permission checks: need root and setpriv (uid $(id -u))"
+fi
+# read-only file system: a private mount namespace with a read-only tmpfs
+if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
+    mkdir "$tmp/ro"
+    unshare -m sh -c "mount -t tmpfs -o ro tmpfs '$tmp/ro' && exec $MESS query --client '$C' --server '$S' '$tmp/q0.bvecs' -k 1 --pool 8 --out '$tmp/ro/r.u64vecs'" >"$tmp/out" 2>"$tmp/err"
+    if grep -q "ro/r\.u64vecs: Read-only file system (--out)" "$tmp/err"; then ok "read-only file system named"; else bad "read-only fs: $(cat "$tmp/err")"; fi
+else
+    echo "# skipped the read-only file system check: need root and unshare -m"
+fi
+
+# 13.8: non-finite values are refused with the file and the row
+printf '\003\000\000\000' >"$tmp/nan.fvecs"
+printf '\000\000\200\077\000\000\200\077\000\000\200\077' >>"$tmp/nan.fvecs"
+printf '\003\000\000\000\000\000\200\077\000\000\300\177\000\000\200\077' >>"$tmp/nan.fvecs"
+expect 1 "NaN in a vector file" "nan\.fvecs: row 1 \(from 0\), component 1 is NaN; training file must be finite" \
+    $MESS init --client "$tmp/c9" --server "$tmp/s9" --train "$tmp/nan.fvecs"
+
 finish

@@ -2,6 +2,7 @@
  * test_vecio.c - TEXMEX readers: the bundled files parse, round trips are
  * exact, and malformed files are refused with MESS_EFORMAT.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -125,11 +126,62 @@ static void test_truncated_at_every_length(void)
     remove(p);
 }
 
+/* .u64vecs keeps ids of any size, including the ones .ivecs cannot hold
+ * (2^31, 2^32 + 906 which int32 would write as 906, 2^64 - 1). */
+static void test_roundtrip_u64vecs(void)
+{
+    uint64_t v[6] = {0, 2147483647u, 2147483648u, 4294967296u + 906u,
+                     UINT64_MAX, 906};
+    uint64_t *back = NULL;
+    size_t n = 0, d = 0;
+    const char *p = tmp_path(".u64vecs");
+    CHECK_OK(mess_u64vecs_write(p, v, 3, 2));
+    CHECK_OK(mess_u64vecs_read(p, &back, &n, &d));
+    CHECK(n == 3 && d == 2);
+    CHECK(back && memcmp(back, v, sizeof v) == 0);
+    mess_vecs_free(back);
+    /* 4 + 16 bytes per record: 60 bytes; 59 is malformed */
+    {
+        FILE *f = fopen(p, "rb");
+        uint8_t raw[64];
+        size_t len = f ? fread(raw, 1, sizeof raw, f) : 0;
+        if (f)
+            fclose(f);
+        CHECK(len == 60);
+        write_raw(p, raw, 59);
+        CHECK_RC(mess_u64vecs_read(p, &back, &n, &d), MESS_EFORMAT);
+    }
+    remove(p);
+}
+
+/* MESS_EIO keeps the system's reason in errno. */
+static void test_errno_kept(void)
+{
+    float v[2] = {1, 2}, *back = NULL;
+    uint64_t *ids = NULL;
+    size_t n, d;
+    errno = 0;
+    CHECK_RC(mess_fvecs_read("/nonexistent/x.fvecs", &back, &n, &d), MESS_EIO);
+    CHECK(errno == ENOENT);
+    errno = 0;
+    CHECK_RC(mess_u64vecs_read("/tmp", &ids, &n, &d), MESS_EIO);
+    CHECK(errno == EISDIR);
+    errno = 0;
+    CHECK_RC(mess_fvecs_write("/nonexistent/dir/x.fvecs", v, 1, 2), MESS_EIO);
+    CHECK(errno == ENOENT);
+    errno = 0;
+    CHECK_RC(mess_fvecs_write("/tmp", v, 1, 2), MESS_EIO); /* rename onto a dir */
+    CHECK(errno == EISDIR);
+    remove("/tmp.tmp");
+}
+
 int main(void)
 {
     RUN(test_roundtrip_fvecs);
     RUN(test_roundtrip_bvecs_as_float);
     RUN(test_malformed);
     RUN(test_truncated_at_every_length);
+    RUN(test_roundtrip_u64vecs);
+    RUN(test_errno_kept);
     HARNESS_END();
 }

@@ -21,8 +21,8 @@ from ._lib import (AuthenticationError, CryptoInitError, FormatError,
 from .core import (METRICS, OWNER_BYTES, PAYLOADS, Buffer, Client, FinishStats, Params,
                    Query, QueryResult, Server, ServerStats, ShardView,
                    effective_flip, split_flip)
-from .vecs import (read_bvecs, read_f32, read_fvecs, read_ivecs, write_bvecs,
-                   write_fvecs, write_ivecs)
+from .vecs import (read_bvecs, read_f32, read_fvecs, read_ivecs, read_u64vecs,
+                   write_bvecs, write_fvecs, write_ivecs, write_u64vecs)
 
 library_path = _lib.path
 __version__ = _lib.version().decode()

@@ -175,7 +175,7 @@ def _load():
             errors.append("%s: no such file" % path)
             continue
         try:
-            return ctypes.CDLL(path), path
+            return ctypes.CDLL(path, use_errno=True), path
         except OSError as e:
             errors.append("%s: %s" % (path, e))
     raise ImportError("libmess.so not found (set MESS_LIBRARY to its path); tried: "
@@ -201,7 +201,16 @@ def error(code, function=None):
 
 def _checked(result, func, args):
     if result != 0:
-        raise error(result, func.__name__)
+        e = error(result, func.__name__)
+        if isinstance(e, IOFailureError):
+            # MESS_EIO keeps the system's errno: name the path and the reason
+            err = ctypes.get_errno()
+            name = next((a for a in args if isinstance(a, bytes)), None)
+            if err:
+                e.errno, e.strerror = err, os.strerror(err)
+                e.filename = os.fsdecode(name) if name is not None else None
+                e.args = ("%s: %s: %s" % (func.__name__, e.filename, e.strerror),)
+        raise e
     return result
 
 
@@ -242,6 +251,8 @@ ivecs_read = _proto("mess_ivecs_read", [c_char_p, POINTER(c_void_p), P_size, P_s
 fvecs_write = _proto("mess_fvecs_write", [c_char_p, c_void_p, c_size_t, c_size_t])
 bvecs_write = _proto("mess_bvecs_write", [c_char_p, c_void_p, c_size_t, c_size_t])
 ivecs_write = _proto("mess_ivecs_write", [c_char_p, c_void_p, c_size_t, c_size_t])
+u64vecs_read = _proto("mess_u64vecs_read", [c_char_p, POINTER(c_void_p), P_size, P_size])
+u64vecs_write = _proto("mess_u64vecs_write", [c_char_p, c_void_p, c_size_t, c_size_t])
 vecs_free = _proto("mess_vecs_free", [c_void_p], None)
 
 params_default = _proto("mess_params_default", [P_params, c_uint32], None)

@@ -1,4 +1,5 @@
-"""TEXMEX vector files (.fvecs / .bvecs / .ivecs) through libmess's
+"""TEXMEX vector files (.fvecs / .bvecs / .ivecs) and .u64vecs (uint64
+ids of any size) through libmess's
 checked readers.  Arrays come back as numpy arrays over the library's own
 allocation (no copy), freed with mess_vecs_free when the array goes away."""
 import os
@@ -51,7 +52,23 @@ def read_ivecs(path):
     return _read(L.ivecs_read, path, "<i4", np.int32)
 
 
+def read_u64vecs(path):
+    """uint64 (n, dim): ids of any size (mess query --out F.u64vecs)."""
+    return _read(L.u64vecs_read, path, "<u8", np.uint64)
+
+
 def _write(fn, path, a, dtype):
+    a = np.asarray(a)
+    if a.dtype.kind in "iub" and a.size and np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        lo, hi = a.min(), a.max()
+        if int(lo) < info.min or int(hi) > info.max:
+            raise ValueError("values in [%d, %d] do not fit %s (range [%d, %d])%s"
+                             % (int(lo), int(hi), np.dtype(dtype).name, info.min,
+                                info.max, "; write_u64vecs holds uint64 ids"
+                                if dtype == np.int32 else ""))
+    elif np.dtype(dtype).kind in "iu" and a.dtype.kind not in "iub":
+        raise TypeError("need an integer array for %s, got %s" % (np.dtype(dtype).name, a.dtype))
     a = np.ascontiguousarray(a, dtype=dtype)
     if a.ndim != 2:
         raise ValueError("need a 2-d array, got shape %s" % (a.shape,))
@@ -67,4 +84,10 @@ def write_bvecs(path, a):
 
 
 def write_ivecs(path, a):
+    """int32 ids; ValueError for values outside int32 (never wrapped)."""
     _write(L.ivecs_write, path, a, np.int32)
+
+
+def write_u64vecs(path, a):
+    """uint64 ids of any size; ValueError for negative values."""
+    _write(L.u64vecs_write, path, a, np.uint64)

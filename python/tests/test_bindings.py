@@ -1,6 +1,7 @@
 """Tests of the ctypes bindings on the bundled real SIFT data (a scaled-down
 configuration so the suite takes seconds)."""
 import gc
+import errno
 import os
 import stat
 import tempfile
@@ -118,8 +119,33 @@ class TestVecs(unittest.TestCase):
                 f.write(b"xy")
             with self.assertRaises(mess.FormatError):
                 mess.read_fvecs(os.path.join(d, "a.fvecs"))
-            with self.assertRaises(mess.IOFailureError):
+            with self.assertRaises(mess.IOFailureError) as cm:
                 mess.read_f32(os.path.join(d, "missing.fvecs"))
+            # the path and the system's reason (issue 13 item 4)
+            self.assertEqual(cm.exception.errno, errno.ENOENT)
+            self.assertEqual(cm.exception.filename, os.path.join(d, "missing.fvecs"))
+            self.assertIn("No such file or directory", str(cm.exception))
+
+    def test_u64vecs_and_ivecs_range(self):
+        # issue 13 item 1: ids from 2^31 do not fit .ivecs; .u64vecs holds them
+        with tempfile.TemporaryDirectory() as d:
+            ids = np.array([[2**31 - 1, 2**31], [2**32 + 906, 2**64 - 1]], dtype=np.uint64)
+            mess.write_u64vecs(os.path.join(d, "r.u64vecs"), ids)
+            back = mess.read_u64vecs(os.path.join(d, "r.u64vecs"))
+            self.assertEqual(back.dtype, np.uint64)
+            self.assertEqual(back.tolist(), ids.tolist())
+            mess.write_ivecs(os.path.join(d, "ok.ivecs"), np.array([[2**31 - 1, -1]]))
+            self.assertEqual(mess.read_ivecs(os.path.join(d, "ok.ivecs")).tolist(),
+                             [[2**31 - 1, -1]])
+            for bad in (ids, np.array([[2**31]], dtype=np.int64),
+                        np.array([[2**32 + 906]], dtype=np.uint64)):
+                with self.assertRaises(ValueError):
+                    mess.write_ivecs(os.path.join(d, "bad.ivecs"), bad)
+            self.assertFalse(os.path.exists(os.path.join(d, "bad.ivecs")))
+            with self.assertRaises(ValueError):
+                mess.write_u64vecs(os.path.join(d, "neg.u64vecs"), np.array([[-1]]))
+            with self.assertRaises(TypeError):
+                mess.write_ivecs(os.path.join(d, "f.ivecs"), np.array([[1.5]]))
 
 
 class TestProtocol(unittest.TestCase):

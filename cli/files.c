@@ -1,0 +1,172 @@
+/*
+ * files.c - the `mess` tool's vector and id files: the accepted extensions,
+ * the system's reason for a failed open/read/write ("mess: PATH: reason"),
+ * non-finite components named by row, and ids written without truncation
+ * (.ivecs holds ids below 2^31; .u64vecs holds any).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../mess.h"
+#include "cli.h"
+
+static int has_suffix(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* The reason of a failed file call: the system's for MESS_EIO when the
+ * library left errno set, else the library's. */
+static void file_error(const char *path, int rc, int err, const char *what)
+{
+    if (rc == MESS_EIO && err != 0)
+        cli_error("%s: %s (%s)", path, strerror(err), what);
+    else
+        cli_error("%s: %s (%s)", path, mess_strerror(rc), what);
+}
+
+int cli_fail(const char *what, const char *path, int rc)
+{
+    int err = errno; /* the library leaves it as the OS set it on MESS_EIO */
+    uint32_t version, role;
+    int sealed;
+    if (path && rc == MESS_EVERSION &&
+        mess_state_file_peek(path, &version, &role, &sealed) == MESS_OK &&
+        version != MESS_STATE_FILE_VERSION)
+        cli_error("%s: state file format version %u, this build reads version %u "
+                  "(written by another libmess version: re-create it with mess init, "
+                  "or use the version that wrote it)",
+                  path, (unsigned)version, (unsigned)MESS_STATE_FILE_VERSION);
+    else if (path)
+        file_error(path, rc, err, what);
+    else
+        cli_error("%s: %s", what, mess_strerror(rc));
+    return CLI_FAIL;
+}
+
+int cli_vectors_ext(const char *path, const char *what)
+{
+    if (has_suffix(path, ".fvecs") || has_suffix(path, ".bvecs"))
+        return 0;
+    cli_error("%s: unknown extension for %s; accepted: .fvecs (float32), "
+              ".bvecs (uint8)", path, what);
+    return -1;
+}
+
+int cli_ids_ext(const char *path, const char *what)
+{
+    if (has_suffix(path, ".ivecs") || has_suffix(path, ".u64vecs"))
+        return 0;
+    cli_error("%s: unknown extension for %s; accepted: .ivecs (int32 ids "
+              "below 2^31), .u64vecs (uint64 ids)", path, what);
+    return -1;
+}
+
+int cli_read_vectors(const char *path, const char *what, float **x, size_t *n,
+                     size_t *dim)
+{
+    size_t i, total;
+    int rc;
+    *x = NULL;
+    if (cli_vectors_ext(path, what))
+        return CLI_USAGE;
+    errno = 0;
+    rc = mess_vecs_read_f32(path, x, n, dim);
+    if (rc == MESS_EFORMAT) {
+        cli_error("%s: not a valid %s file for %s: malformed or truncated "
+                  "(every record: int32 dim, then dim %s; one dim for all)",
+                  path, has_suffix(path, ".bvecs") ? ".bvecs" : ".fvecs", what,
+                  has_suffix(path, ".bvecs") ? "uint8" : "float32");
+        return CLI_FAIL;
+    }
+    if (rc != MESS_OK)
+        return cli_fail(what, path, rc);
+    total = *n * *dim;
+    for (i = 0; i < total; i++)
+        if (!isfinite((*x)[i])) {
+            cli_error("%s: row %zu (from 0), component %zu is %s; %s must be "
+                      "finite", path, i / *dim, i % *dim,
+                      isnan((*x)[i]) ? "NaN" : (*x)[i] > 0 ? "+inf" : "-inf", what);
+            mess_vecs_free(*x);
+            *x = NULL;
+            return CLI_FAIL;
+        }
+    return CLI_OK;
+}
+
+int cli_read_ids(const char *path, const char *what, uint64_t **ids, size_t *n,
+                 size_t *k)
+{
+    int32_t *v = NULL;
+    size_t i;
+    int rc;
+    *ids = NULL;
+    if (cli_ids_ext(path, what))
+        return CLI_USAGE;
+    errno = 0;
+    if (has_suffix(path, ".u64vecs")) {
+        rc = mess_u64vecs_read(path, ids, n, k);
+        if (rc != MESS_OK) {
+            *ids = NULL;
+            return rc == MESS_EFORMAT
+                       ? (cli_error("%s: not a valid .u64vecs file for %s: malformed "
+                                    "or truncated (every record: int32 dim, then dim "
+                                    "uint64)", path, what), CLI_FAIL)
+                       : cli_fail(what, path, rc);
+        }
+        return CLI_OK;
+    }
+    rc = mess_ivecs_read(path, &v, n, k);
+    if (rc == MESS_EFORMAT) {
+        cli_error("%s: not a valid .ivecs file for %s: malformed or truncated "
+                  "(every record: int32 dim, then dim int32)", path, what);
+        return CLI_FAIL;
+    }
+    if (rc != MESS_OK)
+        return cli_fail(what, path, rc);
+    *ids = (uint64_t *)malloc((*n * *k > 0 ? *n * *k : 1) * sizeof **ids);
+    if (!*ids) {
+        mess_vecs_free(v);
+        return cli_fail(what, NULL, MESS_ENOMEM);
+    }
+    /* a negative entry (-1 pads a short row) matches no id */
+    for (i = 0; i < *n * *k; i++)
+        (*ids)[i] = v[i] < 0 ? UINT64_MAX : (uint64_t)v[i];
+    mess_vecs_free(v);
+    return CLI_OK;
+}
+
+int cli_write_ids(const char *path, const char *what, const uint64_t *ids,
+                  size_t n, size_t k)
+{
+    int32_t *v;
+    size_t i;
+    int rc;
+    if (cli_ids_ext(path, what))
+        return CLI_USAGE;
+    errno = 0;
+    if (has_suffix(path, ".u64vecs")) {
+        rc = mess_u64vecs_write(path, ids, n, k);
+        return rc == MESS_OK ? CLI_OK : cli_fail(what, path, rc);
+    }
+    for (i = 0; i < n * k; i++)
+        if (ids[i] != CLI_NO_ID && ids[i] > INT32_MAX) {
+            cli_error("%s: id %llu does not fit .ivecs (int32: ids up to "
+                      "2147483647); write a .u64vecs file instead", path,
+                      (unsigned long long)ids[i]);
+            return CLI_FAIL;
+        }
+    v = (int32_t *)malloc((n * k > 0 ? n * k : 1) * sizeof *v);
+    if (!v)
+        return cli_fail(what, NULL, MESS_ENOMEM);
+    for (i = 0; i < n * k; i++)
+        v[i] = ids[i] == CLI_NO_ID ? -1 : (int32_t)ids[i];
+    errno = 0;
+    rc = mess_ivecs_write(path, v, n, k);
+    free(v);
+    return rc == MESS_OK ? CLI_OK : cli_fail(what, path, rc);
+}
