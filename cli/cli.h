@@ -43,9 +43,10 @@ int cli_check_unused(struct cli_args *a);
 /* "--help" or "-h" present. */
 int cli_wants_help(struct cli_args *a);
 
-/* files.c.  cli_fail: "mess: PATH: <reason> (<what>)" on stderr, the
- * reason being strerror(errno) for MESS_EIO (call it right after the
- * failing library call, errno intact) and mess_strerror(rc) otherwise;
+/* files.c.  cli_fail: "mess: PATH: strerror(errno)" on stderr for MESS_EIO
+ * (call it right after the failing library call, errno intact), "mess:
+ * PATH: <mess_strerror(rc)> (<what>)" otherwise (a state file of another
+ * format version says which version it found and which is expected);
  * "mess: <what>: <mess_strerror(rc)>" when path is NULL.  CLI_FAIL. */
 int cli_fail(const char *what, const char *path, int rc);
 /* -1 with a message listing the accepted extensions unless path ends in

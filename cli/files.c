@@ -24,7 +24,7 @@ static int has_suffix(const char *s, const char *suffix)
 static void file_error(const char *path, int rc, int err, const char *what)
 {
     if (rc == MESS_EIO && err != 0)
-        cli_error("%s: %s (%s)", path, strerror(err), what);
+        cli_error("%s: %s", path, strerror(err)); /* D7: exactly this */
     else
         cli_error("%s: %s (%s)", path, mess_strerror(rc), what);
 }
