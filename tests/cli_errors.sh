@@ -43,11 +43,13 @@ else
     bad "--bits 256 on 128-d data: $(cat "$tmp/err")"
 fi
 
+SEED=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
+export SEED # through the environment, never argv
 # a tiny deployment on 128-d SIFT rows
 C="$tmp/c.mess"
 S="$tmp/s.mess"
 $MESS init --client "$C" --server "$S" --train "$tmp/train.bvecs" --shards 2 --per-item 1 \
-    --seed 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f >/dev/null 2>&1 ||
+    --seed-env SEED >/dev/null 2>&1 ||
     bad "init of the small deployment"
 head -c $((132 * 3)) $D/base.bvecs >"$tmp/three.bvecs"
 
