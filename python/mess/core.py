@@ -48,6 +48,22 @@ def _u64(a):
     return np.ascontiguousarray(a.reshape(-1), dtype=np.uint64)
 
 
+def _count(x, name, lo=1, hi=None):
+    """An integer argument checked before it reaches C (where a negative
+    value would wrap to a huge size_t): TypeError if not an integer,
+    ValueError outside [lo, hi]."""
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise TypeError("%s must be an integer, got %r" % (name, x))
+    x = int(x)
+    if x < lo or (hi is not None and x > hi):
+        raise ValueError("%s must be in [%d, %s], got %d"
+                         % (name, lo, "inf" if hi is None else hi, x))
+    return x
+
+
+_SIZE_MAX = 2 ** (8 * ctypes.sizeof(c_size_t)) - 1
+
+
 def _path(p):
     return os.fsencode(p)
 
@@ -71,7 +87,7 @@ def _pass(p):
 def _threads(t):
     if t is None:
         return os.cpu_count() or 1
-    return int(t)
+    return _count(t, "threads", 1, 2 ** 32 - 1)
 
 
 # ---- parameters -------------------------------------------------------------
@@ -92,11 +108,21 @@ class Params(L.mess_params):
             self.p_prr = self.p_irr = L.split_flip(q)
         for k, v in kw.items():
             if k == "metric" and isinstance(v, str):
-                v = METRICS[v.lower()]
+                v = METRICS.get(v.lower(), v)
             if k == "payload" and isinstance(v, str):
-                v = PAYLOADS[v.lower()]
+                v = PAYLOADS.get(v.lower(), v)
             if k not in dict(L.mess_params._fields_):
                 raise TypeError("unknown parameter %r" % k)
+            if k in ("metric", "payload") and isinstance(v, str):
+                raise ValueError("unknown %s %r (accepted: %s)" % (
+                    k, v, ", ".join(METRICS if k == "metric" else PAYLOADS)))
+            if dict(L.mess_params._fields_)[k] is ctypes.c_double:
+                if isinstance(v, bool) or not isinstance(v, (int, float, np.number)):
+                    raise TypeError("%s must be a number, got %r" % (k, v))
+                if not np.isfinite(v):
+                    raise ValueError("%s must be finite, got %r" % (k, v))
+            else:
+                v = _count(v, k, 0, 2 ** 32 - 1)
             setattr(self, k, v)
 
     @property
@@ -317,6 +343,7 @@ class Client(_Handle):
 
     def upload(self, ids, vectors, threads=1):
         """Encodes items into an upload Buffer for Server.apply_upload."""
+        threads = _threads(threads)
         ids = _u64(ids)
         v = _f32(vectors, self.params.dim)
         if v.shape[0] != ids.size:
@@ -339,6 +366,7 @@ class Client(_Handle):
         q = _f32(q).reshape(-1)
         if q.size != p.dim:
             raise ValueError("query must have %d components" % p.dim)
+        pool = _count(pool, "pool", 1, _SIZE_MAX)
         qs, buf, n = c_void_p(), c_void_p(), c_size_t()
         L.client_request(self.ptr, q.ctypes.data, pool, byref(qs), byref(buf), byref(n))
         return Query(qs.value), _take_buf(buf, n)
@@ -346,9 +374,12 @@ class Client(_Handle):
     def finish(self, query, response, k):
         """Decrypts, dedupes and reranks a response: (ids uint64[n],
         dists float32[n], FinishStats) with n <= k results."""
+        k = _count(k, "k", 1, 2 ** 31 - 1)
+        if not isinstance(query, Query):
+            raise TypeError("query must be the Query that request() returned")
         ptr, n, keep = _buf_arg(response)
-        ids = np.empty(max(k, 1), dtype=np.uint64)
-        dists = np.empty(max(k, 1), dtype=np.float32)
+        ids = np.empty(k, dtype=np.uint64)
+        dists = np.empty(k, dtype=np.float32)
         got = c_size_t()
         st = L.mess_finish_stats()
         L.client_finish(self.ptr, query.ptr, ptr, n, k, ids.ctypes.data,
@@ -361,19 +392,49 @@ class Client(_Handle):
     # ---- one-call conveniences playing both roles -------------------------
     def insert(self, server, ids, vectors, threads=1, batch=10000):
         """Uploads in batches and applies them to `server`; returns the
-        total upload bytes."""
+        total upload bytes.
+
+        Not atomic across batches, by decision: each batch is all-or-nothing
+        on the server, but a failure in batch j leaves batches 0..j-1
+        applied.  The exception raised then carries `.applied`, the number
+        of leading items stored (ids[:applied]); retry with the rest.  It
+        does not roll back by deleting them: a delete is itself visible to
+        the server (tombstones until compact, new generations on re-insert),
+        so a rollback would not restore the server's view.  What can be
+        checked before any batch is sent is checked first: the arguments,
+        ids repeated within the call, vector shape and finiteness."""
+        threads = _threads(threads)
+        batch = _count(batch, "batch", 1)
+        if not isinstance(server, Server):
+            raise TypeError("server must be a mess.Server")
         ids = _u64(ids)
         v = _f32(vectors, self.params.dim)
+        if v.shape[0] != ids.size:
+            raise ValueError("%d ids for %d vectors" % (ids.size, v.shape[0]))
+        if np.unique(ids).size != ids.size:
+            raise ValueError("ids repeat within the call")
+        if v.size and not np.isfinite(v).all():
+            row = int(np.nonzero(~np.isfinite(v).all(axis=1))[0][0])
+            raise L.InvalidArgumentError(
+                -1, "vectors must be finite: row %d is not (nothing was sent)" % row,
+                "Client.insert")
         total = 0
         for i in range(0, ids.size, batch):
-            with self.upload(ids[i:i + batch], v[i:i + batch], threads) as b:
-                server.apply_upload(b, threads)
-                total += len(b)
+            try:
+                with self.upload(ids[i:i + batch], v[i:i + batch], threads) as b:
+                    server.apply_upload(b, threads)
+                    total += len(b)
+            except Exception as e:
+                e.applied = i
+                raise
         return total
 
     def query(self, server, q, k=10, pool=1500, threads=1):
         """request -> server search -> finish for one query: a QueryResult
         with the exact request/response bytes and each side's time."""
+        k = _count(k, "k", 1, 2 ** 31 - 1)
+        pool = _count(pool, "pool", 1, _SIZE_MAX)
+        threads = _threads(threads)
         t0 = time.perf_counter()
         qs, req = self.request(q, pool)
         t1 = time.perf_counter()
@@ -389,6 +450,9 @@ class Client(_Handle):
     def search(self, server, queries, k=10, pool=1500, threads=1):
         """Many queries: (ids uint64 (nq, k), dists float32 (nq, k)); rows
         with fewer than k results are padded with 2**64-1 / inf."""
+        k = _count(k, "k", 1, 2 ** 31 - 1)
+        pool = _count(pool, "pool", 1, _SIZE_MAX)
+        threads = _threads(threads)
         Q = _f32(queries, self.params.dim, "queries")
         ids = np.full((Q.shape[0], k), np.iinfo(np.uint64).max, dtype=np.uint64)
         dists = np.full((Q.shape[0], k), np.inf, dtype=np.float32)
@@ -481,6 +545,7 @@ class Server(_Handle):
 
     def search(self, request, threads=1):
         """Answers a request: the response Buffer."""
+        threads = _threads(threads)
         ptr, n, keep = _buf_arg(request)
         out, m = c_void_p(), c_size_t()
         L.server_search(self.ptr, ptr, n, _threads(threads), byref(out), byref(m))
@@ -508,7 +573,7 @@ class ShardView:
 
     def __init__(self, server, j):
         self.server = server
-        self.index = int(j)
+        self.index = _count(j, "shard", 0)
         self._p = server.params
         if not 0 <= self.index < self._p.shards:
             raise IndexError("shard %d out of range 0..%d" % (j, self._p.shards - 1))
@@ -561,6 +626,8 @@ class ShardView:
         return self._get(L.shard_entries, (self._p.payload_size(),), np.uint8)
 
     def neighbors(self, node, level=0):
+        node = _count(node, "node", 0, 2 ** 32 - 1)
+        level = _count(level, "level", 0, 2 ** 32 - 1)
         out = np.empty(2 * max(self._p.hnsw_m, 1), dtype=np.uint32)
         n = c_size_t()
         L.shard_neighbors(self.server.ptr, self.index, node, level,
@@ -570,6 +637,7 @@ class ShardView:
     def links(self, level=0):
         """All links of a level: (offsets int64 (n+1,), ids uint32); node i's
         neighbours are ids[offsets[i]:offsets[i+1]]."""
+        level = _count(level, "level", 0, 2 ** 32 - 1)
         n = self.nodes
         offs = np.empty(n + 1, dtype=np.uintp)
         total = c_size_t()

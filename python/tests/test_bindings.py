@@ -148,6 +148,101 @@ class TestVecs(unittest.TestCase):
                 mess.write_ivecs(os.path.join(d, "f.ivecs"), np.array([[1.5]]))
 
 
+class TestArguments(unittest.TestCase):
+    """Issue 13 item 10 / issue 12 item 11: every argument is checked in
+    Python before it reaches C (a negative k once wrapped to a huge size_t
+    and overflowed the result arrays: SIGSEGV)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.p = small_params()
+        cls.c, cls.s = build(cls.p, n=200)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+        cls.s.close()
+
+    def test_k_pool_threads(self):
+        q = Data.queries[0]
+        for k in (0, -1, -2**40, -2**63):
+            with self.assertRaises(ValueError):
+                self.c.query(self.s, q, k=k, pool=100)
+            qs, req = self.c.request(q, 100)
+            with qs, req, self.s.search(req) as resp:
+                with self.assertRaises(ValueError):
+                    self.c.finish(qs, resp, k)
+                # the query is still usable after the refusal
+                ids, _, _ = self.c.finish(qs, resp, 3)
+                self.assertEqual(len(ids), 3)
+        for pool in (0, -1, -2**40):
+            with self.assertRaises(ValueError):
+                self.c.request(q, pool)
+            with self.assertRaises(ValueError):
+                self.c.search(self.s, Data.queries[:2], k=3, pool=pool)
+        for bad in (2.5, "10", None, True):
+            with self.assertRaises(TypeError):
+                self.c.query(self.s, q, k=bad, pool=100)
+            with self.assertRaises(TypeError):
+                self.c.request(q, bad)
+        for t in (0, -1):
+            with self.assertRaises(ValueError):
+                self.s.search(b"x", threads=t)
+            with self.assertRaises(ValueError):
+                self.c.insert(self.s, [10**6], Data.base[:1], threads=t)
+        with self.assertRaises(ValueError):
+            self.c.insert(self.s, [10**6], Data.base[:1], batch=0)
+        with self.assertRaises(TypeError):
+            self.c.finish(b"not a query", b"", 3)
+
+    def test_shapes_and_types(self):
+        with self.assertRaises(ValueError):
+            self.c.request(Data.queries[0][:5], 100)
+        with self.assertRaises(ValueError):
+            self.c.insert(self.s, [1, 2], Data.base[:3])
+        with self.assertRaises(TypeError):
+            self.c.insert(self.s, [1.5], Data.base[:1])
+        with self.assertRaises(ValueError):
+            self.c.insert(self.s, [-1], Data.base[:1])
+        with self.assertRaises(ValueError):
+            self.c.insert(self.s, [7, 7], Data.base[:2])
+        bad = Data.base[:2].copy()
+        bad[1, 3] = np.nan
+        with self.assertRaises(ValueError):
+            self.c.insert(self.s, [10**6, 10**6 + 1], bad)
+        with self.assertRaises(TypeError):
+            self.c.insert(None, [10**6], Data.base[:1])
+        with self.assertRaises(ValueError):
+            self.s.shard(0).neighbors(-1)
+        with self.assertRaises(ValueError):
+            self.s.shard(-1)
+        self.assertEqual(self.s.stats().live, 200 * self.p.per_item)
+
+    def test_params_fields(self):
+        for kw in ({"shards": -1}, {"kappa": -64}, {"per_item": 2**32}):
+            with self.assertRaises(ValueError):
+                mess.Params(100, **kw)
+        for kw in ({"shards": 2.5}, {"p_store": "0.1"}):
+            with self.assertRaises(TypeError):
+                mess.Params(100, **kw)
+        with self.assertRaises(ValueError):
+            mess.Params(100, p_store=float("nan"))
+        with self.assertRaises(ValueError):
+            mess.Params(100, metric="l1")
+
+    def test_insert_reports_how_far_it_got(self):
+        # not atomic across batches (documented): the error carries .applied
+        with mess.Server(self.p) as s:
+            self.c.insert(s, [50], Data.base[50:51])
+            with self.assertRaises(mess.MessError) as cm:
+                self.c.insert(s, np.arange(40, 60), Data.base[40:60], batch=5)
+            self.assertEqual(cm.exception.applied, 10)  # ids 40..49
+            self.assertEqual(s.stats().live, 11 * self.p.per_item)
+            # the rest goes in after the stored id
+            self.c.insert(s, np.arange(51, 60), Data.base[51:60], batch=5)
+            self.assertEqual(s.stats().live, 20 * self.p.per_item)
+
+
 class TestProtocol(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
