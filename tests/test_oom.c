@@ -656,7 +656,8 @@ static int c_plan_search(void)
 
 static int c_vecs(void)
 {
-    char pf[256], pb[256], pi[256];
+    char pf[256], pb[256], pi[256], pu[256];
+    uint64_t *u = NULL;
     float *f = NULL;
     uint8_t *b = NULL, bv[4 * DIM];
     int32_t *iv = NULL, ivv[4 * DIM];
@@ -665,13 +666,15 @@ static int c_vecs(void)
     path_of(pf, sizeof pf, "v.fvecs");
     path_of(pb, sizeof pb, "v.bvecs");
     path_of(pi, sizeof pi, "v.ivecs");
+    path_of(pu, sizeof pu, "v.u64vecs");
     for (i = 0; i < 4 * DIM; i++) {
         bv[i] = (uint8_t)i;
         ivv[i] = (int32_t)i;
     }
     if ((rc = mess_fvecs_write(pf, base, 4, DIM)) != MESS_OK ||
         (rc = mess_bvecs_write(pb, bv, 4, DIM)) != MESS_OK ||
-        (rc = mess_ivecs_write(pi, ivv, 4, DIM)) != MESS_OK)
+        (rc = mess_ivecs_write(pi, ivv, 4, DIM)) != MESS_OK ||
+        (rc = mess_u64vecs_write(pu, base_ids, 4, 3)) != MESS_OK)
         return rc;
     if ((rc = mess_fvecs_read(pf, &f, &n, &d)) != MESS_OK)
         return f ? OUT_DIRTY : rc;
@@ -686,6 +689,9 @@ static int c_vecs(void)
     if ((rc = mess_ivecs_read(pi, &iv, &n, &d)) != MESS_OK)
         return iv ? OUT_DIRTY : rc;
     mess_vecs_free(iv);
+    if ((rc = mess_u64vecs_read(pu, &u, &n, &d)) != MESS_OK)
+        return u ? OUT_DIRTY : rc;
+    mess_vecs_free(u);
     return rc;
 }
 
