@@ -18,7 +18,7 @@ struct hnsw {
     double ml;
     size_t n, cap;
     uint64_t *codes;     /* cap x words */
-    uint64_t *labels;    /* cap */
+    struct hnsw_label *labels; /* cap */
     uint8_t *levels;     /* cap */
     uint8_t *deleted;    /* cap */
     uint32_t *links0;    /* cap x (1 + m0) */
@@ -71,8 +71,9 @@ static uint64_t splitmix64(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static uint64_t mix_label(uint64_t x)
+static uint64_t mix_label(struct hnsw_label l)
 {
+    uint64_t x = l.lo ^ (l.hi * 0x9e3779b97f4a7c15ull);
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
     x ^= x >> 33;
@@ -272,10 +273,10 @@ void hnsw_unreserve(struct hnsw *h)
 
 /* ---- label map -------------------------------------------------------------- */
 
-static size_t map_find_slot(const struct hnsw *h, uint64_t label)
+static size_t map_find_slot(const struct hnsw *h, struct hnsw_label label)
 {
     size_t s = (size_t)mix_label(label) & h->map_mask;
-    while (h->map[s] != EMPTY && h->labels[h->map[s]] != label)
+    while (h->map[s] != EMPTY && !hnsw_label_eq(h->labels[h->map[s]], label))
         s = (s + 1) & h->map_mask;
     return s;
 }
@@ -299,7 +300,7 @@ static int map_rebuild(struct hnsw *h, size_t want)
     return MESS_OK;
 }
 
-int hnsw_find(const struct hnsw *h, uint64_t label, uint32_t *node)
+int hnsw_find(const struct hnsw *h, struct hnsw_label label, uint32_t *node)
 {
     size_t s;
     if (!h)
@@ -332,7 +333,7 @@ static void map_remove(struct hnsw *h, size_t s)
     h->map[s] = EMPTY;
 }
 
-int hnsw_delete(struct hnsw *h, uint64_t label)
+int hnsw_delete(struct hnsw *h, struct hnsw_label label)
 {
     size_t s;
     if (!h)
@@ -683,7 +684,7 @@ static void add_link(struct hnsw *h, uint32_t from, uint32_t to, int level,
     l[0] = k;
 }
 
-int hnsw_add(struct hnsw *h, const uint64_t *code, uint64_t label,
+int hnsw_add(struct hnsw *h, const uint64_t *code, struct hnsw_label label,
              uint32_t *node_out)
 {
     struct hnsw_scratch *s;
@@ -805,7 +806,7 @@ size_t hnsw_bytes(const struct hnsw *h)
     size_t b, i;
     if (!h)
         return 0;
-    b = sizeof *h + h->cap * ((size_t)h->words * 8 + 8 + 1 + 1 +
+    b = sizeof *h + h->cap * ((size_t)h->words * 8 + sizeof *h->labels + 1 + 1 +
                               (1 + (size_t)h->m0) * 4 + sizeof(uint32_t *));
     b += (h->map ? h->map_mask + 1 : 0) * sizeof(uint32_t);
     for (i = 0; i < h->n; i++)
@@ -835,9 +836,9 @@ const uint64_t *hnsw_code(const struct hnsw *h, uint32_t node)
     return h && node < h->n ? code_of(h, node) : NULL;
 }
 
-uint64_t hnsw_label(const struct hnsw *h, uint32_t node)
+struct hnsw_label hnsw_label(const struct hnsw *h, uint32_t node)
 {
-    return h && node < h->n ? h->labels[node] : 0;
+    return h && node < h->n ? h->labels[node] : hnsw_label_of(0, 0);
 }
 
 int hnsw_is_deleted(const struct hnsw *h, uint32_t node)
@@ -847,13 +848,15 @@ int hnsw_is_deleted(const struct hnsw *h, uint32_t node)
 
 /* ---- serialization ----------------------------------------------------------------
  *
- *   "HNSW" | u32 version 1 | u32 bits | u32 m | u32 ef_construction |
+ *   "HNSW" | u32 version 2 | u32 bits | u32 m | u32 ef_construction |
  *   u64 seed | u64 level-generator state | u64 n | u32 entry |
  *   u32 max_level + 1 (0 when empty)
- *   n x (u64 label | u8 level | u8 deleted | code words)
+ *   n x (label[16] (u64 lo | u64 hi) | u8 level | u8 deleted | code words)
+ * Version 1 (64-bit labels) is refused with MESS_EVERSION.
  *   n x (for level 0..node level: u32 count | count x u32 id)
  */
 static const uint8_t hnsw_magic[4] = {'H', 'N', 'S', 'W'};
+#define HNSW_FORMAT_VERSION 2
 
 int hnsw_serialize(const struct hnsw *h, struct mess_wr *w)
 {
@@ -863,7 +866,7 @@ int hnsw_serialize(const struct hnsw *h, struct mess_wr *w)
     if (!h || !w)
         return MESS_EINVAL;
     mess_wr_bytes(w, hnsw_magic, 4);
-    mess_wr_u32(w, 1);
+    mess_wr_u32(w, HNSW_FORMAT_VERSION);
     mess_wr_u32(w, h->p.bits);
     mess_wr_u32(w, h->p.m);
     mess_wr_u32(w, h->p.ef_construction);
@@ -873,7 +876,8 @@ int hnsw_serialize(const struct hnsw *h, struct mess_wr *w)
     mess_wr_u32(w, h->entry);
     mess_wr_u32(w, (uint32_t)(h->max_level + 1));
     for (i = 0; i < h->n; i++) {
-        mess_wr_u64(w, h->labels[i]);
+        mess_wr_u64(w, h->labels[i].lo);
+        mess_wr_u64(w, h->labels[i].hi);
         mess_wr_u8(w, h->levels[i]);
         mess_wr_u8(w, h->deleted[i]);
         for (k = 0; k < h->words; k++)
@@ -907,7 +911,7 @@ int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
     magic = mess_rd_take(r, 4);
     if (!magic || memcmp(magic, hnsw_magic, 4) != 0 || mess_rd_u32(r, &version))
         return MESS_EFORMAT;
-    if (version != 1)
+    if (version != HNSW_FORMAT_VERSION)
         return MESS_EVERSION;
     if (mess_rd_u32(r, &p.bits) || mess_rd_u32(r, &p.m) ||
         mess_rd_u32(r, &p.ef_construction) || mess_rd_u64(r, &p.seed) ||
@@ -921,7 +925,7 @@ int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
                    expect->seed != p.seed))
         return MESS_EPARAM;
     /* each node needs at least its record and one link count */
-    rec = 8 + 2 + (size_t)p.bits / 8 + 4;
+    rec = 16 + 2 + (size_t)p.bits / 8 + 4;
     if (n > HNSW_MAX_NODES || n > mess_rd_left(r) / rec || top > HNSW_MAX_LEVEL + 1 ||
         (n == 0) != (top == 0) || (n > 0 && entry >= n) || (n == 0 && entry != EMPTY))
         return MESS_EFORMAT;
@@ -934,7 +938,8 @@ int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
         goto fail;
     }
     for (i = 0; i < n; i++) {
-        if (mess_rd_u64(r, &h->labels[i]) || mess_rd_u8(r, &h->levels[i]) ||
+        if (mess_rd_u64(r, &h->labels[i].lo) || mess_rd_u64(r, &h->labels[i].hi) ||
+            mess_rd_u8(r, &h->levels[i]) ||
             mess_rd_u8(r, &h->deleted[i]))
             goto fail;
         if (h->levels[i] > HNSW_MAX_LEVEL || h->levels[i] >= top || h->deleted[i] > 1)

@@ -3,8 +3,8 @@
  * Hamming distance: the server's index, one per shard.  Internal header.
  *
  * Nodes are numbered 0, 1, 2, ... in insertion order.  Each carries a
- * kappa-bit code, a 64-bit label chosen by the caller (unique among live
- * nodes) and a deleted flag: a deleted node still routes searches but is
+ * kappa-bit code, a 128-bit label chosen by the caller (unique among live
+ * nodes, compared in full) and a deleted flag: a deleted node still routes searches but is
  * never returned.  Levels follow m_L = 1/ln(M_hnsw) from a seeded generator,
  * so a build is a deterministic function of (params, insertion sequence).
  *
@@ -30,10 +30,29 @@ struct hnsw_params {
 struct hnsw;
 struct hnsw_scratch;
 
+/* A node's label: 128 bits, bytes 0-7 in lo and 8-15 in hi (little-endian
+ * on the wire and on disk).  Two labels are equal only if both halves are. */
+struct hnsw_label {
+    uint64_t lo, hi;
+};
+
+static inline struct hnsw_label hnsw_label_of(uint64_t lo, uint64_t hi)
+{
+    struct hnsw_label l;
+    l.lo = lo;
+    l.hi = hi;
+    return l;
+}
+
+static inline int hnsw_label_eq(struct hnsw_label a, struct hnsw_label b)
+{
+    return a.lo == b.lo && a.hi == b.hi;
+}
+
 struct hnsw_hit {
     uint32_t node;
     uint32_t dist;   /* Hamming distance to the query */
-    uint64_t label;
+    struct hnsw_label label;
 };
 
 int hnsw_new(const struct hnsw_params *p, struct hnsw **out);
@@ -42,7 +61,7 @@ const struct hnsw_params *hnsw_get_params(const struct hnsw *h);
 
 /* Inserts a code (bits/64 words) with a label; *node_out (may be NULL) gets
  * its node id.  MESS_EINVAL if a live node has the label already. */
-int hnsw_add(struct hnsw *h, const uint64_t *code, uint64_t label,
+int hnsw_add(struct hnsw *h, const uint64_t *code, struct hnsw_label label,
              uint32_t *node_out);
 
 /* Makes room for n nodes in all (a bulk insert of a known size then ends
@@ -68,9 +87,9 @@ int hnsw_search(const struct hnsw *h, struct hnsw_scratch *s,
 
 /* MESS_OK and *node (may be NULL) if a live node has the label, else
  * MESS_ENOTFOUND. */
-int hnsw_find(const struct hnsw *h, uint64_t label, uint32_t *node);
+int hnsw_find(const struct hnsw *h, struct hnsw_label label, uint32_t *node);
 /* Marks the live node with the label deleted, or MESS_ENOTFOUND. */
-int hnsw_delete(struct hnsw *h, uint64_t label);
+int hnsw_delete(struct hnsw *h, struct hnsw_label label);
 
 /* A new index holding only the live nodes, inserted again in their original
  * order.  old_to_new (may be NULL; hnsw_count entries) maps old node ids to
@@ -87,7 +106,8 @@ uint32_t hnsw_level(const struct hnsw *h, uint32_t node);
 int hnsw_neighbors(const struct hnsw *h, uint32_t node, uint32_t level,
                    const uint32_t **ids, size_t *n);
 const uint64_t *hnsw_code(const struct hnsw *h, uint32_t node);
-uint64_t hnsw_label(const struct hnsw *h, uint32_t node);
+/* The node's label; {0, 0} for node >= n. */
+struct hnsw_label hnsw_label(const struct hnsw *h, uint32_t node);
 int hnsw_is_deleted(const struct hnsw *h, uint32_t node);
 /* Entry point node, or UINT32_MAX when empty. */
 uint32_t hnsw_entry_point(const struct hnsw *h);

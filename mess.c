@@ -13,6 +13,16 @@
  *   context "MESShash" id 0 : IsoHash training seed
  *   context "MESSownr" id 0 : owner key; the owner tag (mess.h) is
  *                             BLAKE2b-128 keyed by it of a fixed string
+ *   context "MESSstor" id 0 : storage-coin PRF key (both modes)
+ *
+ * Generations: the client keeps id -> (generation, deleted) for every id it
+ * ever deleted (sorted array, saved in the client file); every other id is
+ * at generation 0.  The label of an item in shard j is BLAKE2b-128(label key
+ * of j; id || generation) and its payload binds the generation, so an id
+ * deleted and inserted again is stored under labels and ciphertexts that
+ * the server cannot link to the old ones.  Storage coins are a PRF of
+ * (shard, id) under the storage key: an item's perturbation is the same in
+ * every generation (docs/PRIVACY.md, "What the server learns").
  */
 #include <math.h>
 #include <pthread.h>
@@ -29,11 +39,20 @@
 
 #define KEY_BYTES 32
 #define DEFAULT_MEMO_CAPACITY 4096
-#define CLIENT_BODY_VERSION 1
+#define CLIENT_BODY_VERSION 2
 #define SERVER_BODY_VERSION 3
+#define LABEL_BYTES MESS_LABEL_BYTES
 
-/* Domains separating the deterministic-mode coin streams. */
-enum coin_domain { COIN_STORE = 1, COIN_QUERY = 2 };
+/* Domain separating the deterministic-mode query coin streams. */
+enum coin_domain { COIN_QUERY = 2 };
+
+/* An id the client deleted at least once: its current generation and
+ * whether that generation is deleted. */
+struct gen_entry {
+    uint64_t id;
+    uint32_t gen;
+    uint8_t deleted;
+};
 
 struct client_keys {
     uint8_t master[KEY_BYTES];
@@ -41,6 +60,7 @@ struct client_keys {
     uint8_t memo[KEY_BYTES];
     uint8_t coin[KEY_BYTES];
     uint8_t hash[KEY_BYTES];
+    uint8_t store[KEY_BYTES];
     uint8_t shard[]; /* M x (payload keys[96] | label[32]) */
 };
 
@@ -55,6 +75,8 @@ struct mess_client {
     unsigned threads;         /* workers opening response entries (not saved) */
     int verify_all;           /* open every copy in a response (not saved) */
     uint8_t owner[MESS_OWNER_BYTES]; /* owner tag (derived, not saved) */
+    struct gen_entry *gens;   /* ids ever deleted, ascending by id (saved) */
+    size_t ngens;
 };
 
 struct shard_store {
@@ -136,6 +158,7 @@ static void keys_derive(mess_client *c)
     crypto_kdf_derive_from_key(k->memo, KEY_BYTES, 0, "MESSmemo", k->master);
     crypto_kdf_derive_from_key(k->coin, KEY_BYTES, 0, "MESScoin", k->master);
     crypto_kdf_derive_from_key(k->hash, KEY_BYTES, 0, "MESShash", k->master);
+    crypto_kdf_derive_from_key(k->store, KEY_BYTES, 0, "MESSstor", k->master);
     for (j = 0; j < c->p.shards; j++) {
         uint8_t *sk = k->shard + (size_t)j * SHARD_KEY_BYTES;
         crypto_kdf_derive_from_key(sk, KEY_BYTES, j, "MESSpenc", k->master);
@@ -146,16 +169,46 @@ static void keys_derive(mess_client *c)
     }
 }
 
-/* Label of item id in shard j: 64 bits of BLAKE2b under the shard's label
- * key, so labels of one item are unrelated across shards and the client
- * needs no table to delete (paper section 4.1). */
-static uint64_t item_label(const mess_client *c, uint32_t j, uint64_t id)
+/* Label of generation `gen` of item id in shard j: BLAKE2b-128 under the
+ * shard's label key of id || gen (u64 | u32, little-endian), so labels of
+ * one item are unrelated across shards and across generations, and the
+ * client needs no table to delete an item it never deleted before (paper
+ * section 4.1).  128 bits: at the 2^32-node limit of a shard the chance of
+ * any two labels colliding is below 2^-64. */
+static void item_label(const mess_client *c, uint32_t j, uint64_t id,
+                       uint32_t gen, uint8_t out[LABEL_BYTES])
 {
-    uint8_t msg[8], out[8];
+    uint8_t msg[12];
     mess_store_u64(msg, id);
-    crypto_generichash(out, sizeof out, msg, sizeof msg, label_key(c, j),
+    mess_store_u32(msg + 8, gen);
+    crypto_generichash(out, LABEL_BYTES, msg, sizeof msg, label_key(c, j),
                        KEY_BYTES);
-    return mess_load_u64(out);
+}
+
+static struct hnsw_label label_load(const uint8_t *b)
+{
+    return hnsw_label_of(mess_load_u64(b), mess_load_u64(b + 8));
+}
+
+/* The generation map entry of id, or NULL (generation 0, never deleted). */
+static struct gen_entry *gen_find(const mess_client *c, uint64_t id)
+{
+    size_t lo = 0, hi = c->ngens;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->gens[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < c->ngens && c->gens[lo].id == id ? &c->gens[lo] : NULL;
+}
+
+/* The generation whose labels and payloads name id's stored records. */
+static uint32_t gen_current(const mess_client *c, uint64_t id)
+{
+    const struct gen_entry *e = gen_find(c, id);
+    return e ? e->gen : 0;
 }
 
 /* Route(id, M, t): the first t entries of a permutation of [M] drawn by
@@ -216,20 +269,46 @@ static void coins_init(const mess_client *c, struct mess_rng *r, uint64_t op,
                   coin_stream(op, d, id, shard));
 }
 
-/* Coins of record `rec` of an upload.  Deterministic mode: the seeded
- * stream of (op, item, shard), as every other coin.  Production mode: one
- * key drawn from the OS CSPRNG per upload (op_key) with the record's index
- * as the ChaCha20 nonce: indices are distinct within the upload, so no two
- * codes share a stream, and one system call serves the whole upload instead
- * of one per code. */
-static void upload_coins_init(const mess_client *c, struct mess_rng *r,
-                              const uint8_t *op_key, uint64_t op, uint64_t id,
-                              uint32_t shard, size_t rec)
+/* Storage coins of shard j: a ChaCha20 stream keyed by
+ * BLAKE2b-256(storage key; "MESSstor" | u32 j) with the id as the nonce, in
+ * both modes.  A PRF of (shard, id): every upload of an id draws the same
+ * two masks, so re-inserting or updating an item hands the server no fresh
+ * randomized-response sample to average (issue 12 item 1). */
+static void store_shard_key(const mess_client *c, uint32_t j,
+                            uint8_t key[KEY_BYTES])
 {
-    if (c->deterministic)
-        coins_init(c, r, op, COIN_STORE, id, shard);
-    else
-        mess_rng_init(r, op_key, (uint64_t)rec);
+    uint8_t msg[12] = {'M', 'E', 'S', 'S', 's', 't', 'o', 'r'};
+    mess_store_u32(msg + 8, j);
+    crypto_generichash(key, KEY_BYTES, msg, sizeof msg, c->keys->store,
+                       KEY_BYTES);
+}
+
+/* Perturbs one clean code with the (shard, id) coin masks: F0 (0 -> 1) and
+ * F1 (1 -> 0), each bit set with probability p_D, drawn in that order from
+ * the record's stream; perturbed = code ^ ((~code & F0) | (code & F1)).
+ * Every bit still flips with probability p_D independently, and an update
+ * flips each unchanged clean bit exactly as the previous version did. */
+static int store_perturb(const mess_params *p, const uint8_t shard_key[KEY_BYTES],
+                         uint64_t id, uint64_t *code)
+{
+    uint64_t f0[MESS_MAX_BITS / 64], f1[MESS_MAX_BITS / 64];
+    uint32_t words = params_words(p), w;
+    struct mess_rng rng;
+    int rc;
+    memset(f0, 0, (size_t)words * 8);
+    memset(f1, 0, (size_t)words * 8);
+    rc = mess_rng_init(&rng, shard_key, id);
+    if (rc == MESS_OK)
+        rc = lshrr_flip(&rng, f0, p->kappa, p->p_store);
+    if (rc == MESS_OK)
+        rc = lshrr_flip(&rng, f1, p->kappa, p->p_store);
+    mess_rng_wipe(&rng);
+    if (rc == MESS_OK)
+        for (w = 0; w < words; w++)
+            code[w] ^= (~code[w] & f0[w]) | (code[w] & f1[w]);
+    sodium_memzero(f0, sizeof f0);
+    sodium_memzero(f1, sizeof f1);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------
@@ -244,6 +323,7 @@ void mess_client_free(mess_client *c)
         sodium_free(c->keys); /* wipes */
     isohash_free(c->hash);
     lshrr_memo_free(c->memo);
+    free(c->gens);
     free(c);
 }
 
@@ -360,7 +440,7 @@ int mess_client_new(const mess_params *p, const float *train, size_t n,
 /* Records of one shard, sorted by label: upload order then carries no
  * linkage across shards. */
 struct label_rec {
-    uint64_t label;
+    uint8_t label[LABEL_BYTES];
     size_t item;
 };
 
@@ -368,24 +448,24 @@ static int label_rec_cmp(const void *a, const void *b)
 {
     const struct label_rec *x = (const struct label_rec *)a;
     const struct label_rec *y = (const struct label_rec *)b;
-    return x->label < y->label ? -1 : x->label > y->label;
+    return memcmp(x->label, y->label, LABEL_BYTES);
 }
 
 struct shard_upload {
     mess_client *c;
     const uint64_t *ids;
+    const uint32_t *gens;     /* per item: the generation it is stored at */
     const float *vectors;
     struct label_rec **recs;  /* per shard, sorted by label */
     size_t *counts;           /* per shard */
     size_t *offset;           /* per shard: first record index in output */
     uint8_t *out;
     size_t rec_bytes;
-    uint64_t op;
-    uint8_t op_key[32]; /* production mode: this upload's coin key */
 };
 
 /* Encodes every record of shard j: hash the shard's items in one call,
- * perturb each code with fresh coins (p_D), seal each payload. */
+ * perturb each code with its (shard, id) coins (p_D), seal each payload
+ * under (shard, generation). */
 static int upload_shard(void *ctx, size_t jj, unsigned worker)
 {
     struct shard_upload *u = (struct shard_upload *)ctx;
@@ -395,7 +475,7 @@ static int upload_shard(void *ctx, size_t jj, unsigned worker)
     size_t n = u->counts[j], i, code_bytes = wire_code_bytes(p);
     float *x = NULL;
     uint64_t *codes = NULL;
-    uint8_t *plain = NULL;
+    uint8_t *plain = NULL, skey[KEY_BYTES];
     int rc = MESS_OK;
     (void)worker;
 
@@ -414,25 +494,24 @@ static int upload_shard(void *ctx, size_t jj, unsigned worker)
     rc = isohash_hash(c->hash, j, x, n, codes);
     if (rc != MESS_OK)
         goto done;
+    store_shard_key(c, j, skey);
     for (i = 0; i < n; i++) {
         const struct label_rec *lr = &u->recs[j][i];
         uint8_t *rec = u->out + (u->offset[j] + i) * u->rec_bytes;
-        struct mess_rng rng;
         uint64_t *code = codes + i * words;
 
-        upload_coins_init(c, &rng, u->op_key, u->op, u->ids[lr->item], j,
-                          u->offset[j] + i);
-        rc = lshrr_flip(&rng, code, p->kappa, p->p_store);
-        mess_rng_wipe(&rng);
+        rc = store_perturb(p, skey, u->ids[lr->item], code);
         if (rc != MESS_OK)
             goto done;
         mess_store_u32(rec, j);
-        mess_store_u64(rec + 4, lr->label);
-        wire_store_code(rec + 12, words, code);
-        payload_seal(p, aead_key(c, j), j, u->ids[lr->item],
-                     u->vectors + lr->item * p->dim, plain, rec + 12 + code_bytes);
+        memcpy(rec + WIRE_LABEL_OFFSET, lr->label, LABEL_BYTES);
+        wire_store_code(rec + WIRE_CODE_OFFSET, words, code);
+        payload_seal(p, aead_key(c, j), payload_ctx(j, u->gens[lr->item]),
+                     u->ids[lr->item], u->vectors + lr->item * p->dim, plain,
+                     rec + WIRE_CODE_OFFSET + code_bytes);
     }
 done:
+    sodium_memzero(skey, sizeof skey);
     if (x)
         sodium_memzero(x, n * p->dim * sizeof(float));
     if (codes)
@@ -477,7 +556,7 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
 {
     struct shard_upload u;
     struct mess_wr w;
-    uint32_t M, t, j, route_buf[MESS_MAX_SHARDS];
+    uint32_t M, t, j, route_buf[MESS_MAX_SHARDS], *gens = NULL;
     size_t i, total, rec_bytes, *fill = NULL;
     uint8_t *body;
     int rc;
@@ -500,14 +579,29 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
     u.c = c;
     u.ids = ids;
     u.vectors = vectors;
-    u.op = c->op_counter; /* counted once the upload is made */
     rec_bytes = wire_upload_record_bytes(&c->p);
     u.rec_bytes = rec_bytes;
     if (mess_mul_size(n, t, &total) != MESS_OK ||
         mess_mul_size(total, rec_bytes, &total) != MESS_OK)
         return MESS_ELIMIT;
-    if (!c->deterministic)
-        randombytes_buf(u.op_key, sizeof u.op_key);
+    /* The generation each item is stored at: its current one, or the next
+     * one for an id whose current generation was deleted.  The map is only
+     * changed once the buffer is complete. */
+    gens = (uint32_t *)mess_malloc_array(n ? n : 1, sizeof *gens);
+    if (!gens)
+        return MESS_ENOMEM;
+    for (i = 0; i < n; i++) {
+        const struct gen_entry *e = gen_find(c, ids[i]);
+        gens[i] = e ? e->gen : 0;
+        if (e && e->deleted) {
+            if (e->gen == UINT32_MAX) {
+                free(gens);
+                return MESS_ELIMIT; /* 2^32 - 1 re-insertions of one id */
+            }
+            gens[i] = e->gen + 1;
+        }
+    }
+    u.gens = gens;
 
     u.recs = (struct label_rec **)calloc(M, sizeof *u.recs);
     u.counts = (size_t *)calloc(M, sizeof *u.counts);
@@ -536,7 +630,7 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
         route(c, ids[i], route_buf);
         for (j = 0; j < t; j++) {
             uint32_t s = route_buf[j];
-            u.recs[s][fill[s]].label = item_label(c, s, ids[i]);
+            item_label(c, s, ids[i], gens[i], u.recs[s][fill[s]].label);
             u.recs[s][fill[s]].item = i;
             fill[s]++;
         }
@@ -544,8 +638,8 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
     for (j = 0; j < M; j++) {
         qsort(u.recs[j], u.counts[j], sizeof **u.recs, label_rec_cmp);
         for (i = 1; i < u.counts[j]; i++)
-            if (u.recs[j][i].label == u.recs[j][i - 1].label) {
-                rc = MESS_ELIMIT; /* a 64-bit label collision: astronomically rare */
+            if (memcmp(u.recs[j][i].label, u.recs[j][i - 1].label, LABEL_BYTES) == 0) {
+                rc = MESS_ELIMIT; /* a 128-bit label collision: below 2^-64 */
                 goto done;
             }
     }
@@ -567,9 +661,16 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
     }
     *buf = w.p;
     *len = w.len;
-    c->op_counter++;
+    /* committed: the re-inserted ids are live at their new generation */
+    for (i = 0; i < n; i++) {
+        struct gen_entry *e = gen_find(c, ids[i]);
+        if (e && e->deleted) {
+            e->gen = gens[i];
+            e->deleted = 0;
+        }
+    }
 done:
-    sodium_memzero(u.op_key, sizeof u.op_key);
+    free(gens);
     if (u.recs)
         for (j = 0; j < M; j++)
             free(u.recs[j]);
@@ -586,7 +687,7 @@ done:
 
 struct del_rec {
     uint32_t shard;
-    uint64_t label;
+    uint8_t label[LABEL_BYTES];
 };
 
 static int del_rec_cmp(const void *a, const void *b)
@@ -595,7 +696,48 @@ static int del_rec_cmp(const void *a, const void *b)
     const struct del_rec *y = (const struct del_rec *)b;
     if (x->shard != y->shard)
         return x->shard < y->shard ? -1 : 1;
-    return x->label < y->label ? -1 : x->label > y->label;
+    return memcmp(x->label, y->label, LABEL_BYTES);
+}
+
+/* Marks ids[0..n) deleted at their current generation, adding entries for
+ * ids never deleted before (generation 0).  All or nothing: MESS_ENOMEM
+ * leaves the map as it was. */
+static int gen_mark_deleted(mess_client *c, const uint64_t *ids, size_t n)
+{
+    size_t i, fresh = 0, a, b, k;
+    uint64_t *add;
+    struct gen_entry *merged;
+    for (i = 0; i < n; i++)
+        fresh += gen_find(c, ids[i]) == NULL;
+    if (fresh > 0) {
+        add = (uint64_t *)mess_malloc_array(fresh, sizeof *add);
+        merged = (struct gen_entry *)mess_malloc_array(c->ngens + fresh, sizeof *merged);
+        if (!add || !merged) {
+            free(add);
+            free(merged);
+            return MESS_ENOMEM;
+        }
+        for (i = 0, k = 0; i < n; i++)
+            if (!gen_find(c, ids[i]))
+                add[k++] = ids[i];
+        qsort(add, fresh, sizeof *add, cmp_u64);
+        for (a = 0, b = 0, k = 0; a < c->ngens || b < fresh; k++) {
+            if (b == fresh || (a < c->ngens && c->gens[a].id < add[b])) {
+                merged[k] = c->gens[a++];
+            } else {
+                merged[k].id = add[b++];
+                merged[k].gen = 0;
+                merged[k].deleted = 0;
+            }
+        }
+        free(add);
+        free(c->gens);
+        c->gens = merged;
+        c->ngens += fresh;
+    }
+    for (i = 0; i < n; i++)
+        gen_find(c, ids[i])->deleted = 1;
+    return MESS_OK;
 }
 
 int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
@@ -621,10 +763,11 @@ int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
     if (!recs)
         return MESS_ENOMEM;
     for (i = 0; i < n; i++) {
+        uint32_t gen = gen_current(c, ids[i]);
         route(c, ids[i], route_buf);
         for (j = 0; j < t; j++, k++) {
             recs[k].shard = route_buf[j];
-            recs[k].label = item_label(c, route_buf[j], ids[i]);
+            item_label(c, route_buf[j], ids[i], gen, recs[k].label);
         }
     }
     qsort(recs, total, sizeof *recs, del_rec_cmp);
@@ -633,11 +776,13 @@ int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
     mess_wr_u64(&w, (uint64_t)total);
     for (k = 0; k < total; k++) {
         mess_wr_u32(&w, recs[k].shard);
-        mess_wr_u64(&w, recs[k].label);
+        mess_wr_bytes(&w, recs[k].label, LABEL_BYTES);
     }
     free(recs);
-    if (w.err) {
-        rc = w.err;
+    rc = w.err;
+    if (rc == MESS_OK)
+        rc = gen_mark_deleted(c, ids, n);
+    if (rc != MESS_OK) {
         mess_wr_free(&w);
         return rc;
     }
@@ -881,6 +1026,7 @@ struct entry_ref {
     size_t claim;     /* index into the claims */
     size_t next;      /* next copy of the same claimed id */
     uint32_t shard;
+    uint32_t gen;     /* the claimed id's current generation (its AD) */
     int opened, ok;
 };
 
@@ -952,6 +1098,7 @@ static int peek_chunk(void *ctx, size_t i, unsigned worker)
     for (k = i * o->chunk; k < end; k++) {
         struct entry_ref *e = &o->e[k];
         e->claimed = payload_peek_id(aead_key(o->c, e->shard), e->entry);
+        e->gen = gen_current(o->c, e->claimed);
     }
     return MESS_OK;
 }
@@ -970,7 +1117,8 @@ static int open_chunk(void *ctx, size_t i, unsigned worker)
     for (k = i * o->chunk; k < end; k++) {
         struct entry_ref *e = &o->e[o->list[k]];
         e->opened = 1;
-        e->ok = payload_open_peeked(p, aead_key(o->c, e->shard), e->shard, e->entry,
+        e->ok = payload_open_peeked(p, aead_key(o->c, e->shard),
+                                    payload_ctx(e->shard, e->gen), e->entry,
                                     e->claimed, pl) == MESS_OK;
         if (e->ok && o->rerank) {
             payload_decode_vector(p, pl + 8, x);
@@ -1347,11 +1495,11 @@ static int apply_shard(void *ctx, size_t jj, unsigned worker)
         const uint8_t *rec = a->recs + i * a->rec_bytes;
         uint32_t node;
         int rc;
-        wire_load_code(rec + 12, words, code);
-        rc = hnsw_add(st->graph, code, mess_load_u64(rec + 4), &node);
+        wire_load_code(rec + WIRE_CODE_OFFSET, words, code);
+        rc = hnsw_add(st->graph, code, label_load(rec + WIRE_LABEL_OFFSET), &node);
         if (rc != MESS_OK)
             return rc;
-        memcpy(st->entries + (size_t)node * s->entry_bytes, rec + 12 + code_bytes,
+        memcpy(st->entries + (size_t)node * s->entry_bytes, rec + WIRE_CODE_OFFSET + code_bytes,
                s->entry_bytes);
     }
     return MESS_OK;
@@ -1366,7 +1514,7 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
     uint64_t n;
     size_t i, bytes;
     uint32_t prev_shard = 0;
-    uint64_t prev_label = 0;
+    const uint8_t *prev_label = NULL;
     int rc;
 
     if (!s || !buf)
@@ -1393,13 +1541,15 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
     for (i = 0; i < n; i++) {
         const uint8_t *rec = a.recs + i * a.rec_bytes;
         uint32_t shard = mess_load_u32(rec);
-        uint64_t label = mess_load_u64(rec + 4);
+        const uint8_t *label = rec + WIRE_LABEL_OFFSET;
         if (shard >= s->p.shards ||
-            (i > 0 && (shard < prev_shard || (shard == prev_shard && label <= prev_label)))) {
+            (i > 0 && (shard < prev_shard ||
+                       (shard == prev_shard &&
+                        memcmp(label, prev_label, LABEL_BYTES) <= 0)))) {
             free(a.start);
             return MESS_EFORMAT;
         }
-        if (hnsw_find(s->shards[shard].graph, label, NULL) == MESS_OK) {
+        if (hnsw_find(s->shards[shard].graph, label_load(label), NULL) == MESS_OK) {
             free(a.start);
             return MESS_EINVAL; /* already stored */
         }
@@ -1438,7 +1588,7 @@ int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
     struct mess_rd r;
     const uint8_t *recs, *owner;
     uint64_t n;
-    size_t i, bytes, miss = 0;
+    size_t i, bytes, rb, miss = 0;
     int rc;
 
     if (missing)
@@ -1458,12 +1608,14 @@ int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
         bytes != mess_rd_left(&r))
         return MESS_EFORMAT;
     recs = mess_rd_take(&r, bytes);
+    rb = wire_delete_record_bytes();
     for (i = 0; i < n; i++)
-        if (mess_load_u32(recs + i * 12) >= s->p.shards)
+        if (mess_load_u32(recs + i * rb) >= s->p.shards)
             return MESS_EFORMAT;
     for (i = 0; i < n; i++) {
-        const uint8_t *rec = recs + i * 12;
-        rc = hnsw_delete(s->shards[mess_load_u32(rec)].graph, mess_load_u64(rec + 4));
+        const uint8_t *rec = recs + i * rb;
+        rc = hnsw_delete(s->shards[mess_load_u32(rec)].graph,
+                         label_load(rec + WIRE_LABEL_OFFSET));
         if (rc == MESS_ENOTFOUND)
             miss++;
         else if (rc != MESS_OK)
@@ -1740,10 +1892,12 @@ int mess_server_stats_get(const mess_server *s, mess_server_stats *out)
 /* ------------------------------------------------------------------------
  * State files
  *
- * Client body: u32 version | u8 deterministic | u64 op counter |
- *              master key[32] | isohash | memo cache
- * Server body: u32 version | u8 owned | owner tag[16] (zero if not owned) |
- *              per shard: graph | u64 n | n x entry
+ * Client body: u32 version (2) | u8 deterministic | u64 op counter |
+ *              master key[32] | isohash | memo cache |
+ *              u64 g | g x (u64 id | u32 generation | u8 deleted),
+ *              ids strictly ascending (the generation map)
+ * Server body: u32 version (3) | u8 owned | owner tag[16] (zero if not
+ *              owned) | per shard: graph | u64 n | n x entry
  * ---------------------------------------------------------------------- */
 
 int mess_client_save(const mess_client *c, const char *path,
@@ -1771,8 +1925,16 @@ int mess_client_save_pass(const mess_client *c, const char *path,
     rc = isohash_serialize(c->hash, &w);
     if (rc == MESS_OK)
         rc = lshrr_memo_serialize(c->memo, &w);
-    if (rc == MESS_OK)
+    if (rc == MESS_OK) {
+        size_t i;
+        mess_wr_u64(&w, (uint64_t)c->ngens);
+        for (i = 0; i < c->ngens; i++) {
+            mess_wr_u64(&w, c->gens[i].id);
+            mess_wr_u32(&w, c->gens[i].gen);
+            mess_wr_u8(&w, c->gens[i].deleted);
+        }
         rc = w.err;
+    }
     if (rc == MESS_OK)
         memcpy(w.p + 4 + 1 + 8, c->keys->master, KEY_BYTES);
     if (rc == MESS_OK)
@@ -1782,6 +1944,28 @@ int mess_client_save_pass(const mess_client *c, const char *path,
         sodium_memzero(w.p, w.len);
     mess_wr_free(&w);
     return rc;
+}
+
+/* The generation map of a client file: hostile input, every count checked
+ * against the bytes present, ids strictly ascending, flags 0 or 1. */
+#define GEN_RECORD_BYTES 13
+static int gens_deserialize(struct mess_rd *r, mess_client *c)
+{
+    uint64_t g, i;
+    if (mess_rd_u64(r, &g) || g > mess_rd_left(r) / GEN_RECORD_BYTES)
+        return MESS_EFORMAT;
+    c->gens = (struct gen_entry *)mess_malloc_array(g ? (size_t)g : 1, sizeof *c->gens);
+    if (!c->gens)
+        return MESS_ENOMEM;
+    for (i = 0; i < g; i++) {
+        struct gen_entry *e = &c->gens[i];
+        if (mess_rd_u64(r, &e->id) || mess_rd_u32(r, &e->gen) ||
+            mess_rd_u8(r, &e->deleted) || e->deleted > 1 ||
+            (i > 0 && e->id <= c->gens[i - 1].id))
+            return MESS_EFORMAT;
+        c->ngens = (size_t)i + 1;
+    }
+    return MESS_OK;
 }
 
 int mess_client_load(const char *path, const char *passphrase,
@@ -1841,6 +2025,8 @@ int mess_client_load_pass(const char *path, const char *passphrase,
     }
     if (rc == MESS_OK)
         rc = lshrr_memo_deserialize(&r, c->keys->memo, &c->memo);
+    if (rc == MESS_OK)
+        rc = gens_deserialize(&r, c);
     if (rc != MESS_OK)
         goto done;
     if (mess_rd_left(&r) != 0 || isohash_dim(c->hash) != p.dim ||
@@ -2027,7 +2213,7 @@ int mess_server_shard_codes(const mess_server *s, uint32_t shard,
 }
 
 int mess_server_shard_labels(const mess_server *s, uint32_t shard,
-                             uint64_t *labels, size_t cap)
+                             uint8_t *labels, size_t cap)
 {
     int rc;
     const struct hnsw *g = view_graph(s, shard, labels, cap, &rc);
@@ -2035,8 +2221,11 @@ int mess_server_shard_labels(const mess_server *s, uint32_t shard,
     if (!g)
         return rc;
     n = hnsw_count(g);
-    for (i = 0; i < n; i++)
-        labels[i] = hnsw_label(g, (uint32_t)i);
+    for (i = 0; i < n; i++) {
+        struct hnsw_label l = hnsw_label(g, (uint32_t)i);
+        mess_store_u64(labels + i * LABEL_BYTES, l.lo);
+        mess_store_u64(labels + i * LABEL_BYTES + 8, l.hi);
+    }
     return MESS_OK;
 }
 

@@ -245,10 +245,20 @@ int mess_server_check_owner(const mess_server *s,
  * ---------------------------------------------------------------------- */
 
 /* Encodes n items (ids[i], vectors[i*dim ..]) into an upload buffer: for each
- * item its t shards from Route(id), and per shard a label, a perturbed code
- * (fresh coins) and a ciphertext of id || vector.  Ids must be distinct
+ * item its t shards from Route(id), and per shard a 128-bit label, a
+ * perturbed code and a ciphertext of id || vector.  Ids must be distinct
  * within the call, and every vector component finite (a NaN or an
- * infinity is MESS_EINVAL, as in mess_client_request).  threads: 0 = 1. */
+ * infinity is MESS_EINVAL, as in mess_client_request).  threads: 0 = 1.
+ *
+ * Generations: an id the client deleted (mess_client_delete) is uploaded
+ * at its next generation, under labels and ciphertexts unrelated to the
+ * previous ones; the client remembers the generation of every id it ever
+ * deleted, so save the client after an upload or a delete.  The storage
+ * coins are a keyed PRF of (shard, id): encoding the same (id, vector)
+ * again gives byte-identical records, and an update to another vector
+ * flips the clean bits it shares with the old one exactly as before, so
+ * re-insertions give the server no fresh samples to average
+ * (docs/PRIVACY.md, "What the server learns"). */
 int mess_client_upload(mess_client *c, const uint64_t *ids,
                        const float *vectors, size_t n, unsigned threads,
                        uint8_t **buf, size_t *len);
@@ -261,7 +271,10 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
 int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
                              unsigned threads);
 
-/* Encodes the (shard, label) pairs that remove the given ids. */
+/* Encodes the (shard, label) pairs that remove the given ids (their
+ * current generation) and records them as deleted in the client: deleting
+ * again resends the same pairs, inserting again moves to a new generation.
+ * All or nothing: on error neither a buffer nor a change to the client. */
 int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
                        uint8_t **buf, size_t *len);
 
@@ -408,8 +421,10 @@ int mess_server_shard_entry_point(const mess_server *s, uint32_t shard,
  * mess_client_codes); cap counts nodes. */
 int mess_server_shard_codes(const mess_server *s, uint32_t shard,
                             uint64_t *codes, size_t cap);
+/* Labels, MESS_LABEL_BYTES (16) opaque bytes per node; cap counts nodes. */
+#define MESS_LABEL_BYTES 16
 int mess_server_shard_labels(const mess_server *s, uint32_t shard,
-                             uint64_t *labels, size_t cap);
+                             uint8_t *labels, size_t cap);
 /* Top layer of each node (0 = bottom layer only). */
 int mess_server_shard_levels(const mess_server *s, uint32_t shard,
                              uint32_t *levels, size_t cap);

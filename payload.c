@@ -6,7 +6,7 @@
 
 #include "payload.h"
 
-static const uint8_t payload_domain[8] = {'M', 'E', 'S', 'S', 'p', 'a', 'y', '3'};
+static const uint8_t payload_domain[8] = {'M', 'E', 'S', 'S', 'p', 'a', 'y', '4'};
 
 size_t payload_plain_bytes(const mess_params *p)
 {
@@ -164,24 +164,24 @@ void payload_decode_vector(const mess_params *p, const uint8_t *in, float *x)
     }
 }
 
-static void make_ad(uint32_t shard, uint8_t ad[12])
+static void make_ad(uint64_t ctx, uint8_t ad[PAYLOAD_AD_BYTES])
 {
     memcpy(ad, payload_domain, 8);
-    mess_store_u32(ad + 8, shard);
+    mess_store_u64(ad + 8, ctx);
 }
 
 /* siv = HChaCha20(k_prf, Poly1305_{k_mac}(AD || plain))[0..16).  Poly1305
  * under a fixed key is an almost-universal hash of the fixed-length input,
  * never exposed: only its image under the PRF HChaCha20 is (hash-then-PRF,
  * as POLYVAL-then-AES in RFC 8452). */
-static void compute_siv(const struct payload_keys *k, const uint8_t ad[12],
+static void compute_siv(const struct payload_keys *k, const uint8_t ad[PAYLOAD_AD_BYTES],
                         const uint8_t *plain, size_t plen,
                         uint8_t siv[PAYLOAD_SIV_BYTES])
 {
     crypto_onetimeauth_state st;
     uint8_t h[crypto_onetimeauth_BYTES], out[crypto_core_hchacha20_OUTPUTBYTES];
     crypto_onetimeauth_init(&st, k->mac);
-    crypto_onetimeauth_update(&st, ad, 12);
+    crypto_onetimeauth_update(&st, ad, PAYLOAD_AD_BYTES);
     crypto_onetimeauth_update(&st, plain, plen);
     crypto_onetimeauth_final(&st, h);
     crypto_core_hchacha20(out, h, k->prf, NULL);
@@ -238,26 +238,26 @@ uint64_t payload_peek_id(const struct payload_keys *k, const uint8_t *entry)
 }
 
 void payload_seal(const mess_params *p, const struct payload_keys *k,
-                  uint32_t shard, uint64_t id, const float *x, uint8_t *plain,
+                  uint64_t ctx, uint64_t id, const float *x, uint8_t *plain,
                   uint8_t *entry)
 {
     size_t plen = payload_plain_bytes(p);
-    uint8_t ad[12];
+    uint8_t ad[PAYLOAD_AD_BYTES];
     mess_store_u64(plain, id);
     payload_encode_vector(p, x, plain + 8);
-    make_ad(shard, ad);
+    make_ad(ctx, ad);
     compute_siv(k, ad, plain, plen, entry);
     mess_store_u64(entry + PAYLOAD_SIV_BYTES, id ^ id_pad(k, entry));
     vector_xor(k, entry, entry + PAYLOAD_SIV_BYTES + 8, plain + 8, plen - 8);
 }
 
 int payload_open_peeked(const mess_params *p, const struct payload_keys *k,
-                        uint32_t shard, const uint8_t *entry, uint64_t id,
+                        uint64_t ctx, const uint8_t *entry, uint64_t id,
                         uint8_t *plain)
 {
     size_t plen = payload_plain_bytes(p);
-    uint8_t ad[12], siv[PAYLOAD_SIV_BYTES];
-    make_ad(shard, ad);
+    uint8_t ad[PAYLOAD_AD_BYTES], siv[PAYLOAD_SIV_BYTES];
+    make_ad(ctx, ad);
     mess_store_u64(plain, id);
     vector_xor(k, entry, plain + 8, entry + PAYLOAD_SIV_BYTES + 8, plen - 8);
     compute_siv(k, ad, plain, plen, siv);
@@ -269,16 +269,16 @@ int payload_open_peeked(const mess_params *p, const struct payload_keys *k,
 }
 
 int payload_open_raw(const mess_params *p, const struct payload_keys *k,
-                     uint32_t shard, const uint8_t *entry, uint8_t *plain)
+                     uint64_t ctx, const uint8_t *entry, uint8_t *plain)
 {
-    return payload_open_peeked(p, k, shard, entry, payload_peek_id(k, entry), plain);
+    return payload_open_peeked(p, k, ctx, entry, payload_peek_id(k, entry), plain);
 }
 
 int payload_open(const mess_params *p, const struct payload_keys *k,
-                 uint32_t shard, const uint8_t *entry, uint8_t *plain,
+                 uint64_t ctx, const uint8_t *entry, uint8_t *plain,
                  uint64_t *id, float *x)
 {
-    int rc = payload_open_raw(p, k, shard, entry, plain);
+    int rc = payload_open_raw(p, k, ctx, entry, plain);
     if (rc != MESS_OK)
         return rc;
     *id = mess_load_u64(plain);

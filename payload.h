@@ -5,7 +5,12 @@
  *
  * Entry layout (payload_entry_bytes):  siv[16] | ciphertext
  * Plaintext:                           id (u64 LE) | vector encoding
- * Associated data:                     "MESSpay3" | shard (u32 LE)
+ * Associated data:                     "MESSpay4" | shard (u32 LE) |
+ *                                      generation (u32 LE)
+ * The generation is the item's client-side version (mess.c): an item
+ * deleted and inserted again is sealed under another AD, so its new
+ * entries share no ciphertext with the old ones even for the same vector,
+ * and an old entry does not open as the current one.
  *
  * SIV construction (Rogaway and Shrimpton's deterministic AE, the pattern
  * of AES-GCM-SIV, RFC 8452, on libsodium's ChaCha family):
@@ -30,6 +35,14 @@
 
 #define PAYLOAD_SIV_BYTES 16
 #define PAYLOAD_KEY_BYTES 32
+#define PAYLOAD_AD_BYTES 16
+
+/* The context every seal and open binds: shard | generation << 32 (the AD's
+ * last 8 bytes, little-endian).  A bare shard number is generation 0. */
+static inline uint64_t payload_ctx(uint32_t shard, uint32_t generation)
+{
+    return (uint64_t)shard | (uint64_t)generation << 32;
+}
 
 /* The three independent keys of one shard (derived by the caller). */
 struct payload_keys {
@@ -45,16 +58,16 @@ size_t payload_entry_bytes(const mess_params *p);
 void payload_encode_vector(const mess_params *p, const float *x, uint8_t *out);
 void payload_decode_vector(const mess_params *p, const uint8_t *in, float *x);
 
-/* Seals (id, x) for `shard` into entry[payload_entry_bytes].
+/* Seals (id, x) for context ctx (payload_ctx) into entry[payload_entry_bytes].
  * plain: scratch of payload_plain_bytes (left holding the plaintext). */
 void payload_seal(const mess_params *p, const struct payload_keys *k,
-                  uint32_t shard, uint64_t id, const float *x, uint8_t *plain,
+                  uint64_t ctx, uint64_t id, const float *x, uint8_t *plain,
                   uint8_t *entry);
 
-/* Authenticates and decrypts an entry of `shard` into plain
+/* Authenticates and decrypts an entry of context ctx into plain
  * [payload_plain_bytes]: MESS_OK, or MESS_EAUTH with plain wiped. */
 int payload_open_raw(const mess_params *p, const struct payload_keys *k,
-                     uint32_t shard, const uint8_t *entry, uint8_t *plain);
+                     uint64_t ctx, const uint8_t *entry, uint8_t *plain);
 
 /* The id an entry claims, decrypted WITHOUT authentication (16 bytes of
  * keystream, a third of the cost of one ChaCha20 block call).  A hint only:
@@ -66,12 +79,12 @@ uint64_t payload_peek_id(const struct payload_keys *k, const uint8_t *entry);
 /* payload_open_raw for an entry whose id was already peeked: the same
  * result, one HChaCha20 less. */
 int payload_open_peeked(const mess_params *p, const struct payload_keys *k,
-                        uint32_t shard, const uint8_t *entry, uint64_t id,
+                        uint64_t ctx, const uint8_t *entry, uint64_t id,
                         uint8_t *plain);
 
 /* payload_open_raw, then *id and the decoded vector x. */
 int payload_open(const mess_params *p, const struct payload_keys *k,
-                 uint32_t shard, const uint8_t *entry, uint8_t *plain,
+                 uint64_t ctx, const uint8_t *entry, uint8_t *plain,
                  uint64_t *id, float *x);
 
 /* IEEE 754 half precision conversions (round to nearest, ties to even). */

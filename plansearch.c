@@ -132,7 +132,7 @@ static int ps_shard(void *ctx, size_t jj, unsigned worker)
         memcpy(c, in->codes + ((size_t)mem[i] * ns + jj) * words, words * sizeof *c);
         rc = lshrr_flip(&r, c, kappa, p->p_store);
         if (rc == MESS_OK)
-            rc = hnsw_add(h, c, mem[i], NULL);
+            rc = hnsw_add(h, c, hnsw_label_of(mem[i], 0), NULL);
     }
     if (rc != MESS_OK)
         goto out;

@@ -4,8 +4,6 @@
 #include "payload.h"
 #include "wire.h"
 
-#define WIRE_VERSION 3
-
 static const char wire_magic[4][4] = {
     {'M', 'S', 'U', 'P'}, {'M', 'S', 'D', 'L'}, {'M', 'S', 'R', 'Q'},
     {'M', 'S', 'R', 'S'}};
@@ -62,12 +60,12 @@ size_t wire_code_bytes(const mess_params *p)
 
 size_t wire_upload_record_bytes(const mess_params *p)
 {
-    return 4 + 8 + wire_code_bytes(p) + payload_entry_bytes(p);
+    return WIRE_CODE_OFFSET + wire_code_bytes(p) + payload_entry_bytes(p);
 }
 
 size_t wire_delete_record_bytes(void)
 {
-    return 4 + 8;
+    return WIRE_CODE_OFFSET;
 }
 
 void wire_load_code(const uint8_t *src, uint32_t words, uint64_t *code)

@@ -2,13 +2,14 @@
  * wire.h - the buffers that cross between client and server.  Internal.
  *
  * Every buffer starts with a 24-byte header:
- *   magic[4] | u32 version (3) | parameter fingerprint[16]
+ *   magic[4] | u32 version (3; other versions are MESS_EVERSION) |
+ *   parameter fingerprint[16]
  * and its length is exact: a parser checks every count against the bytes
  * that are actually there before touching them.  The client's buffers then
  * carry its owner tag (mess.h, "Owner tag").
  *
- * upload   "MSUP" hdr | owner[16] | u64 n | n x (u32 shard | u64 label | code | entry)
- * delete   "MSDL" hdr | owner[16] | u64 n | n x (u32 shard | u64 label)
+ * upload   "MSUP" hdr | owner[16] | u64 n | n x (u32 shard | label[16] | code | entry)
+ * delete   "MSDL" hdr | owner[16] | u64 n | n x (u32 shard | label[16])
  * request  "MSRQ" hdr | owner[16] | request id[16] | M x u16 budget | M x code
  * response "MSRS" hdr | request id[16] | for each shard in order:
  *                       u16 count (<= its budget) | count x entry
@@ -22,6 +23,11 @@
 #define WIRE_HEADER_BYTES 24
 #define WIRE_REQUEST_ID_BYTES 16
 #define WIRE_OWNER_BYTES MESS_OWNER_BYTES
+#define WIRE_VERSION 3
+/* A record's label: 16 bytes at offset 4, two u64 (lo | hi). */
+#define WIRE_LABEL_BYTES 16
+#define WIRE_LABEL_OFFSET 4
+#define WIRE_CODE_OFFSET (WIRE_LABEL_OFFSET + WIRE_LABEL_BYTES)
 
 enum wire_kind { WIRE_UPLOAD, WIRE_DELETE, WIRE_REQUEST, WIRE_RESPONSE };
 

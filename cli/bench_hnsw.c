@@ -210,7 +210,7 @@ int bench_hnsw(int argc, char **argv)
         rc = CLI_FAIL;
         t0 = now_s();
         for (i = 0; i < n; i++) {
-            int e = hnsw_add(h, base + i * words, (uint64_t)i, NULL);
+            int e = hnsw_add(h, base + i * words, hnsw_label_of((uint64_t)i, 0), NULL);
             if (e != MESS_OK) {
                 cli_error("hnsw_add: %s", mess_strerror(e));
                 goto done;

@@ -55,9 +55,9 @@ def main():
 
         view = server.shard(0)
         print("the server's shard 0: %d nodes, entry point %d, top level %d, "
-              "first code %s, first label %#x"
+              "first code %s, first label %s"
               % (view.nodes, view.entry_point, view.levels().max(),
-                 view.codes_bytes()[0].tobytes().hex(), view.labels()[0]))
+                 view.codes_bytes()[0].tobytes().hex(), view.labels()[0].tobytes().hex()))
 
 
 if __name__ == "__main__":

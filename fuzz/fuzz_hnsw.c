@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     n = hnsw_count(h);
     if (n > 0)
         hnsw_delete(h, hnsw_label(h, 0));
-    if (n < 4096 && hnsw_add(h, code, 0xfeedfacecafebeefull, NULL) == MESS_OK &&
+    if (n < 4096 && hnsw_add(h, code, hnsw_label_of(0xfeedfacecafebeefull, 0x0ddba11ull), NULL) == MESS_OK &&
         hnsw_search(h, s, code, 8, 16, hits, &found) != MESS_OK)
         fuzz_fail("search after add");
     n = hnsw_count(h);

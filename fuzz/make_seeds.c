@@ -150,10 +150,10 @@ static void hnsw_seeds(const struct fuzz_fixture *fx)
     /* real codes: shard 0's clean IsoHash codes of 24 base vectors */
     for (i = 0; i < 24; i++) {
         if ((rc = mess_client_codes(fx->client, base + i * dim, codes)) != MESS_OK ||
-            (rc = hnsw_add(h, codes, fuzz_item_id(i), NULL)) != MESS_OK)
+            (rc = hnsw_add(h, codes, hnsw_label_of(fuzz_item_id(i), 0), NULL)) != MESS_OK)
             die("codes", rc);
     }
-    hnsw_delete(h, fuzz_item_id(3));
+    hnsw_delete(h, hnsw_label_of(fuzz_item_id(3), 0));
     mess_wr_init(&w);
     hnsw_serialize(h, &w);
     put("hnsw", "sift24", 0, 0, w.p, w.len);

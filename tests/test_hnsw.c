@@ -15,6 +15,9 @@
 #define BITS 128
 #define WORDS (BITS / 64)
 #define NQ 100
+/* Test labels: both halves depend on x, so a comparison of one half only
+ * would not tell them apart from the colliding pairs of test_label_width. */
+#define LB(x) hnsw_label_of((uint64_t)(x), ~(uint64_t)(x))
 
 static uint64_t *codes, *qcodes;
 static size_t n, nq;
@@ -69,7 +72,7 @@ static struct hnsw *build(size_t count, uint32_t m, uint32_t efc)
     if (hnsw_new(&p, &h) != MESS_OK)
         return NULL;
     for (i = 0; i < count; i++)
-        if (hnsw_add(h, codes + i * WORDS, 1000 + i, NULL) != MESS_OK) {
+        if (hnsw_add(h, codes + i * WORDS, LB(1000 + i), NULL) != MESS_OK) {
             hnsw_free(h);
             return NULL;
         }
@@ -137,7 +140,7 @@ static void test_results_sorted_and_exact_distances(void)
     CHECK(got == 50);
     for (i = 0; i < got; i++) {
         CHECK(hits[i].dist == hnsw_hamming(qcodes, codes + (size_t)hits[i].node * WORDS, WORDS));
-        CHECK(hits[i].label == 1000 + hits[i].node);
+        CHECK(hnsw_label_eq(hits[i].label, LB(1000 + hits[i].node)));
         if (i > 0)
             CHECK(hits[i - 1].dist < hits[i].dist ||
                   (hits[i - 1].dist == hits[i].dist && hits[i - 1].node < hits[i].node));
@@ -150,6 +153,61 @@ static void test_results_sorted_and_exact_distances(void)
     hnsw_scratch_free(s);
 }
 
+/* Labels are 128 bits compared in full (issue 12 item 10): two labels that
+ * share their first (or last) 64 bits are different labels, found, deleted
+ * and serialized each on its own; only a full 128-bit match is refused. */
+static void test_label_width(void)
+{
+    struct hnsw_params p = {BITS, 8, 32, 3};
+    struct hnsw *h = NULL, *b = NULL;
+    struct mess_wr w;
+    struct mess_rd r;
+    const struct hnsw_label a = hnsw_label_of(0x0123456789abcdefull, 1),
+                            same_lo = hnsw_label_of(0x0123456789abcdefull, 2),
+                            same_hi = hnsw_label_of(7, 1);
+    uint32_t node;
+    CHECK_OK(hnsw_new(&p, &h));
+    if (!h)
+        return;
+    CHECK_OK(hnsw_add(h, codes, a, &node));
+    CHECK(node == 0);
+    CHECK_OK(hnsw_add(h, codes + WORDS, same_lo, &node));
+    CHECK(node == 1);
+    CHECK_OK(hnsw_add(h, codes + 2 * WORDS, same_hi, &node));
+    CHECK(node == 2);
+    CHECK_RC(hnsw_add(h, codes + 3 * WORDS, a, NULL), MESS_EINVAL);
+    CHECK_OK(hnsw_find(h, same_lo, &node));
+    CHECK(node == 1 && hnsw_label_eq(hnsw_label(h, 1), same_lo) &&
+          !hnsw_label_eq(hnsw_label(h, 0), same_lo));
+    CHECK_RC(hnsw_find(h, hnsw_label_of(0x0123456789abcdefull, 3), NULL), MESS_ENOTFOUND);
+    CHECK_OK(hnsw_delete(h, a));
+    CHECK_RC(hnsw_find(h, a, NULL), MESS_ENOTFOUND);
+    CHECK_OK(hnsw_find(h, same_lo, NULL));
+    CHECK_OK(hnsw_find(h, same_hi, NULL));
+    /* the full labels survive a save and load */
+    mess_wr_init(&w);
+    CHECK_OK(hnsw_serialize(h, &w));
+    mess_rd_init(&r, w.p, w.len);
+    CHECK_OK(hnsw_deserialize(&r, &p, &b));
+    if (b) {
+        CHECK(hnsw_label_eq(hnsw_label(b, 0), a) && hnsw_label_eq(hnsw_label(b, 1), same_lo) &&
+              hnsw_label_eq(hnsw_label(b, 2), same_hi));
+        CHECK_RC(hnsw_find(b, a, NULL), MESS_ENOTFOUND);
+        CHECK_OK(hnsw_find(b, same_lo, &node));
+        CHECK(node == 1);
+    }
+    /* a version-1 index (64-bit labels) is refused */
+    if (w.len > 8) {
+        w.p[4] = 1;
+        b = (hnsw_free(b), NULL);
+        mess_rd_init(&r, w.p, w.len);
+        CHECK_RC(hnsw_deserialize(&r, &p, &b), MESS_EVERSION);
+    }
+    hnsw_free(b);
+    mess_wr_free(&w);
+    hnsw_free(h);
+}
+
 static void test_delete_and_compact(void)
 {
     struct hnsw_scratch *s;
@@ -159,10 +217,10 @@ static void test_delete_and_compact(void)
     size_t got, i, j, bad = 0, lost = 0;
     hnsw_scratch_new(&s);
     for (i = 0; i < n; i += 3)
-        CHECK_OK(hnsw_delete(g, 1000 + i));
-    CHECK_RC(hnsw_delete(g, 1000), MESS_ENOTFOUND);
-    CHECK_RC(hnsw_find(g, 1000, NULL), MESS_ENOTFOUND);
-    CHECK_OK(hnsw_find(g, 1001, NULL));
+        CHECK_OK(hnsw_delete(g, LB(1000 + i)));
+    CHECK_RC(hnsw_delete(g, LB(1000)), MESS_ENOTFOUND);
+    CHECK_RC(hnsw_find(g, LB(1000), NULL), MESS_ENOTFOUND);
+    CHECK_OK(hnsw_find(g, LB(1001), NULL));
     CHECK(hnsw_deleted(g) == (n + 2) / 3);
     for (i = 0; i < nq; i++) {
         CHECK_OK(hnsw_search(g, s, qcodes + i * WORDS, 40, 64, hits, &got));
@@ -179,10 +237,10 @@ static void test_delete_and_compact(void)
             CHECK(map[i] == UINT32_MAX);
             continue;
         }
-        CHECK(map[i] < hnsw_count(c) && hnsw_label(c, map[i]) == 1000 + i);
+        CHECK(map[i] < hnsw_count(c) && hnsw_label_eq(hnsw_label(c, map[i]), LB(1000 + i)));
         CHECK_OK(hnsw_search(c, s, codes + i * WORDS, 10, 32, hits, &got));
         for (j = 0; j < got; j++)
-            if (hits[j].label == 1000 + i)
+            if (hnsw_label_eq(hits[j].label, LB(1000 + i)))
                 break;
         lost += j == got;
     }
@@ -190,9 +248,9 @@ static void test_delete_and_compact(void)
            lost, hnsw_count(c));
     CHECK(lost * 1000 <= hnsw_count(c)); /* at most 0.1% (exact ties at distance 0) */
     /* a deleted label can be inserted again */
-    CHECK_OK(hnsw_add(g, codes, 1000, NULL));
-    CHECK_OK(hnsw_find(g, 1000, NULL));
-    CHECK_RC(hnsw_add(g, codes, 1000, NULL), MESS_EINVAL);
+    CHECK_OK(hnsw_add(g, codes, LB(1000), NULL));
+    CHECK_OK(hnsw_find(g, LB(1000), NULL));
+    CHECK_RC(hnsw_add(g, codes, LB(1000), NULL), MESS_EINVAL);
     hnsw_free(c);
     hnsw_scratch_free(s);
     free(map);
@@ -244,8 +302,8 @@ static void test_reserve(void)
     CHECK_OK(hnsw_reserve(b, count));
     before = hnsw_bytes(b);
     for (i = 0; i < count; i++) {
-        CHECK_OK(hnsw_add(a, codes + i * WORDS, 1000 + i, NULL));
-        CHECK_OK(hnsw_add(b, codes + i * WORDS, 1000 + i, NULL));
+        CHECK_OK(hnsw_add(a, codes + i * WORDS, LB(1000 + i), NULL));
+        CHECK_OK(hnsw_add(b, codes + i * WORDS, LB(1000 + i), NULL));
     }
     mess_wr_init(&wa);
     mess_wr_init(&wb);
@@ -281,7 +339,7 @@ static void test_hostile_buffers(void)
     CHECK(small != NULL);
     if (!small)
         return;
-    hnsw_delete(small, 1003);
+    hnsw_delete(small, LB(1003));
     mess_wr_init(&w);
     CHECK_OK(hnsw_serialize(small, &w));
     for (cut = 0; cut < w.len; cut++) {
@@ -380,7 +438,7 @@ static void test_graph_access(void)
         if (hnsw_level(g, node) > top)
             top = hnsw_level(g, node);
         bad += memcmp(hnsw_code(g, node), codes + i * WORDS, WORDS * 8) != 0;
-        bad += hnsw_label(g, node) != 1000 + i;
+        bad += !hnsw_label_eq(hnsw_label(g, node), LB(1000 + i));
         for (lv = 0; lv <= hnsw_level(g, node); lv++) {
             if (hnsw_neighbors(g, node, lv, &ids, &cnt) != MESS_OK) {
                 bad++;
@@ -424,7 +482,7 @@ static int build_shard(void *ctx, size_t j, unsigned worker)
     p.seed = 100 + j;
     rc = hnsw_new(&p, &shard[j]);
     for (i = 0; rc == MESS_OK && i < SHARD_N; i++)
-        rc = hnsw_add(shard[j], codes + ((i * SHARDS + j) % n) * WORDS, i, NULL);
+        rc = hnsw_add(shard[j], codes + ((i * SHARDS + j) % n) * WORDS, LB(i), NULL);
     return rc;
 }
 
@@ -479,6 +537,7 @@ int main(void)
     RUN(test_graph_access);
     RUN(test_serialize_roundtrip);
     RUN(test_concurrent_search);
+    RUN(test_label_width);
     RUN(test_delete_and_compact);
     RUN(test_reserve);
     RUN(test_hostile_buffers);

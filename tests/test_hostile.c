@@ -303,7 +303,7 @@ static void test_swap_labels(void)
     struct result t;
     struct resp r;
     uint8_t *buf;
-    size_t len, rec_bytes = 4 + 8 + params.kappa / 8 + entry_bytes, n, i, j, e;
+    size_t len, rec_bytes = 4 + 16 + params.kappa / 8 + entry_bytes, n, i, j, e;
     size_t injected = 0, wrong = 0;
     live_open(&l, 4);
     n = (size_t)((upload[TEST_WIRE_CLIENT_HDR] | upload[TEST_WIRE_CLIENT_HDR + 1] << 8 |
@@ -317,7 +317,7 @@ static void test_swap_labels(void)
                 const uint8_t *rec = upload + TEST_WIRE_CLIENT_HDR + 8 + i * rec_bytes;
                 uint32_t shard = (uint32_t)rec[0] | (uint32_t)rec[1] << 8;
                 if ((e % 2 == 0) == (shard == j)) {
-                    r.entry[j][e] = rec + 12 + params.kappa / 8;
+                    r.entry[j][e] = rec + 20 + params.kappa / 8;
                     if (shard == j)
                         injected++;
                     else

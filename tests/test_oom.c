@@ -396,7 +396,8 @@ static int c_server_load(void)
 static int c_server_view(void)
 {
     mess_server_stats st;
-    uint64_t codes[64 * 4], labels[64];
+    uint64_t codes[64 * 4];
+    uint8_t labels[64 * MESS_LABEL_BYTES];
     uint32_t levels[64], ids[1024], node;
     uint8_t deleted[64], *entries;
     size_t nodes, offsets[65], n_ids, nn;

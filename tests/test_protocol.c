@@ -251,7 +251,7 @@ static void test_small_dim(void)
 /* Every record of an upload: shard | label | code | entry. */
 static size_t record_bytes(const mess_params *p)
 {
-    return 12 + p->kappa / 8 + mess_payload_size(p);
+    return 20 + p->kappa / 8 + mess_payload_size(p);
 }
 
 static int contains(const uint8_t *hay, size_t n, const void *needle, size_t m)
@@ -326,7 +326,7 @@ static size_t record_flips(const uint8_t *rec, const uint64_t *clean,
         uint64_t v = 0;
         int b;
         for (b = 7; b >= 0; b--)
-            v = v << 8 | rec[12 + 8 * w + (size_t)b];
+            v = v << 8 | rec[20 + 8 * w + (size_t)b];
         flips += (size_t)__builtin_popcountll(v ^ clean[(size_t)shard * words + w]);
     }
     return flips;
@@ -359,11 +359,11 @@ static void test_upload_invariants(void)
             for (r2 = 0; r2 < r; r2++) {
                 const uint8_t *o = buf + TEST_WIRE_CLIENT_HDR + 8 + r2 * rb;
                 CHECK(memcmp(o, rec, 4) != 0);
-                CHECK(memcmp(o + 4, rec + 4, 8) != 0);
-                CHECK(memcmp(o + 12, rec + 12, code_b) != 0);
-                CHECK(memcmp(o + 12 + code_b, rec + 12 + code_b, 16) != 0);
-                CHECK(memcmp(o + 12 + code_b + 16, rec + 12 + code_b + 16, 8) != 0);
-                CHECK(memcmp(o + 12 + code_b + 16, rec + 12 + code_b + 16,
+                CHECK(memcmp(o + 4, rec + 4, 16) != 0);
+                CHECK(memcmp(o + 20, rec + 20, code_b) != 0);
+                CHECK(memcmp(o + 20 + code_b, rec + 20 + code_b, 16) != 0);
+                CHECK(memcmp(o + 20 + code_b + 16, rec + 20 + code_b + 16, 8) != 0);
+                CHECK(memcmp(o + 20 + code_b + 16, rec + 20 + code_b + 16,
                              mess_payload_size(&p) - 16) != 0);
             }
         }
@@ -414,7 +414,7 @@ static void test_production_upload_coins(void)
         bits += p.kappa;
         for (r2 = 0; r2 < r; r2++) {
             const uint8_t *o = buf + TEST_WIRE_CLIENT_HDR + 8 + r2 * rb;
-            if (memcmp(o, rec, 4) == 0 && memcmp(o + 12, rec + 12, code_b) == 0)
+            if (memcmp(o, rec, 4) == 0 && memcmp(o + 20, rec + 20, code_b) == 0)
                 same++;
         }
     }

@@ -132,7 +132,7 @@ static void expect_clean(const char *what, const uint8_t *p, size_t len)
 /* ---- the key schedule, recomputed -------------------------------------- */
 
 struct keys {
-    uint8_t master[32], route[32], memo[32], coin[32], hash[32];
+    uint8_t master[32], route[32], memo[32], coin[32], hash[32], store[32];
     struct payload_keys aead[M_SHARDS]; /* ChaCha20, Poly1305, HChaCha20 */
     uint8_t label[M_SHARDS][32];
 };
@@ -146,6 +146,7 @@ static void derive(const uint8_t seed[32], uint32_t shards, struct keys *k)
     crypto_kdf_derive_from_key(k->memo, 32, 0, "MESSmemo", k->master);
     crypto_kdf_derive_from_key(k->coin, 32, 0, "MESScoin", k->master);
     crypto_kdf_derive_from_key(k->hash, 32, 0, "MESShash", k->master);
+    crypto_kdf_derive_from_key(k->store, 32, 0, "MESSstor", k->master);
     for (j = 0; j < shards && j < M_SHARDS; j++) {
         crypto_kdf_derive_from_key(k->aead[j].enc, 32, j, "MESSpenc", k->master);
         crypto_kdf_derive_from_key(k->aead[j].mac, 32, j, "MESSpmac", k->master);
@@ -162,6 +163,7 @@ static void add_keys(const struct keys *k, uint32_t shards)
     add_secret(k->memo, 32, K_KEY);
     add_secret(k->coin, 32, K_KEY);
     add_secret(k->hash, 32, K_KEY);
+    add_secret(k->store, 32, K_KEY);
     for (j = 0; j < shards; j++) {
         add_secret(k->aead[j].enc, 32, K_KEY);
         add_secret(k->aead[j].mac, 32, K_KEY);
@@ -247,23 +249,23 @@ static void test_library(void)
     CHECK_OK(mess_server_apply_upload(s, up, up_len, 1));
 
     /* the recomputed keys are the library's: payloads open, labels match */
-    rec_bytes = 4 + 8 + p.kappa / 8 + mess_payload_size(&p);
+    rec_bytes = 4 + 16 + p.kappa / 8 + mess_payload_size(&p);
     n_rec = (up_len - 32) / rec_bytes;
     plain = (uint8_t *)malloc(8 + 4 * dim);
     for (i = 0; i < n_rec; i++) {
         const uint8_t *rec = up + TEST_WIRE_CLIENT_HDR + 8 + i * rec_bytes;
         uint32_t shard = mess_load_u32(rec);
-        uint64_t id, lab;
+        uint64_t id;
         float x[4096];
-        uint8_t msg[8], out[8];
+        uint8_t msg[12], out[16];
         if (shard < M_SHARDS &&
-            payload_open(&p, &k.aead[shard], shard, rec + 12 + p.kappa / 8, plain, &id,
-                         x) == MESS_OK) {
+            payload_open(&p, &k.aead[shard], payload_ctx(shard, 0), rec + 20 + p.kappa / 8,
+                         plain, &id, x) == MESS_OK) {
             opened++;
-            mess_store_u64(msg, id);
-            crypto_generichash(out, 8, msg, 8, k.label[shard], 32);
-            lab = mess_load_u64(out);
-            labels += lab == mess_load_u64(rec + 4);
+            mess_store_u64(msg, id); /* generation 0: never deleted */
+            mess_store_u32(msg + 8, 0);
+            crypto_generichash(out, 16, msg, 12, k.label[shard], 32);
+            labels += memcmp(out, rec + 4, 16) == 0;
         }
     }
     CHECK(n_rec == (size_t)N_ITEMS * p.per_item);

@@ -106,27 +106,33 @@ static void test_codes_are_clean_codes(void)
     free(hits);
 }
 
-static int cmp_u64(const void *a, const void *b)
+static int cmp_label(const void *a, const void *b)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
+    return memcmp(a, b, MESS_LABEL_BYTES);
 }
 
 static void test_labels_unique(void)
 {
-    uint64_t *all = (uint64_t *)malloc(N_ITEMS * PER_ITEM * 8);
-    size_t off = 0, n, i, dup = 0;
+    uint8_t *all = (uint8_t *)malloc(N_ITEMS * PER_ITEM * MESS_LABEL_BYTES);
+    size_t off = 0, n, i, dup = 0, hi_zero = 0;
     uint32_t j;
     for (j = 0; j < SHARDS; j++) {
         CHECK_OK(mess_server_shard_nodes(S, j, &n));
-        CHECK_OK(mess_server_shard_labels(S, j, all + off, n));
+        CHECK_OK(mess_server_shard_labels(S, j, all + off * MESS_LABEL_BYTES, n));
         off += n;
     }
-    /* per-shard PRF labels: no label repeats, not even across shards */
-    qsort(all, off, 8, cmp_u64);
+    /* per-shard PRF labels: no label repeats, not even across shards, and
+     * all 128 bits carry the PRF (a 64-bit label would leave the upper
+     * half zero) */
+    qsort(all, off, MESS_LABEL_BYTES, cmp_label);
     for (i = 1; i < off; i++)
-        dup += all[i] == all[i - 1];
-    CHECK(dup == 0);
+        dup += memcmp(all + i * MESS_LABEL_BYTES, all + (i - 1) * MESS_LABEL_BYTES,
+                      MESS_LABEL_BYTES) == 0;
+    for (i = 0; i < off; i++) {
+        static const uint8_t zero[8];
+        hi_zero += memcmp(all + i * MESS_LABEL_BYTES + 8, zero, 8) == 0;
+    }
+    CHECK(dup == 0 && hi_zero == 0);
     free(all);
 }
 
@@ -248,7 +254,7 @@ static void test_errors(void)
 {
     mess_server *empty;
     size_t n, n0, offs[4];
-    uint64_t one[64];
+    uint64_t one[64 * 2];
     uint32_t ep, ids[64];
     uint8_t flag;
     CHECK_RC(mess_server_shard_nodes(NULL, 0, &n), MESS_EINVAL);
@@ -256,8 +262,8 @@ static void test_errors(void)
     CHECK_RC(mess_server_shard_nodes(S, 0, NULL), MESS_EINVAL);
     CHECK_RC(mess_server_shard_codes(S, 0, NULL, 1000), MESS_EINVAL);
     CHECK_RC(mess_server_shard_codes(S, 0, one, 1), MESS_ELIMIT);
-    CHECK_RC(mess_server_shard_labels(S, SHARDS, one, 64), MESS_EINVAL);
-    CHECK_RC(mess_server_shard_labels(S, 0, one, 1), MESS_ELIMIT);
+    CHECK_RC(mess_server_shard_labels(S, SHARDS, (uint8_t *)one, 64), MESS_EINVAL);
+    CHECK_RC(mess_server_shard_labels(S, 0, (uint8_t *)one, 1), MESS_ELIMIT);
     CHECK_RC(mess_server_shard_levels(S, 0, ids, 1), MESS_ELIMIT);
     CHECK_RC(mess_server_shard_deleted(S, 0, &flag, 1), MESS_ELIMIT);
     CHECK_RC(mess_server_shard_entries(S, 0, &flag, 1), MESS_ELIMIT);

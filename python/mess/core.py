@@ -613,7 +613,8 @@ class ShardView:
         return self.codes().view(np.uint8)
 
     def labels(self):
-        return self._get(L.shard_labels, (), np.uint64)
+        """Opaque 128-bit labels, uint8 (n, 16)."""
+        return self._get(L.shard_labels, (16,), np.uint8)
 
     def levels(self):
         return self._get(L.shard_levels, (), np.uint32)

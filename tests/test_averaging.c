@@ -1,0 +1,548 @@
+/*
+ * test_averaging.c - averaging attacks by an honest-but-curious server
+ * (issue 12), run through the read-only server view on the bundled SIFT set.
+ *
+ * Re-insertion (items 1 and 10): one item deleted and inserted again 25
+ * times (4 shards, t = 2).  The server, told exactly which of its records
+ * are the item's (the best it could hope for), takes a majority vote per
+ * bit over the 26 versions in each of the item's shards.  With fresh
+ * storage coins per insertion the vote recovers the clean code (bit error
+ * 0.000 on c16ecae); with the (shard, id) PRF coins it stays one randomized
+ * response sample: bit error p_D within 4 sigma.  Both for an unchanged
+ * re-insert and for updates to new nearby vectors, in production and in
+ * deterministic mode.  The same run checks that the generations' labels and
+ * ciphertexts are all distinct (no link by label or ciphertext).
+ *
+ * Also: the generation map across delete, repeat delete, save/load and
+ * re-insert; a delete buffer names exactly an item's t entries (item 4);
+ * 128-bit labels stored and compared in full on the server (two
+ * labels sharing 64 bits); old wire, server and client versions refused.
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "../mess.h"
+#include "../statefile.h"
+#include "harness.h"
+
+#define SHARDS 4
+#define PER_ITEM 2
+#define CYCLES 25           /* delete + insert cycles after the first insert */
+#define VERSIONS (CYCLES + 1)
+#define ITEMS 8             /* items attacked (each on its own) */
+#define BACKGROUND 300
+
+static float *base, *train;
+static size_t n_base, n_train, dim;
+
+static const uint8_t seed[32] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3,
+                                 2, 3, 8, 4, 6, 2, 6, 4, 3, 3, 8, 3, 2, 7, 9, 5};
+
+static mess_params params(void)
+{
+    mess_params p;
+    mess_params_default(&p, (uint32_t)dim);
+    p.shards = SHARDS;
+    p.per_item = PER_ITEM;
+    p.ef_construction = 40;
+    p.train_sample = 2000;
+    return p;
+}
+
+/* A small deterministic perturbation of x (update k of an item): each
+ * component moves by up to +-1 (SIFT components are 0..255). */
+static void nearby(const float *x, size_t k, size_t item, float *out)
+{
+    uint64_t s = 0x9e3779b97f4a7c15ull * (k + 1) ^ (item + 1) * 0xbf58476d1ce4e5b9ull;
+    size_t i;
+    for (i = 0; i < dim; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        out[i] = x[i] + (float)((int)(s >> 61) - 4) * 0.25f;
+    }
+}
+
+/* Node ids of shard j added by one apply: [before, after). */
+struct added {
+    size_t before[SHARDS], after[SHARDS];
+};
+
+static int apply_one(mess_client *c, mess_server *s, uint64_t id,
+                     const float *x, struct added *a)
+{
+    uint8_t *buf;
+    size_t len;
+    uint32_t j;
+    int rc;
+    for (j = 0; j < SHARDS; j++)
+        mess_server_shard_nodes(s, j, &a->before[j]);
+    rc = mess_client_upload(c, &id, x, 1, 1, &buf, &len);
+    if (rc != MESS_OK)
+        return rc;
+    rc = mess_server_apply_upload(s, buf, len, 1);
+    mess_buf_free(buf);
+    for (j = 0; j < SHARDS; j++)
+        mess_server_shard_nodes(s, j, &a->after[j]);
+    return rc;
+}
+
+static int delete_one(mess_client *c, mess_server *s, uint64_t id)
+{
+    uint8_t *buf;
+    size_t len, missing = 0;
+    int rc = mess_client_delete(c, &id, 1, &buf, &len);
+    if (rc != MESS_OK)
+        return rc;
+    rc = mess_server_apply_delete(s, buf, len, &missing);
+    mess_buf_free(buf);
+    return rc == MESS_OK && missing != 0 ? MESS_ENOTFOUND : rc;
+}
+
+/* One attack run; returns the majority-vote bit error against the clean
+ * codes of the item's first version, over every attacked item and shard. */
+static double attack(const uint8_t *seed_or_null, int update, double *single)
+{
+    mess_params p = params();
+    mess_client *c = NULL;
+    mess_server *s = NULL;
+    uint32_t words = p.kappa / 64, j;
+    size_t it, k, b, n, wrong = 0, wrong1 = 0, bits = 0, payload = mess_payload_size(&p);
+    uint64_t *clean = (uint64_t *)malloc((size_t)SHARDS * words * 8);
+    uint64_t *codes[SHARDS] = {NULL};
+    uint8_t *labels[SHARDS] = {NULL}, *entries[SHARDS] = {NULL};
+    float *x = (float *)malloc(dim * sizeof(float));
+    uint64_t bg[BACKGROUND];
+    struct added (*where)[VERSIONS] = malloc(sizeof(struct added[ITEMS][VERSIONS]));
+    uint8_t *buf;
+    size_t len;
+
+    CHECK_OK(mess_client_new(&p, train, n_train, seed_or_null, 0, 2, &c));
+    CHECK_OK(mess_server_new(&p, &s));
+    if (!c || !s || !clean || !x || !where)
+        goto out;
+    for (k = 0; k < BACKGROUND; k++)
+        bg[k] = 1000 + k;
+    CHECK_OK(mess_client_upload(c, bg, base + ITEMS * dim, BACKGROUND, 2, &buf, &len));
+    CHECK_OK(mess_server_apply_upload(s, buf, len, 2));
+    mess_buf_free(buf);
+
+    for (it = 0; it < ITEMS; it++) {
+        uint64_t id = 77 + it;
+        for (k = 0; k < VERSIONS; k++) {
+            if (k > 0)
+                CHECK_OK(delete_one(c, s, id));
+            if (update && k > 0)
+                nearby(base + it * dim, k, it, x);
+            else
+                memcpy(x, base + it * dim, dim * sizeof(float));
+            CHECK_OK(apply_one(c, s, id, x, &where[it][k]));
+        }
+    }
+
+    for (j = 0; j < SHARDS; j++) {
+        CHECK_OK(mess_server_shard_nodes(s, j, &n));
+        codes[j] = (uint64_t *)malloc((n ? n : 1) * words * 8);
+        labels[j] = (uint8_t *)malloc((n ? n : 1) * MESS_LABEL_BYTES);
+        entries[j] = (uint8_t *)malloc((n ? n : 1) * payload);
+        CHECK_OK(mess_server_shard_codes(s, j, codes[j], n));
+        CHECK_OK(mess_server_shard_labels(s, j, labels[j], n));
+        CHECK_OK(mess_server_shard_entries(s, j, entries[j], n));
+    }
+    for (it = 0; it < ITEMS; it++) {
+        CHECK_OK(mess_client_codes(c, base + it * dim, clean));
+        for (j = 0; j < SHARDS; j++) {
+            size_t node[VERSIONS], nv = 0, v, v2, same_label = 0, same_entry = 0,
+                   same_code = 0;
+            for (k = 0; k < VERSIONS; k++) {
+                const struct added *a = &where[it][k];
+                if (a->after[j] == a->before[j] + 1)
+                    node[nv++] = a->before[j];
+                else
+                    CHECK(a->after[j] == a->before[j]); /* one record per shard */
+            }
+            if (nv == 0)
+                continue;
+            CHECK(nv == VERSIONS); /* the route depends on the id only */
+            for (v = 0; v < nv; v++)
+                for (v2 = 0; v2 < v; v2++) {
+                    same_label += !memcmp(labels[j] + node[v] * MESS_LABEL_BYTES,
+                                          labels[j] + node[v2] * MESS_LABEL_BYTES,
+                                          MESS_LABEL_BYTES);
+                    same_entry += !memcmp(entries[j] + node[v] * payload,
+                                          entries[j] + node[v2] * payload, payload);
+                    same_code += !memcmp(codes[j] + node[v] * words,
+                                         codes[j] + node[v2] * words, words * 8);
+                }
+            /* generations: no two versions share a label or a ciphertext */
+            CHECK(same_label == 0 && same_entry == 0);
+            /* an unchanged re-insert gives byte-identical codes */
+            if (!update)
+                CHECK(same_code == nv * (nv - 1) / 2);
+            for (b = 0; b < p.kappa; b++) {
+                uint64_t mask = 1ull << (b % 64), truth = clean[j * words + b / 64] & mask;
+                size_t ones = 0;
+                for (v = 0; v < nv; v++)
+                    ones += (codes[j][node[v] * words + b / 64] & mask) != 0;
+                wrong += (2 * ones > nv) != (truth != 0);
+                wrong1 += ((codes[j][node[0] * words + b / 64] & mask) != 0) != (truth != 0);
+                bits++;
+            }
+        }
+    }
+out:
+    for (j = 0; j < SHARDS; j++) {
+        free(codes[j]);
+        free(labels[j]);
+        free(entries[j]);
+    }
+    free(where);
+    free(x);
+    free(clean);
+    mess_client_free(c);
+    mess_server_free(s);
+    *single = bits ? (double)wrong1 / bits : -1;
+    return bits ? (double)wrong / bits : -1;
+}
+
+static void run_attack(int production, int update)
+{
+    mess_params p = params();
+    double single, err = attack(production ? NULL : seed, update, &single);
+    double bits = (double)ITEMS * PER_ITEM * p.kappa;
+    double sigma = sqrt(p.p_store * (1 - p.p_store) / bits);
+    printf("# %s, %s: majority-of-%d bit error %.4f, single report %.4f "
+           "(p_D %.3f, 4 sigma %.4f)\n",
+           production ? "production" : "deterministic",
+           update ? "updates to nearby vectors" : "unchanged re-inserts", VERSIONS,
+           err, single, p.p_store, 4 * sigma);
+    CHECK(err >= 0);
+    CHECK(fabs(err - p.p_store) <= 4 * sigma);
+}
+
+static void test_reinsert_unchanged(void)
+{
+    run_attack(1, 0);
+    run_attack(0, 0);
+}
+
+static void test_reinsert_updates(void)
+{
+    run_attack(1, 1);
+    run_attack(0, 1);
+}
+
+static void test_generations(void)
+{
+    mess_params p = params();
+    mess_client *c = NULL, *c2 = NULL;
+    mess_server *s = NULL;
+    uint64_t id = 5, got[4];
+    uint8_t *d1 = NULL, *d2 = NULL, *u1 = NULL, *u2 = NULL, *req = NULL, *resp = NULL;
+    size_t l1, l2, lu1, lu2, missing, rl, rsl, nout;
+    float dist[4], *x1 = (float *)malloc(dim * sizeof(float));
+    mess_query *q = NULL;
+    const char *path = "build/test_averaging.client";
+
+    CHECK_OK(mess_client_new(&p, train, n_train, seed, 0, 2, &c));
+    CHECK_OK(mess_server_new(&p, &s));
+    if (!c || !s || !x1)
+        goto out;
+    nearby(base, 3, 0, x1);
+    CHECK_OK(mess_client_upload(c, &id, base, 1, 1, &u1, &lu1));
+    CHECK_OK(mess_server_apply_upload(s, u1, lu1, 1));
+    mess_buf_free(u1);
+    u1 = NULL;
+    /* a delete, then the same delete again: the same pairs */
+    CHECK_OK(mess_client_delete(c, &id, 1, &d1, &l1));
+    CHECK_OK(mess_server_apply_delete(s, d1, l1, &missing));
+    CHECK(missing == 0);
+    CHECK_OK(mess_client_delete(c, &id, 1, &d2, &l2));
+    CHECK(l1 == l2 && d1 && d2 && memcmp(d1, d2, l1) == 0);
+    CHECK_OK(mess_server_apply_delete(s, d2, l2, &missing));
+    CHECK(missing == PER_ITEM);
+    /* the map survives a save and load: both clients insert generation 1 */
+    CHECK_OK(mess_client_save(c, path, NULL));
+    CHECK_OK(mess_client_load(path, NULL, &c2));
+    remove(path);
+    if (!c2)
+        goto out;
+    CHECK_OK(mess_client_upload(c, &id, x1, 1, 1, &u1, &lu1));
+    CHECK_OK(mess_client_upload(c2, &id, x1, 1, 1, &u2, &lu2));
+    CHECK(lu1 == lu2 && u1 && u2 && memcmp(u1, u2, lu1) == 0);
+    CHECK_OK(mess_server_apply_upload(s, u2, lu2, 1));
+    /* the new generation opens and ranks first (its labels and AD are new) */
+    CHECK_OK(mess_client_request(c2, x1, 20, &q, &req, &rl));
+    CHECK_OK(mess_server_search(s, req, rl, 1, &resp, &rsl));
+    CHECK_OK(mess_client_finish(c2, q, resp, rsl, 4, got, dist, &nout, NULL));
+    CHECK(nout == 1 && got[0] == id && dist[0] == 0.0f);
+    /* a client that lost the map (generation 0) cannot open them */
+    mess_query_free(q);
+    q = NULL;
+    {
+        mess_client *fresh = NULL;
+        mess_finish_stats st;
+        CHECK_OK(mess_client_new(&p, train, n_train, seed, 0, 2, &fresh));
+        if (fresh) {
+            mess_buf_free(req);
+            mess_buf_free(resp);
+            req = resp = NULL;
+            CHECK_OK(mess_client_request(fresh, x1, 20, &q, &req, &rl));
+            CHECK_OK(mess_server_search(s, req, rl, 1, &resp, &rsl));
+            CHECK_RC(mess_client_finish(fresh, q, resp, rsl, 4, got, dist, &nout, &st),
+                     MESS_EAUTH);
+            CHECK(st.auth_failures == st.candidates && st.candidates > 0);
+        }
+        mess_client_free(fresh);
+    }
+out:
+    mess_query_free(q);
+    mess_buf_free(req);
+    mess_buf_free(resp);
+    mess_buf_free(d1);
+    mess_buf_free(d2);
+    mess_buf_free(u1);
+    mess_buf_free(u2);
+    mess_client_free(c);
+    mess_client_free(c2);
+    mess_server_free(s);
+    free(x1);
+}
+
+/* 128-bit labels on the server (issue 12 item 10): the server does not
+ * check labels (they are opaque PRF outputs), so two records whose labels
+ * share their first 64 bits are forced into one upload.  Both are stored
+ * with their full labels, a delete names exactly one of them, and only a
+ * full 128-bit match is refused as "already stored". */
+static void test_label_collision(void)
+{
+    mess_params p = params();
+    mess_client *c = NULL;
+    mess_server *s = NULL;
+    uint64_t ids[2] = {11, 12};
+    uint8_t *up = NULL, *del = NULL, labels[64 * MESS_LABEL_BYTES], deleted[64];
+    size_t len, dlen, rb = 4 + MESS_LABEL_BYTES + p.kappa / 8 + mess_payload_size(&p);
+    size_t hdr = TEST_WIRE_CLIENT_HDR + 8, missing, n, i, found_a = 0, found_b = 0;
+    uint8_t *ra, *rbb, la[MESS_LABEL_BYTES], lb[MESS_LABEL_BYTES];
+    uint32_t shard;
+
+    CHECK_OK(mess_client_new(&p, train, n_train, seed, 0, 2, &c));
+    CHECK_OK(mess_server_new(&p, &s));
+    if (!c || !s)
+        goto out;
+    /* 2 items x t records; find two in one shard (4 records over 4 shards
+     * may all differ: then move the second record into the first's shard) */
+    CHECK_OK(mess_client_upload(c, ids, base, 2, 1, &up, &len));
+    if (!up || len != hdr + 2 * PER_ITEM * rb)
+        goto out;
+    ra = up + hdr;
+    rbb = up + hdr + rb;
+    shard = ra[0];
+    rbb[0] = (uint8_t)shard;
+    memset(la, 0xa5, sizeof la);
+    memcpy(lb, la, sizeof lb);
+    lb[15] = 0xa6; /* same first 8 bytes (and 15), another label */
+    memcpy(ra + 4, la, sizeof la);
+    memcpy(rbb + 4, lb, sizeof lb);
+    /* the rest of the buffer: records 2, 3 must stay in (shard, label) order */
+    {
+        uint8_t *r2 = up + hdr + 2 * rb, *r3 = up + hdr + 3 * rb;
+        r2[0] = r3[0] = (uint8_t)((shard + 1) % SHARDS);
+        memset(r2 + 4, 0x01, MESS_LABEL_BYTES);
+        memset(r3 + 4, 0x02, MESS_LABEL_BYTES);
+        if (shard + 1 == SHARDS) { /* keep shards ascending */
+            r2[0] = r3[0] = (uint8_t)shard;
+            memset(r2 + 4, 0xb0, MESS_LABEL_BYTES);
+            memset(r3 + 4, 0xb1, MESS_LABEL_BYTES);
+        }
+    }
+    CHECK_OK(mess_server_apply_upload(s, up, len, 1));
+    CHECK_OK(mess_server_shard_nodes(s, shard, &n));
+    CHECK(n >= 2 && n <= 64);
+    if (n < 2 || n > 64)
+        goto out;
+    CHECK_OK(mess_server_shard_labels(s, shard, labels, n));
+    for (i = 0; i < n; i++) {
+        found_a += memcmp(labels + i * MESS_LABEL_BYTES, la, MESS_LABEL_BYTES) == 0;
+        found_b += memcmp(labels + i * MESS_LABEL_BYTES, lb, MESS_LABEL_BYTES) == 0;
+    }
+    CHECK(found_a == 1 && found_b == 1);
+    /* a delete of label a: exactly one node goes */
+    CHECK_OK(mess_client_delete(c, ids, 1, &del, &dlen));
+    if (!del)
+        goto out;
+    {
+        uint8_t *rec = del + hdr;
+        del[hdr - 8] = 1; /* n = 1 (u64 LE) */
+        memset(del + hdr - 7, 0, 7);
+        mess_store_u32(rec, shard);
+        memcpy(rec + 4, la, MESS_LABEL_BYTES);
+        CHECK_OK(mess_server_apply_delete(s, del, hdr + 4 + MESS_LABEL_BYTES, &missing));
+        CHECK(missing == 0);
+        CHECK_OK(mess_server_shard_deleted(s, shard, deleted, n));
+        for (i = 0, found_a = 0; i < n; i++)
+            if (deleted[i]) {
+                found_a++;
+                CHECK(memcmp(labels + i * MESS_LABEL_BYTES, la, MESS_LABEL_BYTES) == 0);
+            }
+        CHECK(found_a == 1);
+        /* deleting a again misses; b is still there */
+        CHECK_OK(mess_server_apply_delete(s, del, hdr + 4 + MESS_LABEL_BYTES, &missing));
+        CHECK(missing == 1);
+    }
+    /* the full label b again: refused as already stored */
+    {
+        uint8_t *one = (uint8_t *)malloc(hdr + rb);
+        if (one) {
+            memcpy(one, up, hdr);
+            one[hdr - 8] = 1;
+            memset(one + hdr - 7, 0, 7);
+            memcpy(one + hdr, rbb, rb);
+            CHECK_RC(mess_server_apply_upload(s, one, hdr + rb, 1), MESS_EINVAL);
+            /* and a with its last byte changed is a new label: accepted */
+            memcpy(one + hdr + 4, la, MESS_LABEL_BYTES);
+            one[hdr + 4 + 15] ^= 0x40;
+            CHECK_OK(mess_server_apply_upload(s, one, hdr + rb, 1));
+        }
+        free(one);
+    }
+out:
+    mess_buf_free(up);
+    mess_buf_free(del);
+    mess_client_free(c);
+    mess_server_free(s);
+}
+
+/* Issue 12 item 4, decided in docs/PRIVACY.md: a delete buffer names an
+ * item's t (shard, label) pairs and nothing else (no dummies, no mixing):
+ * exactly t records, in t distinct shards, each deleting exactly one stored
+ * entry.  What it reveals (the t entries of one item) is what the complete
+ * view of the stored-data theorems already grants. */
+static void test_delete_links_t_entries(void)
+{
+    mess_params p = params();
+    mess_client *c = NULL;
+    mess_server *s = NULL;
+    uint64_t ids[40], victim = 1017;
+    uint8_t *up = NULL, *del = NULL, deleted[SHARDS][64];
+    size_t len, dlen, hdr = TEST_WIRE_CLIENT_HDR + 8, i, n, missing, gone = 0;
+    uint32_t j, shards_hit = 0;
+
+    for (i = 0; i < 40; i++)
+        ids[i] = 1000 + i;
+    CHECK_OK(mess_client_new(&p, train, n_train, seed, 0, 2, &c));
+    CHECK_OK(mess_server_new(&p, &s));
+    if (!c || !s)
+        goto out;
+    CHECK_OK(mess_client_upload(c, ids, base, 40, 2, &up, &len));
+    CHECK_OK(mess_server_apply_upload(s, up, len, 2));
+    CHECK_OK(mess_client_delete(c, &victim, 1, &del, &dlen));
+    CHECK(dlen == hdr + PER_ITEM * (4 + MESS_LABEL_BYTES));
+    CHECK(dlen == mess_delete_size(&p, 1));
+    if (!del || dlen != hdr + PER_ITEM * (4 + MESS_LABEL_BYTES))
+        goto out;
+    for (i = 0; i < PER_ITEM; i++)
+        shards_hit |= 1u << mess_load_u32(del + hdr + i * (4 + MESS_LABEL_BYTES));
+    CHECK((size_t)__builtin_popcount(shards_hit) == PER_ITEM);
+    CHECK_OK(mess_server_apply_delete(s, del, dlen, &missing));
+    CHECK(missing == 0);
+    for (j = 0; j < SHARDS; j++) {
+        CHECK_OK(mess_server_shard_nodes(s, j, &n));
+        CHECK(n <= 64);
+        if (n > 64)
+            continue;
+        CHECK_OK(mess_server_shard_deleted(s, j, deleted[j], n));
+        for (i = 0; i < n; i++)
+            if (deleted[j][i]) {
+                gone++;
+                CHECK(shards_hit & (1u << j));
+            }
+    }
+    CHECK(gone == PER_ITEM);
+out:
+    mess_buf_free(up);
+    mess_buf_free(del);
+    mess_client_free(c);
+    mess_server_free(s);
+}
+
+/* Rewrites the body version (its first u32) of a state file. */
+static int set_body_version(const char *path, uint32_t role, uint32_t version)
+{
+    mess_params p;
+    uint8_t *raw = NULL;
+    size_t raw_len = 0;
+    int rc = statefile_read(path, role, NULL, 0, &p, &raw, &raw_len);
+    if (rc != MESS_OK)
+        return rc;
+    mess_store_u32(raw, version);
+    rc = statefile_write(path, role, &p, raw, raw_len, NULL, 0, 0600);
+    statefile_free_raw(raw, raw_len);
+    return rc;
+}
+
+/* D6: wire format 3, server body 3, client body 2; the previous versions
+ * (64-bit labels, no generation map) are refused with MESS_EVERSION. */
+static void test_old_versions_refused(void)
+{
+    mess_params p = params();
+    mess_client *c = NULL, *c2 = NULL;
+    mess_server *s = NULL, *s2 = NULL;
+    uint64_t id = 9;
+    uint8_t *up = NULL, *del = NULL;
+    size_t len, dlen;
+    const char *cp = "build/test_averaging_v.client", *sp = "build/test_averaging_v.server";
+
+    CHECK_OK(mess_client_new(&p, train, n_train, seed, 0, 2, &c));
+    CHECK_OK(mess_server_new(&p, &s));
+    if (!c || !s)
+        goto out;
+    CHECK_OK(mess_client_upload(c, &id, base, 1, 1, &up, &len));
+    CHECK_OK(mess_client_delete(c, &id, 1, &del, &dlen));
+    if (!up || !del)
+        goto out;
+    CHECK(mess_load_u32(up + 4) == 3 && mess_load_u32(del + 4) == 3);
+    mess_store_u32(up + 4, 2);
+    mess_store_u32(del + 4, 2);
+    CHECK_RC(mess_server_apply_upload(s, up, len, 1), MESS_EVERSION);
+    CHECK_RC(mess_server_apply_delete(s, del, dlen, NULL), MESS_EVERSION);
+
+    CHECK_OK(mess_client_save(c, cp, NULL));
+    CHECK_OK(mess_server_save(s, sp));
+    CHECK_OK(set_body_version(cp, STATEFILE_CLIENT, 1));
+    CHECK_OK(set_body_version(sp, STATEFILE_SERVER, 2));
+    CHECK_RC(mess_client_load(cp, NULL, &c2), MESS_EVERSION);
+    CHECK_RC(mess_server_load(sp, NULL, &s2), MESS_EVERSION);
+    CHECK(c2 == NULL && s2 == NULL);
+    CHECK_OK(set_body_version(cp, STATEFILE_CLIENT, 2));
+    CHECK_OK(set_body_version(sp, STATEFILE_SERVER, 3));
+    CHECK_OK(mess_client_load(cp, NULL, &c2));
+    CHECK_OK(mess_server_load(sp, NULL, &s2));
+    remove(cp);
+    remove(sp);
+out:
+    mess_buf_free(up);
+    mess_buf_free(del);
+    mess_client_free(c);
+    mess_client_free(c2);
+    mess_server_free(s);
+    mess_server_free(s2);
+}
+
+int main(void)
+{
+    size_t d2;
+    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
+        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d2) ||
+        d2 != dim || n_base < ITEMS + BACKGROUND) {
+        printf("cannot read the bundled SIFT set\n0 passed, 1 failed\n");
+        return 1;
+    }
+    RUN(test_reinsert_unchanged);
+    RUN(test_reinsert_updates);
+    RUN(test_generations);
+    RUN(test_label_collision);
+    RUN(test_delete_links_t_entries);
+    RUN(test_old_versions_refused);
+    mess_vecs_free(base);
+    mess_vecs_free(train);
+    HARNESS_END();
+}
