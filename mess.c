@@ -65,6 +65,11 @@ struct client_keys {
 };
 
 struct mess_client {
+    /* Guards the mutable state (op counter, memo cache, generation map,
+     * per-handle settings): calls that change it hold it for writing,
+     * calls that only read it (finish, save) for reading.  mess.h,
+     * "Threads". */
+    pthread_rwlock_t lock;
     mess_params p;
     struct client_keys *keys; /* sodium_malloc'd, wiped on free */
     size_t keys_len;
@@ -78,6 +83,28 @@ struct mess_client {
     struct gen_entry *gens;   /* ids ever deleted, ascending by id (saved) */
     size_t ngens;
 };
+
+/* The lock of a client handle, also taken through a const pointer: the
+ * state it guards is not the handle's logical value. */
+static pthread_rwlock_t *client_rwlock(const mess_client *c)
+{
+    return &((mess_client *)(uintptr_t)c)->lock;
+}
+
+static void client_lock(const mess_client *c)
+{
+    pthread_rwlock_wrlock(client_rwlock(c));
+}
+
+static void client_lock_read(const mess_client *c)
+{
+    pthread_rwlock_rdlock(client_rwlock(c));
+}
+
+static void client_unlock(const mess_client *c)
+{
+    pthread_rwlock_unlock(client_rwlock(c));
+}
 
 struct shard_store {
     struct hnsw *graph;
@@ -319,6 +346,7 @@ void mess_client_free(mess_client *c)
 {
     if (!c)
         return;
+    pthread_rwlock_destroy(&c->lock);
     if (c->keys)
         sodium_free(c->keys); /* wipes */
     isohash_free(c->hash);
@@ -352,7 +380,9 @@ int mess_client_set_threads(mess_client *c, unsigned threads)
 {
     if (!c)
         return MESS_EINVAL;
+    client_lock(c);
     c->threads = threads ? threads : 1;
+    client_unlock(c);
     return MESS_OK;
 }
 
@@ -360,7 +390,9 @@ int mess_client_set_verify_all(mess_client *c, int on)
 {
     if (!c)
         return MESS_EINVAL;
+    client_lock(c);
     c->verify_all = on != 0;
+    client_unlock(c);
     return MESS_OK;
 }
 
@@ -376,10 +408,15 @@ static int client_alloc(const mess_params *p, mess_client **out)
     c = (mess_client *)calloc(1, sizeof *c);
     if (!c)
         return MESS_ENOMEM;
+    if (pthread_rwlock_init(&c->lock, NULL) != 0) {
+        free(c);
+        return MESS_ENOMEM;
+    }
     c->p = *p;
     c->threads = 1;
     rc = keys_alloc(c);
     if (rc != MESS_OK) {
+        pthread_rwlock_destroy(&c->lock);
         free(c);
         return rc;
     }
@@ -550,9 +587,9 @@ static int ids_distinct(const uint64_t *ids, size_t n)
     return rc;
 }
 
-int mess_client_upload(mess_client *c, const uint64_t *ids,
-                       const float *vectors, size_t n, unsigned threads,
-                       uint8_t **buf, size_t *len)
+static int client_upload(mess_client *c, const uint64_t *ids,
+                         const float *vectors, size_t n, unsigned threads,
+                         uint8_t **buf, size_t *len)
 {
     struct shard_upload u;
     struct mess_wr w;
@@ -740,8 +777,8 @@ static int gen_mark_deleted(mess_client *c, const uint64_t *ids, size_t n)
     return MESS_OK;
 }
 
-int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
-                       uint8_t **buf, size_t *len)
+static int client_delete(mess_client *c, const uint64_t *ids, size_t n,
+                         uint8_t **buf, size_t *len)
 {
     struct del_rec *recs;
     struct mess_wr w;
@@ -811,8 +848,8 @@ void mess_query_free(mess_query *q)
     free(q);
 }
 
-int mess_client_request(mess_client *c, const float *qv, size_t pool,
-                        mess_query **q_out, uint8_t **req, size_t *req_len)
+static int client_request(mess_client *c, const float *qv, size_t pool,
+                          mess_query **q_out, uint8_t **req, size_t *req_len)
 {
     const mess_params *p;
     mess_query *q = NULL;
@@ -1138,10 +1175,10 @@ static int run_job(struct open_job *o, unsigned workers, parallel_fn fn)
     return o->n ? parallel_for(job_chunks(o, workers), workers, fn, o) : MESS_OK;
 }
 
-int mess_client_finish(mess_client *c, const mess_query *q,
-                       const uint8_t *resp, size_t resp_len, size_t k,
-                       uint64_t *ids, float *dists, size_t *n_out,
-                       mess_finish_stats *stats)
+static int client_finish(const mess_client *c, const mess_query *q,
+                         const uint8_t *resp, size_t resp_len, size_t k,
+                         uint64_t *ids, float *dists, size_t *n_out,
+                         mess_finish_stats *stats)
 {
     const mess_params *p;
     struct mess_rd r;
@@ -1155,12 +1192,15 @@ int mess_client_finish(mess_client *c, const mess_query *q,
     size_t entry_bytes, plain_bytes, total = 0, nclaims = 0, nactive, nok = 0,
            nbest = 0, i, a;
     unsigned workers = 1;
+    int verify_all;
     mess_finish_stats st;
     uint32_t j;
     int rc;
 
     if (!c || !q || !resp || !n_out || (k && (!ids || !dists)))
         return MESS_EINVAL;
+    workers = c->threads ? c->threads : 1;
+    verify_all = c->verify_all;
     *n_out = 0;
     memset(&st, 0, sizeof st);
     memset(&map, 0, sizeof map);
@@ -1204,7 +1244,6 @@ int mess_client_finish(mess_client *c, const mess_query *q,
             goto out;
         }
     }
-    workers = c->threads ? c->threads : 1;
     if (workers > 64)
         workers = 64;
     best = (struct scored *)mess_malloc_array(k ? k : 1, sizeof *best);
@@ -1283,7 +1322,7 @@ int mess_client_finish(mess_client *c, const mess_query *q,
         nactive = kept;
     }
     /* Verify-all: authenticate the copies not opened too, only to count. */
-    if (c->verify_all) {
+    if (verify_all) {
         oj.n = 0;
         for (i = 0; i < total; i++)
             if (!ent[i].opened)
@@ -1907,8 +1946,8 @@ int mess_client_save(const mess_client *c, const char *path,
                                  passphrase ? strlen(passphrase) : 0);
 }
 
-int mess_client_save_pass(const mess_client *c, const char *path,
-                          const char *passphrase, size_t passphrase_len)
+static int client_save(const mess_client *c, const char *path,
+                       const char *passphrase, size_t passphrase_len)
 {
     struct mess_wr w;
     int rc;
@@ -2148,6 +2187,78 @@ done:
     else
         mess_server_free(s);
     statefile_free_raw(raw, raw_len);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * The client's locked entry points (mess.h, "Threads"): each call that
+ * changes the operation counter, the memo cache, the generation map or the
+ * per-handle settings holds the handle's lock for writing throughout, so
+ * such calls from several threads are serialized in some order and none
+ * sees another half done; finish and save only read that state and hold
+ * the lock for reading, so they overlap each other.
+ * ---------------------------------------------------------------------- */
+
+int mess_client_upload(mess_client *c, const uint64_t *ids,
+                       const float *vectors, size_t n, unsigned threads,
+                       uint8_t **buf, size_t *len)
+{
+    int rc;
+    if (!c)
+        return MESS_EINVAL;
+    client_lock(c);
+    rc = client_upload(c, ids, vectors, n, threads, buf, len);
+    client_unlock(c);
+    return rc;
+}
+
+int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
+                       uint8_t **buf, size_t *len)
+{
+    int rc;
+    if (!c)
+        return MESS_EINVAL;
+    client_lock(c);
+    rc = client_delete(c, ids, n, buf, len);
+    client_unlock(c);
+    return rc;
+}
+
+int mess_client_request(mess_client *c, const float *q, size_t pool,
+                        mess_query **q_out, uint8_t **req, size_t *req_len)
+{
+    int rc;
+    if (!c)
+        return MESS_EINVAL;
+    client_lock(c);
+    rc = client_request(c, q, pool, q_out, req, req_len);
+    client_unlock(c);
+    return rc;
+}
+
+int mess_client_finish(const mess_client *c, const mess_query *q,
+                       const uint8_t *resp, size_t resp_len, size_t k,
+                       uint64_t *ids, float *dists, size_t *n_out,
+                       mess_finish_stats *stats)
+{
+    int rc;
+    if (!c)
+        return MESS_EINVAL;
+    client_lock_read(c);
+    rc = client_finish(c, q, resp, resp_len, k, ids, dists, n_out, stats);
+    client_unlock(c);
+    return rc;
+}
+
+int mess_client_save_pass(const mess_client *c, const char *path,
+                          const char *passphrase, size_t passphrase_len)
+{
+    int rc;
+    if (!c)
+        return MESS_EINVAL;
+    client_lock_read(c);
+    rc = client_save(c, path, passphrase, passphrase_len);
+    client_unlock(c);
     return rc;
 }
 

@@ -162,6 +162,38 @@ typedef struct mess_client mess_client;  /* secret: keys, hashes, memo cache */
 typedef struct mess_server mess_server;  /* untrusted: graphs and ciphertexts */
 typedef struct mess_query  mess_query;   /* client-side state of one query */
 
+/* Threads: the contract of each handle.
+ *
+ * mess_client: safe to share between threads.  Every call may be made from
+ *   several threads at once, except mess_client_free (no other call on the
+ *   handle may be running or start).  upload, delete, request and the two
+ *   setters change the handle's state (operation counter, memo cache,
+ *   generation map, settings) and hold its lock for writing for the whole
+ *   call, so they run one at a time, each seeing the others whole; finish
+ *   and save only read that state and hold the lock for reading, so they
+ *   overlap each other (a finish waits only while one of the former runs);
+ *   params, codes, owner and is_deterministic read only what never
+ *   changes.  Deterministic mode draws coins from the operation
+ *   counter: runs repeat only when the calls reach the lock in the same
+ *   order (one thread, or an order the caller imposes).
+ *   tests/test_client_threads.c drives one client from four threads under
+ *   ThreadSanitizer (make tsan).
+ * mess_server: searches may run from many threads at once, together with
+ *   the calls that only read (params, owner, check_owner, stats, save, the
+ *   server view).  apply_upload, apply_delete, compact and set_ef_search
+ *   change the index: no other call on the same server may overlap them
+ *   (a readers-writer lock in the caller: searches share, changes are
+ *   exclusive).
+ * mess_query: made by one client's request, finished with that client
+ *   (another client's keys make every entry fail: MESS_EAUTH).  finish
+ *   does not change it, so it may be finished any number of times (the
+ *   same result for the same response), also from several threads; it
+ *   must be released with mess_query_free, after its last finish.
+ * mess_account_pld: immutable once built; any number of threads may query
+ *   one.  Everything else in this header is a pure function or works on
+ *   caller-owned memory only.
+ */
+
 /* Creates a client: trains the per-shard IsoHash on `train` (n x dim floats,
  * row-major) and draws a 32-byte master key from which the shard AEAD keys,
  * label keys, route key and memo key are derived.
@@ -345,7 +377,7 @@ int mess_client_set_verify_all(mess_client *c, int on);
  * distance, ties by id) to ids/dists; *n_out is how many.  A response that
  * is not for this query's request is MESS_EAUTH; a response in which every
  * entry failed authentication returns MESS_EAUTH too (with stats filled). */
-int mess_client_finish(mess_client *c, const mess_query *q,
+int mess_client_finish(const mess_client *c, const mess_query *q,
                        const uint8_t *resp, size_t resp_len, size_t k,
                        uint64_t *ids, float *dists, size_t *n_out,
                        mess_finish_stats *stats);
