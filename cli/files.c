@@ -170,3 +170,19 @@ int cli_write_ids(const char *path, const char *what, const uint64_t *ids,
     free(v);
     return rc == MESS_OK ? CLI_OK : cli_fail(what, path, rc);
 }
+
+int cli_check_training(const char *path, size_t n, const mess_params *p)
+{
+    size_t need = (p->kappa < p->dim ? p->kappa : p->dim) + 1;
+    if (n < need) {
+        cli_error("%s: %zu training rows; the hash of %u bits on %u dimensions "
+                  "needs at least %zu (min(bits, dim) + 1) and works well from "
+                  "about %d", path, n, p->kappa, p->dim, need, CLI_TRAIN_WARN);
+        return -1;
+    }
+    if (n < CLI_TRAIN_WARN)
+        fprintf(stderr, "mess: warning: %s: only %zu training rows (fewer than "
+                "%d): each shard's hash is estimated from few rows; check recall on "
+                "your data (mess plan, mess query --gt)\n", path, n, CLI_TRAIN_WARN);
+    return 0;
+}

@@ -183,6 +183,10 @@ static int plan_client(struct cli_args *a, mess_client **c)
     if (rc != CLI_OK)
         return rc;
     p.dim = (uint32_t)dim;
+    if (cli_check_training(train, n, &p)) {
+        mess_vecs_free(x);
+        return CLI_FAIL;
+    }
     rc = mess_params_check(&p); /* the options were checked one by one */
     if (rc != MESS_OK) {
         mess_vecs_free(x);

@@ -79,6 +79,10 @@ int cli_cmd_init(int argc, char **argv)
     if (rc != CLI_OK)
         return rc;
     p.dim = (uint32_t)dim;
+    if (cli_check_training(train, n, &p)) {
+        mess_vecs_free(x);
+        return CLI_FAIL;
+    }
     rc = mess_params_check(&p); /* the options were checked one by one */
     if (rc != MESS_OK) {
         mess_vecs_free(x);

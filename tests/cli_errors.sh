@@ -164,4 +164,19 @@ printf '\003\000\000\000\000\000\200\077\000\000\300\177\000\000\200\077' >>"$tm
 expect 1 "NaN in a vector file" "nan\.fvecs: row 1 \(from 0\), component 1 is NaN; training file must be finite" \
     $MESS init --client "$tmp/c9" --server "$tmp/s9" --train "$tmp/nan.fvecs"
 
+# 13.8: a training set too small for the shards' dimensions is refused, a
+# small one warned about
+head -c $((132 * 10)) $D/learn.bvecs >"$tmp/ten.bvecs"
+expect 1 "10 training rows" "ten\.bvecs: 10 training rows; the hash of 128 bits on 128 dimensions needs at least 129 \(min\(bits, dim\) \+ 1\)" \
+    $MESS init --client "$tmp/c9" --server "$tmp/s9" --train "$tmp/ten.bvecs"
+[ -e "$tmp/c9" ] && bad "a client was written from 10 rows" || ok "nothing written for 10 training rows"
+expect 1 "10 training rows in plan" "ten\.bvecs: 10 training rows" \
+    $MESS plan --train "$tmp/ten.bvecs" --data "$tmp/three.bvecs" --queries "$tmp/q0.bvecs" -k 1
+if $MESS init --client "$tmp/c9" --server "$tmp/s9" --train "$tmp/train.bvecs" --shards 2 --per-item 1 >"$tmp/out" 2>"$tmp/err" &&
+    grep -q "warning: .*train\.bvecs: only 300 training rows (fewer than 1000)" "$tmp/err"; then
+    ok "300 training rows: accepted with a warning"
+else
+    bad "300 training rows: $(cat "$tmp/err")"
+fi
+
 finish

@@ -8,7 +8,7 @@ MESS=${MESS:-build/mess}
 D=datasets/sift
 C="$tmp/client.mess"
 S="$tmp/server.mess"
-head -c $((132 * 50)) $D/base.bvecs >"$tmp/few.bvecs"
+head -c $((132 * 100)) $D/base.bvecs >"$tmp/few.bvecs" # 100 rows: init needs min(bits, dim) + 1 = 65 at 64 bits
 
 if $MESS init --client "$C" --server "$S" --train $D/learn.bvecs --shards 2 \
     --per-item 1 --bits 64 --train-sample 500 >/dev/null 2>"$tmp/err"; then
