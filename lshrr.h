@@ -4,7 +4,7 @@
  *
  * Paper sections 3.2 and 4.3: every bit of a code flips independently with
  * probability p (LSHRR, Fernandes et al.).  A query is perturbed twice: a
- * permanent report (PRR, p_PRR) memoised per logical query, RAPPOR-style, so
+ * permanent report (PRR, p_PRR), a keyed PRF of the logical query, so
  * repeated submissions cannot be averaged, then a fresh instantaneous report
  * (IRR, p_IRR) per submission, so repeats cannot be linked.  The effective
  * per-bit flip is p_q = a(1-b) + b(1-a).
@@ -40,36 +40,22 @@ int lshrr_flip_geometric(struct mess_rng *r, uint64_t *code, uint32_t bits,
 /* p_q = a(1-b) + b(1-a). */
 double lshrr_effective_p(double a, double b);
 
-/* The PRR memo cache: BLAKE2b(memo key; dim | query bytes) -> the M
- * permanent reports of that query.  A "logical query" is the exact vector
- * (bit for bit, -0 = +0): a re-embedded text that differs in one float is
- * another query with its own report.  Holds at most `capacity` queries;
- * when full, the least recently used one is evicted (O(1): hash table plus
- * a recency list).  An evicted query that comes back gets a fresh permanent
- * report, so the server may then hold two independent reports of it, and
- * an averaging attack gets one more sample: eviction trades memory for
- * privacy (docs/ENCODING.md).  Repeating a query while it is cached costs
- * nothing beyond the IRR. */
-struct lshrr_memo;
-
-int lshrr_memo_new(size_t capacity, uint32_t shards, uint32_t kappa,
-                   const uint8_t key[32], struct lshrr_memo **out);
-void lshrr_memo_free(struct lshrr_memo *m);
-size_t lshrr_memo_count(const struct lshrr_memo *m);
-
-/* Writes the M reports to send for `query` (dim floats) whose clean codes
- * are clean[M x kappa/64]: the memoised PRR (drawn with p_prr on a miss and
- * stored, possibly evicting the least recently used query) with fresh IRR
- * flips (p_irr).  *memo_hit tells whether the PRR came from the cache.
- * On error the cache is unchanged. */
-int lshrr_query_report(struct lshrr_memo *m, struct mess_rng *r,
-                       const float *query, size_t dim, const uint64_t *clean,
-                       double p_prr, double p_irr, uint64_t *out,
-                       int *memo_hit);
-
-int lshrr_memo_serialize(const struct lshrr_memo *m, struct mess_wr *w);
-/* Hostile input: every count is checked; the key is the client's memo key. */
-int lshrr_memo_deserialize(struct mess_rd *r, const uint8_t key[32],
-                           struct lshrr_memo **out);
+/* The report to send for a query: the permanent report (PRR, p_prr) then
+ * fresh instantaneous flips (IRR, p_irr) from r.  The PRR is a PRF of the
+ * logical query, RAPPOR's memoisation without a cache: its coins are a
+ * ChaCha20 stream keyed by BLAKE2b-256(key; u64 dim | the query's float
+ * bytes, -0 taken as +0), one lshrr_flip per shard in order.  A "logical
+ * query" is the exact vector (bit for bit): a re-embedded text that
+ * differs in one float is another query with its own report.  The same
+ * query always gets the same PRR, whatever happened before (a failed
+ * query, a client not saved, a restored backup), so the server never sees
+ * two permanent reports of one query; nothing is stored.
+ * clean: shards x kappa/64 words; out the same.  MESS_EINVAL for a NULL
+ * argument, dim == 0, kappa not a positive multiple of 64 or a probability
+ * outside [0, 1/2]; out is wiped on error. */
+int lshrr_query_report(const uint8_t key[32], struct mess_rng *r,
+                       const float *query, size_t dim, uint32_t shards,
+                       uint32_t kappa, const uint64_t *clean, double p_prr,
+                       double p_irr, uint64_t *out);
 
 #endif

@@ -8,7 +8,8 @@
  *   context "MESSpprf" id j : payload PRF key of shard j
  *   context "MESSlabl" id j : label PRF key of shard j
  *   context "MESSrout" id 0 : Route PRF key
- *   context "MESSmemo" id 0 : key of the PRR memo cache
+ *   context "MESSmemo" id 0 : PRR key: the permanent report is a PRF of the
+ *                             query under it (lshrr.h)
  *   context "MESScoin" id 0 : randomized-response seed (deterministic mode)
  *   context "MESShash" id 0 : IsoHash training seed
  *   context "MESSownr" id 0 : owner key; the owner tag (mess.h) is
@@ -38,7 +39,6 @@
 #include "wire.h"
 
 #define KEY_BYTES 32
-#define DEFAULT_MEMO_CAPACITY 4096
 #define CLIENT_BODY_VERSION 2
 #define SERVER_BODY_VERSION 3
 #define LABEL_BYTES MESS_LABEL_BYTES
@@ -74,7 +74,6 @@ struct mess_client {
     struct client_keys *keys; /* sodium_malloc'd, wiped on free */
     size_t keys_len;
     struct isohash *hash;
-    struct lshrr_memo *memo;
     int deterministic;        /* coins from a ChaCha20 stream keyed by keys->coin */
     uint64_t op_counter;      /* separates deterministic streams per operation */
     unsigned threads;         /* workers opening response entries (not saved) */
@@ -132,7 +131,6 @@ struct mess_query {
     uint32_t dim;
     uint8_t request_id[WIRE_REQUEST_ID_BYTES];
     uint16_t *budgets;
-    int memo_hit;
 };
 
 /* ------------------------------------------------------------------------
@@ -350,7 +348,6 @@ void mess_client_free(mess_client *c)
     if (c->keys)
         sodium_free(c->keys); /* wipes */
     isohash_free(c->hash);
-    lshrr_memo_free(c->memo);
     free(c->gens);
     free(c);
 }
@@ -425,8 +422,7 @@ static int client_alloc(const mess_params *p, mess_client **out)
 }
 
 int mess_client_new(const mess_params *p, const float *train, size_t n,
-                    const uint8_t *seed, size_t memo_capacity,
-                    unsigned threads, mess_client **out)
+                    const uint8_t *seed, unsigned threads, mess_client **out)
 {
     struct isohash_params hp;
     mess_client *c;
@@ -459,9 +455,6 @@ int mess_client_new(const mess_params *p, const float *train, size_t n,
     memcpy(hp.seed, c->keys->hash, 32);
     rc = isohash_train(&hp, train, n, &c->hash);
     sodium_memzero(hp.seed, sizeof hp.seed);
-    if (rc == MESS_OK)
-        rc = lshrr_memo_new(memo_capacity ? memo_capacity : DEFAULT_MEMO_CAPACITY,
-                            p->shards, p->kappa, c->keys->memo, &c->memo);
     if (rc != MESS_OK) {
         mess_client_free(c);
         return rc;
@@ -889,8 +882,8 @@ static int client_request(mess_client *c, const float *qv, size_t pool,
         goto fail;
     }
     memcpy(q->q, qv, (size_t)p->dim * sizeof(float));
-    /* The whole request is allocated before the memo cache and the op
-     * counter change: a failed call leaves the client as it was. */
+    /* The whole request is allocated before the op counter changes: a
+     * failed call leaves the client as it was. */
     wire_header_owned(&w, WIRE_REQUEST, p, c->owner);
     dst = mess_wr_reserve(&w, sizeof q->request_id + 2 * (size_t)p->shards +
                                   (size_t)p->shards * wire_code_bytes(p));
@@ -903,8 +896,8 @@ static int client_request(mess_client *c, const float *qv, size_t pool,
     if (rc != MESS_OK)
         goto fail;
     coins_init(c, &rng, c->op_counter, COIN_QUERY, 0, 0);
-    rc = lshrr_query_report(c->memo, &rng, qv, p->dim, clean, p->p_prr,
-                            p->p_irr, report, &q->memo_hit);
+    rc = lshrr_query_report(c->keys->memo, &rng, qv, p->dim, p->shards,
+                            p->kappa, clean, p->p_prr, p->p_irr, report);
     /* The request id and the rotation of the pool split are fresh coins,
      * independent of the clean query (access-pattern theorem, 5.2.3). */
     mess_rng_bytes(&rng, q->request_id, sizeof q->request_id);
@@ -1205,7 +1198,6 @@ static int client_finish(const mess_client *c, const mess_query *q,
     memset(&st, 0, sizeof st);
     memset(&map, 0, sizeof map);
     memset(&oj, 0, sizeof oj);
-    st.memo_hit = q->memo_hit;
     p = &c->p;
     entry_bytes = payload_entry_bytes(p);
     plain_bytes = payload_plain_bytes(p);
@@ -1932,7 +1924,7 @@ int mess_server_stats_get(const mess_server *s, mess_server_stats *out)
  * State files
  *
  * Client body: u32 version (2) | u8 deterministic | u64 op counter |
- *              master key[32] | isohash | memo cache |
+ *              master key[32] | isohash |
  *              u64 g | g x (u64 id | u32 generation | u8 deleted),
  *              ids strictly ascending (the generation map)
  * Server body: u32 version (3) | u8 owned | owner tag[16] (zero if not
@@ -1962,8 +1954,6 @@ static int client_save(const mess_client *c, const char *path,
      * would leave copies of it in freed memory. */
     mess_wr_bytes(&w, placeholder, KEY_BYTES);
     rc = isohash_serialize(c->hash, &w);
-    if (rc == MESS_OK)
-        rc = lshrr_memo_serialize(c->memo, &w);
     if (rc == MESS_OK) {
         size_t i;
         mess_wr_u64(&w, (uint64_t)c->ngens);
@@ -2051,19 +2041,6 @@ int mess_client_load_pass(const char *path, const char *passphrase,
     c->deterministic = det;
     keys_derive(c);
     rc = isohash_deserialize(&r, &c->hash);
-    if (rc == MESS_OK) {
-        /* The memo cache writes M x kappa/64 words per report into buffers
-         * sized by the parameters: its shape must be theirs (u64 capacity,
-         * u32 shards, u32 kappa lead its section). */
-        struct mess_rd peek = r;
-        uint64_t cap;
-        uint32_t shards, kappa;
-        if (mess_rd_u64(&peek, &cap) || mess_rd_u32(&peek, &shards) ||
-            mess_rd_u32(&peek, &kappa) || shards != p.shards || kappa != p.kappa)
-            rc = MESS_EFORMAT;
-    }
-    if (rc == MESS_OK)
-        rc = lshrr_memo_deserialize(&r, c->keys->memo, &c->memo);
     if (rc == MESS_OK)
         rc = gens_deserialize(&r, c);
     if (rc != MESS_OK)

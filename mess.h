@@ -129,7 +129,7 @@ typedef struct mess_params {
     uint32_t shards;          /* M: number of HNSW graphs */
     uint32_t per_item;        /* t: shards each item is stored in, 1..M */
     double   p_store;         /* p_D: storage-side flip probability, [0, 1/2] */
-    double   p_prr;           /* permanent (memoised) query flip probability */
+    double   p_prr;           /* permanent (per logical query) flip probability */
     double   p_irr;           /* instantaneous query flip probability */
     uint32_t hnsw_m;          /* M_hnsw: links per node (2*M_hnsw at layer 0) */
     uint32_t ef_construction; /* HNSW build beam width */
@@ -158,7 +158,7 @@ double mess_split_flip(double p_q);
 /* ------------------------------------------------------------------------
  * Roles
  * ---------------------------------------------------------------------- */
-typedef struct mess_client mess_client;  /* secret: keys, hashes, memo cache */
+typedef struct mess_client mess_client;  /* secret: keys, hashes, generation map */
 typedef struct mess_server mess_server;  /* untrusted: graphs and ciphertexts */
 typedef struct mess_query  mess_query;   /* client-side state of one query */
 
@@ -196,7 +196,7 @@ typedef struct mess_query  mess_query;   /* client-side state of one query */
 
 /* Creates a client: trains the per-shard IsoHash on `train` (n x dim floats,
  * row-major) and draws a 32-byte master key from which the shard AEAD keys,
- * label keys, route key and memo key are derived.
+ * label keys, route key, PRR key and storage-coin key are derived.
  *
  * The training set is separate from the indexed data on purpose: the privacy
  * analysis treats the hash as fixed, i.e. trained on public data or data
@@ -206,11 +206,12 @@ typedef struct mess_query  mess_query;   /* client-side state of one query */
  *       bytes for deterministic experiment mode: keys, hash training and
  *       every randomized-response coin follow from the seed, so runs repeat.
  *       Keep the seed as secret as the master key.
- * memo_capacity: queries whose permanent reports are memoised; 0 = 4096.
- * threads: worker threads for training (0 = 1). */
+ * threads: worker threads for training (0 = 1).
+ * (This took a memo_capacity argument until the PRR memo cache went:
+ * the permanent report is now a PRF of the query; see
+ * mess_client_request.) */
 int mess_client_new(const mess_params *p, const float *train, size_t n,
-                    const uint8_t *seed, size_t memo_capacity,
-                    unsigned threads, mess_client **out);
+                    const uint8_t *seed, unsigned threads, mess_client **out);
 void mess_client_free(mess_client *c);
 int mess_client_params(const mess_client *c, mess_params *out);
 /* 1 if the client was created from a seed (deterministic experiment mode),
@@ -335,9 +336,16 @@ void mess_buf_free(uint8_t *buf);
 
 /* Builds a request for query q (dim floats) with total candidate pool B =
  * `pool` (split as evenly as possible over the M shards).  The M codes are
- * the memoised permanent report of q (RAPPOR-style, keyed by a secret hash
- * of q) with fresh instantaneous flips; nothing in the request is derived
- * from the clean query otherwise.  *q_out keeps what finish() needs. */
+ * the permanent report of q (flips p_PRR) with fresh instantaneous flips
+ * (p_IRR); nothing in the request is derived from the clean query
+ * otherwise.  The permanent report is a keyed PRF of q (the exact floats,
+ * -0 as +0): the same query always gets the same one, whether or not an
+ * earlier request failed or the client was saved since, so retries after a
+ * failure redraw only the instantaneous flips (RAPPOR's memoisation with
+ * nothing stored).  Deterministic mode: the instantaneous flips, request
+ * id and pool rotation follow the operation counter, which a request
+ * advances; save the client after requests or two runs repeat them.
+ * *q_out keeps what finish() needs. */
 int mess_client_request(mess_client *c, const float *q, size_t pool,
                         mess_query **q_out, uint8_t **req, size_t *req_len);
 
@@ -355,7 +363,6 @@ typedef struct mess_finish_stats {
     size_t auth_failures;  /* opened entries rejected by AEAD (dropped) */
     size_t unopened;       /* further copies of an id already authenticated,
                               not opened (0 with verify-all) */
-    int memo_hit;          /* the permanent report came from the memo cache */
 } mess_finish_stats;
 
 /* Worker threads mess_client_finish uses to open response entries (default

@@ -159,7 +159,7 @@ static int build(const struct dataset *d, const mess_params *p,
         return MESS_ENOMEM;
     for (i = 0; i < d->nb; i++)
         ids[i] = i;
-    rc = mess_client_new(p, d->learn, d->nl, seed, 0, threads, c);
+    rc = mess_client_new(p, d->learn, d->nl, seed, threads, c);
     res->train_s = cli_wall_s() - t0;
     /* the build proper: hash, perturb, encrypt (client), insert (server) */
     t0 = cli_wall_s();

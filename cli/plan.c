@@ -193,7 +193,7 @@ static int plan_client(struct cli_args *a, mess_client **c)
         cli_error("invalid parameters: %s", mess_strerror(rc));
         return CLI_USAGE;
     }
-    rc = mess_client_new(&p, x, n, have_seed ? seed : NULL, 0, (unsigned)threads, c);
+    rc = mess_client_new(&p, x, n, have_seed ? seed : NULL, (unsigned)threads, c);
     mess_vecs_free(x);
     if (rc != MESS_OK) {
         cli_error("cannot train the client: %s", mess_strerror(rc));

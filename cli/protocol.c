@@ -25,14 +25,13 @@ static void progress(const char *what, size_t done, size_t total)
 static const char init_help[] =
     "usage: mess init --client C --server S --train FILE [options]\n"
     "\n"
-    "Creates a client state (secret: keys, per-shard IsoHash, memo cache) and\n"
+    "Creates a client state (secret: keys, per-shard IsoHash) and\n"
     "an empty server state for the same public parameters.  FILE (.fvecs or\n"
     ".bvecs) trains the hashes; it should be public data or data outside the\n"
     "protected set (the privacy analysis treats the hash as fixed).\n"
     "\n";
 
 static const char init_help_tail[] =
-    "  --memo N            queries kept in the PRR memo cache (4096)\n"
     "  --seed-env V        deterministic mode: the 32-byte seed as 64 hex digits in $V\n"
     "  --seed-file F       ... or in file F (never on the command line: the seed is\n"
     "                      the master key; for reproducible experiments only)\n"
@@ -43,7 +42,7 @@ int cli_cmd_init(int argc, char **argv)
 {
     struct cli_args a;
     const char *cpath, *spath, *train, *pass;
-    long memo, threads;
+    long threads;
     uint8_t seed[32];
     int have_seed;
     mess_params p;
@@ -71,7 +70,6 @@ int cli_cmd_init(int argc, char **argv)
         return CLI_USAGE;
     }
     if (cli_params_options(&a, 1, &p) ||
-        cli_opt_long(&a, "--memo", 1, 100000000, 4096, &memo) ||
         cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
         cli_passphrase(&a, &pass) || cli_check_unused(&a))
         return CLI_USAGE;
@@ -89,7 +87,7 @@ int cli_cmd_init(int argc, char **argv)
         return cli_fail("invalid parameters", NULL, rc);
     }
     t0 = cli_wall_s();
-    rc = mess_client_new(&p, x, n, have_seed ? seed : NULL, (size_t)memo,
+    rc = mess_client_new(&p, x, n, have_seed ? seed : NULL,
                          (unsigned)threads, &c);
     mess_vecs_free(x);
     if (rc != MESS_OK)
@@ -326,8 +324,11 @@ static const char query_help[] =
     "  --verify-all    authenticate every entry, not one copy per id (same\n"
     "                  results; auth_failures then counts every tampered copy)\n"
     "\n"
-    "The client state is saved afterwards: its memo cache holds the permanent\n"
-    "reports, so repeating a query later reuses them (averaging defence).\n"
+    "A query's permanent report is a keyed function of the query, so asking\n"
+    "it again (after a failure too) redraws only the instantaneous flips.\n"
+    "The client file is not written by a production client; a deterministic\n"
+    "(--seed) client is saved after its requests, on every exit, so its\n"
+    "operation counter never repeats a coin stream.\n"
     "Last line: {\"queries\",\"k\",\"pool\",\"mean_request_bytes\",\n"
     "\"mean_response_bytes\",\"mean_candidates\",\"mean_unique_candidates\",\n"
     "\"server_ms_per_query\",\"client_ms_per_query\",\"auth_failures\",\n"
@@ -343,9 +344,9 @@ int cli_cmd_query(int argc, char **argv)
     mess_params p;
     float *q = NULL, *dists = NULL;
     uint64_t *gt = NULL, *out = NULL, *ids = NULL;
-    size_t n, dim, gn = 0, gk = 0, i, hits = 0, auth = 0, unopened = 0, memo_hits = 0;
+    size_t n, dim, gn = 0, gk = 0, i, hits = 0, auth = 0, unopened = 0;
     double req_b = 0, resp_b = 0, cand = 0, uniq = 0, t_srv = 0, t_cli = 0;
-    int rc, verify_all;
+    int rc, verify_all, requested = 0;
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -420,6 +421,7 @@ int cli_cmd_query(int argc, char **argv)
             rc = cli_fail("client request", NULL, rc);
             goto done;
         }
+        requested = 1;
         t1 = cli_wall_s();
         rc = mess_server_search(s, req, req_len, (unsigned)threads, &resp, &resp_len);
         t2 = cli_wall_s();
@@ -444,7 +446,6 @@ int cli_cmd_query(int argc, char **argv)
         uniq += (double)st.unique;
         auth += st.auth_failures;
         unopened += st.unopened;
-        memo_hits += (size_t)st.memo_hit;
         for (j = 0; j < (size_t)k; j++)
             out[i * (size_t)k + j] = j < got ? ids[j] : CLI_NO_ID;
         if (gt) {
@@ -460,23 +461,33 @@ int cli_cmd_query(int argc, char **argv)
     }
     if (outp && (rc = cli_write_ids(outp, "--out", out, n, (size_t)k)) != CLI_OK)
         goto done;
-    rc = save_both(&a, c, cpath, NULL, NULL);
-    if (rc != CLI_OK)
-        goto done;
+    /* deterministic mode: the counter moved; saved here, before the
+     * summary, so a failed save is the command's failure */
+    if (mess_client_is_deterministic(c)) {
+        requested = 0;
+        rc = save_both(&a, c, cpath, NULL, NULL);
+        if (rc != CLI_OK)
+            goto done;
+    }
     printf("{\"queries\":%zu,\"k\":%ld,\"pool\":%ld,\"mean_request_bytes\":%.1f,"
            "\"mean_response_bytes\":%.1f,\"mean_bytes_per_query\":%.1f,"
            "\"mean_candidates\":%.2f,\"mean_unique_candidates\":%.2f,"
            "\"server_ms_per_query\":%.4f,\"client_ms_per_query\":%.4f,"
-           "\"auth_failures\":%zu,\"unopened\":%zu,\"memo_hits\":%zu",
+           "\"auth_failures\":%zu,\"unopened\":%zu",
            n, k, pool, n ? req_b / n : 0.0, n ? resp_b / n : 0.0,
            n ? (req_b + resp_b) / n : 0.0, n ? cand / n : 0.0,
            n ? uniq / n : 0.0, n ? 1e3 * t_srv / n : 0.0,
-           n ? 1e3 * t_cli / n : 0.0, auth, unopened, memo_hits);
+           n ? 1e3 * t_cli / n : 0.0, auth, unopened);
     if (gt)
         printf(",\"recall\":%.4f", n ? (double)hits / ((double)n * k) : 0.0);
     printf("}\n");
     rc = CLI_OK;
 done:
+    /* an error after a request: a deterministic client still saves its
+     * counter (a production client is never written by a query) */
+    if (requested && c && mess_client_is_deterministic(c) &&
+        save_both(&a, c, cpath, NULL, NULL) != CLI_OK && rc == CLI_OK)
+        rc = CLI_FAIL;
     mess_vecs_free(q);
     free(gt);
     free(ids);
@@ -538,7 +549,8 @@ int cli_cmd_delete(int argc, char **argv)
         rc = rc == MESS_EINVAL ? (cli_error("--ids: an id is repeated"), CLI_USAGE)
                                : cli_fail("delete", NULL, rc);
     } else {
-        rc = save_both(&a, NULL, NULL, s, spath);
+        /* the client too: it records the deleted ids' generations */
+        rc = save_both(&a, c, cpath, s, spath);
         mess_client_params(c, &p);
         if (rc == CLI_OK)
             printf("{\"ids\":%zu,\"entries\":%zu,\"missing_entries\":%zu,\"delete_bytes\":%zu}\n",

@@ -59,7 +59,7 @@ int main(int argc, char **argv)
      * effective query flip 0.08, efConstruction = 300. */
     mess_params_default(&p, (uint32_t)d);
     t0 = now();
-    if ((rc = mess_client_new(&p, train, nt, NULL, 0, threads, &c)) != MESS_OK)
+    if ((rc = mess_client_new(&p, train, nt, NULL, threads, &c)) != MESS_OK)
         return fail("client", rc);
     if ((rc = mess_server_new(&p, &s)) != MESS_OK)
         return fail("server", rc);

@@ -1,6 +1,6 @@
 /*
  * fuzz_client_state.c - mess_client_load on hostile client state files
- * (container, zstd frame, key block, IsoHash, memo cache), then uses any
+ * (container, zstd frame, key block, IsoHash, generation map), then uses any
  * client it accepted: a loaded client must be safe to query and upload with.
  */
 #include <unistd.h>

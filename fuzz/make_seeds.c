@@ -194,14 +194,19 @@ int main(void)
         sp.per_item = 1;
         sp.hnsw_m = 4;
         sp.ef_construction = 16;
-        if ((rc = mess_client_new(&sp, small, 500, seed, 2, 1, &c)) != MESS_OK)
+        if ((rc = mess_client_new(&sp, small, 500, seed, 1, &c)) != MESS_OK)
             die("small client", rc);
-        {   /* one memoised query, so the memo section is not empty */
+        {   /* one query (the counter moves) and two deletes, so the
+             * generation map is not empty */
             mess_query *q;
             uint8_t *req;
+            uint64_t gone[2] = {3, 77};
             if ((rc = mess_client_request(c, small, 4, &q, &req, &len)) != MESS_OK)
                 die("small request", rc);
             mess_query_free(q);
+            mess_buf_free(req);
+            if ((rc = mess_client_delete(c, gone, 2, &req, &len)) != MESS_OK)
+                die("small delete", rc);
             mess_buf_free(req);
         }
         if ((rc = mess_client_save(c, "build/seed.client", NULL)) != MESS_OK)

@@ -82,7 +82,7 @@ const struct fuzz_fixture *fuzz_fixture(void)
         fprintf(stderr, "fuzz setup: the SIFT set is too small\n");
         exit(2);
     }
-    must(mess_client_new(&fx.p, train, FUZZ_TRAIN, seed, 16, 1, &fx.client),
+    must(mess_client_new(&fx.p, train, FUZZ_TRAIN, seed, 1, &fx.client),
          "client");
     for (i = 0; i < FUZZ_ITEMS; i++)
         ids[i] = fuzz_item_id(i);

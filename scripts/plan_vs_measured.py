@@ -66,8 +66,8 @@ def main():
     M = init["shards"]
     run([a.mess, "insert", "--client", c, "--server", s, os.path.join(d, "base.bvecs"),
          "--threads", a.threads])
-    # The prediction first: `mess query` saves the client (memo cache) and
-    # the plan only reads the hashes, which queries do not change.
+    # The prediction first: the plan only reads the hashes, which queries
+    # do not change.
     plan = run([a.mess, "plan", "--client", c, "--data", os.path.join(d, "base.bvecs"),
                 "--queries", os.path.join(d, "query.bvecs"), "--gt", gt, "-k", a.k,
                 "--pools", ",".join(map(str, pools)), "--threads", a.threads])

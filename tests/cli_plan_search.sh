@@ -42,7 +42,7 @@ check() {
         bad "$name: init/insert ($(head -c 200 "$d/err"))"
         return
     fi
-    # plan first: mess query saves the client (its memo), plan reads it
+    # plan first: plan reads the client, which a production query never writes
     if ! "$MESS" plan --client "$d/c" --data "$data" --queries "$queries" --gt "$gt" \
             --pools "$pools" --threads 2 >"$d/plan" 2>"$d/plan.err"; then
         bad "$name: plan ($(head -c 300 "$d/plan.err"))"

@@ -799,7 +799,7 @@ static void test_plan_recall_sift(void)
     p.per_item = 2;
     p.kappa = 64;
     p.train_sample = 1000;
-    CHECK_OK(mess_client_new(&p, learn, nl, seed, 0, 1, &c));
+    CHECK_OK(mess_client_new(&p, learn, nl, seed, 1, &c));
     if (!c)
         goto out;
     CHECK_OK(mess_plan_recall(c, base, n, q, nqs, NULL, k, pools, 6, 2, r1));
@@ -866,7 +866,7 @@ static void test_plan_recall_sift(void)
     c = NULL;
     p.p_store = 0.02;
     p.p_prr = p.p_irr = mess_split_flip(0.02);
-    CHECK_OK(mess_client_new(&p, learn, nl, seed, 0, 1, &c));
+    CHECK_OK(mess_client_new(&p, learn, nl, seed, 1, &c));
     if (c) {
         CHECK_OK(mess_plan_recall(c, base, n, q, nqs, NULL, k, pools, 6, 1, r3));
         CHECK(r3[1] > r1[1] && r3[2] > r1[2]);

@@ -63,7 +63,7 @@ static int build(unsigned threads, mess_client **c, mess_server **s, uint8_t **u
     int rc;
     for (i = 0; i < N_ITEMS; i++)
         ids[i] = 5000 + i;
-    rc = mess_client_new(&params, train, n_train, seed, 0, threads, c);
+    rc = mess_client_new(&params, train, n_train, seed, threads, c);
     if (rc == MESS_OK)
         rc = mess_server_new(&params, s);
     if (rc == MESS_OK)

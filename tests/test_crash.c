@@ -211,7 +211,7 @@ static void test_server_kills(void)
     p.train_sample = 1000;
     for (i = 0; i < N_OLD + N_NEW; i++)
         ids[i] = 1000 + i;
-    CHECK_OK(mess_client_new(&p, train, n_train, seed, 0, 2, &srv_client));
+    CHECK_OK(mess_client_new(&p, train, n_train, seed, 2, &srv_client));
     CHECK_OK(mess_server_new(&p, &srv_old));
     CHECK_OK(mess_server_new(&p, &srv_new));
     CHECK_OK(mess_client_upload(srv_client, ids, base, N_OLD, 2, &buf, &len));
@@ -296,11 +296,11 @@ static void test_client_kills(void)
     p.per_item = 4;
     p.train_sample = 1000;
     p.dim = (uint32_t)dim;
-    CHECK_OK(mess_client_new(&p, train, n_train, seed_a, 0, 2, &cli_old));
+    CHECK_OK(mess_client_new(&p, train, n_train, seed_a, 2, &cli_old));
     snprintf(path, sizeof path, "%s/client.mess", dir);
     snprintf(path2, sizeof path2, "%s/client-new.mess", dir);
     CHECK_OK(mess_client_save(cli_old, path, NULL));
-    /* the new state: the same client after 50 queries (memo cache, counter) */
+    /* the new state: the same client after 50 queries (its counter) */
     CHECK_OK(mess_client_load(path, NULL, &cli_new));
     for (i = 0; cli_new && i < 50; i++) {
         mess_query *q;

@@ -506,7 +506,7 @@ int main(void)
     entry_bytes = mess_payload_size(&params);
     for (i = 0; i < N_ITEMS; i++)
         ids[i] = item_id(i);
-    if (mess_client_new(&params, train, n_train, seed, 0, 1, &client) ||
+    if (mess_client_new(&params, train, n_train, seed, 1, &client) ||
         mess_server_new(&params, &server) ||
         mess_client_upload(client, ids, base, N_ITEMS, 1, &upload, &upload_len) ||
         mess_server_apply_upload(server, upload, upload_len, 1)) {

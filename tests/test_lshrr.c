@@ -1,6 +1,7 @@
 /*
  * test_lshrr.c - randomized response: exact flip rates, independence,
- * reproducibility, the PRR memo cache and the (PRR, IRR) composition.
+ * reproducibility, the PRR as a PRF of the query and the (PRR, IRR)
+ * composition.
  */
 #include <math.h>
 #include <sodium.h>
@@ -201,70 +202,52 @@ static void test_reproducible(void)
     mess_rng_wipe(&b);
 }
 
-static void test_memo(void)
+/* The permanent report is a PRF of the query (no cache): the same query
+ * gets the same PRR under one key, -0 as +0, whatever was asked in between;
+ * another query or another key gets another one. */
+static void test_prr_prf(void)
 {
-    struct lshrr_memo *m = NULL;
     struct mess_rng r;
-    uint8_t key[32] = {1};
+    uint8_t key[32] = {1}, key2[32] = {9};
     uint64_t clean[4 * 2] = {0}, o1[8], o2[8], o3[8];
-    float q1[4] = {1, 2, 3, 4}, q2[4] = {1, 2, 3, 5}, q3[4] = {9, 9, 9, 9};
-    int hit;
+    float q1[4] = {1, 2, 3, 4}, q1z[4] = {1, 2, 3, 4}, q2[4] = {1, 2, 3, 5};
+    int i;
 
     mess_rng_init(&r, NULL, 0);
-    CHECK_OK(lshrr_memo_new(2, 4, 128, key, &m));
-    if (!m)
-        return;
-    /* without IRR the memoised report comes back identical */
-    CHECK_OK(lshrr_query_report(m, &r, q1, 4, clean, 0.3, 0.0, o1, &hit));
-    CHECK(hit == 0);
-    CHECK_OK(lshrr_query_report(m, &r, q1, 4, clean, 0.3, 0.0, o2, &hit));
-    CHECK(hit == 1 && memcmp(o1, o2, sizeof o1) == 0);
-    /* with IRR the submissions differ */
-    CHECK_OK(lshrr_query_report(m, &r, q1, 4, clean, 0.3, 0.1, o3, &hit));
-    CHECK(hit == 1 && memcmp(o1, o3, sizeof o1) != 0);
-    /* capacity 2, least recently used goes: q1 was used last, q2 then q3 */
-    CHECK_OK(lshrr_query_report(m, &r, q2, 4, clean, 0.3, 0.0, o2, &hit));
-    CHECK(hit == 0 && lshrr_memo_count(m) == 2);
-    CHECK_OK(lshrr_query_report(m, &r, q1, 4, clean, 0.3, 0.0, o2, &hit));
-    CHECK(hit == 1);
-    CHECK_OK(lshrr_query_report(m, &r, q3, 4, clean, 0.3, 0.0, o2, &hit));
-    CHECK(hit == 0); /* evicts q2 */
-    CHECK_OK(lshrr_query_report(m, &r, q1, 4, clean, 0.3, 0.0, o2, &hit));
-    CHECK(hit == 1 && memcmp(o1, o2, sizeof o1) == 0);
-    CHECK_OK(lshrr_query_report(m, &r, q2, 4, clean, 0.3, 0.0, o2, &hit));
-    CHECK(hit == 0);
-
-    /* round trip and hostile input */
-    {
-        struct mess_wr w;
-        struct mess_rd rd;
-        struct lshrr_memo *b = NULL;
-        size_t cut;
-        mess_wr_init(&w);
-        CHECK_OK(lshrr_memo_serialize(m, &w));
-        mess_rd_init(&rd, w.p, w.len);
-        CHECK_OK(lshrr_memo_deserialize(&rd, key, &b));
-        if (b) {
-            CHECK(lshrr_memo_count(b) == 2);
-            CHECK_OK(lshrr_query_report(b, &r, q1, 4, clean, 0.3, 0.0, o3, &hit));
-            CHECK(hit == 1 && memcmp(o1, o3, sizeof o1) == 0);
-            lshrr_memo_free(b);
-        }
-        for (cut = 0; cut < w.len; cut++) {
-            b = NULL;
-            mess_rd_init(&rd, w.p, cut);
-            CHECK(lshrr_memo_deserialize(&rd, key, &b) != MESS_OK && b == NULL);
-        }
-        memset(w.p, 0xff, 8); /* hostile capacity */
-        mess_rd_init(&rd, w.p, w.len);
-        CHECK_RC(lshrr_memo_deserialize(&rd, key, &b), MESS_EFORMAT);
-        mess_wr_free(&w);
+    /* without IRR the report is the PRR: identical every time */
+    CHECK_OK(lshrr_query_report(key, &r, q1, 4, 4, 128, clean, 0.3, 0.0, o1));
+    for (i = 0; i < 100; i++) {
+        float q[4] = {(float)i, 7, 7, 7};
+        CHECK_OK(lshrr_query_report(key, &r, q, 4, 4, 128, clean, 0.3, 0.0, o3));
     }
-    lshrr_memo_free(m);
+    CHECK_OK(lshrr_query_report(key, &r, q1, 4, 4, 128, clean, 0.3, 0.0, o2));
+    CHECK(memcmp(o1, o2, sizeof o1) == 0);
+    /* -0 and +0 are one query */
+    q1z[0] = 1;
+    {
+        float a0[4] = {0.0f, 2, 3, 4}, b0[4] = {-0.0f, 2, 3, 4};
+        CHECK_OK(lshrr_query_report(key, &r, a0, 4, 4, 128, clean, 0.3, 0.0, o2));
+        CHECK_OK(lshrr_query_report(key, &r, b0, 4, 4, 128, clean, 0.3, 0.0, o3));
+        CHECK(memcmp(o2, o3, sizeof o2) == 0);
+    }
+    /* with IRR the submissions differ */
+    CHECK_OK(lshrr_query_report(key, &r, q1z, 4, 4, 128, clean, 0.3, 0.1, o3));
+    CHECK(memcmp(o1, o3, sizeof o1) != 0);
+    /* another query, another key: another PRR */
+    CHECK_OK(lshrr_query_report(key, &r, q2, 4, 4, 128, clean, 0.3, 0.0, o2));
+    CHECK(memcmp(o1, o2, sizeof o1) != 0);
+    CHECK_OK(lshrr_query_report(key2, &r, q1, 4, 4, 128, clean, 0.3, 0.0, o2));
+    CHECK(memcmp(o1, o2, sizeof o1) != 0);
+    /* arguments */
+    CHECK_RC(lshrr_query_report(NULL, &r, q1, 4, 4, 128, clean, 0.3, 0.0, o2), MESS_EINVAL);
+    CHECK_RC(lshrr_query_report(key, &r, q1, 0, 4, 128, clean, 0.3, 0.0, o2), MESS_EINVAL);
+    CHECK_RC(lshrr_query_report(key, &r, q1, 4, 4, 100, clean, 0.3, 0.0, o2), MESS_EINVAL);
+    CHECK_RC(lshrr_query_report(key, &r, q1, 4, 4, 128, clean, 0.6, 0.0, o2), MESS_EINVAL);
+    mess_rng_wipe(&r);
 }
 
 /* PRR a then IRR b flips each bit with p_q = a(1-b) + b(1-a), over many
- * distinct queries (each a memo miss), for the paper's symmetric split of
+ * distinct queries (each its own PRR), for the paper's symmetric split of
  * p_q = 0.08 and an asymmetric pair. */
 static void test_composition(void)
 {
@@ -272,7 +255,6 @@ static void test_composition(void)
     int c;
     CHECK(fabs(lshrr_effective_p(ab[0][0], ab[0][1]) - 0.08) < 1e-6);
     for (c = 0; c < 2; c++) {
-        struct lshrr_memo *m = NULL;
         struct mess_rng r;
         uint8_t key[32] = {2};
         const double a = ab[c][0], b = ab[c][1];
@@ -280,16 +262,11 @@ static void test_composition(void)
         uint64_t clean[2] = {0x5555aaaa5555aaaaULL, 0x0f0f0f0f0f0f0f0fULL}, out[2];
         size_t i, ones = 0, n = 40000;
         float q[2];
-        int hit, misses = 0;
         mess_rng_init(&r, seed, 70 + (uint64_t)c);
-        CHECK_OK(lshrr_memo_new(64, 1, 128, key, &m));
-        if (!m)
-            return;
         for (i = 0; i < n; i++) {
             q[0] = (float)i;
             q[1] = 1.0f;
-            CHECK_OK(lshrr_query_report(m, &r, q, 2, clean, a, b, out, &hit));
-            misses += !hit;
+            CHECK_OK(lshrr_query_report(key, &r, q, 2, 1, 128, clean, a, b, out));
             ones += (size_t)(__builtin_popcountll(out[0] ^ clean[0]) +
                              __builtin_popcountll(out[1] ^ clean[1]));
         }
@@ -297,9 +274,7 @@ static void test_composition(void)
         sigma = sqrt(pq * (1 - pq) / (double)(n * 128));
         printf("# a=%.4f b=%.4f: composed flip rate %.5f, p_q %.5f, 4 sigma %.5f\n",
                a, b, rate, pq, 4 * sigma);
-        CHECK(misses == (int)n && lshrr_memo_count(m) == 64);
         CHECK(fabs(rate - pq) <= 4 * sigma);
-        lshrr_memo_free(m);
     }
 }
 
@@ -310,7 +285,6 @@ static void test_composition(void)
 static void test_averaging_recovers_prr_only(void)
 {
     enum { SUBMISSIONS = 301, SHARDS = 4 };
-    struct lshrr_memo *m = NULL;
     struct mess_rng r;
     uint8_t key[32] = {3};
     const double a = 0.2, b = 0.1;
@@ -320,26 +294,19 @@ static void test_averaging_recovers_prr_only(void)
     size_t i, k, off_prr = 0, off_clean = 0;
     float q[3] = {0.25f, -1.5f, 8.0f};
     double rate, sigma;
-    int hit, hits = 0;
     mess_rng_init(&r, seed, 80);
     for (k = 0; k < SHARDS * 2; k++)
         clean[k] = mess_rng_u64(&r);
     memset(votes, 0, sizeof votes);
-    CHECK_OK(lshrr_memo_new(8, SHARDS, 128, key, &m));
-    if (!m)
-        return;
-    /* the first use draws the PRR; without IRR the report is the PRR */
-    CHECK_OK(lshrr_query_report(m, &r, q, 3, clean, a, 0.0, prr, &hit));
-    CHECK(hit == 0);
+    /* without IRR the report is the PRR */
+    CHECK_OK(lshrr_query_report(key, &r, q, 3, SHARDS, 128, clean, a, 0.0, prr));
     for (i = 0; i < SUBMISSIONS; i++) {
-        CHECK_OK(lshrr_query_report(m, &r, q, 3, clean, a, b, out, &hit));
-        hits += hit;
+        CHECK_OK(lshrr_query_report(key, &r, q, 3, SHARDS, 128, clean, a, b, out));
         for (k = 0; k < SHARDS * 2; k++)
             off_prr += (size_t)__builtin_popcountll(out[k] ^ prr[k]);
         for (k = 0; k < SHARDS * 128; k++)
             votes[k] += (uint32_t)(out[k / 64] >> (k % 64) & 1);
     }
-    CHECK(hits == SUBMISSIONS);
     memset(vote, 0, sizeof vote);
     for (k = 0; k < SHARDS * 128; k++)
         if (votes[k] > SUBMISSIONS / 2)
@@ -356,63 +323,6 @@ static void test_averaging_recovers_prr_only(void)
     /* 512 bits at a = 0.2: about 102 differ (sigma 9) */
     CHECK(off_clean > 60 && off_clean < 150);
     CHECK(fabs(rate - b) <= 4 * sigma);
-    lshrr_memo_free(m);
-}
-
-/* Least-recently-used eviction over many queries, kept across a round trip. */
-static void test_memo_lru(void)
-{
-    struct lshrr_memo *m = NULL, *b = NULL;
-    struct mess_rng r;
-    struct mess_wr w;
-    struct mess_rd rd;
-    uint8_t key[32] = {4};
-    uint64_t clean[2] = {0, 0}, out[2];
-    float q[1];
-    int i, hit, ok = 1;
-    mess_rng_init(&r, seed, 90);
-    CHECK_OK(lshrr_memo_new(100, 1, 128, key, &m));
-    if (!m)
-        return;
-    for (i = 0; i < 1000; i++) { /* queries 900..999 stay */
-        q[0] = (float)i;
-        lshrr_query_report(m, &r, q, 1, clean, 0.2, 0.0, out, &hit);
-        ok &= hit == 0;
-    }
-    CHECK(ok && lshrr_memo_count(m) == 100);
-    for (i = 900; i < 950; i++) { /* touch 900..949: 950..999 are now oldest */
-        q[0] = (float)i;
-        lshrr_query_report(m, &r, q, 1, clean, 0.2, 0.0, out, &hit);
-        ok &= hit == 1;
-    }
-    CHECK(ok);
-    mess_wr_init(&w);
-    CHECK_OK(lshrr_memo_serialize(m, &w));
-    mess_rd_init(&rd, w.p, w.len);
-    CHECK_OK(lshrr_memo_deserialize(&rd, key, &b));
-    mess_wr_free(&w);
-    if (!b) {
-        lshrr_memo_free(m);
-        return;
-    }
-    /* 25 new queries evict 950..974 in both the original and the copy */
-    for (i = 2000; i < 2025; i++) {
-        q[0] = (float)i;
-        lshrr_query_report(m, &r, q, 1, clean, 0.2, 0.0, out, &hit);
-        lshrr_query_report(b, &r, q, 1, clean, 0.2, 0.0, out, &hit);
-    }
-    for (i = 900; i < 1000; i++) {
-        int h1, h2;
-        q[0] = (float)i;
-        lshrr_query_report(m, &r, q, 1, clean, 0.2, 0.0, out, &h1);
-        lshrr_query_report(b, &r, q, 1, clean, 0.2, 0.0, out, &h2);
-        ok &= h1 == h2 && h1 == !(i >= 950 && i < 975);
-        if (i == 974) /* a miss re-inserts; keep the rest of the order */
-            break;
-    }
-    CHECK(ok);
-    lshrr_memo_free(m);
-    lshrr_memo_free(b);
 }
 
 int main(void)
@@ -423,8 +333,7 @@ int main(void)
     RUN(test_flip_edges);
     RUN(test_pair_independence);
     RUN(test_reproducible);
-    RUN(test_memo);
-    RUN(test_memo_lru);
+    RUN(test_prr_prf);
     RUN(test_composition);
     RUN(test_averaging_recovers_prr_only);
     HARNESS_END();

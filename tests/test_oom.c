@@ -465,7 +465,7 @@ static int c_getters(void)
 static int c_client_new(void)
 {
     mess_client *c = (mess_client *)&c;
-    int rc = mess_client_new(&P, train, N_TRAIN, full ? NULL : seed, 0, threads, &c);
+    int rc = mess_client_new(&P, train, N_TRAIN, full ? NULL : seed, threads, &c);
     if (rc != MESS_OK)
         return c ? OUT_DIRTY : rc;
     mess_client_free(c);
@@ -475,7 +475,7 @@ static int c_client_new(void)
 static int c_client_new_seeded(void)
 {
     mess_client *c = (mess_client *)&c;
-    int rc = mess_client_new(&P, train, N_TRAIN, seed, 0, threads, &c);
+    int rc = mess_client_new(&P, train, N_TRAIN, seed, threads, &c);
     if (rc != MESS_OK)
         return c ? OUT_DIRTY : rc;
     mess_client_free(c);
@@ -792,7 +792,7 @@ static int fixture(void)
     P.per_item = 2;
     P.hnsw_m = 4;
     P.ef_construction = 16;
-    if (mess_client_new(&P, train, N_TRAIN, seed, 0, 1, &C) != MESS_OK ||
+    if (mess_client_new(&P, train, N_TRAIN, seed, 1, &C) != MESS_OK ||
         mess_server_new(&P, &S) != MESS_OK)
         return -1;
     path_of(path, sizeof path, "empty.server");

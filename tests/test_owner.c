@@ -79,7 +79,7 @@ static int load_data(void)
 static mess_client *client_of(const mess_params *p, const uint8_t *seed)
 {
     mess_client *c = NULL;
-    CHECK_OK(mess_client_new(p, train, n_train, seed, 0, 2, &c));
+    CHECK_OK(mess_client_new(p, train, n_train, seed, 2, &c));
     return c;
 }
 

@@ -96,7 +96,7 @@ static int build(const mess_params *p, const uint8_t *sd, mess_client **c,
     int rc;
     for (i = 0; i < n; i++)
         ids[i] = i;
-    rc = mess_client_new(p, train, n_train, sd, 0, 2, c);
+    rc = mess_client_new(p, train, n_train, sd, 2, c);
     if (rc == MESS_OK)
         rc = mess_server_new(p, s);
     if (rc == MESS_OK)
@@ -219,7 +219,7 @@ static void test_small_dim(void)
     p.ef_construction = 100;
     CHECK(p.kappa == 128 && p.kappa > p.dim);
     CHECK_OK(mess_params_check(&p));
-    CHECK_OK(mess_client_new(&p, tr, n_train, seed, 0, 2, &c));
+    CHECK_OK(mess_client_new(&p, tr, n_train, seed, 2, &c));
     CHECK_OK(mess_server_new(&p, &s));
     if (c && s && mess_client_upload(c, ids, x, ITEMS, 2, &buf, &len) == MESS_OK) {
         CHECK_OK(mess_server_apply_upload(s, buf, len, 2));
@@ -396,7 +396,7 @@ static void test_production_upload_coins(void)
     uint8_t *buf = NULL;
     double sigma;
 
-    CHECK_OK(mess_client_new(&p, train, n_train, NULL, 0, 2, &c));
+    CHECK_OK(mess_client_new(&p, train, n_train, NULL, 2, &c));
     CHECK(mess_client_is_deterministic(c) == 0);
     CHECK(mess_client_is_deterministic(g_client) == 1);
     CHECK(mess_client_is_deterministic(NULL) == 0);
@@ -493,19 +493,6 @@ static void test_request_invariants(void)
     mess_query_free(q1);
     mess_query_free(q2);
     mess_query_free(q3);
-    {
-        /* the memo flag: a first submission misses, a repeat hits */
-        uint64_t ids[K];
-        float d[K];
-        size_t got;
-        mess_finish_stats st;
-        for (i = 0; i < dim; i++)
-            q[i] += 1.0f;
-        CHECK_OK(run_query(g_client, g_server, q, 100, ids, d, &got, &st));
-        CHECK(st.memo_hit == 0);
-        CHECK_OK(run_query(g_client, g_server, q, 100, ids, d, &got, &st));
-        CHECK(st.memo_hit == 1);
-    }
 }
 
 static void test_tampered_response(void)

@@ -243,7 +243,7 @@ static void test_library(void)
     dup2(fd, 2);
     close(fd);
 
-    CHECK_OK(mess_client_new(&p, train, n_train, lib_seed, 0, 1, &c));
+    CHECK_OK(mess_client_new(&p, train, n_train, lib_seed, 1, &c));
     CHECK_OK(mess_server_new(&p, &s));
     CHECK_OK(mess_client_upload(c, ids, base, N_ITEMS, 1, &up, &up_len));
     CHECK_OK(mess_server_apply_upload(s, up, up_len, 1));

@@ -42,7 +42,7 @@ static int setup(void)
     P.train_sample = 2000;
     for (i = 0; i < N_ITEMS; i++)
         ids[i] = 1000 + i;
-    rc = mess_client_new(&P, train, n_train, seed, 0, 2, &C);
+    rc = mess_client_new(&P, train, n_train, seed, 2, &C);
     if (rc == MESS_OK)
         rc = mess_server_new(&P, &S);
     if (rc == MESS_OK)

@@ -372,7 +372,7 @@ int main(void)
     p.shards = 2;
     p.per_item = 1;
     p.kappa = 64;
-    if (mess_client_new(&p, small, 500, seed, 0, 1, &client) != MESS_OK) {
+    if (mess_client_new(&p, small, 500, seed, 1, &client) != MESS_OK) {
         fprintf(stderr, "cannot create the test client\n");
         return 1;
     }

@@ -115,7 +115,7 @@ static void test_freed_heap_holds_no_key(void)
     p.shards = 2;
     p.per_item = 1;
     p.kappa = 64;
-    CHECK_OK(mess_client_new(&p, small, 500, seed, 0, 1, &c));
+    CHECK_OK(mess_client_new(&p, small, 500, seed, 1, &c));
     free(small);
     if (!c)
         return;

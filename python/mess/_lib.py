@@ -44,7 +44,6 @@ class mess_finish_stats(ctypes.Structure):
         ("unique", c_size_t),
         ("auth_failures", c_size_t),
         ("unopened", c_size_t),
-        ("memo_hit", c_int),
     ]
 
 
@@ -261,7 +260,7 @@ effective_flip = _proto("mess_effective_flip", [c_double, c_double], c_double)
 split_flip = _proto("mess_split_flip", [c_double], c_double)
 
 client_new = _proto("mess_client_new", [P_params, c_void_p, c_size_t, c_void_p,
-                                        c_size_t, c_uint, POINTER(c_void_p)])
+                                        c_uint, POINTER(c_void_p)])
 client_free = _proto("mess_client_free", [c_void_p], None)
 client_params = _proto("mess_client_params", [c_void_p, P_params])
 client_is_deterministic = _proto("mess_client_is_deterministic", [c_void_p], check=False)

@@ -22,7 +22,7 @@ OWNER_BYTES = 16      # MESS_OWNER_BYTES
 MAX_EF = 65535        # MESS_MAX_EF
 PAYLOADS = {"f32": 0, "f16": 1, "i8": 2, "int8": 2}
 
-FinishStats = namedtuple("FinishStats", "candidates unique auth_failures unopened memo_hit")
+FinishStats = namedtuple("FinishStats", "candidates unique auth_failures unopened")
 ServerStats = namedtuple("ServerStats", "entries live deleted bytes min_shard max_shard")
 QueryResult = namedtuple("QueryResult",
                          "ids dists stats request_bytes response_bytes "
@@ -262,15 +262,14 @@ class Query(_Handle):
 
 
 class Client(_Handle):
-    """The secret role: keys, per-shard IsoHash, memo cache (mess_client).
+    """The secret role: keys, per-shard IsoHash, generation map (mess_client).
 
-    Client(params, train, seed=None, memo_capacity=0, threads=1): trains
+    Client(params, train, seed=None, threads=1): trains
     the hashes on `train` (n x dim float32).  seed: None for production
     (OS CSPRNG), or 32 bytes for deterministic experiment mode."""
     _free = staticmethod(L.client_free)
 
-    def __init__(self, params, train, seed=None, memo_capacity=0, threads=1,
-                 _ptr=None):
+    def __init__(self, params, train, seed=None, threads=1, _ptr=None):
         if _ptr is not None:
             super().__init__(_ptr)
             return
@@ -282,7 +281,7 @@ class Client(_Handle):
                 raise ValueError("seed must be 32 bytes")
         out = c_void_p()
         L.client_new(byref(params), train.ctypes.data, train.shape[0], seed,
-                     memo_capacity, _threads(threads), byref(out))
+                     _threads(threads), byref(out))
         self._ptr = out.value
 
     @classmethod
@@ -386,8 +385,7 @@ class Client(_Handle):
                         dists.ctypes.data, byref(got), byref(st))
         del keep
         return (ids[:got.value], dists[:got.value],
-                FinishStats(st.candidates, st.unique, st.auth_failures, st.unopened,
-                            bool(st.memo_hit)))
+                FinishStats(st.candidates, st.unique, st.auth_failures, st.unopened))
 
     # ---- one-call conveniences playing both roles -------------------------
     def insert(self, server, ids, vectors, threads=1, batch=10000):
