@@ -65,7 +65,7 @@ struct client_keys {
 };
 
 struct mess_client {
-    /* Guards the mutable state (op counter, memo cache, generation map,
+    /* Guards the mutable state (op counter, generation map,
      * per-handle settings): calls that change it hold it for writing,
      * calls that only read it (finish, save) for reading.  mess.h,
      * "Threads". */
@@ -2169,7 +2169,7 @@ done:
 
 /* ------------------------------------------------------------------------
  * The client's locked entry points (mess.h, "Threads"): each call that
- * changes the operation counter, the memo cache, the generation map or the
+ * changes the operation counter, the generation map or the
  * per-handle settings holds the handle's lock for writing throughout, so
  * such calls from several threads are serialized in some order and none
  * sees another half done; finish and save only read that state and hold

@@ -167,7 +167,7 @@ typedef struct mess_query  mess_query;   /* client-side state of one query */
  * mess_client: safe to share between threads.  Every call may be made from
  *   several threads at once, except mess_client_free (no other call on the
  *   handle may be running or start).  upload, delete, request and the two
- *   setters change the handle's state (operation counter, memo cache,
+ *   setters change the handle's state (operation counter,
  *   generation map, settings) and hold its lock for writing for the whole
  *   call, so they run one at a time, each seeing the others whole; finish
  *   and save only read that state and hold the lock for reading, so they

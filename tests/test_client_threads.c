@@ -192,7 +192,7 @@ int main(void)
     ids = (uint64_t *)malloc(N_ITEMS * sizeof *ids);
     for (i = 0; i < N_ITEMS; i++)
         ids[i] = i;
-    if (mess_client_new(&p, train, n_train < 1000 ? n_train : 1000, seed, 0, 2, &client) ||
+    if (mess_client_new(&p, train, n_train < 1000 ? n_train : 1000, seed, 2, &client) ||
         mess_server_new(&p, &server) ||
         mess_client_upload(client, ids, base, N_ITEMS, 2, &buf, &len) ||
         mess_server_apply_upload(server, buf, len, 2)) {
