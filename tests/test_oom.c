@@ -493,6 +493,19 @@ static int c_client_upload(void)
     return rc;
 }
 
+/* Re-inserts ids the fixture deleted (a new generation of each), with
+ * one fresh id. */
+static int c_client_reupload(void)
+{
+    uint8_t *buf = (uint8_t *)&buf;
+    size_t len = 1;
+    int rc = mess_client_upload(C, base_ids + 29, base + 29 * DIM, 4, threads, &buf, &len);
+    if (rc != MESS_OK)
+        return buf || len ? OUT_DIRTY : rc;
+    mess_buf_free(buf);
+    return rc;
+}
+
 static int c_client_delete(void)
 {
     uint8_t *buf = (uint8_t *)&buf;
@@ -879,6 +892,7 @@ static void test_client(void)
     if (full)
         sweep("mess_client_new (seeded)", c_client_new_seeded);
     sweep("mess_client_upload", c_client_upload);
+    sweep("upload (deleted ids again)", c_client_reupload);
     sweep("mess_client_delete", c_client_delete);
     sweep("mess_client_request", c_client_request);
     sweep("mess_client_finish", c_client_finish);
