@@ -73,6 +73,11 @@ int cli_read_ids(const char *path, const char *what, uint64_t **ids, size_t *n,
  * / 1000 / 4992 rows: no cost measured there, but issue 13 measured
  * 0.570 -> 0.422 with 10 rows on 100-d data, so the check is a warning). */
 #define CLI_TRAIN_WARN 1000
+/* 0 if PATH can be replaced by an atomic save (a temporary file created in
+ * its directory, renamed over it: the directory must be writable and
+ * searchable; the file's own mode does not matter); else -1 after
+ * "mess: DIR: strerror(errno)". */
+int cli_save_possible(const char *path);
 int cli_check_training(const char *path, size_t n, const mess_params *p);
 int cli_write_ids(const char *path, const char *what, const uint64_t *ids,
                   size_t n, size_t k);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../mess.h"
 #include "cli.h"
@@ -185,4 +186,29 @@ int cli_check_training(const char *path, size_t n, const mess_params *p)
                 "%d): each shard's hash is estimated from few rows; check recall on "
                 "your data (mess plan, mess query --gt)\n", path, n, CLI_TRAIN_WARN);
     return 0;
+}
+
+int cli_save_possible(const char *path)
+{
+    char *dir = strdup(path), *slash;
+    int err = 0;
+    if (!dir) {
+        cli_error("out of memory");
+        return -1;
+    }
+    slash = strrchr(dir, '/');
+    if (!slash)
+        strcpy(dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    /* the save creates PATH.tmp.XXXXXX in the directory and renames it
+     * over PATH (statefile.c), so only the directory's access counts */
+    if (access(dir, W_OK | X_OK) != 0)
+        err = errno;
+    if (err)
+        cli_error("%s: %s", dir, strerror(err));
+    free(dir);
+    return err ? -1 : 0;
 }

@@ -329,6 +329,9 @@ static const char query_help[] =
     "The client file is not written by a production client; a deterministic\n"
     "(--seed) client is saved after its requests, on every exit, so its\n"
     "operation counter never repeats a coin stream.\n"
+    "A deterministic client whose directory cannot take the save (read-only\n"
+    "file system, no write permission) is refused before any query runs\n"
+    "and before --out is written.\n"
     "Last line: {\"queries\",\"k\",\"pool\",\"mean_request_bytes\",\n"
     "\"mean_response_bytes\",\"mean_candidates\",\"mean_unique_candidates\",\n"
     "\"server_ms_per_query\",\"client_ms_per_query\",\"auth_failures\",\n"
@@ -400,6 +403,18 @@ int cli_cmd_query(int argc, char **argv)
         mess_server_set_ef_search(s, (uint32_t)efs);
     if (dim != p.dim) {
         cli_error("'%s' has dimension %zu, the index expects %u", file, dim, p.dim);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    /* Issue 13 item 7 under D3: a production client is never written by a
+     * query, so a read-only one just works; a deterministic client is saved
+     * after its requests (the counter moved), so a directory that cannot
+     * take the save is refused here, before any request and before --out. */
+    if (mess_client_is_deterministic(c) && cli_save_possible(cpath)) {
+        cli_error("%s: a deterministic (--seed) client is saved after its queries "
+                  "(its operation counter moves) and this one cannot be; refused "
+                  "before running any (a production client needs no write access)",
+                  cpath);
         rc = CLI_FAIL;
         goto done;
     }

@@ -58,5 +58,45 @@ for mode in production deterministic; do
     refuse "1 2" "$mode: query of the wrong dimension" \
         "$MESS" query --client "$c" --server "$s" --pool 40 "$tmp/bad.bvecs"
     if same "$c" "$tmp/before"; then ok "$mode: no request, client not written"; else bad "$mode: client written without a request"; fi
+
+    # issue 13 item 7: the client and server files on a read-only file
+    # system (root: a private read-only tmpfs; otherwise a directory without
+    # write permission).  A production client is not written, so its query
+    # just works; a deterministic client must be saved, so it is refused
+    # before any request, with no --out file.
+    ro=$tmp/ro-$mode
+    mkdir -p "$ro"
+    cp "$c" "$s" "$ro/"
+    if [ "$(id -u)" = 0 ]; then
+        # shellcheck disable=SC2016
+        unshare -m sh -c 'mount -t tmpfs tmpfs "$1" && cp "$2" "$3" "$1/" &&
+            mount -o remount,ro "$1" && shift 3 && exec "$@"' sh \
+            "$ro" "$c" "$s" "$MESS" query --client "$ro/${c##*/}" --server "$ro/${s##*/}" \
+            --pool 40 --out "$tmp/ro-$mode.ivecs" "$tmp/q.bvecs" >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        reason="Read-only file system"
+    else
+        chmod 555 "$ro"
+        "$MESS" query --client "$ro/${c##*/}" --server "$ro/${s##*/}" \
+            --pool 40 --out "$tmp/ro-$mode.ivecs" "$tmp/q.bvecs" >"$tmp/out" 2>"$tmp/err"
+        rc=$?
+        chmod 755 "$ro"
+        reason="Permission denied"
+    fi
+    if [ $mode = production ]; then
+        if [ $rc = 0 ] && grep -q '^{"queries":5,' "$tmp/out" && [ -s "$tmp/ro-$mode.ivecs" ]; then
+            ok "$mode: read-only client file: the query runs and writes --out"
+        else
+            bad "$mode: read-only client file: exit $rc, $(head -c 300 "$tmp/err")"
+        fi
+    else
+        if [ $rc = 1 ] && ! grep -q '^{' "$tmp/out" && [ ! -e "$tmp/ro-$mode.ivecs" ] &&
+            grep -q "^mess: $ro: $reason\$" "$tmp/err" &&
+            grep -q "^mess: $ro/${c##*/}: a deterministic (--seed) client is saved after its queries .*refused before running any" "$tmp/err"; then
+            ok "$mode: read-only client file refused up front (no --out, the reason and the path)"
+        else
+            bad "$mode: read-only client file: exit $rc, out: $(head -c 100 "$tmp/out"), --out written: $([ -e "$tmp/ro-$mode.ivecs" ] && echo yes || echo no), err: $(head -c 300 "$tmp/err")"
+        fi
+    fi
 done
 finish
