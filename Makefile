@@ -28,7 +28,10 @@ POPCNT := $(shell grep -qw popcnt /proc/cpuinfo 2>/dev/null && echo -mpopcnt)
 WARN     = -std=c99 -pedantic -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes
 CPPFLAGS = -D_POSIX_C_SOURCE=200809L
 OPT     ?= -O2 -g
-CFLAGS_ALL = $(WARN) $(CPPFLAGS) $(OPT) $(POPCNT) -pthread $(CFLAGS)
+# Hidden by default: only MESS_API functions (mess.h, mess_experimental.h)
+# are exported, and the version script (libmess.map) names them MESS_0.
+VISIBILITY = -fvisibility=hidden
+CFLAGS_ALL = $(WARN) $(CPPFLAGS) $(OPT) $(POPCNT) $(VISIBILITY) -pthread $(CFLAGS)
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDLIBS   = -lsodium -lzstd -llapack -lblas -lm -pthread
 
@@ -46,6 +49,7 @@ TESTS_ASAN = $(TEST_SRC:tests/%.c=build/asan/tests/%)
 TESTS_REL  = $(TEST_SRC:tests/%.c=build/rel/tests/%)
 CLI_TESTS  = $(sort $(wildcard tests/cli_*.sh))
 PY_TESTS   = tests/py_bindings.sh tests/py_leakage.sh
+ABI_TESTS  = $(sort $(wildcard tests/abi_*.sh))
 
 # Fuzz targets (fuzz/fuzz_NAME.c): libFuzzer binaries built with clang, and
 # replay programs (every corpus and regression input once) for make check.
@@ -90,8 +94,9 @@ build/libmess.a: $(REL_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-build/libmess.so: $(REL_OBJ)
-	$(CC) -shared -Wl,-soname,libmess.so.0 -o $@ $^ $(LDLIBS)
+build/libmess.so: $(REL_OBJ) libmess.map
+	$(CC) -shared -Wl,-soname,libmess.so.0 -Wl,--version-script=libmess.map \
+	  -o $@ $(REL_OBJ) $(LDLIBS)
 
 build/asan/libmess.a: $(ASAN_OBJ)
 	rm -f $@
@@ -100,7 +105,7 @@ build/asan/libmess.a: $(ASAN_OBJ)
 $(MESS): $(CLI_OBJ) build/libmess.a
 	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJ) build/libmess.a $(LDLIBS)
 
-build/examples/%: examples/%.c build/libmess.a mess.h
+build/examples/%: examples/%.c build/libmess.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< build/libmess.a $(LDLIBS)
 
@@ -196,7 +201,8 @@ deps-bench:
 check: deps-check
 	@$(MAKE) --no-print-directory -s $(TESTS_ASAN) $(FUZZ_REPLAY) all
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  MESS=$(MESS) PYTHON=$(PYTHON) sh tests/run.sh $(TESTS_ASAN) $(FUZZ_REPLAY) $(CLI_TESTS) $(PY_TESTS)
+	  MESS=$(MESS) PYTHON=$(PYTHON) sh tests/run.sh $(TESTS_ASAN) $(FUZZ_REPLAY) $(CLI_TESTS) \
+	  $(ABI_TESTS) $(PY_TESTS)
 
 # The Python bindings' tests alone (python/, ctypes over build/libmess.so).
 python-check:
@@ -323,6 +329,7 @@ install: all
 	install -m 755 build/libmess.so $(DESTDIR)$(PREFIX)/lib/libmess.so.0
 	ln -sf libmess.so.0 $(DESTDIR)$(PREFIX)/lib/libmess.so
 	install -m 644 mess.h $(DESTDIR)$(PREFIX)/include/mess.h
+	install -m 644 mess_experimental.h $(DESTDIR)$(PREFIX)/include/mess_experimental.h
 	[ ! -f $(MESS) ] || install -m 755 $(MESS) $(DESTDIR)$(PREFIX)/bin/mess
 	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/libmess/
 	install -d $(DESTDIR)$(PYDIR)/mess
@@ -333,6 +340,7 @@ install: all
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libmess.a $(DESTDIR)$(PREFIX)/lib/libmess.so \
 	  $(DESTDIR)$(PREFIX)/lib/libmess.so.0 $(DESTDIR)$(PREFIX)/include/mess.h \
+	  $(DESTDIR)$(PREFIX)/include/mess_experimental.h \
 	  $(DESTDIR)$(PREFIX)/bin/mess $(DESTDIR)$(PREFIX)/lib/pkgconfig/mess.pc
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/libmess $(DESTDIR)$(PYDIR)/mess
 

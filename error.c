@@ -1,12 +1,7 @@
 /*
- * error.c - status code names and the library version.
+ * error.c - status code descriptions and names.
  */
 #include "internal.h"
-
-const char *mess_version(void)
-{
-    return MESS_VERSION_STRING;
-}
 
 const char *mess_strerror(int code)
 {
@@ -28,5 +23,28 @@ const char *mess_strerror(int code)
     case MESS_ESTATE:    return "operation not valid in the current state";
     case MESS_EOWNER:    return "the server belongs to another client";
     default:             return "unknown error";
+    }
+}
+
+const char *mess_error_name(int code)
+{
+    switch (code) {
+    case MESS_OK:        return "MESS_OK";
+    case MESS_EINVAL:    return "MESS_EINVAL";
+    case MESS_ENOMEM:    return "MESS_ENOMEM";
+    case MESS_EIO:       return "MESS_EIO";
+    case MESS_EFORMAT:   return "MESS_EFORMAT";
+    case MESS_EVERSION:  return "MESS_EVERSION";
+    case MESS_EPARAM:    return "MESS_EPARAM";
+    case MESS_EAUTH:     return "MESS_EAUTH";
+    case MESS_ENOTFOUND: return "MESS_ENOTFOUND";
+    case MESS_ELIMIT:    return "MESS_ELIMIT";
+    case MESS_ENUMERIC:  return "MESS_ENUMERIC";
+    case MESS_EROLE:     return "MESS_EROLE";
+    case MESS_ECRYPTO:   return "MESS_ECRYPTO";
+    case MESS_EPASS:     return "MESS_EPASS";
+    case MESS_ESTATE:    return "MESS_ESTATE";
+    case MESS_EOWNER:    return "MESS_EOWNER";
+    default:             return NULL;
     }
 }

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mess.h"
+#include "mess_experimental.h"
 
 #define MESS_UNUSED(x) ((void)(x))
 

@@ -21,7 +21,10 @@
  *     it was given as it was and frees what it allocated; its pointer
  *     outputs are NULL (tests/test_oom.c fails every allocation in turn).
  *
- * This is the only public header.  Internal headers are not installed.
+ * Two public headers: this one, the stable API, and mess_experimental.h
+ * (vector files, server view, accountants, planner), which may change
+ * between minor versions and is included explicitly.  Internal headers
+ * are not installed.
  */
 #ifndef MESS_H
 #define MESS_H
@@ -33,13 +36,53 @@
 extern "C" {
 #endif
 
-#define MESS_VERSION_MAJOR 0
-#define MESS_VERSION_MINOR 1
-#define MESS_VERSION_PATCH 0
-#define MESS_VERSION_STRING "0.1.0"
+/* ------------------------------------------------------------------------
+ * Export and contract macros
+ *
+ * MESS_API marks every public function: the library is built with
+ * -fvisibility=hidden and a version script (libmess.map, symbol version
+ * MESS_0), so libmess.so exports these and nothing else.  A program may
+ * define MESS_API itself before including this header (e.g. empty).
+ * MESS_NODISCARD marks calls whose result must be checked: ignoring it
+ * hides a forged or failed result (the compiler warns; see "Results that
+ * must be checked" below).  Both are empty for compilers without the
+ * attributes.
+ * ---------------------------------------------------------------------- */
+#ifndef MESS_API
+#  if defined(__GNUC__) && __GNUC__ >= 4
+#    define MESS_API __attribute__((visibility("default")))
+#  else
+#    define MESS_API
+#  endif
+#endif
+#ifndef MESS_NODISCARD
+#  if defined(__GNUC__) && (__GNUC__ > 3 || (__GNUC__ == 3 && __GNUC_MINOR__ >= 4))
+#    define MESS_NODISCARD __attribute__((warn_unused_result))
+#  else
+#    define MESS_NODISCARD
+#  endif
+#endif
 
-/* Returns MESS_VERSION_STRING of the library actually linked. */
-const char *mess_version(void);
+/* ------------------------------------------------------------------------
+ * Versions
+ *
+ * MESS_VERSION_NUMBER = major * 10000 + minor * 100 + patch.  Before 1.0 a
+ * minor version may change the API and the ABI; a patch version changes
+ * neither.  mess_version_number() and mess_version_string() report the
+ * library actually linked: a program can compare them with the macros of
+ * the header it was compiled against.
+ * ---------------------------------------------------------------------- */
+#define MESS_VERSION_MAJOR 0
+#define MESS_VERSION_MINOR 2
+#define MESS_VERSION_PATCH 0
+#define MESS_VERSION_STRING "0.2.0"
+#define MESS_VERSION_NUMBER (MESS_VERSION_MAJOR * 10000 + MESS_VERSION_MINOR * 100 \
+                             + MESS_VERSION_PATCH)
+
+MESS_API unsigned mess_version_number(void);
+MESS_API const char *mess_version_string(void);
+/* The same string as mess_version_string() (the first name it had). */
+MESS_API const char *mess_version(void);
 
 /* ------------------------------------------------------------------------
  * Status codes
@@ -63,36 +106,11 @@ const char *mess_version(void);
 #define MESS_EOWNER   (-15)  /* the server belongs to another client (owner tag differs) */
 
 /* A short English description of a status code; never NULL. */
-const char *mess_strerror(int code);
-
-/* ------------------------------------------------------------------------
- * Vector files (TEXMEX formats)
- *
- * .fvecs: per record, int32 dim then dim float32.
- * .ivecs: per record, int32 dim then dim int32.
- * .bvecs: per record, int32 dim then dim uint8.
- * .u64vecs: per record, int32 dim then dim uint64 (ids of any size; the
- *   files `mess query --out` writes when ids reach 2^31).
- * All little-endian.  A failure of the system (open, read, write, rename)
- * is MESS_EIO with errno as the system left it (EISDIR for a directory).
- * Every record of a file must have the same dim (1..MESS_MAX_DIM), and the
- * file size must be a whole number of records; otherwise MESS_EFORMAT.
- * Arrays returned are row-major n x dim, allocated with malloc; release them
- * with mess_vecs_free().
- * ---------------------------------------------------------------------- */
-#define MESS_MAX_DIM 65536
-
-/* Reads .fvecs or .bvecs (chosen by the file name's extension) as float32. */
-int mess_vecs_read_f32(const char *path, float **out, size_t *n, size_t *dim);
-int mess_fvecs_read(const char *path, float **out, size_t *n, size_t *dim);
-int mess_bvecs_read(const char *path, uint8_t **out, size_t *n, size_t *dim);
-int mess_ivecs_read(const char *path, int32_t **out, size_t *n, size_t *dim);
-int mess_fvecs_write(const char *path, const float *v, size_t n, size_t dim);
-int mess_bvecs_write(const char *path, const uint8_t *v, size_t n, size_t dim);
-int mess_ivecs_write(const char *path, const int32_t *v, size_t n, size_t dim);
-int mess_u64vecs_read(const char *path, uint64_t **out, size_t *n, size_t *dim);
-int mess_u64vecs_write(const char *path, const uint64_t *v, size_t n, size_t dim);
-void mess_vecs_free(void *p);
+MESS_API const char *mess_strerror(int code);
+/* The macro name of a status code ("MESS_EINVAL"; "MESS_OK" for 0), or NULL
+ * for a code this library does not define: bindings read the codes from
+ * the library they load (the codes are 0 and -1 down to the first NULL). */
+MESS_API const char *mess_error_name(int code);
 
 /* ------------------------------------------------------------------------
  * Public parameters
@@ -114,12 +132,22 @@ void mess_vecs_free(void *p);
 #define MESS_PAYLOAD_I8     2  /* per-vector offset and step (float32) + 8-bit codes;
                                   exact for integer vectors of range <= 255 */
 
-/* Documented limits; larger values are MESS_ELIMIT. */
+/* Documented limits; larger values are MESS_ELIMIT.  Each is also a
+ * function (libsodium's pattern), so a program or a binding can read the
+ * limits of the library it runs with rather than of the header it was
+ * built with. */
+#define MESS_MAX_DIM        65536      /* embedding dimension */
 #define MESS_MAX_SHARDS     1024
 #define MESS_MAX_BITS       4096       /* kappa */
 #define MESS_MAX_BUDGET     65535      /* per-shard candidate budget */
 #define MESS_MAX_HNSW_M     256
 #define MESS_MAX_EF         65535
+MESS_API size_t mess_max_dim(void);
+MESS_API size_t mess_max_shards(void);
+MESS_API size_t mess_max_bits(void);
+MESS_API size_t mess_max_budget(void);
+MESS_API size_t mess_max_hnsw_m(void);
+MESS_API size_t mess_max_ef(void);
 
 typedef struct mess_params {
     uint32_t dim;             /* embedding dimension, 1..MESS_MAX_DIM */
@@ -140,20 +168,23 @@ typedef struct mess_params {
                                  client-side, not fingerprinted */
 } mess_params;
 
+/* sizeof(mess_params) in the library (bindings compare it with theirs). */
+MESS_API size_t mess_sizeof_params(void);
+
 /* Fills the paper's defaults for vectors of `dim` components: M = 64, t = 16,
  * kappa = 128 (at every dim: below 128 the hash stacks blocks), p_D = 0.08,
  * p_PRR = p_IRR = 0.0417424 (effective query flip 0.08), M_hnsw = 16,
  * efConstruction = 300, ef_search = 0, f32 payloads, L2 metric. */
-void mess_params_default(mess_params *p, uint32_t dim);
+MESS_API void mess_params_default(mess_params *p, uint32_t dim);
 
 /* MESS_OK if the parameters are usable, else MESS_EINVAL / MESS_ELIMIT. */
-int mess_params_check(const mess_params *p);
+MESS_API int mess_params_check(const mess_params *p);
 
 /* p_q = a(1-b) + b(1-a): the effective flip of PRR a followed by IRR b. */
-double mess_effective_flip(double p_prr, double p_irr);
+MESS_API double mess_effective_flip(double p_prr, double p_irr);
 
 /* The PRR = IRR probability whose composition flips with probability p_q. */
-double mess_split_flip(double p_q);
+MESS_API double mess_split_flip(double p_q);
 
 /* ------------------------------------------------------------------------
  * Roles
@@ -202,31 +233,33 @@ typedef struct mess_query  mess_query;   /* client-side state of one query */
  * analysis treats the hash as fixed, i.e. trained on public data or data
  * excluded from the protected set (paper section 5.2.1).
  *
- * seed: NULL for production (all keys and coins from the OS CSPRNG), or 32
- *       bytes for deterministic experiment mode: keys, hash training and
+ * seed: NULL for production (all keys and coins from the OS CSPRNG), or
+ *       MESS_SEED_BYTES (32) bytes for deterministic experiment mode: keys, hash training and
  *       every randomized-response coin follow from the seed, so runs repeat.
  *       Keep the seed as secret as the master key.
  * threads: worker threads for training (0 = 1).
  * (This took a memo_capacity argument until the PRR memo cache went:
  * the permanent report is now a PRF of the query; see
  * mess_client_request.) */
-int mess_client_new(const mess_params *p, const float *train, size_t n,
-                    const uint8_t *seed, unsigned threads, mess_client **out);
-void mess_client_free(mess_client *c);
-int mess_client_params(const mess_client *c, mess_params *out);
+#define MESS_SEED_BYTES 32
+MESS_API size_t mess_seed_bytes(void);
+MESS_API int mess_client_new(const mess_params *p, const float *train, size_t n,
+                             const uint8_t *seed, unsigned threads, mess_client **out);
+MESS_API void mess_client_free(mess_client *c);
+MESS_API int mess_client_params(const mess_client *c, mess_params *out);
 /* 1 if the client was created from a seed (deterministic experiment mode),
  * 0 for production clients and for NULL. */
-int mess_client_is_deterministic(const mess_client *c);
+MESS_API int mess_client_is_deterministic(const mess_client *c);
 
 /* The clean (unperturbed) codes of vector x for every shard: M codes of
  * kappa/64 words, bit i of shard j in word i/64 at position i%64.  Secret:
  * for the client's own analysis (accountants, planning), never to be sent. */
-int mess_client_codes(const mess_client *c, const float *x, uint64_t *codes);
+MESS_API int mess_client_codes(const mess_client *c, const float *x, uint64_t *codes);
 
 /* Creates an empty server for the given public parameters. */
-int mess_server_new(const mess_params *p, mess_server **out);
-void mess_server_free(mess_server *s);
-int mess_server_params(const mess_server *s, mess_params *out);
+MESS_API int mess_server_new(const mess_params *p, mess_server **out);
+MESS_API void mess_server_free(mess_server *s);
+MESS_API int mess_server_params(const mess_server *s, mess_params *out);
 
 /* Sets the server's per-shard search beam: each shard is searched with
  * ef = max(budget, ef_search).  0 .. MESS_MAX_EF (larger is MESS_ELIMIT);
@@ -236,7 +269,7 @@ int mess_server_params(const mess_server *s, mess_params *out);
  * made with another ef_search are served.  Saved with the server (its
  * parameter block) and reported by mess_server_params.  Not to be called
  * while a search runs on the same server (it changes what searches read). */
-int mess_server_set_ef_search(mess_server *s, uint32_t ef_search);
+MESS_API int mess_server_set_ef_search(mess_server *s, uint32_t ef_search);
 
 /* ------------------------------------------------------------------------
  * Owner tag
@@ -257,18 +290,19 @@ int mess_server_set_ef_search(mess_server *s, uint32_t ef_search);
  * forged entries out of the owner's results.
  * ---------------------------------------------------------------------- */
 #define MESS_OWNER_BYTES 16
+MESS_API size_t mess_owner_bytes(void);
 
 /* The client's owner tag. */
-int mess_client_owner(const mess_client *c, uint8_t tag[MESS_OWNER_BYTES]);
+MESS_API int mess_client_owner(const mess_client *c, uint8_t tag[MESS_OWNER_BYTES]);
 
 /* The server's owner tag: MESS_OK with *tag filled, or MESS_ENOTFOUND for a
  * server that has applied no upload yet (any client may become its owner). */
-int mess_server_owner(const mess_server *s, uint8_t tag[MESS_OWNER_BYTES]);
+MESS_API int mess_server_owner(const mess_server *s, uint8_t tag[MESS_OWNER_BYTES]);
 
 /* MESS_OK if a client with this tag may use the server (its owner, or any
  * client while the server has no owner), else MESS_EOWNER. */
-int mess_server_check_owner(const mess_server *s,
-                            const uint8_t tag[MESS_OWNER_BYTES]);
+MESS_API int mess_server_check_owner(const mess_server *s,
+                                     const uint8_t tag[MESS_OWNER_BYTES]);
 
 /* ------------------------------------------------------------------------
  * Insert and delete
@@ -292,43 +326,43 @@ int mess_server_check_owner(const mess_server *s,
  * flips the clean bits it shares with the old one exactly as before, so
  * re-insertions give the server no fresh samples to average
  * (docs/PRIVACY.md, "What the server learns"). */
-int mess_client_upload(mess_client *c, const uint64_t *ids,
-                       const float *vectors, size_t n, unsigned threads,
-                       uint8_t **buf, size_t *len);
+MESS_API int mess_client_upload(mess_client *c, const uint64_t *ids,
+                                const float *vectors, size_t n, unsigned threads,
+                                uint8_t **buf, size_t *len);
 
 /* Applies an upload buffer.  All or nothing: the buffer is validated in full
  * and every allocation the inserts need is made before any index changes;
  * an id already stored is MESS_EINVAL; a buffer whose owner tag is not the
  * server's owner's is MESS_EOWNER.  The first upload applied makes its
  * client the server's owner. */
-int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
-                             unsigned threads);
+MESS_API int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
+                                      unsigned threads);
 
 /* Encodes the (shard, label) pairs that remove the given ids (their
  * current generation) and records them as deleted in the client: deleting
  * again resends the same pairs, inserting again moves to a new generation.
  * All or nothing: on error neither a buffer nor a change to the client. */
-int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
-                       uint8_t **buf, size_t *len);
+MESS_API int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
+                                uint8_t **buf, size_t *len);
 
 /* Marks the entries named in a delete buffer deleted (they still route but
  * are never returned).  *missing (may be NULL) counts pairs not found.
  * A buffer from a client other than the server's owner is MESS_EOWNER. */
-int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
-                             size_t *missing);
+MESS_API int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
+                                      size_t *missing);
 
 /* Rebuilds every shard without its deleted entries.  All or nothing: the
  * new shards are built aside and replace the old ones once all exist. */
-int mess_server_compact(mess_server *s, unsigned threads);
+MESS_API int mess_server_compact(mess_server *s, unsigned threads);
 
 /* Exact buffer sizes for the parameters (communication figures). */
-size_t mess_upload_size(const mess_params *p, size_t items);
-size_t mess_delete_size(const mess_params *p, size_t items);
-size_t mess_request_size(const mess_params *p);
-size_t mess_response_size(const mess_params *p, size_t pool);
-size_t mess_payload_size(const mess_params *p); /* one ciphertext entry */
-
-void mess_buf_free(uint8_t *buf);
+MESS_API size_t mess_upload_size(const mess_params *p, size_t items);
+MESS_API size_t mess_delete_size(const mess_params *p, size_t items);
+MESS_API size_t mess_request_size(const mess_params *p);
+MESS_API size_t mess_response_size(const mess_params *p, size_t pool);
+MESS_API size_t mess_payload_size(const mess_params *p); /* one ciphertext entry */
+         
+MESS_API void mess_buf_free(uint8_t *buf);
 
 /* ------------------------------------------------------------------------
  * Query: request (client) -> search (server) -> finish (client)
@@ -346,16 +380,16 @@ void mess_buf_free(uint8_t *buf);
  * id and pool rotation follow the operation counter, which a request
  * advances; save the client after requests or two runs repeat them.
  * *q_out keeps what finish() needs. */
-int mess_client_request(mess_client *c, const float *q, size_t pool,
-                        mess_query **q_out, uint8_t **req, size_t *req_len);
+MESS_API int mess_client_request(mess_client *c, const float *q, size_t pool,
+                                 mess_query **q_out, uint8_t **req, size_t *req_len);
 
 /* Searches every shard for its budget of nearest perturbed codes and returns
  * the ciphertexts.  A request from a client other than the server's owner
  * is MESS_EOWNER.  Safe to call from many threads on one server.
  * threads: workers for the fan-out over shards (0 = 1). */
-int mess_server_search(const mess_server *s, const uint8_t *req,
-                       size_t req_len, unsigned threads, uint8_t **resp,
-                       size_t *resp_len);
+MESS_API int mess_server_search(const mess_server *s, const uint8_t *req,
+                                size_t req_len, unsigned threads, uint8_t **resp,
+                                size_t *resp_len);
 
 typedef struct mess_finish_stats {
     size_t candidates;     /* entries in the response */
@@ -364,10 +398,11 @@ typedef struct mess_finish_stats {
     size_t unopened;       /* further copies of an id already authenticated,
                               not opened (0 with verify-all) */
 } mess_finish_stats;
+MESS_API size_t mess_sizeof_finish_stats(void);
 
 /* Worker threads mess_client_finish uses to open response entries (default
  * 1; 0 means 1).  A property of this handle only, not saved with it. */
-int mess_client_set_threads(mess_client *c, unsigned threads);
+MESS_API int mess_client_set_threads(mess_client *c, unsigned threads);
 
 /* Whether mess_client_finish authenticates every entry of a response
  * (on != 0) or, the default, one authentic copy per id.  The results are
@@ -377,18 +412,18 @@ int mess_client_set_threads(mess_client *c, unsigned threads);
  * use.  Verify-all only makes auth_failures count tampered redundant copies
  * too (an audit of the server), at about twice the cost of the default at
  * t = 16.  A property of this handle only, not saved with it. */
-int mess_client_set_verify_all(mess_client *c, int on);
+MESS_API int mess_client_set_verify_all(mess_client *c, int on);
 
 /* Decrypts the response, drops and counts entries failing authentication,
  * dedupes by id (see mess_client_set_verify_all), reranks exactly and writes up to k results (ascending
  * distance, ties by id) to ids/dists; *n_out is how many.  A response that
  * is not for this query's request is MESS_EAUTH; a response in which every
  * entry failed authentication returns MESS_EAUTH too (with stats filled). */
-int mess_client_finish(const mess_client *c, const mess_query *q,
-                       const uint8_t *resp, size_t resp_len, size_t k,
-                       uint64_t *ids, float *dists, size_t *n_out,
-                       mess_finish_stats *stats);
-void mess_query_free(mess_query *q);
+MESS_API int mess_client_finish(const mess_client *c, const mess_query *q,
+                                const uint8_t *resp, size_t resp_len, size_t k,
+                                uint64_t *ids, float *dists, size_t *n_out,
+                                mess_finish_stats *stats);
+MESS_API void mess_query_free(mess_query *q);
 
 /* ------------------------------------------------------------------------
  * State files
@@ -408,10 +443,10 @@ void mess_query_free(mess_query *q);
  * can write the file could otherwise plant a client with keys they know.
  * Loading a sealed file without one, or with a wrong one, is MESS_EPASS.
  * ---------------------------------------------------------------------- */
-int mess_client_save(const mess_client *c, const char *path,
-                     const char *passphrase);
-int mess_client_load(const char *path, const char *passphrase,
-                     mess_client **out);
+MESS_API int mess_client_save(const mess_client *c, const char *path,
+                              const char *passphrase);
+MESS_API int mess_client_load(const char *path, const char *passphrase,
+                              mess_client **out);
 /* The state-file container version this build writes and reads; files of
  * any other version are MESS_EVERSION.  mess_state_file_peek reads only a
  * state file's unauthenticated header (no passphrase needed): its container
@@ -419,16 +454,17 @@ int mess_client_load(const char *path, const char *passphrase,
  * if it is not a state file.  For messages ("version 1 found, version 2
  * expected") and for telling a sealed client file from an unsealed one. */
 #define MESS_STATE_FILE_VERSION 2
-int mess_state_file_peek(const char *path, uint32_t *version, uint32_t *role,
-                         int *sealed);
-int mess_client_save_pass(const mess_client *c, const char *path,
-                          const char *passphrase, size_t passphrase_len);
-int mess_client_load_pass(const char *path, const char *passphrase,
-                          size_t passphrase_len, mess_client **out);
-int mess_server_save(const mess_server *s, const char *path);
+MESS_API uint32_t mess_state_file_version(void);
+MESS_API int mess_state_file_peek(const char *path, uint32_t *version, uint32_t *role,
+                                  int *sealed);
+MESS_API int mess_client_save_pass(const mess_client *c, const char *path,
+                                   const char *passphrase, size_t passphrase_len);
+MESS_API int mess_client_load_pass(const char *path, const char *passphrase,
+                                   size_t passphrase_len, mess_client **out);
+MESS_API int mess_server_save(const mess_server *s, const char *path);
 /* expect: NULL, or parameters the file must match (else MESS_EPARAM). */
-int mess_server_load(const char *path, const mess_params *expect,
-                     mess_server **out);
+MESS_API int mess_server_load(const char *path, const mess_params *expect,
+                              mess_server **out);
 
 typedef struct mess_server_stats {
     size_t entries;        /* nodes over all shards, deleted included */
@@ -437,328 +473,8 @@ typedef struct mess_server_stats {
     size_t bytes;          /* memory in use: graphs, codes, ciphertexts */
     size_t min_shard, max_shard; /* live entries of the smallest / largest shard */
 } mess_server_stats;
-int mess_server_stats_get(const mess_server *s, mess_server_stats *out);
-
-/* ------------------------------------------------------------------------
- * Read-only server view
- *
- * Everything the untrusted server holds, shard by shard, for leakage
- * evaluations (paper Appendix A.2) and audits: nodes numbered 0..n-1 in
- * insertion order, each with its perturbed code, opaque label, HNSW level,
- * deleted flag, links per level and ciphertext.  Nothing here is secret and
- * nothing here changes the server.  shard >= M is MESS_EINVAL; an output
- * array with room for fewer than the shard's n nodes (`cap`) is MESS_ELIMIT.
- * ---------------------------------------------------------------------- */
-
-/* *nodes: nodes of the shard, deleted ones included. */
-int mess_server_shard_nodes(const mess_server *s, uint32_t shard,
-                            size_t *nodes);
-/* *node: the graph's entry point; MESS_ENOTFOUND if the shard is empty. */
-int mess_server_shard_entry_point(const mess_server *s, uint32_t shard,
-                                  uint32_t *node);
-/* Perturbed codes, kappa/64 words per node (bit layout of
- * mess_client_codes); cap counts nodes. */
-int mess_server_shard_codes(const mess_server *s, uint32_t shard,
-                            uint64_t *codes, size_t cap);
-/* Labels, MESS_LABEL_BYTES (16) opaque bytes per node; cap counts nodes. */
-#define MESS_LABEL_BYTES 16
-int mess_server_shard_labels(const mess_server *s, uint32_t shard,
-                             uint8_t *labels, size_t cap);
-/* Top layer of each node (0 = bottom layer only). */
-int mess_server_shard_levels(const mess_server *s, uint32_t shard,
-                             uint32_t *levels, size_t cap);
-/* 1 for a node marked deleted, else 0. */
-int mess_server_shard_deleted(const mess_server *s, uint32_t shard,
-                              uint8_t *deleted, size_t cap);
-/* Ciphertexts, mess_payload_size() bytes per node; cap counts nodes. */
-int mess_server_shard_entries(const mess_server *s, uint32_t shard,
-                              uint8_t *entries, size_t cap);
-/* Links of one node at one level (at most 2*M_hnsw at level 0, M_hnsw
- * above): *n is their number; MESS_EINVAL if node >= n or level exceeds the
- * node's level; MESS_ELIMIT (with *n set) if cap < *n. */
-int mess_server_shard_neighbors(const mess_server *s, uint32_t shard,
-                                uint32_t node, uint32_t level, uint32_t *ids,
-                                size_t cap, size_t *n);
-/* All links of one level in compressed-row form: node i's links are
- * ids[offsets[i] .. offsets[i+1]) (none for nodes below the level).
- * offsets has room for n_offsets >= nodes + 1 entries; *n_ids gets the
- * total, and ids (cap entries) may be NULL with cap 0 to ask for it only. */
-int mess_server_shard_links(const mess_server *s, uint32_t shard,
-                            uint32_t level, size_t *offsets, size_t n_offsets,
-                            uint32_t *ids, size_t cap, size_t *n_ids);
-
-/* ------------------------------------------------------------------------
- * Privacy accountants (paper section 5.2, Appendix A.1)
- *
- * Pure numerics over public flip probabilities and fixed-hash Hamming
- * distances; no handle to the protocol is needed, so a user can state what
- * the server may learn before outsourcing anything.  Privacy parameters are
- * in nats (an event's probability changes by at most a factor e^xi, plus
- * delta where one is given).  Everything is computed in log space or on
- * probabilities in [0, 1]: no overflow and no NaN for flip probabilities in
- * (0, 1/2], kappa up to MESS_MAX_BITS, M up to MESS_MAX_SHARDS and
- * repetition counts up to MESS_ACCOUNT_MAX_REPEATS.  A flip probability of
- * 0 has no finite guarantee and is MESS_EINVAL; 1/2 releases nothing (0).
- * ---------------------------------------------------------------------- */
-
-/* Repetition counts R beyond this are MESS_ELIMIT (2^53: exact in a double). */
-#define MESS_ACCOUNT_MAX_REPEATS ((uint64_t)1 << 53)
-/* Smallest target delta accepted; mass dropped by truncation is below 1e-30. */
-#define MESS_ACCOUNT_MIN_DELTA 1e-20
-/* Route dynamic programme limits: (min(t, M-t) + 1) * (U + 1) cells, U the
- * largest aggregate distance, and cell updates (a few seconds at most);
- * MESS_ELIMIT beyond.  The paper's configuration needs 33K cells. */
-#define MESS_ACCOUNT_MAX_CELLS (1u << 24)
-#define MESS_ACCOUNT_MAX_WORK 4294967296.0
-
-/* eta = ln((1 - p) / p): the per-coordinate pure XDP of randomized response
- * with flip probability p in (0, 1/2] (Proposition 5.1).  eta_D for p_D. */
-int mess_account_eta(double p, double *eta);
-
-/* Pure stored-data bound of Theorem 5.2: eta_D * D_D with D_D the sum of
- * the t largest of the m per-shard fixed-hash distances d[0..m-1] (the
- * worst t-shard route; with t = m, the realized route of the
- * identifier-fixed case).  1 <= t <= m <= MESS_MAX_SHARDS, d[s] <=
- * MESS_MAX_BITS. */
-int mess_account_stored_pure(double p_store, const uint32_t *d, size_t m,
-                             size_t t, double *xi);
-
-/* Route-averaged distance distribution w(u) = Pr[sum of d over a uniform
- * t-of-m route = u] (section 5.2.2, dynamic programme of Appendix A.1.1;
- * no subset is enumerated).  Writes ln w(u) for u = 0 .. *len - 1, where
- * *len = 1 + (sum of the t largest d); -INFINITY where w(u) = 0.
- *   logw: NULL to only learn *len, else room for `cap` doubles (cap < *len
- *         is MESS_ELIMIT with *len set).
- * The programme carries probabilities (the counts of A.1.1 divided by
- * C(m, t) at every step), so nothing overflows; weights below 1e-300 may
- * underflow to 0, far below any delta this accountant accepts.  Work is
- * O(m * min(t, m-t) * U); beyond MESS_ACCOUNT_MAX_CELLS or
- * MESS_ACCOUNT_MAX_WORK, MESS_ELIMIT. */
-int mess_account_route_weights(const uint32_t *d, size_t m, size_t t,
-                               double *logw, size_t cap, size_t *len);
-
-/* Exact randomized-response hockey-stick profile of Corollary 5.3 for u
- * differing coordinates with flip probability p:
- *   delta_u(eps) = sum_z C(u,z) (1-p)^z p^(u-z) [1 - e^(eps - (2z-u) eta)]_+
- * u <= MESS_MAX_SHARDS * MESS_MAX_BITS, eps >= 0.  The profile is the same in
- * both directions (randomized response is symmetric). */
-int mess_account_rr_delta(double p, uint64_t u, double eps, double *delta);
-
-/* The privacy-loss distribution of randomized response mixed over a
- * distance distribution: the route-averaged profile
- * delta(eps) = sum_u w(u) delta_u(eps) of Corollary 5.3. */
-typedef struct mess_account_pld mess_account_pld;
-
-/* Builds the mixture for flip probability p in (0, 1/2] and log-weights
- * logw[u], u = 0 .. len-1 (normalised here; -INFINITY entries are absent;
- * at least one must be finite; len - 1 <= MESS_MAX_SHARDS * MESS_MAX_BITS).
- * A point mass (identifier-fixed route) is logw[u] = 0 at one u. */
-int mess_account_pld_new(double p, const double *logw, size_t len,
-                         mess_account_pld **out);
-void mess_account_pld_free(mess_account_pld *pld);
-
-/* delta(eps) of the mixture for eps >= 0 (the larger of both directions). */
-int mess_account_pld_delta(const mess_account_pld *pld, double eps,
-                           double *delta);
-
-/* xi(delta0) = inf { eps >= 0 : delta(eps) <= delta0 }, by bisection to
- * 1e-9 (absolute, or 1e-15 relative for large values); the value returned
- * satisfies delta(xi) <= delta0.  delta0 in [MESS_ACCOUNT_MIN_DELTA, 1). */
-int mess_account_pld_epsilon(const mess_account_pld *pld, double delta0,
-                             double *xi);
-
-/* Upper-tail bound of Corollary 5.3 on the privacy loss of the released
- * index: Pr[L > eps] <= min{1, inf_{0 <= a < eps} delta(a)/(1 - e^(a-eps))}
- * (the infimum is searched numerically; every a tried gives a valid bound).
- * *exact (may be NULL) receives Pr[L > eps] of the augmented release that
- * also reveals the route, computed from the mixture directly. */
-int mess_account_pld_tail(const mess_account_pld *pld, double eps,
-                          double *bound, double *exact);
-
-/* Largest and mean aggregate distance of the mixture. */
-int mess_account_pld_support(const mess_account_pld *pld, uint64_t *u_max,
-                             double *u_mean);
-
-typedef struct mess_account_stored_result {
-    double eta;      /* eta_D = ln((1 - p_D) / p_D) */
-    uint64_t u_max;  /* D_D: sum of the t largest distances (or of all, fixed) */
-    double u_mean;   /* mean aggregate distance under the route distribution */
-    double xi_pure;  /* eta_D * D_D: pure XDP of Theorem 5.2 */
-    double xi_pld;   /* pair-specific XDP at delta0 (Corollary 5.3) */
-} mess_account_stored_result;
-
-/* Stored-data accountant for one challenge pair with per-shard fixed-hash
- * distances d[0..m-1]:
- *   fixed = 0: uniform t-of-m route (w from mess_account_route_weights);
- *   fixed = 1: identifier-fixed route, d lists the t realized shards (t = m),
- *              w is a point mass at their sum.
- * delta0 in [MESS_ACCOUNT_MIN_DELTA, 1). */
-int mess_account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
-                        int fixed, double delta0,
-                        mess_account_stored_result *out);
-
-/* Access-pattern parameter of Theorem 5.4 for PRR flip a and IRR flip b in
- * [0, 1/2] (not both 0) and R >= 1 submissions of one logical query:
- *   eta_R = ln(((1-a)(1-b)^R + a b^R) / (a(1-b)^R + (1-a) b^R)),
- * evaluated in closed form in log space (O(1) for any R).  The complete
- * access transcript is eta_R-XDP w.r.t. D_Q; xi_AP = eta_R * D_Q. */
-int mess_account_access(double p_prr, double p_irr, uint64_t repeats,
-                        double *eta_r);
-
-/* Search-pattern parameters of Theorem 5.5: gamma_eq (same clean bit,
- * shared vs fresh permanent report) and gamma_ne (different clean bits),
- * the largest |log-likelihood ratio| between reuse and split over all
- * report sequences, by exact enumeration of the sufficient statistics
- * (ones among the first R-1 reports, last report).  For R > 2^16 only
- * the two extreme counts are evaluated: the ratio is monotone in the count
- * (it is affine in the posterior of the permanent bit), so this is exact.
- * p_prr in [0, 1/2], p_irr in (0, 1/2], R >= 1 (R = 1: gamma_eq = 0 and
- * gamma_ne = eta_1). */
-int mess_account_search(double p_prr, double p_irr, uint64_t repeats,
-                        double *gamma_eq, double *gamma_ne);
-
-/* xi_SP = (K_Q - u) gamma_eq + u gamma_ne and the uniform ordinary-DP bound
- * K_Q max(gamma_eq, gamma_ne) (Theorem 5.5) for K_Q = bits contacted
- * (sum of kappa over contacted shards) and u = D_Q <= K_Q. */
-int mess_account_search_xi(double p_prr, double p_irr, uint64_t repeats,
-                           uint64_t bits, uint64_t distance, double *xi_sp,
-                           double *xi_uniform);
-
-/* Random-hyperplane LSH case (Appendix A.2.6 regression value): kappa bits
- * each differing independently with probability d_theta in [0, 1], flip p.
- *   *xi_mixture: exact profile mixed over u ~ Binomial(kappa, d_theta),
- *                inverted at delta0 (what this accountant computes);
- *   *xi_chernoff: eta * kappa * a*, with a* > d_theta solving
- *                kappa KL(a* || d_theta) = ln(1/delta0) (the Chernoff
- *                relative-entropy tail of the distance at delta0, then
- *                pure XDP at that distance; reproduces the paper's 20.041
- *                for p = 0.21, kappa = 128, d_theta = 0.05, delta0 = 0.01).
- * Either pointer may be NULL. */
-int mess_account_random_lsh(double p, uint32_t kappa, double d_theta,
-                            double delta0, double *xi_mixture,
-                            double *xi_chernoff);
-
-/* ------------------------------------------------------------------------
- * Correctness model (Proposition 4.1, Appendix B): predicted recall
- * ---------------------------------------------------------------------- */
-
-/* p_plus = p_D (1 - p_q) + p_q (1 - p_D): storage and query flips compound. */
-int mess_plan_compound_flip(double p_store, double p_query, double *p_plus);
-
-/* Gaussian overtaking probability of Proposition 4.1: a background item at
- * clean distance d overtakes a target at clean distance d_star,
- *   Phi((d_star - d)(1 - 2 p_plus) / sqrt(2 kappa p_plus (1 - p_plus))).
- * d, d_star <= kappa; p_plus in [0, 1/2] (0: a step, 1/2 at a tie). */
-int mess_plan_overtake(uint32_t kappa, double p_plus, uint32_t d_star,
-                       uint32_t d, double *prob);
-
-/* Poisson-binomial shard rank of Proposition B.1: count[d], d = 0..kappa,
- * is the number of background items (target excluded) at clean distance d
- * in the whole database; occupancy = t/M scales it to one shard.
- *   *mean = 1 + occupancy sum_d count[d] P(d),
- *   *var  = occupancy sum_d count[d] P(d) (1 - P(d)). */
-int mess_plan_rank(uint32_t kappa, double p_plus, uint32_t d_star,
-                   const double *count, double occupancy, double *mean,
-                   double *var);
-
-/* P_hit(P) = Phi((P + 1/2 - mean) / sqrt(var)) for a per-shard budget P
- * (continuity correction 1/2); var = 0 gives a step. */
-int mess_plan_hit(double mean, double var, double budget, double *prob);
-
-/* Aggregate recovery 1 - prod_s (1 - p_hit[s]) over an item's n shards. */
-int mess_plan_recovery(const double *p_hit, size_t n, double *prob);
-
-/* The same averaged over a uniform t-of-m route (what a planner who does
- * not fix the identifier expects): E_S[1 - prod_{s in S}(1 - p_hit[s])]. */
-int mess_plan_recovery_uniform(const double *p_hit, size_t m, size_t t,
-                               double *prob);
-
-/* The conditional refinement (MESS_PLAN_CONDITIONAL below).  Proposition
- * 4.1 treats the overtaking events of one target as independent, but they
- * all compare against the same perturbed target distance X; conditioning
- * on it restores that correlation:
- *   Pr[X = x | d] = (Binomial(d, 1-p_plus) * Binomial(kappa-d, p_plus))(x)
- * (the distance law of the proof of Proposition 4.1, convolved exactly),
- * an item at clean distance d overtakes with F_d(x) = Pr[X_d < x] +
- * Pr[X_d = x]/2, and P_hit = sum_x Pr[X = x | d_star] Phi((P + 1/2 - 1 -
- * mu(x)) / sigma(x)) with mu(x), sigma(x)^2 the Poisson-binomial moments
- * of the F_d(x) (occupancy-scaled counts as in mess_plan_rank).
- * kappa <= MESS_PLAN_MAX_CONDITIONAL_BITS (tables are (kappa+1)^2). */
-#define MESS_PLAN_PAPER        0  /* Proposition 4.1 / Appendix B as stated */
-#define MESS_PLAN_CONDITIONAL  1  /* conditioned on the target's perturbed distance */
-#define MESS_PLAN_MAX_CONDITIONAL_BITS 1024
-
-/* pmf[x] = Pr[perturbed distance = x | clean distance d], x = 0..kappa. */
-int mess_plan_distance_pmf(uint32_t kappa, double p_plus, uint32_t d,
-                           double *pmf);
-
-/* P_hit of the conditional model for one shard: count[] and occupancy as in
- * mess_plan_rank (target excluded), budget P >= 0. */
-int mess_plan_hit_conditional(uint32_t kappa, double p_plus, uint32_t d_star,
-                              const double *count, double occupancy,
-                              double budget, double *prob);
-
-/* Predicted Recall@k for candidate pools pools[0..npools-1] (total B split
- * over the M shards as the protocol does), from the client's own clean
- * codes: nothing here leaves the client.
- *   data:    the n x dim vectors the client stores;
- *   queries: nq x dim sample of queries;
- *   truth:   nq x k indices into data of each query's exact top-k, or NULL
- *            to compute them here with the client's metric;
- *   recall:  npools outputs, the mean over queries and targets of the
- *            aggregate recovery probability (route averaged);
- *   threads: workers (0 = 1).
- * Uses p_D, p_q = mess_effective_flip(p_PRR, p_IRR), M, t, kappa of the
- * client.  This is Proposition 4.1 / Appendix B as the paper states it;
- * it treats a target's overtaking events as independent and is strongly
- * pessimistic at small pools on the bundled SIFT set, where the
- * conditional model of mess_plan_recall_model comes close to measured
- * recall (docs/PRIVACY.md compares both). */
-int mess_plan_recall(const mess_client *c, const float *data, size_t n,
-                     const float *queries, size_t nq,
-                     const uint32_t *truth, size_t k, const size_t *pools,
-                     size_t npools, unsigned threads, double *recall);
-
-/* The same with a choice of model: MESS_PLAN_PAPER (what mess_plan_recall
- * computes) or MESS_PLAN_CONDITIONAL (closer to measured recall; see
- * docs/PRIVACY.md). */
-int mess_plan_recall_model(const mess_client *c, int model, const float *data,
-                           size_t n, const float *queries, size_t nq,
-                           const uint32_t *truth, size_t k, const size_t *pools,
-                           size_t npools, unsigned threads, double *recall);
-
-/* The search check.  The two models above assume each shard returns its
- * exact top-P by perturbed Hamming distance.  The server searches an HNSW
- * graph with beam ef = max(P, ef_search); where that beam is too narrow for
- * the data (sentence embeddings at small P: docs/TEXT.md) it returns less,
- * and the models are optimistic.  mess_plan_recall_search rebuilds
- * check_shards shards locally as the server would hold them (round(n t/M)
- * items: the targets of the first check_queries queries plus a uniform
- * sample, storage-perturbed; queries perturbed with p_q; the server's HNSW
- * parameters), measures per budget P the share eff(P) of targets in a
- * shard's exact top-P that the HNSW search returns (ties split as an exact
- * search would), and evaluates the model at the budget eff(P) P.  Coins
- * come from a fixed local seed (repeatable; nothing leaves the client).
- * This correction treats the search's misses as independent across shards
- * and is pessimistic where eff is far below 1 (docs/TEXT.md: on the bundled
- * SIFT set measured recall lies between the two curves).  search == NULL or
- * check_shards == 0: no check (mess_plan_recall_model). */
-#define MESS_PLAN_MAX_CHECK_SHARDS 64
-struct mess_plan_search {
-    uint32_t ef_search;     /* the server's beam floor (its ef_search) */
-    uint32_t check_shards;  /* shards rebuilt, 0..MESS_PLAN_MAX_CHECK_SHARDS
-                               (more than M: M); 0 = no check */
-    uint32_t check_queries; /* queries of the sample the check uses (0: 100) */
-    double *eff;            /* npools: receives eff(B) (may be NULL) */
-    double *recall_exact;   /* npools: receives the curve without the check
-                               (exact per-shard search; may be NULL) */
-};
-
-int mess_plan_recall_search(const mess_client *c, int model, const float *data,
-                            size_t n, const float *queries, size_t nq,
-                            const uint32_t *truth, size_t k, const size_t *pools,
-                            size_t npools, struct mess_plan_search *search,
-                            unsigned threads, double *recall);
+MESS_API size_t mess_sizeof_server_stats(void);
+MESS_API int mess_server_stats_get(const mess_server *s, mess_server_stats *out);
 
 #ifdef __cplusplus
 }

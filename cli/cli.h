@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../mess.h"
+#include "../mess_experimental.h"
 
 /* Exit codes of the tool. */
 #define CLI_OK 0

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "../mess.h"
+#include "../mess_experimental.h" /* mess_vecs_read_f32, mess_ivecs_read */
 
 static double now(void)
 {

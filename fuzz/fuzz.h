@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../mess.h"
+#include "../mess_experimental.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

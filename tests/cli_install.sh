@@ -8,12 +8,18 @@ dest="$tmp/root"
 prefix=/opt/libmess-test
 cat > "$tmp/prog.c" <<'C'
 #include <mess.h>
+#include <mess_experimental.h>
 #include <stdio.h>
 #include <string.h>
 int main(void)
 {
-    /* the header and the library agree, and a real call works */
-    if (strcmp(mess_version(), MESS_VERSION_STRING) != 0)
+    double eta = 0;
+    /* the header and the library agree, and real calls work (a stable
+     * one and one of the experimental header) */
+    if (strcmp(mess_version_string(), MESS_VERSION_STRING) != 0 ||
+        mess_version_number() != MESS_VERSION_NUMBER)
+        return 1;
+    if (mess_account_eta(0.25, &eta) != MESS_OK || eta < 1.09 || eta > 1.1)
         return 1;
     printf("%s\n", mess_strerror(MESS_EFORMAT));
     return 0;
@@ -26,7 +32,7 @@ else
     cat "$tmp/log"
     bad "make install"
 fi
-for f in lib/libmess.a lib/libmess.so lib/libmess.so.0 include/mess.h \
+for f in lib/libmess.a lib/libmess.so lib/libmess.so.0 include/mess.h include/mess_experimental.h \
          lib/pkgconfig/mess.pc bin/mess share/doc/libmess/README.md \
          lib/python3/dist-packages/mess/__init__.py; do
     [ -e "$dest$prefix/$f" ] && ok "installed $f" || bad "installed $f"

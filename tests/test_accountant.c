@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "../mess.h"
+#include "../mess_experimental.h"
 #include "harness.h"
 
 #define NEAR(a, b, tol) (fabs((a) - (b)) <= (tol) * (1.0 + fabs(b)))

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "../mess.h"
+#include "../mess_experimental.h"
 #include "harness.h"
 
 #define N_ITEMS 800

@@ -15,7 +15,7 @@
  */
 #include <pthread.h>
 
-#include "../mess.h"
+#include "../mess_experimental.h"
 #include "harness.h"
 
 #define N_ITEMS 1500

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../mess.h"
+#include "../mess_experimental.h"
 #include "harness.h"
 
 static float *base, *queries, *train;

@@ -13,7 +13,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "../mess.h"
+#include "../mess_experimental.h"
 #include "harness.h"
 
 #define N_ITEMS 600

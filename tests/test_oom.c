@@ -29,7 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../mess.h"
+#include "../mess_experimental.h"
 #include "harness.h"
 #include "oom_alloc.h"
 

@@ -1,5 +1,5 @@
 """Privacy accountants and the correctness model (mess_account_* and
-mess_plan_* of mess.h: paper section 5.2, Appendix A.1, Proposition 4.1 and
+mess_plan_* of mess_experimental.h: paper section 5.2, Appendix A.1, Proposition 4.1 and
 Appendix B).  Pure numerics over public parameters, except plan_recall,
 which uses the client's own clean codes.  Privacy parameters are in nats.
 

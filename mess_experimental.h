@@ -1,0 +1,386 @@
+/*
+ * mess_experimental.h - libmess interfaces that may change.
+ *
+ * STABILITY: everything declared here may change or go between minor
+ * versions (0.2 -> 0.3, and after 1.0 between 1.x releases), in its
+ * signature or its behaviour; mess.h is the stable API.  Programs that use
+ * these functions should check mess_version_number() against the
+ * MESS_VERSION_NUMBER they were built with.  The functions are exported
+ * by libmess.so as mess_* like the stable ones (symbol version MESS_0) and
+ * follow mess.h's conventions (status codes, NULL-accepting frees, no
+ * global state).
+ *
+ * What is here: vector file I/O (TEXMEX formats), the read-only server
+ * view (leakage evaluations, audits), the privacy accountants and the
+ * recall planner.  Include it explicitly; mess.h does not.
+ */
+#ifndef MESS_EXPERIMENTAL_H
+#define MESS_EXPERIMENTAL_H
+
+#include "mess.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Vector files (TEXMEX formats)
+ *
+ * .fvecs: per record, int32 dim then dim float32.
+ * .ivecs: per record, int32 dim then dim int32.
+ * .bvecs: per record, int32 dim then dim uint8.
+ * .u64vecs: per record, int32 dim then dim uint64 (ids of any size; the
+ *   files `mess query --out` writes when ids reach 2^31).
+ * All little-endian.  A failure of the system (open, read, write, rename)
+ * is MESS_EIO with errno as the system left it (EISDIR for a directory).
+ * Every record of a file must have the same dim (1..MESS_MAX_DIM), and the
+ * file size must be a whole number of records; otherwise MESS_EFORMAT.
+ * Arrays returned are row-major n x dim, allocated with malloc; release them
+ * with mess_vecs_free().
+ * ---------------------------------------------------------------------- */
+
+/* Reads .fvecs or .bvecs (chosen by the file name's extension) as float32. */
+MESS_API int mess_vecs_read_f32(const char *path, float **out, size_t *n, size_t *dim);
+MESS_API int mess_fvecs_read(const char *path, float **out, size_t *n, size_t *dim);
+MESS_API int mess_bvecs_read(const char *path, uint8_t **out, size_t *n, size_t *dim);
+MESS_API int mess_ivecs_read(const char *path, int32_t **out, size_t *n, size_t *dim);
+MESS_API int mess_fvecs_write(const char *path, const float *v, size_t n, size_t dim);
+MESS_API int mess_bvecs_write(const char *path, const uint8_t *v, size_t n, size_t dim);
+MESS_API int mess_ivecs_write(const char *path, const int32_t *v, size_t n, size_t dim);
+MESS_API int mess_u64vecs_read(const char *path, uint64_t **out, size_t *n, size_t *dim);
+MESS_API int mess_u64vecs_write(const char *path, const uint64_t *v, size_t n, size_t dim);
+MESS_API void mess_vecs_free(void *p);
+
+/* ------------------------------------------------------------------------
+ * Read-only server view
+ *
+ * Everything the untrusted server holds, shard by shard, for leakage
+ * evaluations (paper Appendix A.2) and audits: nodes numbered 0..n-1 in
+ * insertion order, each with its perturbed code, opaque label, HNSW level,
+ * deleted flag, links per level and ciphertext.  Nothing here is secret and
+ * nothing here changes the server.  shard >= M is MESS_EINVAL; an output
+ * array with room for fewer than the shard's n nodes (`cap`) is MESS_ELIMIT.
+ * ---------------------------------------------------------------------- */
+
+/* *nodes: nodes of the shard, deleted ones included. */
+MESS_API int mess_server_shard_nodes(const mess_server *s, uint32_t shard,
+                                     size_t *nodes);
+/* *node: the graph's entry point; MESS_ENOTFOUND if the shard is empty. */
+MESS_API int mess_server_shard_entry_point(const mess_server *s, uint32_t shard,
+                                           uint32_t *node);
+/* Perturbed codes, kappa/64 words per node (bit layout of
+ * mess_client_codes); cap counts nodes. */
+MESS_API int mess_server_shard_codes(const mess_server *s, uint32_t shard,
+                                     uint64_t *codes, size_t cap);
+/* Labels, MESS_LABEL_BYTES (16) opaque bytes per node; cap counts nodes. */
+#define MESS_LABEL_BYTES 16
+MESS_API size_t mess_label_bytes(void);
+MESS_API int mess_server_shard_labels(const mess_server *s, uint32_t shard,
+                                      uint8_t *labels, size_t cap);
+/* Top layer of each node (0 = bottom layer only). */
+MESS_API int mess_server_shard_levels(const mess_server *s, uint32_t shard,
+                                      uint32_t *levels, size_t cap);
+/* 1 for a node marked deleted, else 0. */
+MESS_API int mess_server_shard_deleted(const mess_server *s, uint32_t shard,
+                                       uint8_t *deleted, size_t cap);
+/* Ciphertexts, mess_payload_size() bytes per node; cap counts nodes. */
+MESS_API int mess_server_shard_entries(const mess_server *s, uint32_t shard,
+                                       uint8_t *entries, size_t cap);
+/* Links of one node at one level (at most 2*M_hnsw at level 0, M_hnsw
+ * above): *n is their number; MESS_EINVAL if node >= n or level exceeds the
+ * node's level; MESS_ELIMIT (with *n set) if cap < *n. */
+MESS_API int mess_server_shard_neighbors(const mess_server *s, uint32_t shard,
+                                         uint32_t node, uint32_t level, uint32_t *ids,
+                                         size_t cap, size_t *n);
+/* All links of one level in compressed-row form: node i's links are
+ * ids[offsets[i] .. offsets[i+1]) (none for nodes below the level).
+ * offsets has room for n_offsets >= nodes + 1 entries; *n_ids gets the
+ * total, and ids (cap entries) may be NULL with cap 0 to ask for it only. */
+MESS_API int mess_server_shard_links(const mess_server *s, uint32_t shard,
+                                     uint32_t level, size_t *offsets, size_t n_offsets,
+                                     uint32_t *ids, size_t cap, size_t *n_ids);
+
+/* ------------------------------------------------------------------------
+ * Privacy accountants (paper section 5.2, Appendix A.1)
+ *
+ * Pure numerics over public flip probabilities and fixed-hash Hamming
+ * distances; no handle to the protocol is needed, so a user can state what
+ * the server may learn before outsourcing anything.  Privacy parameters are
+ * in nats (an event's probability changes by at most a factor e^xi, plus
+ * delta where one is given).  Everything is computed in log space or on
+ * probabilities in [0, 1]: no overflow and no NaN for flip probabilities in
+ * (0, 1/2], kappa up to MESS_MAX_BITS, M up to MESS_MAX_SHARDS and
+ * repetition counts up to MESS_ACCOUNT_MAX_REPEATS.  A flip probability of
+ * 0 has no finite guarantee and is MESS_EINVAL; 1/2 releases nothing (0).
+ * ---------------------------------------------------------------------- */
+
+/* Repetition counts R beyond this are MESS_ELIMIT (2^53: exact in a double). */
+#define MESS_ACCOUNT_MAX_REPEATS ((uint64_t)1 << 53)
+/* Smallest target delta accepted; mass dropped by truncation is below 1e-30. */
+#define MESS_ACCOUNT_MIN_DELTA 1e-20
+/* Route dynamic programme limits: (min(t, M-t) + 1) * (U + 1) cells, U the
+ * largest aggregate distance, and cell updates (a few seconds at most);
+ * MESS_ELIMIT beyond.  The paper's configuration needs 33K cells. */
+#define MESS_ACCOUNT_MAX_CELLS (1u << 24)
+#define MESS_ACCOUNT_MAX_WORK 4294967296.0
+MESS_API uint64_t mess_account_max_repeats(void);
+MESS_API double mess_account_min_delta(void);
+MESS_API size_t mess_account_max_cells(void);
+MESS_API double mess_account_max_work(void);
+
+/* eta = ln((1 - p) / p): the per-coordinate pure XDP of randomized response
+ * with flip probability p in (0, 1/2] (Proposition 5.1).  eta_D for p_D. */
+MESS_API int mess_account_eta(double p, double *eta);
+
+/* Pure stored-data bound of Theorem 5.2: eta_D * D_D with D_D the sum of
+ * the t largest of the m per-shard fixed-hash distances d[0..m-1] (the
+ * worst t-shard route; with t = m, the realized route of the
+ * identifier-fixed case).  1 <= t <= m <= MESS_MAX_SHARDS, d[s] <=
+ * MESS_MAX_BITS. */
+MESS_API int mess_account_stored_pure(double p_store, const uint32_t *d, size_t m,
+                                      size_t t, double *xi);
+
+/* Route-averaged distance distribution w(u) = Pr[sum of d over a uniform
+ * t-of-m route = u] (section 5.2.2, dynamic programme of Appendix A.1.1;
+ * no subset is enumerated).  Writes ln w(u) for u = 0 .. *len - 1, where
+ * *len = 1 + (sum of the t largest d); -INFINITY where w(u) = 0.
+ *   logw: NULL to only learn *len, else room for `cap` doubles (cap < *len
+ *         is MESS_ELIMIT with *len set).
+ * The programme carries probabilities (the counts of A.1.1 divided by
+ * C(m, t) at every step), so nothing overflows; weights below 1e-300 may
+ * underflow to 0, far below any delta this accountant accepts.  Work is
+ * O(m * min(t, m-t) * U); beyond MESS_ACCOUNT_MAX_CELLS or
+ * MESS_ACCOUNT_MAX_WORK, MESS_ELIMIT. */
+MESS_API int mess_account_route_weights(const uint32_t *d, size_t m, size_t t,
+                                        double *logw, size_t cap, size_t *len);
+
+/* Exact randomized-response hockey-stick profile of Corollary 5.3 for u
+ * differing coordinates with flip probability p:
+ *   delta_u(eps) = sum_z C(u,z) (1-p)^z p^(u-z) [1 - e^(eps - (2z-u) eta)]_+
+ * u <= MESS_MAX_SHARDS * MESS_MAX_BITS, eps >= 0.  The profile is the same in
+ * both directions (randomized response is symmetric). */
+MESS_API int mess_account_rr_delta(double p, uint64_t u, double eps, double *delta);
+
+/* The privacy-loss distribution of randomized response mixed over a
+ * distance distribution: the route-averaged profile
+ * delta(eps) = sum_u w(u) delta_u(eps) of Corollary 5.3. */
+typedef struct mess_account_pld mess_account_pld;
+
+/* Builds the mixture for flip probability p in (0, 1/2] and log-weights
+ * logw[u], u = 0 .. len-1 (normalised here; -INFINITY entries are absent;
+ * at least one must be finite; len - 1 <= MESS_MAX_SHARDS * MESS_MAX_BITS).
+ * A point mass (identifier-fixed route) is logw[u] = 0 at one u. */
+MESS_API int mess_account_pld_new(double p, const double *logw, size_t len,
+                                  mess_account_pld **out);
+MESS_API void mess_account_pld_free(mess_account_pld *pld);
+
+/* delta(eps) of the mixture for eps >= 0 (the larger of both directions). */
+MESS_API int mess_account_pld_delta(const mess_account_pld *pld, double eps,
+                                    double *delta);
+
+/* xi(delta0) = inf { eps >= 0 : delta(eps) <= delta0 }, by bisection to
+ * 1e-9 (absolute, or 1e-15 relative for large values); the value returned
+ * satisfies delta(xi) <= delta0.  delta0 in [MESS_ACCOUNT_MIN_DELTA, 1). */
+MESS_API int mess_account_pld_epsilon(const mess_account_pld *pld, double delta0,
+                                      double *xi);
+
+/* Upper-tail bound of Corollary 5.3 on the privacy loss of the released
+ * index: Pr[L > eps] <= min{1, inf_{0 <= a < eps} delta(a)/(1 - e^(a-eps))}
+ * (the infimum is searched numerically; every a tried gives a valid bound).
+ * *exact (may be NULL) receives Pr[L > eps] of the augmented release that
+ * also reveals the route, computed from the mixture directly. */
+MESS_API int mess_account_pld_tail(const mess_account_pld *pld, double eps,
+                                   double *bound, double *exact);
+
+/* Largest and mean aggregate distance of the mixture. */
+MESS_API int mess_account_pld_support(const mess_account_pld *pld, uint64_t *u_max,
+                                      double *u_mean);
+
+typedef struct mess_account_stored_result {
+    double eta;      /* eta_D = ln((1 - p_D) / p_D) */
+    uint64_t u_max;  /* D_D: sum of the t largest distances (or of all, fixed) */
+    double u_mean;   /* mean aggregate distance under the route distribution */
+    double xi_pure;  /* eta_D * D_D: pure XDP of Theorem 5.2 */
+    double xi_pld;   /* pair-specific XDP at delta0 (Corollary 5.3) */
+} mess_account_stored_result;
+MESS_API size_t mess_sizeof_account_stored_result(void);
+
+/* Stored-data accountant for one challenge pair with per-shard fixed-hash
+ * distances d[0..m-1]:
+ *   fixed = 0: uniform t-of-m route (w from mess_account_route_weights);
+ *   fixed = 1: identifier-fixed route, d lists the t realized shards (t = m),
+ *              w is a point mass at their sum.
+ * delta0 in [MESS_ACCOUNT_MIN_DELTA, 1). */
+MESS_API int mess_account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
+                                 int fixed, double delta0,
+                                 mess_account_stored_result *out);
+
+/* Access-pattern parameter of Theorem 5.4 for PRR flip a and IRR flip b in
+ * [0, 1/2] (not both 0) and R >= 1 submissions of one logical query:
+ *   eta_R = ln(((1-a)(1-b)^R + a b^R) / (a(1-b)^R + (1-a) b^R)),
+ * evaluated in closed form in log space (O(1) for any R).  The complete
+ * access transcript is eta_R-XDP w.r.t. D_Q; xi_AP = eta_R * D_Q. */
+MESS_API int mess_account_access(double p_prr, double p_irr, uint64_t repeats,
+                                 double *eta_r);
+
+/* Search-pattern parameters of Theorem 5.5: gamma_eq (same clean bit,
+ * shared vs fresh permanent report) and gamma_ne (different clean bits),
+ * the largest |log-likelihood ratio| between reuse and split over all
+ * report sequences, by exact enumeration of the sufficient statistics
+ * (ones among the first R-1 reports, last report).  For R > 2^16 only
+ * the two extreme counts are evaluated: the ratio is monotone in the count
+ * (it is affine in the posterior of the permanent bit), so this is exact.
+ * p_prr in [0, 1/2], p_irr in (0, 1/2], R >= 1 (R = 1: gamma_eq = 0 and
+ * gamma_ne = eta_1). */
+MESS_API int mess_account_search(double p_prr, double p_irr, uint64_t repeats,
+                                 double *gamma_eq, double *gamma_ne);
+
+/* xi_SP = (K_Q - u) gamma_eq + u gamma_ne and the uniform ordinary-DP bound
+ * K_Q max(gamma_eq, gamma_ne) (Theorem 5.5) for K_Q = bits contacted
+ * (sum of kappa over contacted shards) and u = D_Q <= K_Q. */
+MESS_API int mess_account_search_xi(double p_prr, double p_irr, uint64_t repeats,
+                                    uint64_t bits, uint64_t distance, double *xi_sp,
+                                    double *xi_uniform);
+
+/* Random-hyperplane LSH case (Appendix A.2.6 regression value): kappa bits
+ * each differing independently with probability d_theta in [0, 1], flip p.
+ *   *xi_mixture: exact profile mixed over u ~ Binomial(kappa, d_theta),
+ *                inverted at delta0 (what this accountant computes);
+ *   *xi_chernoff: eta * kappa * a*, with a* > d_theta solving
+ *                kappa KL(a* || d_theta) = ln(1/delta0) (the Chernoff
+ *                relative-entropy tail of the distance at delta0, then
+ *                pure XDP at that distance; reproduces the paper's 20.041
+ *                for p = 0.21, kappa = 128, d_theta = 0.05, delta0 = 0.01).
+ * Either pointer may be NULL. */
+MESS_API int mess_account_random_lsh(double p, uint32_t kappa, double d_theta,
+                                     double delta0, double *xi_mixture,
+                                     double *xi_chernoff);
+
+/* ------------------------------------------------------------------------
+ * Correctness model (Proposition 4.1, Appendix B): predicted recall
+ * ---------------------------------------------------------------------- */
+
+/* p_plus = p_D (1 - p_q) + p_q (1 - p_D): storage and query flips compound. */
+MESS_API int mess_plan_compound_flip(double p_store, double p_query, double *p_plus);
+
+/* Gaussian overtaking probability of Proposition 4.1: a background item at
+ * clean distance d overtakes a target at clean distance d_star,
+ *   Phi((d_star - d)(1 - 2 p_plus) / sqrt(2 kappa p_plus (1 - p_plus))).
+ * d, d_star <= kappa; p_plus in [0, 1/2] (0: a step, 1/2 at a tie). */
+MESS_API int mess_plan_overtake(uint32_t kappa, double p_plus, uint32_t d_star,
+                                uint32_t d, double *prob);
+
+/* Poisson-binomial shard rank of Proposition B.1: count[d], d = 0..kappa,
+ * is the number of background items (target excluded) at clean distance d
+ * in the whole database; occupancy = t/M scales it to one shard.
+ *   *mean = 1 + occupancy sum_d count[d] P(d),
+ *   *var  = occupancy sum_d count[d] P(d) (1 - P(d)). */
+MESS_API int mess_plan_rank(uint32_t kappa, double p_plus, uint32_t d_star,
+                            const double *count, double occupancy, double *mean,
+                            double *var);
+
+/* P_hit(P) = Phi((P + 1/2 - mean) / sqrt(var)) for a per-shard budget P
+ * (continuity correction 1/2); var = 0 gives a step. */
+MESS_API int mess_plan_hit(double mean, double var, double budget, double *prob);
+
+/* Aggregate recovery 1 - prod_s (1 - p_hit[s]) over an item's n shards. */
+MESS_API int mess_plan_recovery(const double *p_hit, size_t n, double *prob);
+
+/* The same averaged over a uniform t-of-m route (what a planner who does
+ * not fix the identifier expects): E_S[1 - prod_{s in S}(1 - p_hit[s])]. */
+MESS_API int mess_plan_recovery_uniform(const double *p_hit, size_t m, size_t t,
+                                        double *prob);
+
+/* The conditional refinement (MESS_PLAN_CONDITIONAL below).  Proposition
+ * 4.1 treats the overtaking events of one target as independent, but they
+ * all compare against the same perturbed target distance X; conditioning
+ * on it restores that correlation:
+ *   Pr[X = x | d] = (Binomial(d, 1-p_plus) * Binomial(kappa-d, p_plus))(x)
+ * (the distance law of the proof of Proposition 4.1, convolved exactly),
+ * an item at clean distance d overtakes with F_d(x) = Pr[X_d < x] +
+ * Pr[X_d = x]/2, and P_hit = sum_x Pr[X = x | d_star] Phi((P + 1/2 - 1 -
+ * mu(x)) / sigma(x)) with mu(x), sigma(x)^2 the Poisson-binomial moments
+ * of the F_d(x) (occupancy-scaled counts as in mess_plan_rank).
+ * kappa <= MESS_PLAN_MAX_CONDITIONAL_BITS (tables are (kappa+1)^2). */
+#define MESS_PLAN_PAPER        0  /* Proposition 4.1 / Appendix B as stated */
+#define MESS_PLAN_CONDITIONAL  1  /* conditioned on the target's perturbed distance */
+#define MESS_PLAN_MAX_CONDITIONAL_BITS 1024
+MESS_API size_t mess_plan_max_conditional_bits(void);
+
+/* pmf[x] = Pr[perturbed distance = x | clean distance d], x = 0..kappa. */
+MESS_API int mess_plan_distance_pmf(uint32_t kappa, double p_plus, uint32_t d,
+                                    double *pmf);
+
+/* P_hit of the conditional model for one shard: count[] and occupancy as in
+ * mess_plan_rank (target excluded), budget P >= 0. */
+MESS_API int mess_plan_hit_conditional(uint32_t kappa, double p_plus, uint32_t d_star,
+                                       const double *count, double occupancy,
+                                       double budget, double *prob);
+
+/* Predicted Recall@k for candidate pools pools[0..npools-1] (total B split
+ * over the M shards as the protocol does), from the client's own clean
+ * codes: nothing here leaves the client.
+ *   data:    the n x dim vectors the client stores;
+ *   queries: nq x dim sample of queries;
+ *   truth:   nq x k indices into data of each query's exact top-k, or NULL
+ *            to compute them here with the client's metric;
+ *   recall:  npools outputs, the mean over queries and targets of the
+ *            aggregate recovery probability (route averaged);
+ *   threads: workers (0 = 1).
+ * Uses p_D, p_q = mess_effective_flip(p_PRR, p_IRR), M, t, kappa of the
+ * client.  This is Proposition 4.1 / Appendix B as the paper states it;
+ * it treats a target's overtaking events as independent and is strongly
+ * pessimistic at small pools on the bundled SIFT set, where the
+ * conditional model of mess_plan_recall_model comes close to measured
+ * recall (docs/PRIVACY.md compares both). */
+MESS_API int mess_plan_recall(const mess_client *c, const float *data, size_t n,
+                              const float *queries, size_t nq,
+                              const uint32_t *truth, size_t k, const size_t *pools,
+                              size_t npools, unsigned threads, double *recall);
+
+/* The same with a choice of model: MESS_PLAN_PAPER (what mess_plan_recall
+ * computes) or MESS_PLAN_CONDITIONAL (closer to measured recall; see
+ * docs/PRIVACY.md). */
+MESS_API int mess_plan_recall_model(const mess_client *c, int model, const float *data,
+                                    size_t n, const float *queries, size_t nq,
+                                    const uint32_t *truth, size_t k, const size_t *pools,
+                                    size_t npools, unsigned threads, double *recall);
+
+/* The search check.  The two models above assume each shard returns its
+ * exact top-P by perturbed Hamming distance.  The server searches an HNSW
+ * graph with beam ef = max(P, ef_search); where that beam is too narrow for
+ * the data (sentence embeddings at small P: docs/TEXT.md) it returns less,
+ * and the models are optimistic.  mess_plan_recall_search rebuilds
+ * check_shards shards locally as the server would hold them (round(n t/M)
+ * items: the targets of the first check_queries queries plus a uniform
+ * sample, storage-perturbed; queries perturbed with p_q; the server's HNSW
+ * parameters), measures per budget P the share eff(P) of targets in a
+ * shard's exact top-P that the HNSW search returns (ties split as an exact
+ * search would), and evaluates the model at the budget eff(P) P.  Coins
+ * come from a fixed local seed (repeatable; nothing leaves the client).
+ * This correction treats the search's misses as independent across shards
+ * and is pessimistic where eff is far below 1 (docs/TEXT.md: on the bundled
+ * SIFT set measured recall lies between the two curves).  search == NULL or
+ * check_shards == 0: no check (mess_plan_recall_model). */
+#define MESS_PLAN_MAX_CHECK_SHARDS 64
+MESS_API size_t mess_plan_max_check_shards(void);
+struct mess_plan_search {
+    uint32_t ef_search;     /* the server's beam floor (its ef_search) */
+    uint32_t check_shards;  /* shards rebuilt, 0..MESS_PLAN_MAX_CHECK_SHARDS
+                               (more than M: M); 0 = no check */
+    uint32_t check_queries; /* queries of the sample the check uses (0: 100) */
+    double *eff;            /* npools: receives eff(B) (may be NULL) */
+    double *recall_exact;   /* npools: receives the curve without the check
+                               (exact per-shard search; may be NULL) */
+};
+
+MESS_API int mess_plan_recall_search(const mess_client *c, int model, const float *data,
+                                     size_t n, const float *queries, size_t nq,
+                                     const uint32_t *truth, size_t k, const size_t *pools,
+                                     size_t npools, struct mess_plan_search *search,
+                                     unsigned threads, double *recall);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MESS_EXPERIMENTAL_H */
