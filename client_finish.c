@@ -1,0 +1,445 @@
+/*
+ * client_finish.c - a query's finish (paper section 4.2): check the
+ * response, authenticate and decrypt one copy per claimed id, rerank by
+ * the exact distance, keep the best k.
+ */
+#include <math.h>
+#include <sodium.h>
+
+#include "parallel.h"
+#include "protocol.h"
+
+/* Sums of q.x, q.q and x.x (the last two only when `norms`) in double, over
+ * four independent accumulators so the adds pipeline; the split is fixed,
+ * so the result does not depend on the machine. */
+static void dot3(const float *q, const float *x, uint32_t dim, int norms,
+                 double out[3])
+{
+    double a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0}, c[4] = {0, 0, 0, 0};
+    uint32_t i, l;
+    for (i = 0; i + 4 <= dim; i += 4)
+        for (l = 0; l < 4; l++) {
+            a[l] += (double)q[i + l] * x[i + l];
+            if (norms) {
+                b[l] += (double)q[i + l] * q[i + l];
+                c[l] += (double)x[i + l] * x[i + l];
+            }
+        }
+    for (; i < dim; i++) {
+        a[0] += (double)q[i] * x[i];
+        if (norms) {
+            b[0] += (double)q[i] * q[i];
+            c[0] += (double)x[i] * x[i];
+        }
+    }
+    out[0] = (a[0] + a[1]) + (a[2] + a[3]);
+    out[1] = (b[0] + b[1]) + (b[2] + b[3]);
+    out[2] = (c[0] + c[1]) + (c[2] + c[3]);
+}
+
+/* Exact distance for the rerank (smaller is closer for every metric). */
+static float rerank_distance(const mess_params *p, const float *q,
+                             const float *x)
+{
+    double s[3], acc[4] = {0, 0, 0, 0};
+    uint32_t i, l;
+    switch (p->metric) {
+    case MESS_METRIC_IP:
+        dot3(q, x, p->dim, 0, s);
+        return (float)-s[0];
+    case MESS_METRIC_COSINE:
+        dot3(q, x, p->dim, 1, s);
+        if (s[1] <= 0.0 || s[2] <= 0.0)
+            return 1.0f;
+        return (float)(1.0 - s[0] / sqrt(s[1] * s[2]));
+    default:
+        for (i = 0; i + 4 <= p->dim; i += 4)
+            for (l = 0; l < 4; l++) {
+                double d = (double)q[i + l] - x[i + l];
+                acc[l] += d * d;
+            }
+        for (; i < p->dim; i++) {
+            double d = (double)q[i] - x[i];
+            acc[0] += d * d;
+        }
+        return (float)((acc[0] + acc[1]) + (acc[2] + acc[3]));
+    }
+}
+
+struct scored {
+    uint64_t id;
+    float dist;
+};
+
+/* Order of the results: ascending distance, ties by id. */
+static int scored_less(const struct scored *x, const struct scored *y)
+{
+    return x->dist < y->dist || (x->dist == y->dist && x->id < y->id);
+}
+
+static int scored_cmp(const void *a, const void *b)
+{
+    const struct scored *x = (const struct scored *)a, *y = (const struct scored *)b;
+    return scored_less(x, y) ? -1 : scored_less(y, x);
+}
+
+/* Max-heap (by scored_less) of the best k so far. */
+static void heap_offer(struct scored *h, size_t *n, size_t k, struct scored v)
+{
+    size_t i, c;
+    if (*n < k) {
+        i = (*n)++;
+        while (i > 0 && scored_less(&h[(i - 1) / 2], &v)) {
+            h[i] = h[(i - 1) / 2];
+            i = (i - 1) / 2;
+        }
+        h[i] = v;
+        return;
+    }
+    if (!scored_less(&v, &h[0]))
+        return;
+    i = 0;
+    for (;;) {
+        c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && scored_less(&h[c], &h[c + 1]))
+            c++;
+        if (!scored_less(&v, &h[c]))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = v;
+}
+
+/* The distinct ids a response's entries claim, each with the chain of its
+ * copies in response order.  An id is claimed by peeking (unauthenticated);
+ * it is only accepted once one of its copies authenticates. */
+#define NO_ENTRY ((size_t)-1)
+
+struct claim {
+    uint64_t id;
+    size_t first;    /* the first copy (NO_ENTRY: none chained yet) */
+    size_t last;     /* the last copy chained so far */
+    size_t accepted; /* the authenticated copy (NO_ENTRY: none yet) */
+    float dist;      /* exact distance of the accepted copy's vector */
+};
+
+struct entry_ref {
+    const uint8_t *entry;
+    uint64_t claimed; /* peeked id */
+    size_t claim;     /* index into the claims */
+    size_t next;      /* next copy of the same claimed id */
+    uint32_t shard;
+    uint32_t gen;     /* the claimed id's current generation (its AD) */
+    int opened, ok;
+};
+
+/* Open addressing from a claimed id to its claim (slot value = index + 1). */
+struct claim_map {
+    size_t *slot;
+    size_t mask;
+};
+
+static int claim_map_init(struct claim_map *m, size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    m->mask = cap - 1;
+    m->slot = (size_t *)calloc(cap, sizeof *m->slot);
+    return m->slot ? MESS_OK : MESS_ENOMEM;
+}
+
+/* Index of id's claim; a new one (claims[*n]) when unseen. */
+static size_t claim_map_get(struct claim_map *m, struct claim *claims,
+                            size_t *n, uint64_t id)
+{
+    size_t i = (size_t)((id * 0x9e3779b97f4a7c15ull) >> 17) & m->mask;
+    while (m->slot[i]) {
+        if (claims[m->slot[i] - 1].id == id)
+            return m->slot[i] - 1;
+        i = (i + 1) & m->mask;
+    }
+    m->slot[i] = ++*n;
+    claims[*n - 1].id = id;
+    claims[*n - 1].first = NO_ENTRY;
+    claims[*n - 1].accepted = NO_ENTRY;
+    return *n - 1;
+}
+
+/* Work shared by the peek and open passes: `list` names the entries to
+ * process.  An entry is opened into its worker's scratch plaintext and,
+ * when `rerank` (not in the verify-only pass), decoded into the worker's
+ * vector and its exact distance to q stored in its claim: no plaintext
+ * outlives its worker's next entry. */
+struct open_job {
+    const mess_client *c;
+    struct entry_ref *e;
+    struct claim *claims;
+    const size_t *list;
+    const float *q;
+    size_t n, chunk;
+    uint8_t *scratch; /* workers x payload_plain_bytes */
+    float *xs;        /* workers x dim */
+    int rerank;
+};
+
+static size_t job_chunks(struct open_job *o, unsigned workers)
+{
+    o->chunk = workers > 1 ? (o->n + 4 * workers - 1) / (4 * workers) : o->n;
+    if (o->chunk == 0)
+        o->chunk = 1;
+    return (o->n + o->chunk - 1) / o->chunk;
+}
+
+static int peek_chunk(void *ctx, size_t i, unsigned worker)
+{
+    struct open_job *o = (struct open_job *)ctx;
+    size_t k, end = (i + 1) * o->chunk;
+    (void)worker;
+    if (end > o->n)
+        end = o->n;
+    for (k = i * o->chunk; k < end; k++) {
+        struct entry_ref *e = &o->e[k];
+        e->claimed = payload_peek_id(aead_key(o->c, e->shard), e->entry);
+        e->gen = client_gen_current(o->c, e->claimed);
+    }
+    return MESS_OK;
+}
+
+/* Authenticates and decrypts the listed entries and reranks the authentic
+ * ones; independent per entry (each claim has at most one listed entry). */
+static int open_chunk(void *ctx, size_t i, unsigned worker)
+{
+    struct open_job *o = (struct open_job *)ctx;
+    const mess_params *p = &o->c->p;
+    size_t pb = payload_plain_bytes(p), k, end = (i + 1) * o->chunk;
+    uint8_t *pl = o->scratch + (size_t)worker * pb;
+    float *x = o->xs + (size_t)worker * p->dim;
+    if (end > o->n)
+        end = o->n;
+    for (k = i * o->chunk; k < end; k++) {
+        struct entry_ref *e = &o->e[o->list[k]];
+        e->opened = 1;
+        e->ok = payload_open_peeked(p, aead_key(o->c, e->shard),
+                                    payload_ctx(e->shard, e->gen), e->entry,
+                                    e->claimed, pl) == MESS_OK;
+        if (e->ok && o->rerank) {
+            payload_decode_vector(p, pl + 8, x);
+            o->claims[e->claim].dist = rerank_distance(p, o->q, x);
+        }
+    }
+    return MESS_OK;
+}
+
+/* Short lists run on the calling thread: starting workers costs more than
+ * a few dozen openings (and a hostile response can force many short
+ * rounds, one per copy of a forged id). */
+static int run_job(struct open_job *o, unsigned workers, parallel_fn fn)
+{
+    if (o->n < 64)
+        workers = 1;
+    return o->n ? parallel_for(job_chunks(o, workers), workers, fn, o) : MESS_OK;
+}
+
+int client_finish(const mess_client *c, const mess_query *q,
+                  const uint8_t *resp, size_t resp_len, size_t k,
+                  uint64_t *ids, float *dists, size_t *n_out,
+                  mess_finish_stats *stats)
+{
+    const mess_params *p;
+    struct mess_rd r;
+    const uint8_t *rid;
+    struct scored *best = NULL;
+    struct entry_ref *ent = NULL;
+    struct claim *claims = NULL;
+    size_t *list = NULL;
+    struct claim_map map;
+    struct open_job oj;
+    size_t entry_bytes, plain_bytes, total = 0, nclaims = 0, nactive, nok = 0,
+           nbest = 0, i, a;
+    unsigned workers = 1;
+    int verify_all;
+    mess_finish_stats st;
+    uint32_t j;
+    int rc;
+
+    if (!c || !q || !resp || !n_out || (k && (!ids || !dists)))
+        return MESS_EINVAL;
+    workers = c->threads ? c->threads : 1;
+    verify_all = c->verify_all;
+    *n_out = 0;
+    memset(&st, 0, sizeof st);
+    memset(&map, 0, sizeof map);
+    memset(&oj, 0, sizeof oj);
+    p = &c->p;
+    entry_bytes = payload_entry_bytes(p);
+    plain_bytes = payload_plain_bytes(p);
+    mess_rd_init(&r, resp, resp_len);
+    rc = wire_check_header(&r, WIRE_RESPONSE, p);
+    if (rc != MESS_OK)
+        goto out;
+    rid = mess_rd_take(&r, WIRE_REQUEST_ID_BYTES);
+    if (!rid) {
+        rc = MESS_EFORMAT;
+        goto out;
+    }
+    if (sodium_memcmp(rid, q->request_id, WIRE_REQUEST_ID_BYTES) != 0) {
+        rc = MESS_EAUTH; /* a response to another request (e.g. a replay) */
+        goto out;
+    }
+    /* First pass: the shape must be exactly what was asked for. */
+    {
+        struct mess_rd s = r;
+        for (j = 0; j < p->shards; j++) {
+            uint8_t b[2];
+            uint32_t count;
+            if (mess_rd_bytes(&s, b, 2)) {
+                rc = MESS_EFORMAT;
+                goto out;
+            }
+            count = (uint32_t)b[0] | (uint32_t)b[1] << 8;
+            if (count > q->budgets[j] || !mess_rd_take(&s, (size_t)count * entry_bytes)) {
+                rc = MESS_EFORMAT;
+                goto out;
+            }
+            total += count;
+        }
+        if (mess_rd_left(&s) != 0) {
+            rc = MESS_EFORMAT;
+            goto out;
+        }
+    }
+    if (workers > 64)
+        workers = 64;
+    best = (struct scored *)mess_malloc_array(k ? k : 1, sizeof *best);
+    ent = (struct entry_ref *)mess_malloc_array(total ? total : 1, sizeof *ent);
+    claims = (struct claim *)mess_malloc_array(total ? total : 1, sizeof *claims);
+    list = (size_t *)mess_malloc_array(total ? total : 1, sizeof *list);
+    oj.scratch = (uint8_t *)mess_malloc_array(workers, plain_bytes);
+    oj.xs = (float *)mess_malloc_array((size_t)workers * p->dim, sizeof(float));
+    if (!best || !ent || !claims || !list || !oj.scratch || !oj.xs ||
+        claim_map_init(&map, total) != MESS_OK) {
+        rc = MESS_ENOMEM;
+        goto out;
+    }
+    for (j = 0, i = 0; j < p->shards; j++) {
+        uint8_t b[2];
+        uint32_t count, e;
+        mess_rd_bytes(&r, b, 2);
+        count = (uint32_t)b[0] | (uint32_t)b[1] << 8;
+        for (e = 0; e < count; e++, i++) {
+            memset(&ent[i], 0, sizeof ent[i]);
+            ent[i].entry = mess_rd_take(&r, entry_bytes);
+            ent[i].shard = j;
+            ent[i].next = NO_ENTRY;
+        }
+    }
+    oj.c = c;
+    oj.e = ent;
+    oj.claims = claims;
+    oj.q = q->q;
+    /* Copies of one item all carry its id.  Peek every entry's id, chain the
+     * copies of each claimed id in response order, then authenticate one
+     * copy per id: the first, and only if it fails the next, and so on.
+     * Every authentic entry claims its true id, so the accepted set (and
+     * for each id the copy used: the first authentic one) is the same as
+     * when opening every entry, whatever the server sent; redundant copies
+     * are simply not opened (counted in `unopened`). */
+    oj.n = total;
+    rc = run_job(&oj, workers, peek_chunk);
+    if (rc != MESS_OK)
+        goto out;
+    for (i = 0; i < total; i++) {
+        size_t cl = claim_map_get(&map, claims, &nclaims, ent[i].claimed);
+        ent[i].claim = cl;
+        if (claims[cl].first == NO_ENTRY)
+            claims[cl].first = i;
+        else
+            ent[claims[cl].last].next = i;
+        claims[cl].last = i;
+    }
+    /* Rounds: open (and rerank) the current copy of every unresolved claim;
+     * a failure moves that claim to its next copy.  Each entry is opened at
+     * most once, so a hostile response costs at most one opening per entry. */
+    oj.list = list;
+    oj.rerank = 1;
+    nactive = nclaims;
+    for (a = 0; a < nclaims; a++)
+        list[a] = claims[a].first;
+    while (nactive) {
+        size_t kept = 0;
+        oj.n = nactive;
+        rc = run_job(&oj, workers, open_chunk);
+        if (rc != MESS_OK)
+            goto out;
+        for (a = 0; a < nactive; a++) {
+            struct entry_ref *e = &ent[list[a]];
+            struct claim *cl = &claims[e->claim];
+            if (e->ok) {
+                cl->accepted = list[a];
+                nok++;
+            } else {
+                st.auth_failures++;
+                if (e->next != NO_ENTRY)
+                    list[kept++] = e->next;
+            }
+        }
+        nactive = kept;
+    }
+    /* Verify-all: authenticate the copies not opened too, only to count. */
+    if (verify_all) {
+        oj.n = 0;
+        for (i = 0; i < total; i++)
+            if (!ent[i].opened)
+                list[oj.n++] = i;
+        oj.rerank = 0;
+        rc = run_job(&oj, workers, open_chunk);
+        if (rc != MESS_OK)
+            goto out;
+        for (a = 0; a < oj.n; a++) {
+            if (ent[list[a]].ok)
+                nok++;
+            else
+                st.auth_failures++;
+        }
+    }
+    for (i = 0; i < total; i++)
+        st.unopened += !ent[i].opened;
+    /* The best k of the accepted ids, each reranked once. */
+    for (a = 0; a < nclaims; a++) {
+        struct scored v;
+        if (claims[a].accepted == NO_ENTRY)
+            continue;
+        st.unique++;
+        v.id = claims[a].id;
+        v.dist = claims[a].dist;
+        if (k)
+            heap_offer(best, &nbest, k, v);
+    }
+    st.candidates = total;
+    qsort(best, nbest, sizeof *best, scored_cmp);
+    for (i = 0; i < nbest; i++) {
+        ids[i] = best[i].id;
+        dists[i] = best[i].dist;
+    }
+    *n_out = nbest;
+    rc = (total > 0 && nok == 0) ? MESS_EAUTH : MESS_OK;
+out:
+    if (stats)
+        *stats = st;
+    if (oj.scratch)
+        sodium_memzero(oj.scratch, (size_t)workers * plain_bytes);
+    if (oj.xs)
+        sodium_memzero(oj.xs, (size_t)workers * p->dim * sizeof(float));
+    free(oj.scratch);
+    free(oj.xs);
+    free(list);
+    free(claims);
+    free(ent);
+    free(best);
+    free(map.slot);
+    return rc;
+}

@@ -1,0 +1,118 @@
+/*
+ * client_request.c - a query's request (paper section 4.2): hash the query
+ * into every shard, randomized response (lshrr.h), split the pool.
+ */
+#include <math.h>
+#include <sodium.h>
+
+#include "isohash.h"
+#include "lshrr.h"
+#include "protocol.h"
+#include "rng.h"
+
+/* ------------------------------------------------------------------------
+ * Query request and finish (client)
+ * ---------------------------------------------------------------------- */
+
+void mess_query_free(mess_query *q)
+{
+    if (!q)
+        return;
+    if (q->q)
+        sodium_memzero(q->q, (size_t)q->dim * sizeof(float));
+    free(q->q);
+    free(q->budgets);
+    free(q);
+}
+
+int client_request(mess_client *c, const float *qv, size_t pool,
+                   mess_query **q_out, uint8_t **req, size_t *req_len)
+{
+    const mess_params *p;
+    mess_query *q = NULL;
+    struct mess_rng rng;
+    struct mess_wr w;
+    uint64_t *clean = NULL, *report = NULL;
+    uint8_t *dst;
+    uint32_t j, words;
+    size_t i;
+    int rc;
+
+    if (!c || !qv || !q_out || !req || !req_len || pool == 0)
+        return MESS_EINVAL;
+    *q_out = NULL;
+    *req = NULL;
+    *req_len = 0;
+    p = &c->p;
+    if (pool > (size_t)MESS_MAX_BUDGET * p->shards)
+        return MESS_ELIMIT;
+    for (i = 0; i < p->dim; i++)
+        if (!isfinite(qv[i]))
+            return MESS_EINVAL;
+    words = params_words(p);
+    mess_wr_init(&w);
+    q = (mess_query *)calloc(1, sizeof *q);
+    clean = (uint64_t *)mess_malloc_array((size_t)p->shards * words, 8);
+    report = (uint64_t *)mess_malloc_array((size_t)p->shards * words, 8);
+    if (!q || !clean || !report) {
+        rc = MESS_ENOMEM;
+        goto fail;
+    }
+    q->q = (float *)mess_malloc_array(p->dim, sizeof(float));
+    q->dim = p->dim;
+    q->budgets = (uint16_t *)mess_malloc_array(p->shards, sizeof(uint16_t));
+    if (!q->q || !q->budgets) {
+        rc = MESS_ENOMEM;
+        goto fail;
+    }
+    memcpy(q->q, qv, (size_t)p->dim * sizeof(float));
+    /* The whole request is allocated before the op counter changes: a
+     * failed call leaves the client as it was. */
+    wire_header_owned(&w, WIRE_REQUEST, p, c->owner);
+    dst = mess_wr_reserve(&w, sizeof q->request_id + 2 * (size_t)p->shards +
+                                  (size_t)p->shards * wire_code_bytes(p));
+    if (!dst) {
+        rc = w.err;
+        goto fail;
+    }
+
+    rc = isohash_hash_all(c->hash, qv, clean);
+    if (rc != MESS_OK)
+        goto fail;
+    client_coins_init(c, &rng, c->op_counter, COIN_QUERY, 0, 0);
+    rc = lshrr_query_report(c->keys->memo, &rng, qv, p->dim, p->shards,
+                            p->kappa, clean, p->p_prr, p->p_irr, report);
+    /* The request id and the rotation of the pool split are fresh coins,
+     * independent of the clean query (access-pattern theorem, 5.2.3). */
+    mess_rng_bytes(&rng, q->request_id, sizeof q->request_id);
+    wire_split_pool(p->shards, pool, mess_rng_u32(&rng) % p->shards, q->budgets);
+    mess_rng_wipe(&rng);
+    if (rc != MESS_OK)
+        goto fail;
+
+    memcpy(dst, q->request_id, sizeof q->request_id);
+    dst += sizeof q->request_id;
+    for (j = 0; j < p->shards; j++, dst += 2) {
+        dst[0] = (uint8_t)q->budgets[j];
+        dst[1] = (uint8_t)(q->budgets[j] >> 8);
+    }
+    for (j = 0; j < p->shards; j++)
+        wire_store_code(dst + (size_t)j * wire_code_bytes(p), words,
+                        report + (size_t)j * words);
+    c->op_counter++;
+    sodium_memzero(clean, (size_t)p->shards * words * 8);
+    free(clean);
+    free(report);
+    *q_out = q;
+    *req = w.p;
+    *req_len = w.len;
+    return MESS_OK;
+fail:
+    mess_wr_free(&w);
+    if (clean)
+        sodium_memzero(clean, (size_t)p->shards * words * 8);
+    free(clean);
+    free(report);
+    mess_query_free(q);
+    return rc;
+}

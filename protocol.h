@@ -1,0 +1,156 @@
+/*
+ * protocol.h - the protocol's handles and the helpers its files share.
+ * Internal: not installed.
+ *
+ * mess.c is the entry (handles, keys, labels, routing, coins, locking);
+ * the operations live in client_update.c (insert and delete messages),
+ * client_request.c, client_finish.c, server_apply.c (apply, compact),
+ * server_search.c, server_view.c and state.c (state-file bodies).
+ * docs/ARCHITECTURE.md maps the paper onto these files.
+ */
+#ifndef MESS_PROTOCOL_H
+#define MESS_PROTOCOL_H
+
+#include <pthread.h>
+
+#include "hnsw_bin.h"
+#include "internal.h"
+#include "payload.h"
+#include "rng.h"
+#include "wire.h"
+
+
+#define KEY_BYTES 32
+#define LABEL_BYTES MESS_LABEL_BYTES
+
+/* Domain separating the deterministic-mode query coin streams. */
+enum coin_domain { COIN_QUERY = 2 };
+
+/* An id the client deleted at least once: its current generation and
+ * whether that generation is deleted. */
+struct gen_entry {
+    uint64_t id;
+    uint32_t gen;
+    uint8_t deleted;
+};
+
+struct client_keys {
+    uint8_t master[KEY_BYTES];
+    uint8_t route[KEY_BYTES];
+    uint8_t memo[KEY_BYTES];
+    uint8_t coin[KEY_BYTES];
+    uint8_t hash[KEY_BYTES];
+    uint8_t store[KEY_BYTES];
+    uint8_t shard[]; /* M x (payload keys[96] | label[32]) */
+};
+
+struct mess_client {
+    /* Guards the mutable state (op counter, generation map,
+     * per-handle settings): calls that change it hold it for writing,
+     * calls that only read it (finish, save) for reading.  mess.h,
+     * "Threads". */
+    pthread_rwlock_t lock;
+    mess_params p;
+    struct client_keys *keys; /* sodium_malloc'd, wiped on free */
+    size_t keys_len;
+    struct isohash *hash;
+    int deterministic;        /* coins from a ChaCha20 stream keyed by keys->coin */
+    uint64_t op_counter;      /* separates deterministic streams per operation */
+    unsigned threads;         /* workers opening response entries (not saved) */
+    int verify_all;           /* open every copy in a response (not saved) */
+    uint8_t owner[MESS_OWNER_BYTES]; /* owner tag (derived, not saved) */
+    struct gen_entry *gens;   /* ids ever deleted, ascending by id (saved) */
+    size_t ngens;
+};
+
+struct shard_store {
+    struct hnsw *graph;
+    uint8_t *entries; /* node i's ciphertext at i * entry_bytes */
+    size_t cap;       /* entries allocated (in entries) */
+};
+
+#define SCRATCH_POOL 64
+
+struct mess_server {
+    mess_params p;
+    size_t entry_bytes;
+    struct shard_store *shards;
+    /* Search scratch (visit marks sized by the shards) kept across queries,
+     * so a search allocates and clears nothing proportional to the index. */
+    pthread_mutex_t pool_lock;
+    struct hnsw_scratch *pool[SCRATCH_POOL];
+    size_t npool;
+    int owned;                       /* an upload has been applied */
+    uint8_t owner[MESS_OWNER_BYTES]; /* its client's owner tag */
+};
+
+struct mess_query {
+    float *q;      /* the clean query (secret: wiped on free) */
+    uint32_t dim;
+    uint8_t request_id[WIRE_REQUEST_ID_BYTES];
+    uint16_t *budgets;
+};
+
+/* ---- keys (mess.c) ------------------------------------------------------ */
+
+#define SHARD_KEY_BYTES (sizeof(struct payload_keys) + KEY_BYTES)
+
+static inline const struct payload_keys *aead_key(const mess_client *c, uint32_t j)
+{
+    return (const struct payload_keys *)(const void *)(c->keys->shard +
+                                                       (size_t)j * SHARD_KEY_BYTES);
+}
+
+static inline const uint8_t *label_key(const mess_client *c, uint32_t j)
+{
+    return c->keys->shard + (size_t)j * SHARD_KEY_BYTES + sizeof(struct payload_keys);
+}
+
+/* Derives every subkey and the owner tag from keys->master. */
+void client_keys_derive(mess_client *c);
+/* A client handle with its key block allocated (zeroed), no hash yet. */
+int client_alloc(const mess_params *p, mess_client **out);
+/* Label of generation `gen` of item id in shard j. */
+void client_item_label(const mess_client *c, uint32_t j, uint64_t id,
+                       uint32_t gen, uint8_t out[LABEL_BYTES]);
+/* The generation map entry of id, or NULL; its current generation. */
+struct gen_entry *client_gen_find(const mess_client *c, uint64_t id);
+uint32_t client_gen_current(const mess_client *c, uint64_t id);
+/* Route(id, M, t): the t shards of item id, out[0..t). */
+void client_route(const mess_client *c, uint64_t id, uint32_t *out);
+/* The coin stream of (operation, domain, item, shard). */
+void client_coins_init(const mess_client *c, struct mess_rng *r, uint64_t op,
+                       enum coin_domain d, uint64_t id, uint32_t shard);
+
+static inline struct hnsw_label label_load(const uint8_t *b)
+{
+    return hnsw_label_of(mess_load_u64(b), mess_load_u64(b + 8));
+}
+
+/* ---- server handle (mess.c) ---------------------------------------------- */
+
+/* The graph parameters of shard `shard` (its level seed is public). */
+struct hnsw_params server_graph_params(const mess_params *p, uint32_t shard);
+/* A server handle; with_graphs: empty graphs (else the loader fills them). */
+int server_alloc(const mess_params *p, int with_graphs, mess_server **out);
+
+/* ---- the client's operations, called under the handle's lock (mess.c) ---- */
+
+/* client_update.c */
+int client_upload(mess_client *c, const uint64_t *ids, const float *vectors,
+                  size_t n, unsigned threads, uint8_t **buf, size_t *len);
+int client_delete(mess_client *c, const uint64_t *ids, size_t n,
+                  uint8_t **buf, size_t *len);
+/* client_request.c */
+int client_request(mess_client *c, const float *qv, size_t pool,
+                   mess_query **q_out, uint8_t **req, size_t *req_len);
+/* client_finish.c */
+int client_finish(const mess_client *c, const mess_query *q,
+                  const uint8_t *resp, size_t resp_len, size_t k,
+                  uint64_t *ids, float *dists, size_t *n_out,
+                  mess_finish_stats *stats);
+/* state.c */
+int client_save(const mess_client *c, const char *path,
+                const char *passphrase, size_t passphrase_len);
+
+#endif

@@ -1,0 +1,265 @@
+/*
+ * server_apply.c - the server applies upload and delete messages to its
+ * shards (HNSW graphs over the perturbed codes, plus the ciphertexts) and
+ * compacts deleted nodes away.
+ */
+#include <sodium.h>
+
+#include "parallel.h"
+#include "protocol.h"
+
+/* Makes room for `more` ciphertexts in shard j. */
+static int store_reserve(mess_server *s, struct shard_store *st, size_t more)
+{
+    size_t need = hnsw_count(st->graph) + more, cap, bytes;
+    uint8_t *q;
+    int rc = hnsw_reserve(st->graph, need); /* the same policy for the graph */
+    if (rc != MESS_OK)
+        return rc;
+    if (need <= st->cap)
+        return MESS_OK;
+    /* geometric (x1.25) so many small uploads stay amortized O(1), but an
+     * upload larger than that gets exactly what it needs: no slack after a
+     * bulk build */
+    cap = st->cap + st->cap / 4;
+    if (cap < need)
+        cap = need;
+    if (mess_mul_size(cap, s->entry_bytes, &bytes) != MESS_OK)
+        return MESS_ELIMIT;
+    q = (uint8_t *)realloc(st->entries, bytes);
+    if (!q)
+        return MESS_ENOMEM;
+    st->entries = q;
+    st->cap = cap;
+    return MESS_OK;
+}
+
+struct apply_job {
+    mess_server *s;
+    const uint8_t *recs;
+    size_t rec_bytes;
+    size_t *start; /* M + 1: records of shard j are [start[j], start[j+1]) */
+};
+
+static int apply_shard(void *ctx, size_t jj, unsigned worker)
+{
+    struct apply_job *a = (struct apply_job *)ctx;
+    mess_server *s = a->s;
+    struct shard_store *st = &s->shards[jj];
+    uint32_t words = params_words(&s->p);
+    size_t i, code_bytes = wire_code_bytes(&s->p);
+    uint64_t code[MESS_MAX_BITS / 64];
+    (void)worker;
+
+    for (i = a->start[jj]; i < a->start[jj + 1]; i++) {
+        const uint8_t *rec = a->recs + i * a->rec_bytes;
+        uint32_t node;
+        int rc;
+        wire_load_code(rec + WIRE_CODE_OFFSET, words, code);
+        rc = hnsw_add(st->graph, code, label_load(rec + WIRE_LABEL_OFFSET), &node);
+        if (rc != MESS_OK)
+            return rc;
+        memcpy(st->entries + (size_t)node * s->entry_bytes, rec + WIRE_CODE_OFFSET + code_bytes,
+               s->entry_bytes);
+    }
+    return MESS_OK;
+}
+
+int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
+                             unsigned threads)
+{
+    struct apply_job a;
+    struct mess_rd r;
+    const uint8_t *owner;
+    uint64_t n;
+    size_t i, bytes;
+    uint32_t prev_shard = 0;
+    const uint8_t *prev_label = NULL;
+    int rc;
+
+    if (!s || !buf)
+        return MESS_EINVAL;
+    mess_rd_init(&r, buf, len);
+    rc = wire_check_header_owned(&r, WIRE_UPLOAD, &s->p, &owner);
+    if (rc == MESS_OK)
+        rc = mess_server_check_owner(s, owner);
+    if (rc != MESS_OK)
+        return rc;
+    if (mess_rd_u64(&r, &n))
+        return MESS_EFORMAT;
+    a.s = s;
+    a.rec_bytes = wire_upload_record_bytes(&s->p);
+    if (n > SIZE_MAX || mess_mul_size((size_t)n, a.rec_bytes, &bytes) != MESS_OK ||
+        bytes != mess_rd_left(&r))
+        return MESS_EFORMAT;
+    a.recs = mess_rd_take(&r, bytes);
+    a.start = (size_t *)calloc((size_t)s->p.shards + 1, sizeof *a.start);
+    if (!a.start)
+        return MESS_ENOMEM;
+    /* Validate everything before changing anything: records strictly
+     * ordered by (shard, label), shards in range, labels not stored yet. */
+    for (i = 0; i < n; i++) {
+        const uint8_t *rec = a.recs + i * a.rec_bytes;
+        uint32_t shard = mess_load_u32(rec);
+        const uint8_t *label = rec + WIRE_LABEL_OFFSET;
+        if (shard >= s->p.shards ||
+            (i > 0 && (shard < prev_shard ||
+                       (shard == prev_shard &&
+                        memcmp(label, prev_label, LABEL_BYTES) <= 0)))) {
+            free(a.start);
+            return MESS_EFORMAT;
+        }
+        if (hnsw_find(s->shards[shard].graph, label_load(label), NULL) == MESS_OK) {
+            free(a.start);
+            return MESS_EINVAL; /* already stored */
+        }
+        a.start[shard + 1]++;
+        prev_shard = shard;
+        prev_label = label;
+    }
+    for (i = 0; i < s->p.shards; i++)
+        a.start[i + 1] += a.start[i];
+    for (i = 0; i < s->p.shards; i++) {
+        rc = store_reserve(s, &s->shards[i], a.start[i + 1] - a.start[i]);
+        if (rc != MESS_OK) {
+            size_t k;
+            for (k = 0; k <= i; k++)
+                hnsw_unreserve(s->shards[k].graph);
+            free(a.start);
+            return rc;
+        }
+    }
+    /* Every allocation the inserts need is made above (store_reserve:
+     * arrays, label map, scratch and link blocks of the nodes to come),
+     * and the checks above exclude every other error of hnsw_add, so
+     * nothing below fails half-way. */
+    rc = parallel_for(s->p.shards, threads, apply_shard, &a);
+    free(a.start);
+    if (rc == MESS_OK && !s->owned) {
+        memcpy(s->owner, owner, MESS_OWNER_BYTES);
+        s->owned = 1;
+    }
+    return rc;
+}
+
+int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
+                             size_t *missing)
+{
+    struct mess_rd r;
+    const uint8_t *recs, *owner;
+    uint64_t n;
+    size_t i, bytes, rb, miss = 0;
+    int rc;
+
+    if (missing)
+        *missing = 0;
+    if (!s || !buf)
+        return MESS_EINVAL;
+    mess_rd_init(&r, buf, len);
+    rc = wire_check_header_owned(&r, WIRE_DELETE, &s->p, &owner);
+    if (rc == MESS_OK)
+        rc = mess_server_check_owner(s, owner);
+    if (rc != MESS_OK)
+        return rc;
+    if (mess_rd_u64(&r, &n))
+        return MESS_EFORMAT;
+    if (n > SIZE_MAX ||
+        mess_mul_size((size_t)n, wire_delete_record_bytes(), &bytes) != MESS_OK ||
+        bytes != mess_rd_left(&r))
+        return MESS_EFORMAT;
+    recs = mess_rd_take(&r, bytes);
+    rb = wire_delete_record_bytes();
+    for (i = 0; i < n; i++)
+        if (mess_load_u32(recs + i * rb) >= s->p.shards)
+            return MESS_EFORMAT;
+    for (i = 0; i < n; i++) {
+        const uint8_t *rec = recs + i * rb;
+        rc = hnsw_delete(s->shards[mess_load_u32(rec)].graph,
+                         label_load(rec + WIRE_LABEL_OFFSET));
+        if (rc == MESS_ENOTFOUND)
+            miss++;
+        else if (rc != MESS_OK)
+            return rc;
+    }
+    if (missing)
+        *missing = miss;
+    return MESS_OK;
+}
+
+struct compact_job {
+    const mess_server *s;
+    struct shard_store *fresh; /* per shard: the rebuilt graph and entries */
+};
+
+/* Builds shard j without its deleted entries into a->fresh[j] (left empty
+ * when the shard has none); the server itself is not touched. */
+static int compact_shard(void *ctx, size_t jj, unsigned worker)
+{
+    struct compact_job *a = (struct compact_job *)ctx;
+    const mess_server *s = a->s;
+    const struct shard_store *st = &s->shards[jj];
+    struct hnsw *fresh = NULL;
+    size_t n = hnsw_count(st->graph), i, live;
+    uint32_t *map;
+    uint8_t *entries;
+    int rc;
+    (void)worker;
+
+    if (hnsw_deleted(st->graph) == 0)
+        return MESS_OK;
+    map = (uint32_t *)mess_malloc_array(n ? n : 1, sizeof *map);
+    if (!map)
+        return MESS_ENOMEM;
+    rc = hnsw_compact(st->graph, &fresh, map);
+    if (rc != MESS_OK) {
+        free(map);
+        return rc;
+    }
+    live = hnsw_count(fresh);
+    entries = (uint8_t *)mess_malloc_array(live ? live : 1, s->entry_bytes);
+    if (!entries) {
+        hnsw_free(fresh);
+        free(map);
+        return MESS_ENOMEM;
+    }
+    for (i = 0; i < n; i++)
+        if (map[i] != UINT32_MAX)
+            memcpy(entries + (size_t)map[i] * s->entry_bytes,
+                   st->entries + i * s->entry_bytes, s->entry_bytes);
+    free(map);
+    a->fresh[jj].graph = fresh;
+    a->fresh[jj].entries = entries;
+    a->fresh[jj].cap = live ? live : 1;
+    return MESS_OK;
+}
+
+/* All or nothing: every shard is rebuilt aside first, and the server
+ * takes the new shards only once all of them exist. */
+int mess_server_compact(mess_server *s, unsigned threads)
+{
+    struct compact_job a;
+    uint32_t j;
+    int rc;
+    if (!s)
+        return MESS_EINVAL;
+    a.s = s;
+    a.fresh = (struct shard_store *)calloc(s->p.shards, sizeof *a.fresh);
+    if (!a.fresh)
+        return MESS_ENOMEM;
+    rc = parallel_for(s->p.shards, threads, compact_shard, &a);
+    for (j = 0; j < s->p.shards; j++) {
+        struct shard_store *st = &s->shards[j], *f = &a.fresh[j];
+        if (!f->graph)
+            continue;
+        if (rc == MESS_OK) {
+            hnsw_free(st->graph);
+            free(st->entries);
+            *st = *f;
+        } else {
+            hnsw_free(f->graph);
+            free(f->entries);
+        }
+    }
+    free(a.fresh);
+    return rc;
+}

@@ -1,0 +1,171 @@
+/*
+ * server_search.c - the server answers a request: each shard's graph is
+ * searched by Hamming distance for its budget, and the hits' ciphertexts
+ * are returned in the response (paper section 4.2).
+ */
+#include <pthread.h>
+
+#include "parallel.h"
+#include "protocol.h"
+
+struct search_job {
+    const mess_server *s;
+    const struct wire_request *req;
+    struct hnsw_scratch **scratch; /* per worker */
+    struct hnsw_hit **hits;        /* per shard, budget entries */
+    size_t *found;                 /* per shard */
+};
+
+/* Hits shard j can return for a budget: never more than its live nodes, so
+ * a request with huge budgets cannot make the server allocate more than
+ * its index holds (the results are the same). */
+static size_t search_room(const mess_server *s, uint32_t j, uint32_t budget)
+{
+    size_t live = hnsw_live(s->shards[j].graph);
+    return budget < live ? budget : live;
+}
+
+static int search_shard(void *ctx, size_t jj, unsigned worker)
+{
+    struct search_job *sj = (struct search_job *)ctx;
+    const mess_server *s = sj->s;
+    uint32_t j = (uint32_t)jj, words = params_words(&s->p);
+    uint32_t budget = wire_request_budget(sj->req, j);
+    uint64_t code[MESS_MAX_BITS / 64];
+    size_t ef, room = search_room(s, j, budget);
+
+    sj->found[j] = 0;
+    if (budget == 0 || room == 0)
+        return MESS_OK;
+    wire_load_code(sj->req->codes + (size_t)j * wire_code_bytes(&s->p), words, code);
+    ef = s->p.ef_search > budget ? s->p.ef_search : budget;
+    return hnsw_search(s->shards[j].graph, sj->scratch[worker], code, room, ef,
+                       sj->hits[j], &sj->found[j]);
+}
+
+static int scratch_take(const mess_server *cs, struct hnsw_scratch **out)
+{
+    mess_server *s = (mess_server *)(uintptr_t)cs; /* the pool is not logical state */
+    *out = NULL;
+    pthread_mutex_lock(&s->pool_lock);
+    if (s->npool > 0)
+        *out = s->pool[--s->npool];
+    pthread_mutex_unlock(&s->pool_lock);
+    return *out ? MESS_OK : hnsw_scratch_new(out);
+}
+
+static void scratch_give(const mess_server *cs, struct hnsw_scratch *sc)
+{
+    mess_server *s = (mess_server *)(uintptr_t)cs;
+    if (!sc)
+        return;
+    pthread_mutex_lock(&s->pool_lock);
+    if (s->npool < SCRATCH_POOL) {
+        s->pool[s->npool++] = sc;
+        sc = NULL;
+    }
+    pthread_mutex_unlock(&s->pool_lock);
+    hnsw_scratch_free(sc);
+}
+
+int mess_server_search(const mess_server *s, const uint8_t *req,
+                       size_t req_len, unsigned threads, uint8_t **resp,
+                       size_t *resp_len)
+{
+    struct wire_request rq;
+    struct search_job sj;
+    struct hnsw_hit *hits = NULL;
+    uint32_t j, M;
+    unsigned t;
+    size_t total = 0, len, off, pool = 0;
+    uint8_t *out;
+    int rc;
+
+    if (!s || !req || !resp || !resp_len)
+        return MESS_EINVAL;
+    *resp = NULL;
+    *resp_len = 0;
+    rc = wire_request_parse(&s->p, req, req_len, &rq);
+    if (rc == MESS_OK)
+        rc = mess_server_check_owner(s, rq.owner);
+    if (rc != MESS_OK)
+        return rc;
+    M = s->p.shards;
+    if (threads == 0)
+        threads = 1;
+    if (threads > M)
+        threads = M;
+    memset(&sj, 0, sizeof sj);
+    sj.s = s;
+    sj.req = &rq;
+    sj.scratch = (struct hnsw_scratch **)calloc(threads, sizeof *sj.scratch);
+    sj.hits = (struct hnsw_hit **)calloc(M, sizeof *sj.hits);
+    sj.found = (size_t *)calloc(M, sizeof *sj.found);
+    if (!sj.scratch || !sj.hits || !sj.found) {
+        rc = MESS_ENOMEM;
+        goto done;
+    }
+    for (t = 0; t < threads; t++)
+        if ((rc = scratch_take(s, &sj.scratch[t])) != MESS_OK)
+            goto done;
+    for (j = 0; j < M; j++)
+        pool += search_room(s, j, wire_request_budget(&rq, j));
+    hits = (struct hnsw_hit *)mess_malloc_array(pool ? pool : 1, sizeof *hits);
+    if (!hits) {
+        rc = MESS_ENOMEM;
+        goto done;
+    }
+    for (j = 0, off = 0; j < M; j++) {
+        sj.hits[j] = hits + off;
+        off += search_room(s, j, wire_request_budget(&rq, j));
+    }
+    rc = parallel_for(M, threads, search_shard, &sj);
+    if (rc != MESS_OK)
+        goto done;
+    for (j = 0; j < M; j++)
+        total += sj.found[j];
+    /* exact size, one allocation: header | request id | per shard count + entries */
+    len = WIRE_HEADER_BYTES + WIRE_REQUEST_ID_BYTES + (size_t)M * 2 + total * s->entry_bytes;
+    out = (uint8_t *)malloc(len);
+    if (!out) {
+        rc = MESS_ENOMEM;
+        goto done;
+    }
+    {
+        struct mess_wr w;
+        mess_wr_init(&w);
+        wire_header(&w, WIRE_RESPONSE, &s->p);
+        if (w.err || w.len != WIRE_HEADER_BYTES) {
+            rc = w.err ? w.err : MESS_EFORMAT;
+            mess_wr_free(&w);
+            free(out);
+            goto done;
+        }
+        memcpy(out, w.p, WIRE_HEADER_BYTES);
+        mess_wr_free(&w);
+    }
+    off = WIRE_HEADER_BYTES;
+    memcpy(out + off, rq.request_id, WIRE_REQUEST_ID_BYTES);
+    off += WIRE_REQUEST_ID_BYTES;
+    for (j = 0; j < M; j++) {
+        const uint8_t *base = s->shards[j].entries;
+        size_t e;
+        out[off] = (uint8_t)sj.found[j];
+        out[off + 1] = (uint8_t)(sj.found[j] >> 8);
+        off += 2;
+        for (e = 0; e < sj.found[j]; e++, off += s->entry_bytes)
+            memcpy(out + off, base + (size_t)sj.hits[j][e].node * s->entry_bytes,
+                   s->entry_bytes);
+    }
+    *resp = out;
+    *resp_len = len;
+done:
+    if (sj.scratch)
+        for (t = 0; t < threads; t++)
+            scratch_give(s, sj.scratch[t]);
+    free(hits);
+    free(sj.scratch);
+    free(sj.hits);
+    free(sj.found);
+    return rc;
+}
