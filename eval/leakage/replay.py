@@ -14,13 +14,14 @@ Majority voting over what a server sees more than once of the same data:
             it falls towards 0.
   retry     a query sent R times by a client that is reloaded from its file
             before each try (a `mess query` that failed after sending its
-            request and did not save): the server votes per bit over the R
-            requests' codes.  With the permanent report a function of the
-            query, the vote converges to that report (bit error p_PRR); a
-            fresh permanent report per try lets it converge to the clean
-            code (bit error 0).
-  memo      the same query R times from one client in memory (the
-            memoised permanent report): the reference, bit error -> p_PRR.
+            request: a production client is never rewritten by a query):
+            the server votes per bit over the R requests' codes.  With the
+            permanent report a PRF of the query (D3), the vote converges to
+            that report (bit error p_PRR); a fresh permanent report per try
+            (c16ecae, whose memo was lost with the failed run) lets it
+            converge to the clean code (bit error 0).
+  repeat    the same query R times from one client in memory: the
+            reference, bit error -> p_PRR.
 
 Production-mode clients (OS coins).  The request's codes are its last
 M * kappa / 8 bytes (wire.c).  Prints one line per case and, last, one JSON
@@ -136,7 +137,7 @@ def run(data, items=8, insert_repeats=25, nqueries=4, query_repeats=41, shards=6
             rows.append(dict(case="reinsert", repeats=insert_repeats + 1, bits=nb,
                              single=sd, majority=mj, expected=p.p_store))
             a = p.p_prr
-            for case, reload in (("retry", True), ("memo", False)):
+            for case, reload in (("retry", True), ("repeat", False)):
                 sd, mj, nb = queries(c, p, path, qv[:nqueries], query_repeats, reload)
                 rows.append(dict(case=case, repeats=query_repeats, bits=nb, single=sd,
                                  majority=mj, expected=a))
