@@ -253,11 +253,16 @@ class Attack:
         best = []
         for s in range(self.M):
             sc = scores[s]
-            if s == self.r or sc is None or sc.size < 2:
+            if s == self.r or sc is None or sc.size == 0:
                 continue
             i = int(np.argmax(sc))
-            sd = sc.std()
-            conf = (sc[i] - sc.mean()) / (sd if sd > 0 else 1.0)
+            if sc.size == 1:
+                # the shard's only unexplained node: every other node is a
+                # known seed, so nothing else can be the target's entry
+                conf = np.inf
+            else:
+                sd = sc.std()
+                conf = (sc[i] - sc.mean()) / (sd if sd > 0 else 1.0)
             best.append((conf, s, int(self.cand[s][i])))
         best.sort(reverse=True)
         return [(s, node, conf) for conf, s, node in best[:self.t - 1]]
@@ -294,7 +299,7 @@ class Attack:
         a = self.all_scores()
         comb = []
         for s in range(self.M):
-            if s == self.r or a["MDS"][s] is None or a["MDS"][s].size < 2:
+            if s == self.r or a["MDS"][s] is None or a["MDS"][s].size == 0:
                 comb.append(None)
                 continue
             comb.append(_zs(a["MDS"][s]) + _zs(a["GSGM"][s]) + _zs(a["Topology"][s]))

@@ -193,10 +193,27 @@ def main(argv=None):
             detail.append(det)
             write(a, ds, rows, detail, t_start)  # a long run keeps what it has
     write(a, ds, rows, detail, t_start)
-    print(json.dumps({"rows": [{k: r[k] for k in ("method", "n", "pair", "xi_single",
-                                                  "xi_link", "xi_complete", "accuracy")}
+    log(ordering_line(rows))
+    print(json.dumps({"rows": [dict({k: r[k] for k in ("method", "n", "pair", "xi_single",
+                                                       "xi_link", "xi_complete", "accuracy")},
+                                    **({"xi_link_ci": r["xi_link_ci"]}
+                                       if "xi_link_ci" in r else {}))
                                for r in rows]}))
     return 0
+
+
+def ordering_line(rows):
+    """How often xi_single <= xi_link <= xi_complete holds: for the point
+    values, and for the 95% interval's ends (lower end >= xi_single, upper
+    end <= xi_complete)."""
+    n = len(rows)
+    pt = sum(r["xi_single"] <= r["xi_link"] <= r["xi_complete"] for r in rows)
+    ci = [r for r in rows if "xi_link_ci" in r]
+    lo = sum(r["xi_link_ci"][0] >= r["xi_single"] for r in ci)
+    hi = sum(r["xi_link_ci"][1] <= r["xi_complete"] for r in ci)
+    return ("ordering: xi_single <= xi_link <= xi_complete in %d of %d rows; of %d rows "
+            "with an interval, its upper end <= xi_complete in %d and its lower end >= "
+            "xi_single in %d" % (pt, n, len(ci), hi, lo))
 
 
 def write(a, ds, rows, detail, t_start):
@@ -280,6 +297,8 @@ def tables(rows, config):
         b = max(rs, key=lambda r: r["xi_link"])
         out.append("| %d | %d | %s | %.2f | %.2f | %.2f |"
                    % (n, pi, b["method"], b["xi_link"], b["xi_single"], b["xi_complete"]))
+    out.append("")
+    out.append(ordering_line(rows) + ".")
     return "\n".join(out) + "\n"
 
 
