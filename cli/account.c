@@ -41,8 +41,9 @@ static const char access_help[] =
     "usage: mess account access --p-prr A --p-irr B --repeats R [--distance DQ]\n"
     "\n"
     "Access-pattern privacy (Theorem 5.4).  One logical query is submitted R\n"
-    "times: its permanent (memoised) report flips each bit with probability\n"
-    "A, every submission adds fresh instantaneous flips with probability B.\n"
+    "times: its permanent report (a keyed PRF of the query, the same on every\n"
+    "submission) flips each bit with probability A, every submission adds\n"
+    "fresh instantaneous flips with probability B.\n"
     "The server's complete access transcript (perturbed reports, HNSW\n"
     "traversal, results) is eta_R-XDP with respect to D_Q, the fixed-hash\n"
     "Hamming distance of two query values summed over the contacted shards:\n"
@@ -51,7 +52,7 @@ static const char access_help[] =
     "  xi_ap = eta_R * DQ                       (printed with --distance)\n"
     "\n"
     "A, B in [0, 1/2] (not both 0); R >= 1 (closed form, any R up to 2^53).\n"
-    "As R grows eta_R rises to ln((1-A)/A): the memoised report caps the\n"
+    "As R grows eta_R rises to ln((1-A)/A): the permanent report caps the\n"
     "averaging attack.  Last line: {\"eta_R\":...,\"xi_ap\":...}.\n";
 
 static int account_access(int argc, char **argv)

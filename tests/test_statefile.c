@@ -241,7 +241,7 @@ static void test_sealed_length_padded(void)
     free(raw);
 
     /* a client's sealed file: a padded length before and after 20 new
-     * (memoised) queries */
+     * queries (which since the memo cache went change nothing in the body) */
     for (k = 0; k < 2; k++) {
         CHECK_OK(mess_client_save(client, path, pass));
         n = file_size(path) - 100 - 56 - 16 - 32;
