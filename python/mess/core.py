@@ -216,23 +216,46 @@ class _Handle:
             pass
 
 
+class _Block:
+    """One library allocation (mess_buf_free on the last reference).  A
+    Buffer holds one and so does every numpy array made from that Buffer
+    (it is the array's base), so the memory outlives Buffer.close() for
+    as long as a view of it is alive."""
+
+    def __init__(self, ptr, length):
+        self.ptr = ptr
+        self.__array_interface__ = {"shape": (length,), "typestr": "|u1",
+                                    "data": (ptr, True), "version": 3}
+
+    def __del__(self):
+        p, self.ptr = self.ptr, None
+        if p:
+            L.buf_free(p)
+
+
 class Buffer(_Handle):
     """A byte buffer the library allocated (upload, delete, request,
     response).  Passed back to the library without a copy; np.asarray(buf)
-    is a read-only uint8 view (valid until close()); bytes(buf) copies."""
-    _free = staticmethod(L.buf_free)
+    is a read-only uint8 view that keeps the bytes alive by itself (after
+    close() the memory goes with the last view); bytes(buf) copies."""
 
     def __init__(self, ptr, length):
         super().__init__(ptr)
         self.length = length
+        self._block = _Block(ptr, length) if ptr else None
+
+    def close(self):
+        # drop this handle's reference: the block frees the memory when no
+        # numpy view of it is left (at once if there is none)
+        self._ptr, self._block = None, None
 
     def __len__(self):
         return self.length
 
-    @property
-    def __array_interface__(self):
-        return {"shape": (self.length,), "typestr": "|u1",
-                "data": (self.ptr, True), "version": 3}
+    def __array__(self, dtype=None, copy=None):
+        self.ptr  # StateError once closed
+        a = np.asarray(self._block)
+        return a if dtype is None else a.astype(dtype)
 
     def __bytes__(self):
         return ctypes.string_at(self.ptr, self.length)

@@ -1,6 +1,7 @@
 """Tests of the ctypes bindings on the bundled real SIFT data (a scaled-down
 configuration so the suite takes seconds)."""
 import gc
+import weakref
 import errno
 import os
 import stat
@@ -297,6 +298,42 @@ class TestProtocol(unittest.TestCase):
                     self.c.finish(q2, resp, 10)
             resp.close()
             self.assertTrue(resp.closed)
+
+    def test_view_outlives_closed_buffer(self):
+        # np.asarray(buf) is zero-copy: the view must keep the library's
+        # memory alive after close() (it used to be freed under the array)
+        q, req = self.c.request(Data.queries[5], 160)
+        with q:
+            want = bytes(req)
+            view = np.asarray(req)
+            tail = view[1:]
+            self.assertFalse(view.flags.writeable)
+            self.assertEqual(view.ctypes.data, req.ptr)  # no copy
+            req.close()
+            self.assertTrue(req.closed)
+            with self.assertRaises(mess.StateError):
+                np.asarray(req)
+            # churn the allocator: freed memory would be reused or rewritten
+            for _ in range(8):
+                oq, oreq = self.c.request(Data.queries[6], 160)
+                oq.close()
+                oreq.close()
+            self.assertEqual(bytes(view), want)
+            self.assertEqual(bytes(tail), want[1:])
+        # and the memory goes with the last view; at once without one
+        q, req = self.c.request(Data.queries[5], 160)
+        q.close()
+        block = weakref.ref(req._block)
+        view = np.asarray(req)
+        req.close()
+        self.assertIsNotNone(block())
+        del view
+        self.assertIsNone(block())
+        q, req = self.c.request(Data.queries[5], 160)
+        q.close()
+        block = weakref.ref(req._block)
+        req.close()
+        self.assertIsNone(block())
 
     def test_client_threads(self):
         if not mess._lib.has("mess_client_set_threads"):
