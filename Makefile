@@ -48,7 +48,7 @@ CLI_OBJ  = $(CLI_SRC:%.c=build/rel/%.o)
 TESTS_ASAN = $(TEST_SRC:tests/%.c=build/asan/tests/%)
 TESTS_REL  = $(TEST_SRC:tests/%.c=build/rel/tests/%)
 CLI_TESTS  = $(sort $(wildcard tests/cli_*.sh))
-PY_TESTS   = tests/py_bindings.sh tests/py_leakage.sh
+PY_TESTS   = tests/py_bindings.sh tests/py_leakage.sh tests/py_install.sh
 ABI_TESTS  = $(sort $(wildcard tests/abi_*.sh))
 
 # Fuzz targets (fuzz/fuzz_NAME.c): libFuzzer binaries built with clang, and

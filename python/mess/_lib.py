@@ -6,8 +6,12 @@ The shared library is looked up, first match wins:
      build/libmess.so (python/mess/ -> ../../build/), then the library of
      the prefix `make install` put this package under
      (PREFIX/lib/python3/dist-packages/mess/ -> PREFIX/lib/libmess.so.0);
-  3. the system's linker path (ctypes.util.find_library("mess"), then
-     libmess.so.0).
+  3. an installed library: the system's linker path (the Debian package
+     libmess0; ctypes.util.find_library("mess"), then libmess.so.0, which
+     honours LD_LIBRARY_PATH), then /usr/local/lib/libmess.so.0 (`make
+     install` before ldconfig has run).
+A package installed with pip (not -e) has no build tree next to it: it uses
+MESS_LIBRARY or an installed library.  `path` is the file actually loaded.
 """
 import ctypes
 import ctypes.util
@@ -165,6 +169,22 @@ def _candidates():
     if found:
         yield found
     yield "libmess.so.0"
+    yield "/usr/local/lib/libmess.so.0"
+
+
+def _loaded_path(name):
+    """The file the dynamic linker chose for a bare name (its mapping)."""
+    if os.sep in name:
+        return name
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                file = line.split(None, 5)[-1].strip()
+                if os.path.basename(file).startswith(name.split(".so")[0] + ".so"):
+                    return file
+    except OSError:
+        pass
+    return name
 
 
 def _load():
@@ -174,11 +194,12 @@ def _load():
             errors.append("%s: no such file" % path)
             continue
         try:
-            return ctypes.CDLL(path, use_errno=True), path
+            return ctypes.CDLL(path, use_errno=True), _loaded_path(path)
         except OSError as e:
             errors.append("%s: %s" % (path, e))
-    raise ImportError("libmess.so not found (set MESS_LIBRARY to its path); tried: "
-                      + "; ".join(errors))
+    raise ImportError("libmess.so not found: set MESS_LIBRARY to its path, run `make` in "
+                      "the source tree (editable install), or install the library (make "
+                      "install, or the libmess0 package); tried: " + "; ".join(errors))
 
 
 lib, path = _load()
