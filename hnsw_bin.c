@@ -61,6 +61,54 @@ struct hnsw_scratch {
 
 #define EMPTY UINT32_MAX
 
+/* ---- popcount at run time ------------------------------------------------
+ * Hamming distance is one popcount per 64-bit word.  The build targets the
+ * baseline ISA (no -mpopcnt: a package must run on every x86-64), so the
+ * hot paths (search, insert, many-code distances) are compiled twice from
+ * one always-inlined body: once with the POPCNT instruction enabled by a
+ * target attribute, once for the baseline (the compiler's builtin without
+ * it: bit arithmetic or a libgcc call).  Each call picks one with
+ * __builtin_cpu_supports("popcnt"); both give identical results.
+ * -DMESS_NO_POPCNT_DISPATCH keeps only the baseline copy (build/mess-portable). */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && \
+    !defined(MESS_NO_POPCNT_DISPATCH)
+#define HNSW_DISPATCH 1
+#define HNSW_POPCNT __attribute__((target("popcnt")))
+#endif
+#if defined(__GNUC__)
+#define HNSW_INLINE static inline __attribute__((always_inline))
+#else
+#define HNSW_INLINE static inline
+#endif
+
+static int popcount_mode = -1; /* -1 the CPU decides, 0 software, 1 instruction */
+
+int hnsw_popcount_force(int mode)
+{
+    if (mode < -1 || mode > 1)
+        return MESS_EINVAL;
+#ifdef HNSW_DISPATCH
+    if (mode == 1 && !__builtin_cpu_supports("popcnt"))
+        return MESS_EINVAL;
+#else
+    if (mode == 1)
+        return MESS_EINVAL;
+#endif
+    popcount_mode = mode;
+    return MESS_OK;
+}
+
+int hnsw_popcount_hw(void)
+{
+#ifdef HNSW_DISPATCH
+    if (popcount_mode >= 0)
+        return popcount_mode;
+    return __builtin_cpu_supports("popcnt") != 0;
+#else
+    return 0;
+#endif
+}
+
 /* ---- small utilities ---------------------------------------------------- */
 
 static uint64_t splitmix64(uint64_t *s)
@@ -92,14 +140,33 @@ static uint32_t *links_of(const struct hnsw *h, uint32_t node, int level)
     return h->upper[node] + (size_t)(level - 1) * (1 + h->m);
 }
 
-static inline uint32_t dist_to(const struct hnsw *h, const uint64_t *q, uint32_t node)
+/* hnsw_hamming, inlined into each compiled copy of its callers */
+HNSW_INLINE uint32_t ham(const uint64_t *a, const uint64_t *b, uint32_t words)
+{
+    uint32_t d = 0, i;
+    for (i = 0; i < words; i++)
+        d += (uint32_t)__builtin_popcountll(a[i] ^ b[i]);
+    return d;
+}
+
+HNSW_INLINE uint32_t dist_to(const struct hnsw *h, const uint64_t *q, uint32_t node)
 {
     const uint64_t *c = code_of(h, node);
     if (h->words == 2) /* the common 128-bit case, unrolled */
         return (uint32_t)(__builtin_popcountll(q[0] ^ c[0]) +
                           __builtin_popcountll(q[1] ^ c[1]));
-    return hnsw_hamming(q, c, h->words);
+    return ham(q, c, h->words);
 }
+
+#ifdef HNSW_DISPATCH
+static HNSW_POPCNT void hamming_many_popcnt(const uint64_t *q, const uint64_t *codes,
+                                            size_t n, uint32_t words, uint32_t *dist)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        dist[i] = ham(q, codes + i * words, words);
+}
+#endif
 
 #define KEY(d, node) ((uint64_t)(d) << 32 | (uint64_t)(node))
 #define KEY_DIST(k) ((uint32_t)((k) >> 32))
@@ -439,7 +506,7 @@ static int scratch_prepare(struct hnsw_scratch *s, const struct hnsw *h,
 /* ---- search ----------------------------------------------------------------------- */
 
 /* Greedy descent on one layer from *ep (Alg. 2 with ef = 1). */
-static void greedy(const struct hnsw *h, const uint64_t *q, int level,
+HNSW_INLINE void greedy(const struct hnsw *h, const uint64_t *q, int level,
                    uint32_t *ep, uint32_t *ep_dist)
 {
     int changed = 1;
@@ -513,7 +580,7 @@ static void sort_keys(uint64_t *k, size_t n)
  * caller has started a visit (scratch_prepare / scratch_next_epoch).  On
  * return s->out holds the results as (distance << 32 | node) keys,
  * ascending (ties by node id); the count is returned. */
-static size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
+HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
                            const uint64_t *q, uint32_t ep, uint32_t ep_dist,
                            size_t ef, int level, int live_only)
 {
@@ -604,9 +671,9 @@ static size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
     return k;
 }
 
-int hnsw_search(const struct hnsw *h, struct hnsw_scratch *s,
-                const uint64_t *query, size_t P, size_t ef,
-                struct hnsw_hit *out, size_t *n_out)
+HNSW_INLINE int search_body(const struct hnsw *h, struct hnsw_scratch *s,
+                            const uint64_t *query, size_t P, size_t ef,
+                            struct hnsw_hit *out, size_t *n_out)
 {
     uint32_t ep, epd;
     size_t nres, i;
@@ -638,12 +705,53 @@ int hnsw_search(const struct hnsw *h, struct hnsw_scratch *s,
     return MESS_OK;
 }
 
+#ifdef HNSW_DISPATCH
+static HNSW_POPCNT int search_popcnt(const struct hnsw *h, struct hnsw_scratch *s,
+                                     const uint64_t *query, size_t P, size_t ef,
+                                     struct hnsw_hit *out, size_t *n_out)
+{
+    return search_body(h, s, query, P, ef, out, n_out);
+}
+#endif
+
+static int search_soft(const struct hnsw *h, struct hnsw_scratch *s,
+                       const uint64_t *query, size_t P, size_t ef,
+                       struct hnsw_hit *out, size_t *n_out)
+{
+    return search_body(h, s, query, P, ef, out, n_out);
+}
+
+int hnsw_search(const struct hnsw *h, struct hnsw_scratch *s,
+                const uint64_t *query, size_t P, size_t ef,
+                struct hnsw_hit *out, size_t *n_out)
+{
+#ifdef HNSW_DISPATCH
+    if (hnsw_popcount_hw())
+        return search_popcnt(h, s, query, P, ef, out, n_out);
+#endif
+    return search_soft(h, s, query, P, ef, out, n_out);
+}
+
+void hnsw_hamming_many(const uint64_t *q, const uint64_t *codes, size_t n,
+                       uint32_t words, uint32_t *dist)
+{
+    size_t i;
+#ifdef HNSW_DISPATCH
+    if (hnsw_popcount_hw()) {
+        hamming_many_popcnt(q, codes, n, words, dist);
+        return;
+    }
+#endif
+    for (i = 0; i < n; i++)
+        dist[i] = ham(q, codes + i * words, words);
+}
+
 /* ---- insert ---------------------------------------------------------------------- */
 
 /* Heuristic neighbour selection (Alg. 4): candidates keys ascending; keep e
  * unless an already kept r is strictly closer to e than the base is.
  * Writes at most `max` ids to sel and returns how many. */
-static uint32_t select_heuristic(const struct hnsw *h, const uint64_t *keys,
+HNSW_INLINE uint32_t select_heuristic(const struct hnsw *h, const uint64_t *keys,
                                  size_t nkeys, uint32_t max, uint32_t *sel)
 {
     uint32_t ns = 0;
@@ -652,7 +760,7 @@ static uint32_t select_heuristic(const struct hnsw *h, const uint64_t *keys,
         uint32_t e = KEY_NODE(keys[i]), de = KEY_DIST(keys[i]), j;
         int good = 1;
         for (j = 0; j < ns && good; j++)
-            if (hnsw_hamming(code_of(h, e), code_of(h, sel[j]), h->words) < de)
+            if (ham(code_of(h, e), code_of(h, sel[j]), h->words) < de)
                 good = 0;
         if (good)
             sel[ns++] = e;
@@ -662,7 +770,7 @@ static uint32_t select_heuristic(const struct hnsw *h, const uint64_t *keys,
 
 /* Adds link node -> e at level, shrinking e's list by the heuristic when
  * it overflows. */
-static void add_link(struct hnsw *h, uint32_t from, uint32_t to, int level,
+HNSW_INLINE void add_link(struct hnsw *h, uint32_t from, uint32_t to, int level,
                      uint64_t *tmp, uint32_t *sel)
 {
     uint32_t *l = links_of(h, from, level);
@@ -675,8 +783,8 @@ static void add_link(struct hnsw *h, uint32_t from, uint32_t to, int level,
         return;
     }
     for (i = 0; i < l[0]; i++)
-        tmp[i] = KEY(hnsw_hamming(code_of(h, from), code_of(h, l[i + 1]), h->words), l[i + 1]);
-    tmp[i] = KEY(hnsw_hamming(code_of(h, from), code_of(h, to), h->words), to);
+        tmp[i] = KEY(ham(code_of(h, from), code_of(h, l[i + 1]), h->words), l[i + 1]);
+    tmp[i] = KEY(ham(code_of(h, from), code_of(h, to), h->words), to);
     sort_keys(tmp, (size_t)l[0] + 1);
     k = select_heuristic(h, tmp, (size_t)l[0] + 1, max, sel);
     for (i = 0; i < k; i++)
@@ -684,8 +792,8 @@ static void add_link(struct hnsw *h, uint32_t from, uint32_t to, int level,
     l[0] = k;
 }
 
-int hnsw_add(struct hnsw *h, const uint64_t *code, struct hnsw_label label,
-             uint32_t *node_out)
+HNSW_INLINE int add_body(struct hnsw *h, const uint64_t *code, struct hnsw_label label,
+                         uint32_t *node_out)
 {
     struct hnsw_scratch *s;
     uint32_t node, ep, epd;
@@ -765,6 +873,30 @@ int hnsw_add(struct hnsw *h, const uint64_t *code, struct hnsw_label label,
     if (node_out)
         *node_out = node;
     return MESS_OK;
+}
+
+#ifdef HNSW_DISPATCH
+static HNSW_POPCNT int add_popcnt(struct hnsw *h, const uint64_t *code,
+                                  struct hnsw_label label, uint32_t *node_out)
+{
+    return add_body(h, code, label, node_out);
+}
+#endif
+
+static int add_soft(struct hnsw *h, const uint64_t *code, struct hnsw_label label,
+                    uint32_t *node_out)
+{
+    return add_body(h, code, label, node_out);
+}
+
+int hnsw_add(struct hnsw *h, const uint64_t *code, struct hnsw_label label,
+             uint32_t *node_out)
+{
+#ifdef HNSW_DISPATCH
+    if (hnsw_popcount_hw())
+        return add_popcnt(h, code, label, node_out);
+#endif
+    return add_soft(h, code, label, node_out);
 }
 
 /* ---- maintenance and accessors ------------------------------------------------ */

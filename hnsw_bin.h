@@ -119,7 +119,21 @@ int hnsw_serialize(const struct hnsw *h, struct mess_wr *w);
 int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
                      struct hnsw **out);
 
-/* Hamming distance of two codes of `words` 64-bit words. */
+/* dist[i] = Hamming distance of q to code i of n (each `words` words), with
+ * the POPCNT instruction when the CPU has it (hnsw_popcount_hw). */
+void hnsw_hamming_many(const uint64_t *q, const uint64_t *codes, size_t n,
+                       uint32_t words, uint32_t *dist);
+
+/* 1 if searches and inserts use the POPCNT instruction (chosen at run time
+ * from the CPU, not the build machine), 0 for the baseline code. */
+int hnsw_popcount_hw(void);
+/* Tests and benchmarks: -1 lets the CPU decide (the default), 0 forces the
+ * baseline code, 1 the instruction (MESS_EINVAL where the CPU lacks it).
+ * Not thread-safe: call before any search. */
+int hnsw_popcount_force(int mode);
+
+/* Hamming distance of two codes of `words` 64-bit words (the baseline
+ * popcount unless the caller is compiled for the instruction). */
 static inline uint32_t hnsw_hamming(const uint64_t *a, const uint64_t *b,
                                     uint32_t words)
 {

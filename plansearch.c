@@ -143,8 +143,7 @@ static int ps_shard(void *ctx, size_t jj, unsigned worker)
         rc = lshrr_flip(&r, qc, kappa, pq);
         if (rc != MESS_OK)
             goto out;
-        for (i = 0; i < m; i++)
-            dist[i] = hnsw_hamming(qc, pc + i * words, words);
+        hnsw_hamming_many(qc, pc, m, words, dist);
         /* each target's place: items strictly closer, items at its distance */
         for (t = 0; t < k; t++) {
             size_t pos = find_member(mem, m, tr[t]), lt = 0, eq = 0;

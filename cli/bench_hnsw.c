@@ -136,13 +136,16 @@ static void usage(void)
            "  --ef LIST      search beams, ef' = max(P, ef) (default 16,24,32,48,64,96,128,192,256,384,512)\n"
            "  --repeat N     timed runs per point, the fastest counts (default 3)\n"
            "  --nq N         use the first N queries only\n"
-           "  --kth-out F    write the exact P-th distances (.ivecs, one column per P)\n");
+           "  --kth-out F    write the exact P-th distances (.ivecs, one column per P)\n"
+           "  --popcount W   auto (the CPU decides, the default), hw (the POPCNT\n"
+           "                 instruction) or soft (the baseline code a build without\n"
+           "                 run-time selection would use); results are identical\n");
 }
 
 int bench_hnsw(int argc, char **argv)
 {
     struct cli_args a;
-    const char *base_path, *query_path, *s, *kth_out;
+    const char *base_path, *query_path, *s, *kth_out, *pop;
     long m, efc, seed, repeat, nq_max, P[MAX_LIST], ef[MAX_LIST];
     int nP = 3, nef = 11, ip, ie, rc = CLI_FAIL;
     uint64_t *base = NULL, *query = NULL;
@@ -165,6 +168,7 @@ int bench_hnsw(int argc, char **argv)
     base_path = cli_opt(&a, "--base");
     query_path = cli_opt(&a, "--query");
     kth_out = cli_opt(&a, "--kth-out");
+    pop = cli_opt(&a, "--popcount");
     if (cli_opt_long(&a, "--m", 2, MESS_MAX_HNSW_M, 16, &m) ||
         cli_opt_long(&a, "--efc", 1, MESS_MAX_EF, 100, &efc) ||
         cli_opt_long(&a, "--seed", 0, 0x7fffffffL, 1, &seed) ||
@@ -181,6 +185,18 @@ int bench_hnsw(int argc, char **argv)
     }
     if (cli_check_unused(&a))
         return CLI_USAGE;
+    if (pop) {
+        int mode = strcmp(pop, "auto") == 0 ? -1 : strcmp(pop, "soft") == 0 ? 0
+                 : strcmp(pop, "hw") == 0 ? 1 : 2;
+        if (mode == 2) {
+            cli_error("--popcount: auto, hw or soft, not '%s'", pop);
+            return CLI_USAGE;
+        }
+        if (hnsw_popcount_force(mode) != MESS_OK) {
+            cli_error("--popcount hw: this CPU has no POPCNT instruction");
+            return CLI_FAIL;
+        }
+    }
     if (!base_path || !query_path) {
         cli_error("--base and --query are required (see mess bench hnsw --help)");
         return CLI_USAGE;
@@ -218,10 +234,10 @@ int bench_hnsw(int argc, char **argv)
         }
         build_s = now_s() - t0;
     }
-    printf("hnsw_bin: n=%zu bits=%u M=%ld efc=%ld: build %.2f s (one thread), "
+    printf("hnsw_bin: n=%zu bits=%u M=%ld efc=%ld popcount=%s: build %.2f s (one thread), "
            "%.1f bytes/node in memory (codes %u, layer-0 links %u)\n",
-           n, bits, m, efc, build_s, (double)hnsw_bytes(h) / (double)n,
-           bits / 8, (uint32_t)(4 * (1 + 2 * m)));
+           n, bits, m, efc, hnsw_popcount_hw() ? "hw" : "soft", build_s,
+           (double)hnsw_bytes(h) / (double)n, bits / 8, (uint32_t)(4 * (1 + 2 * m)));
 
     kth = (uint32_t *)malloc(nq * (size_t)nP * sizeof *kth);
     recall = (double *)calloc((size_t)nP * (size_t)nef, sizeof *recall);
@@ -287,9 +303,10 @@ int bench_hnsw(int argc, char **argv)
                    recall[ip * nef + ie], qps[ip * nef + ie]);
         }
 
-    printf("{\"n\":%zu,\"nq\":%zu,\"bits\":%u,\"m\":%ld,\"efc\":%ld,\"build_s\":%.4f,"
-           "\"bytes_per_node\":%.1f,\"P\":[",
-           n, nq, bits, m, efc, build_s, (double)hnsw_bytes(h) / (double)n);
+    printf("{\"n\":%zu,\"nq\":%zu,\"bits\":%u,\"m\":%ld,\"efc\":%ld,\"popcount\":\"%s\","
+           "\"build_s\":%.4f,\"bytes_per_node\":%.1f,\"P\":[",
+           n, nq, bits, m, efc, hnsw_popcount_hw() ? "hw" : "soft", build_s,
+           (double)hnsw_bytes(h) / (double)n);
     for (ip = 0; ip < nP; ip++)
         printf("%s%ld", ip ? "," : "", P[ip]);
     printf("],\"ef\":[");

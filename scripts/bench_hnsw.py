@@ -10,7 +10,7 @@ are written once to .bvecs files; `mess bench hnsw` builds hnsw_bin over them
 and faiss IndexBinaryHNSW is built in this process over the same bytes, with
 the same M_hnsw and ef_construction, both single-threaded.  Debian's faiss is
 built for the generic x86-64 baseline (its popcount is a libgcc call), so
-the tool built without -mpopcnt (build/mess-portable, `make bench` builds
+the tool with the baseline popcount only (build/mess-portable, `make bench` builds
 it) is measured too, for a like-for-like column.  Both are measured
 over the same grid of ef values for every P: recall against exact Hamming
 top-P (the exact P-th distance comes from the C tool's brute force and is
@@ -179,7 +179,7 @@ def bench_set(name, path, a, Ps, efs):
         kth = read_ivecs(kfile)
         mp = None
         if a.mess_portable and os.path.exists(a.mess_portable):
-            print("  the same engine built without -mpopcnt (portable popcount):")
+            print("  the same engine with the baseline popcount only (no POPCNT):")
             mp = run_mess(a.mess_portable, bfile, qfile, None, a, Ps, efs, nq)
     check_kth(bc, qc, kth, Ps, min(nq, 200))
     fb, rf, qf = run_faiss(bc, qc, kth, a, Ps, efs)
@@ -187,7 +187,7 @@ def bench_set(name, path, a, Ps, efs):
 
     qp = np.array(mp["qps"]) if mp else np.full(qm.shape, np.nan)
     print(f"\n  {name}: recall / single-thread QPS, hnsw_bin vs faiss (same codes);")
-    print("  'portable' is hnsw_bin built without -mpopcnt, like Debian's faiss")
+    print("  'portable' is hnsw_bin with the baseline popcount, like Debian's faiss")
     print("  P    ef   recall_mess recall_faiss   qps_mess qps_portable  qps_faiss  ratio")
     for ip, P in enumerate(Ps):
         for ie, ef in enumerate(efs):
@@ -227,7 +227,7 @@ def main():
                     help="data sets under datasets/ (missing ones are skipped)")
     ap.add_argument("--mess", default=os.path.join(ROOT, "build", "mess"))
     ap.add_argument("--mess-portable", default=os.path.join(ROOT, "build", "mess-portable"),
-                    help="the tool built without -mpopcnt (skipped if absent)")
+                    help="the tool with the baseline popcount only (skipped if absent)")
     ap.add_argument("--bits", type=int, default=128)
     ap.add_argument("--m", type=int, default=16)
     ap.add_argument("--efc", type=int, default=100)

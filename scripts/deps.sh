@@ -3,6 +3,10 @@
 # are installed.  As root it installs what is missing with apt-get; otherwise
 # it prints the exact command to run and fails.
 #
+# Installing is never silent: before apt-get runs, the first line printed
+# (for `make check` its first line of output) names the packages and says
+# so; MESS_NO_APT=1 only lists them and fails, as for a non-root user.
+#
 # Groups: build (library and tools), check (tests), data (dataset generator),
 #         bench (baselines), fuzz (fuzzers), python (bindings), eval,
 #         text (the text set and its evaluation: docs/TEXT.md).
@@ -49,8 +53,8 @@ fi
 
 [ -z "$missing" ] && exit 0
 
-if [ "$(id -u)" -eq 0 ]; then
-    echo "deps: installing$missing" >&2
+if [ "$(id -u)" -eq 0 ] && [ -z "${MESS_NO_APT:-}" ]; then
+    echo "deps: running apt-get (as root) to install missing Debian packages:$missing (MESS_NO_APT=1 to only list them)"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >&2 || apt-get update >&2
     # shellcheck disable=SC2086

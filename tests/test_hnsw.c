@@ -328,6 +328,75 @@ static void test_reserve(void)
     hnsw_free(c);
 }
 
+/* Serialized index over the first `count` codes of `bits` bits (the codes
+ * array read as words/2 consecutive 128-bit codes per node). */
+static int build_bytes(uint32_t bits, size_t count, struct mess_wr *w)
+{
+    struct hnsw_params p = {bits, 8, 40, 3};
+    struct hnsw *h = NULL;
+    size_t i, words = bits / 64;
+    int rc = hnsw_new(&p, &h);
+    for (i = 0; rc == MESS_OK && i < count; i++)
+        rc = hnsw_add(h, codes + i * words, LB(i), NULL);
+    mess_wr_init(w);
+    if (rc == MESS_OK)
+        rc = hnsw_serialize(h, w);
+    hnsw_free(h);
+    return rc;
+}
+
+/* The popcount is chosen at run time: the instruction and the baseline code
+ * build the same graphs and return the same hits and distances. */
+static void test_popcount_paths(void)
+{
+    static const uint32_t bits[2] = {128, 256};
+    struct mess_wr soft, hw;
+    struct hnsw_hit a[40], b[40];
+    uint32_t d1[64], d2[64];
+    struct hnsw_scratch *s = NULL;
+    size_t i, k, ga, gb;
+    int have = hnsw_popcount_hw();
+    CHECK_RC(hnsw_popcount_force(2), MESS_EINVAL);
+    CHECK_RC(hnsw_popcount_force(-2), MESS_EINVAL);
+#if defined(__x86_64__) && defined(__GNUC__)
+    /* this CPU's answer, not the build machine's flags */
+    CHECK(have == !!__builtin_cpu_supports("popcnt"));
+#endif
+    printf("  popcount: %s\n", have ? "POPCNT instruction" : "baseline code");
+    if (!have) {
+        CHECK_RC(hnsw_popcount_force(1), MESS_EINVAL);
+        return;
+    }
+    CHECK_OK(hnsw_scratch_new(&s));
+    for (k = 0; k < 2; k++) {
+        CHECK_OK(hnsw_popcount_force(0));
+        CHECK(hnsw_popcount_hw() == 0);
+        CHECK_OK(build_bytes(bits[k], 1500, &soft));
+        CHECK_OK(hnsw_popcount_force(1));
+        CHECK(hnsw_popcount_hw() == 1);
+        CHECK_OK(build_bytes(bits[k], 1500, &hw));
+        CHECK(soft.len == hw.len && soft.len > 0 && memcmp(soft.p, hw.p, soft.len) == 0);
+        mess_wr_free(&soft);
+        mess_wr_free(&hw);
+    }
+    for (i = 0; i < nq; i++) {
+        const uint64_t *q = qcodes + i * WORDS;
+        CHECK_OK(hnsw_popcount_force(0));
+        CHECK_OK(hnsw_search(g, s, q, 40, 60, a, &ga));
+        hnsw_hamming_many(q, codes, 64, WORDS, d1);
+        CHECK_OK(hnsw_popcount_force(1));
+        CHECK_OK(hnsw_search(g, s, q, 40, 60, b, &gb));
+        hnsw_hamming_many(q, codes, 64, WORDS, d2);
+        CHECK(ga == 40 && ga == gb && memcmp(a, b, ga * sizeof *a) == 0);
+        CHECK(memcmp(d1, d2, sizeof d1) == 0);
+        for (k = 0; k < 64; k++)
+            CHECK(d1[k] == hnsw_hamming(q, codes + k * WORDS, WORDS));
+    }
+    CHECK_OK(hnsw_popcount_force(-1));
+    CHECK(hnsw_popcount_hw() == have);
+    hnsw_scratch_free(s);
+}
+
 static void test_hostile_buffers(void)
 {
     struct hnsw *small = build(150, 4, 16), *b;
@@ -536,6 +605,7 @@ int main(void)
     RUN(test_results_sorted_and_exact_distances);
     RUN(test_graph_access);
     RUN(test_serialize_roundtrip);
+    RUN(test_popcount_paths);
     RUN(test_concurrent_search);
     RUN(test_label_width);
     RUN(test_delete_and_compact);
