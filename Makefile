@@ -15,12 +15,14 @@
 #   make eval-leakage  cross-shard inference attack, xi_link (docs/LEAKAGE.md)
 #   make data       the large SIFT set (not committed; see datasets/README.md)
 #   make install    PREFIX=/usr/local DESTDIR= (the Python package goes to
-#                   PYDIR=PREFIX/lib/python3/dist-packages, on Debian's path)
+#                   PYDIR=PREFIX/lib/python3/dist-packages, on Debian's path;
+#                   the manual page mess(1) to MANDIR=PREFIX/share/man)
 #   make deps       install (as root) or name the missing Debian packages
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
 PYDIR   ?= $(PREFIX)/lib/python3/dist-packages
+MANDIR  ?= $(PREFIX)/share/man
 CC      ?= cc
 PYTHON  ?= /usr/bin/python3
 
@@ -99,7 +101,7 @@ $(FLAGS_STAMP): FORCE
 FORCE:
 examples: $(EXAMPLES)
 lib: build/libmess.a build/libmess.so
-tools: $(if $(CLI_SRC),$(MESS))
+tools: $(if $(CLI_SRC),$(MESS) build/mess.1)
 
 build/rel/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -123,6 +125,10 @@ build/asan/libmess.a: $(ASAN_OBJ)
 
 $(MESS): $(CLI_OBJ) build/libmess.a
 	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJ) build/libmess.a $(LDLIBS)
+
+# The manual page, generated from the tool's own --help texts (one source).
+build/mess.1: $(MESS) scripts/manpage.sh
+	sh scripts/manpage.sh $(MESS) > $@
 
 build/examples/%: examples/%.c build/libmess.a $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -350,6 +356,8 @@ install: all
 	install -m 644 mess.h $(DESTDIR)$(PREFIX)/include/mess.h
 	install -m 644 mess_experimental.h $(DESTDIR)$(PREFIX)/include/mess_experimental.h
 	[ ! -f $(MESS) ] || install -m 755 $(MESS) $(DESTDIR)$(PREFIX)/bin/mess
+	[ ! -f build/mess.1 ] || { install -d $(DESTDIR)$(MANDIR)/man1 && \
+	  install -m 644 build/mess.1 $(DESTDIR)$(MANDIR)/man1/mess.1; }
 	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/libmess/
 	install -d $(DESTDIR)$(PYDIR)/mess
 	install -m 644 python/mess/*.py $(DESTDIR)$(PYDIR)/mess/
@@ -360,7 +368,8 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libmess.a $(DESTDIR)$(PREFIX)/lib/libmess.so \
 	  $(DESTDIR)$(PREFIX)/lib/libmess.so.0 $(DESTDIR)$(PREFIX)/include/mess.h \
 	  $(DESTDIR)$(PREFIX)/include/mess_experimental.h \
-	  $(DESTDIR)$(PREFIX)/bin/mess $(DESTDIR)$(PREFIX)/lib/pkgconfig/mess.pc
+	  $(DESTDIR)$(PREFIX)/bin/mess $(DESTDIR)$(PREFIX)/lib/pkgconfig/mess.pc \
+	  $(DESTDIR)$(MANDIR)/man1/mess.1
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/libmess $(DESTDIR)$(PYDIR)/mess
 
 clean:

@@ -33,7 +33,7 @@ else
     bad "make install"
 fi
 for f in lib/libmess.a lib/libmess.so lib/libmess.so.0 include/mess.h include/mess_experimental.h \
-         lib/pkgconfig/mess.pc bin/mess share/doc/libmess/README.md \
+         lib/pkgconfig/mess.pc bin/mess share/doc/libmess/README.md share/man/man1/mess.1 \
          lib/python3/dist-packages/mess/__init__.py; do
     [ -e "$dest$prefix/$f" ] && ok "installed $f" || bad "installed $f"
 done
