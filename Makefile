@@ -14,15 +14,19 @@
 #   make eval-large the same on the large set (after make data)
 #   make eval-leakage  cross-shard inference attack, xi_link (docs/LEAKAGE.md)
 #   make data       the large SIFT set (not committed; see datasets/README.md)
-#   make install    PREFIX=/usr/local DESTDIR= (the Python package goes to
+#   make install    PREFIX=/usr/local DESTDIR= LIBDIR=PREFIX/lib (the Python package goes to
 #                   PYDIR=PREFIX/lib/python3/dist-packages, on Debian's path;
 #                   the manual page mess(1) to MANDIR=PREFIX/share/man)
+#   make deb        the Debian packages into build/deb, lintian, a smoke test
+#                   of the packages unpacked into a scratch root (docs/PACKAGING.md)
 #   make deps       install (as root) or name the missing Debian packages
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
 PYDIR   ?= $(PREFIX)/lib/python3/dist-packages
 MANDIR  ?= $(PREFIX)/share/man
+LIBDIR  ?= $(PREFIX)/lib
+INCDIR  ?= $(PREFIX)/include
 CC      ?= cc
 PYTHON  ?= /usr/bin/python3
 
@@ -38,12 +42,13 @@ WERROR       ?=
 CHECK_WERROR ?= -Werror
 DEVMAKE   = $(MAKE) --no-print-directory WERROR=$(CHECK_WERROR)
 WARN     = -std=c99 -pedantic -Wall -Wextra $(WERROR) -Wshadow -Wstrict-prototypes
-CPPFLAGS = -D_POSIX_C_SOURCE=200809L
+# CFLAGS, CPPFLAGS and LDFLAGS from the environment or the command line are
+# added (dpkg-buildflags' hardening flags reach every object and link).
 OPT     ?= -O2 -g
 # Hidden by default: only MESS_API functions (mess.h, mess_experimental.h)
 # are exported, and the version script (libmess.map) names them MESS_0.
 VISIBILITY = -fvisibility=hidden
-CFLAGS_ALL = $(WARN) $(CPPFLAGS) $(OPT) $(VISIBILITY) -pthread $(CFLAGS)
+CFLAGS_ALL = $(WARN) -D_POSIX_C_SOURCE=200809L $(CPPFLAGS) $(OPT) $(VISIBILITY) -pthread $(CFLAGS)
 # Objects depend on the flags they were built with (build/cflags): a change
 # (WERROR, OPT, CFLAGS) rebuilds them.
 FLAGS_STAMP = build/cflags
@@ -90,7 +95,7 @@ MESS = build/mess
 .PHONY: FORCE all lib tools check test-release demo bench data data-text eval-text install uninstall \
         clean deps deps-check deps-data deps-bench python-check examples \
         fuzz fuzz-build fuzz-seeds valgrind tsan crash-test eval eval-large \
-        eval-leakage oom-test
+        eval-leakage oom-test deb
 .DELETE_ON_ERROR:
 
 all: lib tools examples
@@ -116,15 +121,15 @@ build/libmess.a: $(REL_OBJ)
 	ar rcs $@ $^
 
 build/libmess.so: $(REL_OBJ) libmess.map
-	$(CC) -shared -Wl,-soname,libmess.so.0 -Wl,--version-script=libmess.map \
-	  -o $@ $(REL_OBJ) $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -shared -Wl,-soname,libmess.so.0 \
+	  -Wl,--version-script=libmess.map -o $@ $(REL_OBJ) $(LDLIBS)
 
 build/asan/libmess.a: $(ASAN_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
 $(MESS): $(CLI_OBJ) build/libmess.a
-	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJ) build/libmess.a $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $(CLI_OBJ) build/libmess.a $(LDLIBS)
 
 # The manual page, generated from the tool's own --help texts (one source).
 build/mess.1: $(MESS) scripts/manpage.sh
@@ -283,7 +288,7 @@ bench: deps-bench
 PORT_OBJ = $(LIB_SRC:%.c=build/portable/%.o) $(CLI_SRC:%.c=build/portable/%.o)
 build/portable/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CPPFLAGS) -DMESS_NO_POPCNT_DISPATCH $(OPT) -pthread $(CFLAGS) -c $< -o $@
+	$(CC) $(WARN) -D_POSIX_C_SOURCE=200809L $(CPPFLAGS) -DMESS_NO_POPCNT_DISPATCH $(OPT) -pthread $(CFLAGS) -c $< -o $@
 build/mess-portable: $(PORT_OBJ)
 	$(CC) $(WARN) $(OPT) -pthread $(CFLAGS) -o $@ $(PORT_OBJ) $(LDLIBS)
 
@@ -345,30 +350,39 @@ eval-text:
 	@$(MAKE) --no-print-directory -s build/libmess.so all
 	MESS_LIBRARY=$(CURDIR)/build/libmess.so nice $(PYTHON) eval/text.py $(EVAL_TEXT_ARGS)
 
+# ---- Debian packages (docs/PACKAGING.md) ------------------------------------------
+# dpkg-buildpackage -us -uc -b on a copy of the tree in build/deb/src, lintian
+# (errors and warnings fail), then scripts/deb_smoke.sh on the .deb files
+# unpacked into a scratch root.  A few minutes: not part of make check.
+deb:
+	@sh scripts/deps.sh deb
+	@sh scripts/deb.sh build/deb
+
 # ---- install ------------------------------------------------------------------
+# Public headers: mess.h, and the experimental one where present.
+PUBLIC_HDRS = mess.h $(wildcard mess_experimental.h)
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
-	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) \
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig \
 	  $(DESTDIR)$(PREFIX)/share/doc/libmess
-	install -m 644 build/libmess.a $(DESTDIR)$(PREFIX)/lib/libmess.a
-	install -m 755 build/libmess.so $(DESTDIR)$(PREFIX)/lib/libmess.so.0
-	ln -sf libmess.so.0 $(DESTDIR)$(PREFIX)/lib/libmess.so
-	install -m 644 mess.h $(DESTDIR)$(PREFIX)/include/mess.h
-	install -m 644 mess_experimental.h $(DESTDIR)$(PREFIX)/include/mess_experimental.h
+	install -m 644 build/libmess.a $(DESTDIR)$(LIBDIR)/libmess.a
+	install -m 644 build/libmess.so $(DESTDIR)$(LIBDIR)/libmess.so.0
+	ln -sf libmess.so.0 $(DESTDIR)$(LIBDIR)/libmess.so
+	install -m 644 $(PUBLIC_HDRS) $(DESTDIR)$(INCDIR)/
 	[ ! -f $(MESS) ] || install -m 755 $(MESS) $(DESTDIR)$(PREFIX)/bin/mess
 	[ ! -f build/mess.1 ] || { install -d $(DESTDIR)$(MANDIR)/man1 && \
 	  install -m 644 build/mess.1 $(DESTDIR)$(MANDIR)/man1/mess.1; }
 	install -m 644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/libmess/
 	install -d $(DESTDIR)$(PYDIR)/mess
 	install -m 644 python/mess/*.py $(DESTDIR)$(PYDIR)/mess/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/^#define MESS_VERSION_STRING "\(.*\)"/\1/p' mess.h)|' \
-	  mess.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mess.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
+	  -e 's|@VERSION@|$(shell sed -n 's/^#define MESS_VERSION_STRING "\(.*\)"/\1/p' mess.h)|' \
+	  mess.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/mess.pc
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/lib/libmess.a $(DESTDIR)$(PREFIX)/lib/libmess.so \
-	  $(DESTDIR)$(PREFIX)/lib/libmess.so.0 $(DESTDIR)$(PREFIX)/include/mess.h \
-	  $(DESTDIR)$(PREFIX)/include/mess_experimental.h \
-	  $(DESTDIR)$(PREFIX)/bin/mess $(DESTDIR)$(PREFIX)/lib/pkgconfig/mess.pc \
+	rm -f $(DESTDIR)$(LIBDIR)/libmess.a $(DESTDIR)$(LIBDIR)/libmess.so \
+	  $(DESTDIR)$(LIBDIR)/libmess.so.0 $(PUBLIC_HDRS:%=$(DESTDIR)$(INCDIR)/%) \
+	  $(DESTDIR)$(PREFIX)/bin/mess $(DESTDIR)$(LIBDIR)/pkgconfig/mess.pc \
 	  $(DESTDIR)$(MANDIR)/man1/mess.1
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/libmess $(DESTDIR)$(PYDIR)/mess
 

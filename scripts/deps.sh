@@ -9,7 +9,8 @@
 #
 # Groups: build (library and tools), check (tests), data (dataset generator),
 #         bench (baselines), fuzz (fuzzers), python (bindings), eval,
-#         text (the text set and its evaluation: docs/TEXT.md).
+#         text (the text set and its evaluation: docs/TEXT.md),
+#         deb (make deb: dpkg-buildpackage, lintian; docs/PACKAGING.md).
 set -eu
 
 pkgs_for() {
@@ -19,6 +20,7 @@ pkgs_for() {
     data)   echo "python3 python3-numpy python3-opencv python3-skimage opencv-doc mate-backgrounds lomiri-wallpapers ukui-wallpapers sway-backgrounds plasma-workspace-wallpapers desktop-base gnome-backgrounds" ;;
     bench)  echo "python3 python3-numpy python3-faiss python3-hnswlib" ;;
     fuzz)   echo "clang libclang-rt-14-dev" ;;
+    deb)    echo "build-essential pkg-config libsodium-dev libzstd-dev liblapack-dev libblas-dev debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools python3-numpy lintian" ;;
     python) echo "python3 python3-numpy" ;;
     eval)   echo "python3 python3-numpy python3-faiss python3-hnswlib python3-matplotlib" ;;
     text)   echo "python3 python3-numpy python3-scipy python3-hnswlib nodejs npm util-linux" ;;
