@@ -158,6 +158,16 @@ static void param_defaults(mess_params *p)
 static const char *const metric_names[] = {"l2", "ip", "cos", NULL};
 static const char *const payload_names[] = {"f32", "f16", "i8", NULL};
 
+const char *cli_metric_name(uint32_t metric)
+{
+    return metric < 3 ? metric_names[metric] : "?";
+}
+
+const char *cli_payload_name(uint32_t payload)
+{
+    return payload < 3 ? payload_names[payload] : "?";
+}
+
 static int parse_choice(struct cli_args *a, const char *name,
                         const char *const *choices, uint32_t *out)
 {

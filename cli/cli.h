@@ -106,6 +106,10 @@ int cli_seed(struct cli_args *a, unsigned char seed[32], int *have, int warn);
 int cli_params_options(struct cli_args *a, int graph, mess_params *p);
 /* Their help lines, with the defaults taken from mess_params_default. */
 void cli_params_help(FILE *f, int graph);
+/* The option values naming a metric / payload encoding ("l2", "f32", ...);
+ * "?" for a value out of range. */
+const char *cli_metric_name(uint32_t metric);
+const char *cli_payload_name(uint32_t payload);
 
 /* "a,b,c": one or more decimal integers in [lo, hi] separated by single
  * commas, into a malloc'd array; -1 if malformed or out of range. */

@@ -361,15 +361,26 @@ int cli_cmd_query(int argc, char **argv)
     outp = cli_opt(&a, "--out");
     gtp = cli_opt(&a, "--gt");
     if (cli_opt_long(&a, "-k", 1, 100000, 10, &k) ||
-        cli_opt_long(&a, "--pool", 0, (long)MESS_MAX_BUDGET * MESS_MAX_SHARDS, 0, &pool) ||
+        cli_opt_long(&a, "--pool", 1, (long)MESS_MAX_BUDGET * MESS_MAX_SHARDS, 0, &pool) ||
         cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
         cli_opt_long(&a, "--ef-search", 0, MESS_MAX_EF, -1, &efs))
         return CLI_USAGE;
     cli_opt(&a, "--passphrase-env");
     verify_all = cli_flag(&a, "--verify-all");
     file = cli_positional(&a, 0);
-    if (!cpath || !spath || !file || pool <= 0) {
-        cli_error("query needs --client, --server, --pool B and FILE (see --help)");
+    /* pool 0: --pool not given (a given 0 is out of its range above) */
+    if (!cpath || !spath || !file || pool == 0) {
+        char miss[40] = "";
+        if (!cpath)
+            strcat(miss, " --client");
+        if (!spath)
+            strcat(miss, " --server");
+        if (pool == 0)
+            strcat(miss, " --pool");
+        if (!file)
+            strcat(miss, " FILE");
+        cli_error("query needs --client, --server, --pool B and FILE; missing:%s "
+                  "(see --help)", miss);
         return CLI_USAGE;
     }
     if (cli_check_unused(&a))
@@ -592,12 +603,14 @@ static int print_stats(const mess_server *s, const char *lead)
            "\"bytes_per_entry\":%.1f,\"min_shard\":%zu,\"max_shard\":%zu,"
            "\"dim\":%u,\"shards\":%u,\"per_item\":%u,\"bits\":%u,"
            "\"p_store\":%.6g,\"p_prr\":%.6g,\"p_irr\":%.6g,\"hnsw_m\":%u,"
-           "\"ef_construction\":%u,\"ef_search\":%u,\"payload_bytes\":%zu}\n",
+           "\"ef_construction\":%u,\"ef_search\":%u,\"metric\":\"%s\","
+           "\"payload\":\"%s\",\"payload_bytes\":%zu}\n",
            lead, st.entries, st.live, st.deleted, st.bytes,
            st.entries ? (double)st.bytes / (double)st.entries : 0.0,
            st.entries ? st.min_shard : 0, st.max_shard, p.dim, p.shards,
            p.per_item, p.kappa, p.p_store, p.p_prr, p.p_irr, p.hnsw_m,
-           p.ef_construction, p.ef_search, mess_payload_size(&p));
+           p.ef_construction, p.ef_search, cli_metric_name(p.metric),
+           cli_payload_name(p.payload), mess_payload_size(&p));
     return CLI_OK;
 }
 
@@ -651,8 +664,9 @@ static const char info_help[] =
     "links and equal-length ciphertexts.  No id, vector, key or clean code.\n"
     "--client: whether the client file is sealed, its mode (\"deterministic\":\n"
     "made from a seed, which is its master key; \"production\": keys and coins\n"
-    "from the OS) and its parameters.  Nothing secret is printed.  A sealed\n"
-    "file needs its passphrase (--passphrase-env) to tell the mode.\n";
+    "from the OS) and its parameters (train_sample included).  Nothing secret\n"
+    "is printed.  A sealed file needs its passphrase (--passphrase-env) to\n"
+    "tell the mode.\n";
 
 static int client_info(struct cli_args *a, const char *cpath)
 {
@@ -679,10 +693,14 @@ static int client_info(struct cli_args *a, const char *cpath)
     mess_client_params(c, &p);
     printf("{\"mode\":\"%s\",\"sealed\":%s,\"dim\":%u,\"shards\":%u,"
            "\"per_item\":%u,\"bits\":%u,\"p_store\":%.6g,\"p_prr\":%.6g,"
-           "\"p_irr\":%.6g}\n",
+           "\"p_irr\":%.6g,\"hnsw_m\":%u,\"ef_construction\":%u,"
+           "\"ef_search\":%u,\"metric\":\"%s\",\"payload\":\"%s\","
+           "\"train_sample\":%u}\n",
            mess_client_is_deterministic(c) ? "deterministic" : "production",
            sealed ? "true" : "false", p.dim, p.shards, p.per_item, p.kappa,
-           p.p_store, p.p_prr, p.p_irr);
+           p.p_store, p.p_prr, p.p_irr, p.hnsw_m, p.ef_construction,
+           p.ef_search, cli_metric_name(p.metric), cli_payload_name(p.payload),
+           p.train_sample);
     mess_client_free(c);
     return CLI_OK;
 }

@@ -2,7 +2,8 @@
 # tests/cli_defaults.sh - the Defaults table of README.md against the code
 # in all three interfaces: the C defaults (mess_params_default through the
 # Python bindings' ctypes call), the CLI (`mess init` with no parameter
-# option, read back with `mess info`, and the defaults its --help prints)
+# option, every row read back with `mess info --server` and `--client`, a
+# row neither prints failing; and the defaults its --help prints)
 # and Python's mess.Params(dim), at several dimensions (kappa is 128 at
 # every one of them).
 set -u
@@ -80,15 +81,30 @@ r = subprocess.run([MESS, "init", "--client", C, "--server", S, "--train", train
                    env=dict(os.environ, MESS_TEST_SEED="00" * 32))
 check(r.returncode == 0, "mess init with the defaults (%s)" % r.stderr.strip())
 init = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
-r = subprocess.run([MESS, "info", "--server", S], capture_output=True, text=True)
-info = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
-cli = dict(info)
-cli["kappa"] = info.get("bits")
+# every row through the CLI: the server's info (public parameters) and the
+# client's (also the client-side train_sample); a row neither prints fails
+cli = {}
+for role, path in (("--server", S), ("--client", C)):
+    r = subprocess.run([MESS, "info", role, path], capture_output=True, text=True)
+    check(r.returncode == 0, "mess info %s (%s)" % (role, r.stderr.strip()))
+    info = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
+    for key, value in info.items():
+        if key in cli and cli[key] != value:
+            check(False, "mess info --server and --client disagree on %s: %s, %s" % (key, cli[key], value))
+        cli[key] = value
+cli["kappa"] = cli.get("bits")
 cli["p_prr"] = init.get("p_query")
 for field, (opt, kw, want) in rows.items():
-    if field in cli:
-        check(cli[field] is not None and abs(num(cli[field]) - num(want)) < 1e-6,
-              "CLI default %s on 100-d data: %s (table: %s)" % (field, cli[field], want))
+    got = cli.get(field)
+    ok = got is not None and (got == want if field in names else abs(num(got) - num(want)) < 1e-6)
+    check(ok, "CLI default %s on 100-d data: %s (table: %s)" % (field, got, want))
+# the effective 0.08 is split evenly (the table's PRR = IRR = 0.0417424)
+m = re.search(r"PRR = IRR = ([0-9.]+)", open("README.md").read())
+split = float(m.group(1)) if m else None
+r = subprocess.run([MESS, "info", "--client", C], capture_output=True, text=True)
+info = json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else {}
+check(split is not None and all(abs(info.get(k, -1) - split) < 1e-6 for k in ("p_prr", "p_irr")),
+      "CLI p_prr, p_irr %s, %s (table: PRR = IRR = %s)" % (info.get("p_prr"), info.get("p_irr"), split))
 # the CLI's help prints the defaults it uses: "--option ... (value)"
 help_text = subprocess.run([MESS, "init", "--help"], capture_output=True, text=True).stdout
 for field, (opt, kw, want) in rows.items():

@@ -103,6 +103,15 @@ fi
 
 # 13.5: extensions: what is accepted
 cp "$tmp/q0.bvecs" "$tmp/q0.dat"
+# 13.5: --pool 0 names --pool and its range, not "needs --client, ..."
+# when everything was given; a missing piece is named
+expect 2 "--pool 0" "^mess: --pool: expected an integer in \[1, [0-9]+\], got '0'\$" \
+    $MESS query --client "$C" --server "$S" "$tmp/three.bvecs" --pool 0
+if grep -q "needs --client" "$tmp/err"; then bad "--pool 0 still says 'needs --client'"; else ok "--pool 0 does not claim a missing option"; fi
+expect 2 "query without --pool" "query needs --client, --server, --pool B and FILE; missing: --pool \(see --help\)\$" \
+    $MESS query --client "$C" --server "$S" "$tmp/three.bvecs"
+expect 2 "query without --client and FILE" "missing: --client FILE \(see --help\)\$" \
+    $MESS query --server "$S" --pool 8
 expect 2 "unknown query extension" "q0\.dat: unknown extension for queries; accepted: \.fvecs \(float32\), \.bvecs \(uint8\)" \
     $MESS query --client "$C" --server "$S" "$tmp/q0.dat" --pool 8
 expect 2 "unknown insert extension" "q0\.dat: unknown extension for vectors to insert; accepted: \.fvecs" \
