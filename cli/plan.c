@@ -52,6 +52,10 @@ static const char plan_help[] =
     "when eff < 0.99 at the chosen pool (raise the server's ef_search).\n"
     "docs/PRIVACY.md and docs/TEXT.md compare with measured recall.\n"
     "\n"
+    "With --target-recall R it searches configurations instead: the fewest\n"
+    "bytes per query reaching R under privacy limits (mess plan\n"
+    "--target-recall 0.95 --help).\n"
+    "\n"
     "  --client C         client state (its hashes and parameters)\n"
     "  --train FILE       or: train a client here with the parameters below\n"
     "  --data FILE        the vectors the client stores (.fvecs / .bvecs)\n"
@@ -219,6 +223,9 @@ int cli_cmd_plan(int argc, char **argv)
     const char *model_name;
     int rc, model;
 
+    for (i = 0; i < (size_t)argc; i++) /* the configuration search: plan_config.c */
+        if (strncmp(argv[i], "--target-recall", 15) == 0)
+            return cli_plan_configs(argc, argv);
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
         fputs(plan_help, stdout);

@@ -1,0 +1,424 @@
+/*
+ * plan_config.c - `mess plan --target-recall R [--max-xi X]`: searches
+ * configurations (M, t, kappa, and the flips their privacy limits allow)
+ * for the fewest bytes per query reaching a recall target, with the
+ * correctness model and the search check of `mess plan` (plan.c), on the
+ * client's own data.  Everything runs locally.
+ *
+ * Privacy per configuration, in the units of the accountants (nats), for a
+ * reference pair whose codes differ in 1/128 of the bits of every shard
+ * (one bit of a 128-bit code; the distance of a pair in bits grows with
+ * kappa, so the bound is per unit of hash distance, not per bit):
+ *
+ *   xi_store = eta_D t kappa / 128          stored data, pure (Theorem 5.2)
+ *   xi_query = eta_q M kappa / 128          access pattern, one submission
+ *   xi_cap   = ln((1-a)/a) M kappa / 128    access pattern, any number of
+ *                                           submissions (a = p_PRR)
+ *   xi_shard = eta kappa / 128              one shard's code, eta = eta_D
+ *                                           (the single-shard worst case of
+ *                                           `mess account report`) and
+ *                                           eta_q: the per-shard noise floor
+ *
+ * with eta_D = ln((1-p_D)/p_D), eta_q = ln((1-p_q)/p_q).  The defaults
+ * (M 64, t 16, kappa 128, p_D = p_q = 0.08) give 39.08, 156.3, 200.6 and
+ * 2.442.
+ * Each candidate takes the least noise its limits allow.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../mess.h"
+#include "cli.h"
+
+static const char help[] =
+    "usage: mess plan --target-recall R --train FILE --data FILE --queries FILE\n"
+    "                 [--max-xi X] [--max-xi-query Y] [options]\n"
+    "\n"
+    "Searches configurations for the fewest bytes per query reaching Recall@k\n"
+    "R under privacy limits, on the client's own data (nothing leaves this\n"
+    "process).  For every M in --grid-shards, t in --grid-per-item (t <= M)\n"
+    "and kappa in --grid-bits it takes the least noise the limits allow:\n"
+    "\n"
+    "  p_D: the smallest flip with  ln((1-p_D)/p_D) t kappa / 128 <= X\n"
+    "  p_q: the smallest flip with  ln((1-p_q)/p_q) M kappa / 128 <= Y and\n"
+    "       ln((1-a)/a) M kappa / 128 <= Y_cap, a = p_PRR = p_IRR (the split\n"
+    "       of p_q; the bound for any number of submissions of one query)\n"
+    "  both: ln((1-p)/p) kappa / 128 <= Z for p = p_D and p = p_q (one shard's\n"
+    "       code of an item or a query: the per-shard noise floor)\n"
+    "\n"
+    "These are the accountants' pure stored-data bound (Theorem 5.2) and the\n"
+    "access-pattern bound (Theorem 5.4) for a pair whose codes differ in\n"
+    "1/128 of the bits of every shard (a pair's distance in bits grows with\n"
+    "kappa).  The defaults are the paper's configuration (M 64, t 16, kappa\n"
+    "128, p_D = p_q = 0.08): X = 39.08, Y = 156.3, Y_cap = 200.6, Z = 2.442,\n"
+    "so without --max-xi* the search is at privacy no worse than the\n"
+    "defaults'.  Without Z the totals alone let fewer shards and bits with\n"
+    "almost no noise pass (on SIFT, M 16, t 4, kappa 64 would store codes\n"
+    "with p_D = 3e-9 and send queries with p_q = 3e-9): --max-xi-shard inf\n"
+    "drops it.  Check a choice on real pairs with `mess account report`.\n"
+    "\n"
+    "Then it trains each candidate's hashes on --train, predicts the recall\n"
+    "curve over --pools with the conditional model and the search check of\n"
+    "`mess plan` (see mess plan --help), takes the smallest pool reaching R,\n"
+    "and its bytes: request + response (mess_request_size,\n"
+    "mess_response_size).  The candidate with the fewest bytes wins.\n"
+    "\n"
+    "  --target-recall R  recall to reach (0 < R < 1)\n"
+    "  --max-xi X         stored-data limit (39.08, the defaults' value)\n"
+    "  --max-xi-query Y   access-pattern limit, one submission (156.3)\n"
+    "  --max-xi-cap Y     access-pattern limit, any submissions (200.6)\n"
+    "  --max-xi-shard Z   one shard's limit, items and queries (2.442; inf: none)\n"
+    "  --grid-shards L    M values (16,32,64)\n"
+    "  --grid-per-item L  t values (4,8,16)\n"
+    "  --grid-bits L      kappa values, multiples of 64 (64,128,256)\n"
+    "  --train FILE       hash training set, disjoint from --data\n"
+    "  --data FILE        the vectors the client stores\n"
+    "  --queries FILE     sample of queries; --sample N uses the first N (200)\n"
+    "  --gt FILE.ivecs    their exact top-k in --data (default: computed here)\n"
+    "  -k K               recall depth (10)\n"
+    "  --pools LIST       B values, comma list (250,500,750,1000,1250,1500,\n"
+    "                     2000,2500,3000,4000)\n"
+    "  --ef-search N      the server's beam floor (0)\n"
+    "  --check-shards S   shards the search check rebuilds (4)\n"
+    "  --check-queries N  queries the check uses (100)\n"
+    "  --threads N        worker threads (1)\n"
+    "  --seed-env V / --seed-file F  deterministic hashes (64 hex digits)\n"
+    "  --metric, --payload, --hnsw-m, --ef-construction, --train-sample:\n"
+    "                     as for mess init (the grid sets the others)\n"
+    "\n"
+    "One line per candidate, then the winner; last line: {\"target\",\"max_xi\",\n"
+    "\"max_xi_query\",\"max_xi_cap\",\"max_xi_shard\",\"best\":{...} or null,\"candidates\":[{\"shards\",\n"
+    "\"per_item\",\"bits\",\"p_store\",\"p_query\",\"xi_store\",\"xi_query\",\n"
+    "\"xi_cap\",\"xi_shard\",\"pool\",\"recall_at_pool\",\"bytes\",\"curve\"},...]}.\n";
+
+#define REF_BITS 128.0
+#define MIN_FLIP 1e-12 /* flips are never below this (a bound of 27.6 nats per bit) */
+
+/* The defaults' limits, computed from mess_params_default. */
+static void default_limits(double *x, double *y, double *ycap, double *z)
+{
+    mess_params p;
+    double pq, a;
+    mess_params_default(&p, 128);
+    pq = mess_effective_flip(p.p_prr, p.p_irr);
+    a = p.p_prr;
+    *x = log((1 - p.p_store) / p.p_store) * p.per_item * p.kappa / REF_BITS;
+    *y = log((1 - pq) / pq) * p.shards * p.kappa / REF_BITS;
+    *ycap = log((1 - a) / a) * p.shards * p.kappa / REF_BITS;
+    *z = log((1 - p.p_store) / p.p_store) * p.kappa / REF_BITS;
+}
+
+/* The flip p in (0, 1/2] with ln((1-p)/p) = eta (eta >= 0). */
+static double flip_for(double eta)
+{
+    return 1.0 / (1.0 + exp(eta));
+}
+
+struct cand {
+    uint32_t m, t, kappa;
+    double p_d, p_q, a, xi_s, xi_q, xi_cap, xi_1;
+    size_t pool; /* 0: not reached */
+    double recall_at, bytes;
+    double *curve;
+};
+
+static void print_cand(const struct cand *c, const size_t *pools, size_t npl)
+{
+    size_t b;
+    printf("{\"shards\":%u,\"per_item\":%u,\"bits\":%u,\"p_store\":%.6g,"
+           "\"p_query\":%.6g,\"p_prr\":%.6g,\"xi_store\":%.6g,\"xi_query\":%.6g,"
+           "\"xi_cap\":%.6g,\"xi_shard\":%.6g,",
+           c->m, c->t, c->kappa, c->p_d, c->p_q, c->a, c->xi_s, c->xi_q, c->xi_cap, c->xi_1);
+    if (c->pool)
+        printf("\"pool\":%zu,\"recall_at_pool\":%.6f,\"bytes\":%.0f,", c->pool,
+               c->recall_at, c->bytes);
+    else
+        printf("\"pool\":null,\"recall_at_pool\":null,\"bytes\":null,");
+    printf("\"curve\":[");
+    for (b = 0; b < npl; b++)
+        printf("%s[%zu,%.6f]", b ? "," : "", pools[b], c->curve[b]);
+    printf("]}");
+}
+
+static int parse_grid(struct cli_args *a, const char *name, const char *def,
+                      uint64_t lo, uint64_t hi, uint64_t **v, size_t *n)
+{
+    const char *s = cli_opt(a, name);
+    if (cli_parse_list(s ? s : def, lo, hi, v, n) != 0) {
+        cli_error("%s: expected a comma list of integers in [%llu, %llu]", name,
+                  (unsigned long long)lo, (unsigned long long)hi);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_plan_configs(int argc, char **argv)
+{
+    static const char *const grid_set[] = {"--shards", "--per-item", "--bits",
+                                           "--p-store", "--p-query", "--p-prr",
+                                           "--p-irr", "--client", NULL};
+    struct cli_args a;
+    const char *tpath, *dpath, *qpath, *gpath, *plist;
+    double target, x, y, ycap, z, dx, dy, dycap, dz;
+    long k, sample, threads, ef_search, check_shards, check_queries;
+    uint64_t *gm = NULL, *gt_ = NULL, *gk = NULL, *pl = NULL;
+    size_t ngm, ngt, ngk, npl = 0, i, j, l, ncand = 0, best = (size_t)-1;
+    size_t *pools = NULL, n, dim, nq, qdim, ntr, trdim, gn, gkk;
+    float *train = NULL, *data = NULL, *queries = NULL;
+    int32_t *gt = NULL;
+    uint32_t *truth = NULL;
+    struct cand *cand = NULL;
+    uint8_t seed[32];
+    int have_seed, rc = CLI_FAIL;
+    mess_params base;
+
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(help, stdout);
+        return CLI_OK;
+    }
+    for (i = 0; grid_set[i]; i++)
+        if (cli_opt(&a, grid_set[i])) {
+            cli_error("%s: --target-recall searches M, t, kappa and the flips itself "
+                      "(--grid-shards, --grid-per-item, --grid-bits, --max-xi*); "
+                      "it trains its own clients from --train", grid_set[i]);
+            return CLI_USAGE;
+        }
+    default_limits(&dx, &dy, &dycap, &dz);
+    tpath = cli_opt(&a, "--train");
+    dpath = cli_opt(&a, "--data");
+    qpath = cli_opt(&a, "--queries");
+    gpath = cli_opt(&a, "--gt");
+    plist = cli_opt(&a, "--pools");
+    if (cli_opt_double(&a, "--target-recall", 1e-9, 1.0 - 1e-9, 0.9, &target) ||
+        cli_opt_double(&a, "--max-xi", 1e-9, 1e9, dx, &x) ||
+        cli_opt_double(&a, "--max-xi-query", 1e-9, 1e9, dy, &y) ||
+        cli_opt_double(&a, "--max-xi-cap", 1e-9, 1e9, dycap, &ycap) ||
+        cli_opt_double(&a, "--max-xi-shard", 1e-9, INFINITY, dz, &z) ||
+        cli_opt_long(&a, "-k", 1, 10000, 10, &k) ||
+        cli_opt_long(&a, "--sample", 1, 100000000, 200, &sample) ||
+        cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
+        cli_opt_long(&a, "--check-shards", 0, MESS_PLAN_MAX_CHECK_SHARDS, 4,
+                     &check_shards) ||
+        cli_opt_long(&a, "--check-queries", 1, 100000000, 100, &check_queries) ||
+        cli_params_options(&a, 1, &base) || cli_seed(&a, seed, &have_seed, 0))
+        return CLI_USAGE;
+    ef_search = (long)base.ef_search;
+    if (parse_grid(&a, "--grid-shards", "16,32,64", 1, MESS_MAX_SHARDS, &gm, &ngm) ||
+        parse_grid(&a, "--grid-per-item", "4,8,16", 1, MESS_MAX_SHARDS, &gt_, &ngt) ||
+        parse_grid(&a, "--grid-bits", "64,128,256", 64, MESS_PLAN_MAX_CONDITIONAL_BITS,
+                   &gk, &ngk) ||
+        cli_parse_list(plist ? plist : "250,500,750,1000,1250,1500,2000,2500,3000,4000", 1,
+                       (uint64_t)MESS_MAX_BUDGET * 16, &pl, &npl) != 0 ||
+        cli_check_unused(&a)) {
+        if (plist && !pl)
+            cli_error("--pools: expected a comma list of pools B >= 1");
+        rc = CLI_USAGE;
+        goto done;
+    }
+    for (i = 0; i < ngk; i++)
+        if (gk[i] % 64) {
+            cli_error("--grid-bits: %llu is not a multiple of 64", (unsigned long long)gk[i]);
+            rc = CLI_USAGE;
+            goto done;
+        }
+    if (!tpath || !dpath || !qpath) {
+        cli_error("plan --target-recall needs --train, --data and --queries (see --help)");
+        rc = CLI_USAGE;
+        goto done;
+    }
+    pools = (size_t *)malloc(npl * sizeof *pools);
+    if (!pools)
+        goto oom;
+    for (i = 0; i < npl; i++)
+        pools[i] = (size_t)pl[i];
+    if ((rc = cli_read_vectors(tpath, "training file", &train, &ntr, &trdim)) != CLI_OK ||
+        (rc = cli_read_vectors(dpath, "--data", &data, &n, &dim)) != CLI_OK ||
+        (rc = cli_read_vectors(qpath, "--queries", &queries, &nq, &qdim)) != CLI_OK)
+        goto done;
+    rc = CLI_FAIL;
+    if (trdim != dim || qdim != dim) {
+        cli_error("--train has dimension %zu, --data %zu and --queries %zu: they must agree",
+                  trdim, dim, qdim);
+        goto done;
+    }
+    if ((size_t)sample < nq)
+        nq = (size_t)sample;
+    if ((size_t)k > n) {
+        cli_error("-k %ld exceeds the %zu data vectors", k, n);
+        rc = CLI_USAGE;
+        goto done;
+    }
+    if (gpath) {
+        if ((rc = mess_ivecs_read(gpath, &gt, &gn, &gkk)) != MESS_OK) {
+            rc = cli_fail("--gt", gpath, rc);
+            goto done;
+        }
+        rc = CLI_FAIL;
+        if (gn < nq || gkk < (size_t)k) {
+            cli_error("'%s' has %zu rows of %zu ids; need %zu rows of at least %ld", gpath,
+                      gn, gkk, nq, k);
+            goto done;
+        }
+        truth = (uint32_t *)malloc(nq * (size_t)k * sizeof *truth);
+        if (!truth)
+            goto oom;
+        for (i = 0; i < nq; i++)
+            for (j = 0; j < (size_t)k; j++) {
+                int32_t v = gt[i * gkk + j];
+                if (v < 0 || (size_t)v >= n) {
+                    cli_error("'%s' row %zu names item %d, outside --data", gpath, i, v);
+                    goto done;
+                }
+                truth[i * (size_t)k + j] = (uint32_t)v;
+            }
+    }
+    base.dim = (uint32_t)dim;
+    {   /* the training set must determine the largest kappa's subspace */
+        mess_params big = base;
+        for (i = 0; i < ngk; i++)
+            if (gk[i] > big.kappa || i == 0)
+                big.kappa = (uint32_t)gk[i];
+        if (cli_check_training(tpath, ntr, &big))
+            goto done;
+    }
+    cand = (struct cand *)calloc(ngm * ngt * ngk, sizeof *cand);
+    if (!cand)
+        goto oom;
+    printf("configurations at xi_store <= %.4g, xi_query <= %.4g, xi_cap <= %.4g, "
+           "xi_shard <= %.4g (per 1/128 of the code); target Recall@%ld %.4g over %zu "
+           "queries, %zu items\n", x, y, ycap, z, k, target, nq, n);
+    printf("%5s %4s %5s %9s %9s %8s %8s %8s %7s %8s %10s\n", "M", "t", "kappa", "p_D",
+           "p_q", "xi_st", "xi_q", "xi_cap", "pool", "recall", "bytes");
+    for (i = 0; i < ngm; i++)
+        for (l = 0; l < ngk; l++)
+            for (j = 0; j < ngt; j++) {
+                struct cand *c = &cand[ncand];
+                struct mess_plan_search s;
+                mess_params p = base;
+                mess_client *cl = NULL;
+                double e1, ecap, aq, a1, zq, *eff = NULL;
+                size_t b;
+                if (gt_[j] > gm[i])
+                    continue;
+                c->m = (uint32_t)gm[i];
+                c->t = (uint32_t)gt_[j];
+                c->kappa = (uint32_t)gk[l];
+                /* the least noise each limit allows */
+                c->p_d = flip_for(x * REF_BITS / ((double)c->t * c->kappa));
+                if (flip_for(z * REF_BITS / c->kappa) > c->p_d)
+                    c->p_d = flip_for(z * REF_BITS / c->kappa);
+                if (c->p_d < MIN_FLIP) /* within every limit, and a finite bound */
+                    c->p_d = MIN_FLIP;
+                e1 = y * REF_BITS / ((double)c->m * c->kappa);
+                ecap = ycap * REF_BITS / ((double)c->m * c->kappa);
+                a1 = mess_split_flip(flip_for(e1)); /* even split meeting one submission */
+                aq = flip_for(ecap);                /* PRR meeting the cap */
+                c->a = a1 > aq ? a1 : aq;
+                zq = mess_split_flip(flip_for(z * REF_BITS / c->kappa)); /* one shard */
+                if (zq > c->a)
+                    c->a = zq;
+                if (c->a < MIN_FLIP)
+                    c->a = MIN_FLIP;
+                c->p_q = mess_effective_flip(c->a, c->a);
+                c->xi_s = log((1 - c->p_d) / c->p_d) * c->t * c->kappa / REF_BITS;
+                c->xi_1 = log((1 - c->p_d) / c->p_d) * c->kappa / REF_BITS;
+                c->xi_q = log((1 - c->p_q) / c->p_q) * c->m * c->kappa / REF_BITS;
+                c->xi_cap = log((1 - c->a) / c->a) * c->m * c->kappa / REF_BITS;
+                p.shards = c->m;
+                p.per_item = c->t;
+                p.kappa = c->kappa;
+                p.p_store = c->p_d;
+                p.p_prr = p.p_irr = c->a;
+                if (mess_params_check(&p) != MESS_OK)
+                    continue; /* e.g. a flip below the library's range */
+                c->curve = (double *)malloc(2 * npl * sizeof *c->curve);
+                if (!c->curve)
+                    goto oom;
+                eff = c->curve + npl;
+                rc = mess_client_new(&p, train, ntr, have_seed ? seed : NULL,
+                                     (unsigned)threads, &cl);
+                if (rc != MESS_OK) {
+                    rc = cli_fail("training a candidate's hashes", NULL, rc);
+                    goto done;
+                }
+                memset(&s, 0, sizeof s);
+                s.ef_search = (uint32_t)ef_search;
+                s.check_shards = (uint32_t)check_shards;
+                s.check_queries = (uint32_t)check_queries;
+                s.eff = check_shards > 0 ? eff : NULL;
+                rc = mess_plan_recall_search(cl, MESS_PLAN_CONDITIONAL, data, n, queries,
+                                             nq, truth, (size_t)k, pools, npl, &s,
+                                             (unsigned)threads, c->curve);
+                mess_client_free(cl);
+                if (rc != MESS_OK) {
+                    cli_error("plan: %s", mess_strerror(rc));
+                    rc = CLI_FAIL;
+                    goto done;
+                }
+                ncand++;
+                for (b = 0; b < npl && c->curve[b] < target; b++)
+                    ;
+                if (b < npl) {
+                    c->pool = pools[b];
+                    c->recall_at = c->curve[b];
+                    c->bytes = (double)mess_request_size(&p) +
+                               (double)mess_response_size(&p, pools[b]);
+                    if (best == (size_t)-1 || c->bytes < cand[best].bytes)
+                        best = ncand - 1;
+                }
+                printf("%5u %4u %5u %9.4g %9.4g %8.2f %8.2f %8.2f ", c->m, c->t, c->kappa,
+                       c->p_d, c->p_q, c->xi_s, c->xi_q, c->xi_cap);
+                if (c->pool)
+                    printf("%7zu %8.4f %10.0f\n", c->pool, c->recall_at, c->bytes);
+                else
+                    printf("%7s %8.4f %10s\n", "-", c->curve[npl - 1], "-");
+                fflush(stdout);
+            }
+    if (best != (size_t)-1)
+        printf("fewest bytes: M = %u, t = %u, kappa = %u, p_D = %.4g, p_q = %.4g "
+               "(--p-prr = --p-irr = %.6g): B = %zu, %.0f bytes per query, predicted "
+               "%.4f\n", cand[best].m, cand[best].t, cand[best].kappa, cand[best].p_d,
+               cand[best].p_q, cand[best].a, cand[best].pool, cand[best].bytes,
+               cand[best].recall_at);
+    else
+        printf("no candidate reaches %.4g at the pools tried\n", target);
+    printf("{\"target\":%.6g,\"k\":%ld,\"queries\":%zu,\"items\":%zu,\"max_xi\":%.6g,"
+           "\"max_xi_query\":%.6g,\"max_xi_cap\":%.6g,\"max_xi_shard\":%.6g,"
+           "\"ef_search\":%ld,\"best\":", target, k, nq, n, x, y, ycap, isinf(z) ? 1e308 : z,
+           ef_search);
+    if (best == (size_t)-1)
+        printf("null");
+    else
+        print_cand(&cand[best], pools, npl);
+    printf(",\"candidates\":[");
+    for (i = 0; i < ncand; i++) {
+        if (i)
+            putchar(',');
+        print_cand(&cand[i], pools, npl);
+    }
+    printf("]}\n");
+    rc = CLI_OK;
+    goto done;
+oom:
+    cli_error("out of memory");
+    rc = CLI_FAIL;
+done:
+    if (cand)
+        for (i = 0; i < ngm * ngt * ngk; i++)
+            free(cand[i].curve);
+    free(cand);
+    free(gm);
+    free(gt_);
+    free(gk);
+    free(pl);
+    free(pools);
+    mess_vecs_free(train);
+    mess_vecs_free(data);
+    mess_vecs_free(queries);
+    mess_vecs_free(gt);
+    free(truth);
+    return rc;
+}
