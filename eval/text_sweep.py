@@ -16,6 +16,9 @@ t = 16, M = 64, kappa = 128); the report then checks it on real pairs.
         --config "M=64,t=16" --config "t=8,d=match" ... --out docs/eval/text/sweep.json
 
 Configurations are separated by --config (repeatable) or by ';' in one.
+--data datasets/sift runs the same on the bundled SIFT set (L2; its "MRR"
+is against the exact nearest neighbour).  --table prints --out as the
+Markdown table of docs/TEXT.md.
 """
 import argparse
 import json
@@ -63,8 +66,23 @@ def name_of(c):
                                                 c["ef"], c["pay"])
 
 
-def params_of(c, dim):
-    return mess.Params(dim, metric="cos", shards=c["M"], per_item=c["t"], kappa=c["k"],
+class VecSet:
+    """A TEXMEX set without text (datasets/sift): L2, and "MRR" against the
+    exact nearest neighbour (truth[:, 0]) in place of qrels."""
+    def __init__(self, d, max_queries=0):
+        self.dir, self.name = d, os.path.basename(os.path.normpath(d))
+        self.base = mess.read_f32(os.path.join(d, "base.bvecs"))
+        self.train = mess.read_f32(os.path.join(d, "learn.bvecs"))
+        self.queries = mess.read_f32(os.path.join(d, "query.bvecs"))
+        self.truth = mess.read_ivecs(os.path.join(d, "groundtruth.ivecs"))
+        if max_queries:
+            self.queries, self.truth = self.queries[:max_queries], self.truth[:max_queries]
+        self.qrels = self.truth[:, 0]
+        self.dim, self.metric = self.base.shape[1], "l2"
+
+
+def params_of(c, dim, metric="cos"):
+    return mess.Params(dim, metric=metric, shards=c["M"], per_item=c["t"], kappa=c["k"],
                        p_store=c["d"], p_query=c["q"], ef_search=c["ef"], payload=c["pay"])
 
 
@@ -139,7 +157,11 @@ def main():
         with open(a.out) as f:
             print(table(json.load(f)))
         return
-    ds = TextSet(a.data, a.queries)
+    if os.path.exists(os.path.join(a.data, "base.bvecs")):
+        ds = VecSet(a.data, a.queries)
+    else:
+        ds = TextSet(a.data, a.queries)
+        ds.metric = "cos"
     pools = [int(x) for x in a.pools.split(",")]
     specs = [s for c in (a.config or [""]) for s in c.split(";")]
     res = {"data": ds.name, "base": len(ds.base), "queries": len(ds.queries), "pools": pools,
@@ -152,7 +174,7 @@ def main():
     for spec in specs:
         c = parse(spec)
         name = name_of(c)
-        b = Built(ds, name, params_of(c, ds.dim), a.threads)
+        b = Built(ds, name, params_of(c, ds.dim, ds.metric), a.threads)
         pv = privacy(b, ds, a.pairs, a.delta, a.repeats)
         log("  %s privacy %s" % (name, pv))
         rows = mess_sweep(b, ds, pools, a.threads, name)
