@@ -47,6 +47,10 @@ def parse(argv):
     ap.add_argument("--full", action="store_true", help="the paper's configuration")
     ap.add_argument("--prefix", type=int, nargs="+", default=None)
     ap.add_argument("--pairs", type=int, default=None)
+    ap.add_argument("--first-pair", type=int, default=0,
+                    help="skip the pairs before this one (each pair's randomness depends "
+                         "only on --seed, the prefix and its number, so a run can be "
+                         "extended pair by pair)")
     ap.add_argument("--calib", type=int, default=None, help="calibration trials per world")
     ap.add_argument("--trials", type=int, default=None, help="held-out trials per world")
     ap.add_argument("--angle", type=float, default=0.05)
@@ -188,6 +192,8 @@ def main(argv=None):
                              (a.shards, a.per_item, a.bits, a.train_sample))
         ex = W.Experiment(p, train, base, cpath, threads=a.threads)
         for pi, (dth, i, j) in enumerate(pairs):
+            if pi < a.first_pair:
+                continue
             r, det = evaluate_pair(ex, a, n, pi, base, i, j, dth, t_start)
             rows.extend(r)
             detail.append(det)
