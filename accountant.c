@@ -19,6 +19,7 @@
 #include <math.h>
 
 #include "internal.h"
+#include "hnsw_bin.h"
 #include "parallel.h"
 #include "plansearch.h"
 
@@ -1215,17 +1216,14 @@ static int plan_block_query(void *ctx, size_t q, unsigned worker)
     const uint64_t *qc = pl->qcodes + q * pl->cw;
     uint32_t M = pl->p.shards, kap1 = pl->p.kappa + 1;
     uint32_t *h = pl->hist + q * (size_t)M * kap1;
-    size_t i, s, w;
+    uint32_t dist[MESS_MAX_SHARDS];
+    size_t i, s;
     MESS_UNUSED(worker);
     for (i = 0; i < pl->block_len; i++) {
-        const uint64_t *bc = pl->bcodes + i * pl->cw;
-        for (s = 0; s < M; s++) {
-            uint32_t dist = 0;
-            for (w = 0; w < pl->words; w++)
-                dist += (uint32_t)__builtin_popcountll(qc[s * pl->words + w] ^
-                                                       bc[s * pl->words + w]);
-            h[s * kap1 + dist]++;
-        }
+        /* one distance per shard, POPCNT chosen at run time (hnsw_bin.c) */
+        hnsw_hamming_blocks(qc, pl->bcodes + i * pl->cw, M, pl->words, dist);
+        for (s = 0; s < M; s++)
+            h[s * kap1 + dist[s]]++;
     }
     if (pl->find_truth) {
         double *td = pl->tdist + q * pl->k;

@@ -159,6 +159,14 @@ HNSW_INLINE uint32_t dist_to(const struct hnsw *h, const uint64_t *q, uint32_t n
 }
 
 #ifdef HNSW_DISPATCH
+static HNSW_POPCNT void hamming_blocks_popcnt(const uint64_t *a, const uint64_t *b,
+                                              size_t n, uint32_t words, uint32_t *dist)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        dist[i] = ham(a + i * words, b + i * words, words);
+}
+
 static HNSW_POPCNT void hamming_many_popcnt(const uint64_t *q, const uint64_t *codes,
                                             size_t n, uint32_t words, uint32_t *dist)
 {
@@ -744,6 +752,20 @@ void hnsw_hamming_many(const uint64_t *q, const uint64_t *codes, size_t n,
 #endif
     for (i = 0; i < n; i++)
         dist[i] = ham(q, codes + i * words, words);
+}
+
+void hnsw_hamming_blocks(const uint64_t *a, const uint64_t *b, size_t n,
+                         uint32_t words, uint32_t *dist)
+{
+    size_t i;
+#ifdef HNSW_DISPATCH
+    if (hnsw_popcount_hw()) {
+        hamming_blocks_popcnt(a, b, n, words, dist);
+        return;
+    }
+#endif
+    for (i = 0; i < n; i++)
+        dist[i] = ham(a + i * words, b + i * words, words);
 }
 
 /* ---- insert ---------------------------------------------------------------------- */

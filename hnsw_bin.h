@@ -124,6 +124,11 @@ int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
 void hnsw_hamming_many(const uint64_t *q, const uint64_t *codes, size_t n,
                        uint32_t words, uint32_t *dist);
 
+/* dist[i] = Hamming distance of block i of a to block i of b (n blocks of
+ * `words` words each: one code per shard), the same way. */
+void hnsw_hamming_blocks(const uint64_t *a, const uint64_t *b, size_t n,
+                         uint32_t words, uint32_t *dist);
+
 /* 1 if searches and inserts use the POPCNT instruction (chosen at run time
  * from the CPU, not the build machine), 0 for the baseline code. */
 int hnsw_popcount_hw(void);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../hnsw_bin.h"
 #include "../isohash.h"
 #include "../lshrr.h"
 #include "cli.h"
@@ -298,15 +299,10 @@ static void recall_one(const uint64_t *qc, const uint64_t *bc, size_t nb,
                        uint32_t *dist, size_t *hist, double *hits)
 {
     size_t i, t;
-    uint32_t w;
     memset(hist, 0, (kappa + 1) * sizeof *hist);
-    for (i = 0; i < nb; i++) {
-        uint32_t h = 0;
-        for (w = 0; w < words; w++)
-            h += (uint32_t)__builtin_popcountll(qc[w] ^ bc[i * words + w]);
-        dist[i] = h;
-        hist[h]++;
-    }
+    hnsw_hamming_many(qc, bc, nb, words, dist); /* POPCNT chosen at run time */
+    for (i = 0; i < nb; i++)
+        hist[dist[i]]++;
     for (t = 0; t < NP; t++) {
         size_t P = pools[t] < nb ? pools[t] : nb, below = 0;
         uint32_t cut = 0;

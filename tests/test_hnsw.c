@@ -352,7 +352,7 @@ static void test_popcount_paths(void)
     static const uint32_t bits[2] = {128, 256};
     struct mess_wr soft, hw;
     struct hnsw_hit a[40], b[40];
-    uint32_t d1[64], d2[64];
+    uint32_t d1[64], d2[64], b1[32], b2[32];
     struct hnsw_scratch *s = NULL;
     size_t i, k, ga, gb;
     int have = hnsw_popcount_hw();
@@ -384,13 +384,18 @@ static void test_popcount_paths(void)
         CHECK_OK(hnsw_popcount_force(0));
         CHECK_OK(hnsw_search(g, s, q, 40, 60, a, &ga));
         hnsw_hamming_many(q, codes, 64, WORDS, d1);
+        /* blocks: 32 "shards" of 2 words, query codes against codes */
+        hnsw_hamming_blocks(qcodes, codes + i * WORDS, 32, WORDS, b1);
         CHECK_OK(hnsw_popcount_force(1));
         CHECK_OK(hnsw_search(g, s, q, 40, 60, b, &gb));
         hnsw_hamming_many(q, codes, 64, WORDS, d2);
+        hnsw_hamming_blocks(qcodes, codes + i * WORDS, 32, WORDS, b2);
         CHECK(ga == 40 && ga == gb && memcmp(a, b, ga * sizeof *a) == 0);
-        CHECK(memcmp(d1, d2, sizeof d1) == 0);
+        CHECK(memcmp(d1, d2, sizeof d1) == 0 && memcmp(b1, b2, sizeof b1) == 0);
         for (k = 0; k < 64; k++)
             CHECK(d1[k] == hnsw_hamming(q, codes + k * WORDS, WORDS));
+        for (k = 0; k < 32; k++)
+            CHECK(b1[k] == hnsw_hamming(qcodes + k * WORDS, codes + (i + k) * WORDS, WORDS));
     }
     CHECK_OK(hnsw_popcount_force(-1));
     CHECK(hnsw_popcount_hw() == have);
