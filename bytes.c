@@ -72,3 +72,38 @@ void mess_wr_free(struct mess_wr *w)
     free(w->p);
     mess_wr_init(w);
 }
+
+int mess_struct_in(void *full, size_t known, const void *in, size_t in_size,
+                   size_t min_size)
+{
+    const uint8_t *b = (const uint8_t *)in;
+    uint32_t keep;
+    size_t i;
+    if (!full || !in || in_size < min_size || in_size < sizeof keep)
+        return MESS_EINVAL;
+    for (i = known; i < in_size; i++)
+        if (b[i] != 0)
+            return MESS_EINVAL; /* a field this library does not know is set */
+    memcpy(&keep, full, sizeof keep);
+    memcpy(full, in, in_size < known ? in_size : known);
+    memcpy(full, &keep, sizeof keep);
+    return MESS_OK;
+}
+
+int mess_struct_out(void *out, size_t size, const void *full, size_t known,
+                    size_t min_size)
+{
+    uint32_t size32;
+    if (!out || !full || size < min_size || size < sizeof size32 ||
+        size > UINT32_MAX)
+        return MESS_EINVAL;
+    if (size <= known) {
+        memcpy(out, full, size);
+    } else {
+        memcpy(out, full, known);
+        memset((uint8_t *)out + known, 0, size - known);
+    }
+    size32 = (uint32_t)size;
+    memcpy(out, &size32, sizeof size32);
+    return MESS_OK;
+}

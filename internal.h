@@ -170,4 +170,27 @@ void mess_wr_u64(struct mess_wr *w, uint64_t v);
 /* Frees the buffer (after an error, or when the caller did not take it). */
 void mess_wr_free(struct mess_wr *w);
 
+/* ---- growable public structs (mess.h, "Growable structs") --------------- */
+
+/* The end of a struct's last field: its size without trailing padding
+ * (a newer header's next field may sit in that padding). */
+#define MESS_FIELD_END(type, field) \
+    (offsetof(type, field) + sizeof(((type *)0)->field))
+
+/* Reads a caller's struct `in` of in_size bytes (its size field) into the
+ * library's struct `full` (already holding the defaults; its fields end at
+ * `known` bytes): the first min(in_size, known) bytes are copied, the rest
+ * of `full` keeps its defaults; full's size field is left as it was.
+ * MESS_EINVAL (nothing changed) if in_size < min_size, or if a byte of
+ * `in` beyond `known` is not zero (a field this library does not know is
+ * set).  Defined in bytes.c. */
+int mess_struct_in(void *full, size_t known, const void *in, size_t in_size,
+                   size_t min_size);
+/* Writes the library's struct `full` (fields ending at `known` bytes) into
+ * the caller's `out` of `size` bytes: min(size, known) bytes copied, bytes
+ * beyond `known` zeroed, out's size field set to size.  MESS_EINVAL
+ * (nothing written) if size < min_size or size > UINT32_MAX. */
+int mess_struct_out(void *out, size_t size, const void *full, size_t known,
+                    size_t min_size);
+
 #endif /* MESS_INTERNAL_H */

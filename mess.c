@@ -215,12 +215,12 @@ void mess_client_free(mess_client *c)
     free(c);
 }
 
-int mess_client_params(const mess_client *c, mess_params *out)
+int mess_client_params_sized(const mess_client *c, mess_params *out,
+                             size_t size)
 {
     if (!c || !out)
         return MESS_EINVAL;
-    *out = c->p;
-    return MESS_OK;
+    return params_export(&c->p, out, size);
 }
 
 int mess_client_is_deterministic(const mess_client *c)
@@ -284,16 +284,21 @@ int client_alloc(const mess_params *p, mess_client **out)
     return MESS_OK;
 }
 
-int mess_client_new(const mess_params *p, const float *train, size_t n,
+int mess_client_new(const mess_params *in, const float *train, size_t n,
                     const uint8_t *seed, unsigned threads, mess_client **out)
 {
     struct isohash_params hp;
+    mess_params pp;
+    const mess_params *p = &pp;
     mess_client *c;
     int rc;
 
-    if (!p || !train || n == 0 || !out)
+    if (!in || !train || n == 0 || !out)
         return MESS_EINVAL;
     *out = NULL;
+    rc = params_import(in, &pp);
+    if (rc != MESS_OK)
+        return rc;
     rc = client_alloc(p, &c);
     if (rc != MESS_OK)
         return rc;
@@ -363,12 +368,12 @@ void mess_server_free(mess_server *s)
     free(s);
 }
 
-int mess_server_params(const mess_server *s, mess_params *out)
+int mess_server_params_sized(const mess_server *s, mess_params *out,
+                             size_t size)
 {
     if (!s || !out)
         return MESS_EINVAL;
-    *out = s->p;
-    return MESS_OK;
+    return params_export(&s->p, out, size);
 }
 
 int mess_server_set_ef_search(mess_server *s, uint32_t ef_search)
@@ -434,20 +439,28 @@ int server_alloc(const mess_params *p, int with_graphs, mess_server **out)
     return MESS_OK;
 }
 
-int mess_server_new(const mess_params *p, mess_server **out)
+int mess_server_new(const mess_params *in, mess_server **out)
 {
-    if (!p || !out)
+    mess_params p;
+    int rc;
+    if (!in || !out)
         return MESS_EINVAL;
     *out = NULL;
-    return server_alloc(p, 1, out);
+    rc = params_import(in, &p);
+    if (rc != MESS_OK)
+        return rc;
+    return server_alloc(&p, 1, out);
 }
 
-int mess_server_stats_get(const mess_server *s, mess_server_stats *out)
+int mess_server_stats_get_sized(const mess_server *s, mess_server_stats *caller,
+                                size_t size)
 {
+    mess_server_stats full, *out = &full;
     uint32_t j;
-    if (!s || !out)
+    if (!s || !caller)
         return MESS_EINVAL;
     memset(out, 0, sizeof *out);
+    out->size = (uint32_t)sizeof *out;
     out->min_shard = SIZE_MAX;
     out->bytes = sizeof *s + (size_t)s->p.shards * sizeof *s->shards;
     for (j = 0; j < s->p.shards; j++) {
@@ -462,7 +475,9 @@ int mess_server_stats_get(const mess_server *s, mess_server_stats *out)
         if (live > out->max_shard)
             out->max_shard = live;
     }
-    return MESS_OK;
+    return mess_struct_out(caller, size, out,
+                           MESS_FIELD_END(mess_server_stats, max_shard),
+                           MESS_SERVER_STATS_MIN_SIZE);
 }
 
 /* ------------------------------------------------------------------------
@@ -511,17 +526,28 @@ int mess_client_request(mess_client *c, const float *q, size_t pool,
     return rc;
 }
 
-int mess_client_finish(const mess_client *c, const mess_query *q,
-                       const uint8_t *resp, size_t resp_len, size_t k,
-                       uint64_t *ids, float *dists, size_t *n_out,
-                       mess_finish_stats *stats)
+int mess_client_finish_sized(const mess_client *c, const mess_query *q,
+                             const uint8_t *resp, size_t resp_len, size_t k,
+                             uint64_t *ids, float *dists, size_t *n_out,
+                             mess_finish_stats *stats, size_t stats_size)
 {
+    mess_finish_stats st;
     int rc;
     if (!c)
         return MESS_EINVAL;
+    if (stats && (stats_size < MESS_FINISH_STATS_MIN_SIZE || stats_size > UINT32_MAX))
+        return MESS_EINVAL; /* "Growable structs": nothing read or written */
+    memset(&st, 0, sizeof st);
     client_lock_read(c);
-    rc = client_finish(c, q, resp, resp_len, k, ids, dists, n_out, stats);
+    rc = client_finish(c, q, resp, resp_len, k, ids, dists, n_out,
+                       stats ? &st : NULL);
     client_unlock(c);
+    if (stats) {
+        st.size = (uint32_t)sizeof st;
+        mess_struct_out(stats, stats_size, &st,
+                        MESS_FIELD_END(mess_finish_stats, unopened),
+                        MESS_FINISH_STATS_MIN_SIZE);
+    }
     return rc;
 }
 

@@ -20,6 +20,9 @@
  *   - A call that fails, MESS_ENOMEM included, leaves the client or server
  *     it was given as it was and frees what it allocated; its pointer
  *     outputs are NULL (tests/test_oom.c fails every allocation in turn).
+ *   - Structs the caller allocates and the library reads or fills begin
+ *     with `uint32_t size` so that they can grow without breaking callers
+ *     compiled against an older header ("Growable structs" below).
  *
  * Two public headers: this one, the stable API, and mess_experimental.h
  * (vector files, server view, accountants, planner), which may change
@@ -113,6 +116,35 @@ MESS_API const char *mess_strerror(int code);
 MESS_API const char *mess_error_name(int code);
 
 /* ------------------------------------------------------------------------
+ * Growable structs
+ *
+ * mess_params, mess_finish_stats and mess_server_stats start with
+ * `uint32_t size`: the size of the struct as the caller's header declared
+ * it.  New fields are only ever appended.  The library reads and writes
+ * only the first `size` bytes of a caller's struct: a field beyond them
+ * takes its default (reading) or is not written (filling), so a program
+ * compiled against an older header keeps working with a newer library.
+ * A size larger than the library's own struct (a newer header, an older
+ * library) is accepted when every byte after the library's last field is
+ * zero (fields it does not know, left at their defaults); filling zeroes
+ * those bytes.  A size of 0 or below the struct's first layout
+ * (MESS_*_MIN_SIZE) is MESS_EINVAL and nothing is read or written.
+ *
+ * Who sets the size:
+ *   - mess_params: mess_params_default(), mess_client_params() and
+ *     mess_server_params() are macros passing sizeof *(p) to their _sized
+ *     functions, which store it in p->size; every call reading a
+ *     mess_params then takes the size from p->size.  Set p->size yourself
+ *     only if you fill a mess_params without those calls.
+ *   - output structs (stats, results): the macro of the call that fills
+ *     them passes sizeof of the struct type (the pointer may be NULL where
+ *     the call allows it); the call stores it in ->size.
+ * mess_sizeof_*() report the library's own sizes.  tests/test_layout.c
+ * builds a caller with its own, older struct definitions and runs it
+ * against this library; docs/API.md.
+ * ---------------------------------------------------------------------- */
+
+/* ------------------------------------------------------------------------
  * Public parameters
  *
  * Everything the server may know.  The client and the server are created
@@ -150,6 +182,8 @@ MESS_API size_t mess_max_hnsw_m(void);
 MESS_API size_t mess_max_ef(void);
 
 typedef struct mess_params {
+    uint32_t size;            /* sizeof(mess_params) as the caller compiled it;
+                                 set by mess_params_default ("Growable structs") */
     uint32_t dim;             /* embedding dimension, 1..MESS_MAX_DIM */
     uint32_t metric;          /* MESS_METRIC_* used by the client's rerank */
     uint32_t kappa;           /* bits per shard code; multiple of 64 (> dim:
@@ -168,16 +202,26 @@ typedef struct mess_params {
                                  client-side, not fingerprinted */
 } mess_params;
 
+/* The first layout: every field up to and including `payload`.  Fields
+ * after it (train_sample, and any added later) are optional: a caller
+ * whose struct ends before one gets its default. */
+#define MESS_PARAMS_MIN_SIZE offsetof(mess_params, train_sample)
+
 /* sizeof(mess_params) in the library (bindings compare it with theirs). */
 MESS_API size_t mess_sizeof_params(void);
 
 /* Fills the paper's defaults for vectors of `dim` components: M = 64, t = 16,
  * kappa = 128 (at every dim: below 128 the hash stacks blocks), p_D = 0.08,
  * p_PRR = p_IRR = 0.0417424 (effective query flip 0.08), M_hnsw = 16,
- * efConstruction = 300, ef_search = 0, f32 payloads, L2 metric. */
-MESS_API void mess_params_default(mess_params *p, uint32_t dim);
+ * efConstruction = 300, ef_search = 0, f32 payloads, L2 metric.  Sets
+ * p->size (the macro passes sizeof *(p)); MESS_EINVAL for NULL or a size
+ * below MESS_PARAMS_MIN_SIZE. */
+MESS_API int mess_params_default_sized(mess_params *p, size_t size, uint32_t dim);
+#define mess_params_default(p, dim) \
+    mess_params_default_sized((p), sizeof *(p), (dim))
 
-/* MESS_OK if the parameters are usable, else MESS_EINVAL / MESS_ELIMIT. */
+/* MESS_OK if the parameters are usable, else MESS_EINVAL / MESS_ELIMIT
+ * (MESS_EINVAL also for a p->size below MESS_PARAMS_MIN_SIZE). */
 MESS_API int mess_params_check(const mess_params *p);
 
 /* p_q = a(1-b) + b(1-a): the effective flip of PRR a followed by IRR b. */
@@ -246,7 +290,12 @@ MESS_API size_t mess_seed_bytes(void);
 MESS_API int mess_client_new(const mess_params *p, const float *train, size_t n,
                              const uint8_t *seed, unsigned threads, mess_client **out);
 MESS_API void mess_client_free(mess_client *c);
-MESS_API int mess_client_params(const mess_client *c, mess_params *out);
+/* The client's parameters, written within `size` bytes of *out (the macro
+ * passes sizeof *(out); "Growable structs"). */
+MESS_API int mess_client_params_sized(const mess_client *c, mess_params *out,
+                                      size_t size);
+#define mess_client_params(c, out) \
+    mess_client_params_sized((c), (out), sizeof *(out))
 /* 1 if the client was created from a seed (deterministic experiment mode),
  * 0 for production clients and for NULL. */
 MESS_API int mess_client_is_deterministic(const mess_client *c);
@@ -259,7 +308,11 @@ MESS_API int mess_client_codes(const mess_client *c, const float *x, uint64_t *c
 /* Creates an empty server for the given public parameters. */
 MESS_API int mess_server_new(const mess_params *p, mess_server **out);
 MESS_API void mess_server_free(mess_server *s);
-MESS_API int mess_server_params(const mess_server *s, mess_params *out);
+/* The server's parameters (ef_search as set), like mess_client_params. */
+MESS_API int mess_server_params_sized(const mess_server *s, mess_params *out,
+                                      size_t size);
+#define mess_server_params(s, out) \
+    mess_server_params_sized((s), (out), sizeof *(out))
 
 /* Sets the server's per-shard search beam: each shard is searched with
  * ef = max(budget, ef_search).  0 .. MESS_MAX_EF (larger is MESS_ELIMIT);
@@ -392,12 +445,15 @@ MESS_API int mess_server_search(const mess_server *s, const uint8_t *req,
                                 size_t *resp_len);
 
 typedef struct mess_finish_stats {
+    uint32_t size;         /* sizeof as the caller compiled it (set by finish) */
     size_t candidates;     /* entries in the response */
     size_t unique;         /* distinct authenticated ids among them */
     size_t auth_failures;  /* opened entries rejected by AEAD (dropped) */
     size_t unopened;       /* further copies of an id already authenticated,
                               not opened (0 with verify-all) */
 } mess_finish_stats;
+/* First layout: up to auth_failures (unopened is optional). */
+#define MESS_FINISH_STATS_MIN_SIZE offsetof(mess_finish_stats, unopened)
 MESS_API size_t mess_sizeof_finish_stats(void);
 
 /* Worker threads mess_client_finish uses to open response entries (default
@@ -419,10 +475,16 @@ MESS_API int mess_client_set_verify_all(mess_client *c, int on);
  * distance, ties by id) to ids/dists; *n_out is how many.  A response that
  * is not for this query's request is MESS_EAUTH; a response in which every
  * entry failed authentication returns MESS_EAUTH too (with stats filled). */
-MESS_API int mess_client_finish(const mess_client *c, const mess_query *q,
-                                const uint8_t *resp, size_t resp_len, size_t k,
-                                uint64_t *ids, float *dists, size_t *n_out,
-                                mess_finish_stats *stats);
+/* stats (may be NULL) is filled within stats_size bytes; the macro
+ * passes sizeof(mess_finish_stats) ("Growable structs"). */
+MESS_API int mess_client_finish_sized(const mess_client *c, const mess_query *q,
+                                      const uint8_t *resp, size_t resp_len,
+                                      size_t k, uint64_t *ids, float *dists,
+                                      size_t *n_out, mess_finish_stats *stats,
+                                      size_t stats_size);
+#define mess_client_finish(c, q, resp, resp_len, k, ids, dists, n_out, stats) \
+    mess_client_finish_sized((c), (q), (resp), (resp_len), (k), (ids), \
+                             (dists), (n_out), (stats), sizeof(mess_finish_stats))
 MESS_API void mess_query_free(mess_query *q);
 
 /* ------------------------------------------------------------------------
@@ -467,14 +529,20 @@ MESS_API int mess_server_load(const char *path, const mess_params *expect,
                               mess_server **out);
 
 typedef struct mess_server_stats {
+    uint32_t size;         /* sizeof as the caller compiled it (set by the getter) */
     size_t entries;        /* nodes over all shards, deleted included */
     size_t live;
     size_t deleted;
     size_t bytes;          /* memory in use: graphs, codes, ciphertexts */
     size_t min_shard, max_shard; /* live entries of the smallest / largest shard */
 } mess_server_stats;
+/* First layout: up to bytes (min_shard and max_shard are optional). */
+#define MESS_SERVER_STATS_MIN_SIZE offsetof(mess_server_stats, min_shard)
 MESS_API size_t mess_sizeof_server_stats(void);
-MESS_API int mess_server_stats_get(const mess_server *s, mess_server_stats *out);
+MESS_API int mess_server_stats_get_sized(const mess_server *s,
+                                         mess_server_stats *out, size_t size);
+#define mess_server_stats_get(s, out) \
+    mess_server_stats_get_sized((s), (out), sizeof *(out))
 
 #ifdef __cplusplus
 }

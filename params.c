@@ -22,9 +22,13 @@ double mess_split_flip(double p_q)
     return (1.0 - sqrt(1.0 - 2.0 * p_q)) / 2.0;
 }
 
-void mess_params_default(mess_params *p, uint32_t dim)
+/* The end of the last field this library knows ("Growable structs"). */
+#define PARAMS_KNOWN MESS_FIELD_END(mess_params, train_sample)
+
+static void params_defaults(mess_params *p, uint32_t dim)
 {
     memset(p, 0, sizeof *p);
+    p->size = (uint32_t)sizeof *p;
     p->dim = dim;
     p->metric = MESS_METRIC_L2;
     /* 128 bits at every dimension (below 128 dimensions the hash stacks
@@ -42,14 +46,43 @@ void mess_params_default(mess_params *p, uint32_t dim)
     p->train_sample = 0;
 }
 
+int mess_params_default_sized(mess_params *p, size_t size, uint32_t dim)
+{
+    mess_params d;
+    params_defaults(&d, dim);
+    return mess_struct_out(p, size, &d, PARAMS_KNOWN, MESS_PARAMS_MIN_SIZE);
+}
+
+int params_import(const mess_params *in, mess_params *out)
+{
+    mess_params d;
+    int rc;
+    if (!in || !out)
+        return MESS_EINVAL;
+    if (in->size < MESS_PARAMS_MIN_SIZE)
+        return MESS_EINVAL;
+    params_defaults(&d, in->dim);
+    rc = mess_struct_in(&d, PARAMS_KNOWN, in, in->size, MESS_PARAMS_MIN_SIZE);
+    if (rc == MESS_OK)
+        *out = d;
+    return rc;
+}
+
+int params_export(const mess_params *p, mess_params *out, size_t size)
+{
+    return mess_struct_out(out, size, p, PARAMS_KNOWN, MESS_PARAMS_MIN_SIZE);
+}
+
 static int prob_ok(double x)
 {
     return x >= 0.0 && x <= 0.5; /* also false for NaN */
 }
 
-int mess_params_check(const mess_params *p)
+int mess_params_check(const mess_params *in)
 {
-    if (!p)
+    mess_params q;
+    const mess_params *p = &q;
+    if (params_import(in, &q) != MESS_OK)
         return MESS_EINVAL;
     if (p->dim == 0 || p->kappa == 0 || p->kappa % 64 != 0 || p->shards == 0 ||
         p->per_item == 0 || p->per_item > p->shards || p->hnsw_m < 2 ||
@@ -119,6 +152,7 @@ int params_decode(struct mess_rd *r, mess_params *p)
 {
     uint64_t a, b, c;
     memset(p, 0, sizeof *p);
+    p->size = (uint32_t)sizeof *p;
     if (mess_rd_u32(r, &p->dim) || mess_rd_u32(r, &p->metric) ||
         mess_rd_u32(r, &p->kappa) || mess_rd_u32(r, &p->shards) ||
         mess_rd_u32(r, &p->per_item) || mess_rd_u64(r, &a) ||

@@ -12,6 +12,14 @@
 #define MESS_PARAMS_BYTES 64
 #define MESS_FINGERPRINT_BYTES 16
 
+/* A caller's parameters (read within in->size; later fields defaulted)
+ * as the library's full struct; MESS_EINVAL for NULL or a size below
+ * MESS_PARAMS_MIN_SIZE ("Growable structs" in mess.h).  Every public call
+ * taking a const mess_params * goes through it before reading a field. */
+int params_import(const mess_params *in, mess_params *out);
+/* Writes the library's parameters into a caller's struct of `size` bytes. */
+int params_export(const mess_params *p, mess_params *out, size_t size);
+
 void params_encode(const mess_params *p, struct mess_wr *w);
 /* Reads and validates (mess_params_check) a parameter block. */
 int params_decode(struct mess_rd *r, mess_params *p);

@@ -18,9 +18,12 @@ size_t payload_entry_bytes(const mess_params *p)
     return PAYLOAD_SIV_BYTES + payload_plain_bytes(p);
 }
 
-size_t mess_payload_size(const mess_params *p)
+size_t mess_payload_size(const mess_params *in)
 {
-    return p && mess_params_check(p) == MESS_OK ? payload_entry_bytes(p) : 0;
+    mess_params p;
+    if (params_import(in, &p) != MESS_OK || mess_params_check(&p) != MESS_OK)
+        return 0;
+    return payload_entry_bytes(&p);
 }
 
 static uint32_t f32_bits(float f)

@@ -194,8 +194,13 @@ int mess_server_load(const char *path, const mess_params *expect,
     if (rc != MESS_OK)
         return rc;
     if (expect) {
+        mess_params e;
+        if (params_import(expect, &e) != MESS_OK) {
+            rc = MESS_EINVAL;
+            goto done;
+        }
         params_fingerprint(&p, fa);
-        params_fingerprint(expect, fb);
+        params_fingerprint(&e, fb);
         if (memcmp(fa, fb, sizeof fa) != 0) {
             rc = MESS_EPARAM;
             goto done;

@@ -124,34 +124,42 @@ static size_t checked_records(size_t n, size_t per, size_t rec, size_t fixed)
     return total;
 }
 
-size_t mess_upload_size(const mess_params *p, size_t items)
+size_t mess_upload_size(const mess_params *in, size_t items)
 {
-    if (!p || mess_params_check(p) != MESS_OK)
+    mess_params q;
+    const mess_params *p = &q;
+    if (params_import(in, &q) != MESS_OK || mess_params_check(p) != MESS_OK)
         return 0;
     return checked_records(items, p->per_item, wire_upload_record_bytes(p),
                            WIRE_HEADER_BYTES + WIRE_OWNER_BYTES + 8);
 }
 
-size_t mess_delete_size(const mess_params *p, size_t items)
+size_t mess_delete_size(const mess_params *in, size_t items)
 {
-    if (!p || mess_params_check(p) != MESS_OK)
+    mess_params q;
+    const mess_params *p = &q;
+    if (params_import(in, &q) != MESS_OK || mess_params_check(p) != MESS_OK)
         return 0;
     return checked_records(items, p->per_item, wire_delete_record_bytes(),
                            WIRE_HEADER_BYTES + WIRE_OWNER_BYTES + 8);
 }
 
-size_t mess_request_size(const mess_params *p)
+size_t mess_request_size(const mess_params *in)
 {
-    if (!p || mess_params_check(p) != MESS_OK)
+    mess_params q;
+    const mess_params *p = &q;
+    if (params_import(in, &q) != MESS_OK || mess_params_check(p) != MESS_OK)
         return 0;
     return WIRE_HEADER_BYTES + WIRE_OWNER_BYTES + WIRE_REQUEST_ID_BYTES +
            (size_t)p->shards * (2 + wire_code_bytes(p));
 }
 
 /* Upper bound: every shard returns its full budget. */
-size_t mess_response_size(const mess_params *p, size_t pool)
+size_t mess_response_size(const mess_params *in, size_t pool)
 {
-    if (!p || mess_params_check(p) != MESS_OK)
+    mess_params q;
+    const mess_params *p = &q;
+    if (params_import(in, &q) != MESS_OK || mess_params_check(p) != MESS_OK)
         return 0;
     return checked_records(pool, 1, payload_entry_bytes(p),
                            WIRE_HEADER_BYTES + WIRE_REQUEST_ID_BYTES +

@@ -26,6 +26,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 class mess_params(ctypes.Structure):
     """Mirror of struct mess_params (mess.h)."""
     _fields_ = [
+        ("size", c_uint32),  # ctypes.sizeof of the Structure (mess.h, "Growable structs")
         ("dim", c_uint32),
         ("metric", c_uint32),
         ("kappa", c_uint32),
@@ -44,6 +45,7 @@ class mess_params(ctypes.Structure):
 
 class mess_finish_stats(ctypes.Structure):
     _fields_ = [
+        ("size", c_uint32),  # ctypes.sizeof of the Structure (mess.h, "Growable structs")
         ("candidates", c_size_t),
         ("unique", c_size_t),
         ("auth_failures", c_size_t),
@@ -53,6 +55,7 @@ class mess_finish_stats(ctypes.Structure):
 
 class mess_server_stats(ctypes.Structure):
     _fields_ = [
+        ("size", c_uint32),  # ctypes.sizeof of the Structure (mess.h, "Growable structs")
         ("entries", c_size_t),
         ("live", c_size_t),
         ("deleted", c_size_t),
@@ -275,7 +278,7 @@ u64vecs_read = _proto("mess_u64vecs_read", [c_char_p, POINTER(c_void_p), P_size,
 u64vecs_write = _proto("mess_u64vecs_write", [c_char_p, c_void_p, c_size_t, c_size_t])
 vecs_free = _proto("mess_vecs_free", [c_void_p], None)
 
-params_default = _proto("mess_params_default", [P_params, c_uint32], None)
+params_default = _proto("mess_params_default_sized", [P_params, c_size_t, c_uint32])
 params_check = _proto("mess_params_check", [P_params])
 effective_flip = _proto("mess_effective_flip", [c_double, c_double], c_double)
 split_flip = _proto("mess_split_flip", [c_double], c_double)
@@ -283,12 +286,12 @@ split_flip = _proto("mess_split_flip", [c_double], c_double)
 client_new = _proto("mess_client_new", [P_params, c_void_p, c_size_t, c_void_p,
                                         c_uint, POINTER(c_void_p)])
 client_free = _proto("mess_client_free", [c_void_p], None)
-client_params = _proto("mess_client_params", [c_void_p, P_params])
+client_params = _proto("mess_client_params_sized", [c_void_p, P_params, c_size_t])
 client_is_deterministic = _proto("mess_client_is_deterministic", [c_void_p], check=False)
 client_codes = _proto("mess_client_codes", [c_void_p, c_void_p, c_void_p])
 server_new = _proto("mess_server_new", [P_params, POINTER(c_void_p)])
 server_free = _proto("mess_server_free", [c_void_p], None)
-server_params = _proto("mess_server_params", [c_void_p, P_params])
+server_params = _proto("mess_server_params_sized", [c_void_p, P_params, c_size_t])
 server_set_ef_search = _proto("mess_server_set_ef_search", [c_void_p, c_uint32])
 client_owner = _proto("mess_client_owner", [c_void_p, c_void_p])
 server_owner = _proto("mess_server_owner", [c_void_p, c_void_p], check=False)
@@ -313,9 +316,9 @@ client_request = _proto("mess_client_request", [c_void_p, c_void_p, c_size_t,
                                                 POINTER(c_void_p), POINTER(c_void_p), P_size])
 server_search = _proto("mess_server_search", [c_void_p, c_void_p, c_size_t, c_uint,
                                               POINTER(c_void_p), P_size])
-client_finish = _proto("mess_client_finish", [c_void_p, c_void_p, c_void_p, c_size_t,
-                                              c_size_t, c_void_p, c_void_p, P_size,
-                                              POINTER(mess_finish_stats)])
+client_finish = _proto("mess_client_finish_sized", [c_void_p, c_void_p, c_void_p, c_size_t,
+                                                    c_size_t, c_void_p, c_void_p, P_size,
+                                                    POINTER(mess_finish_stats), c_size_t])
 query_free = _proto("mess_query_free", [c_void_p], None)
 client_set_threads = _proto("mess_client_set_threads", [c_void_p, c_uint])
 client_set_verify_all = _proto("mess_client_set_verify_all", [c_void_p, c_int])
@@ -328,7 +331,8 @@ client_load_pass = _proto("mess_client_load_pass", [c_char_p, c_char_p, c_size_t
                                                     POINTER(c_void_p)])
 server_save = _proto("mess_server_save", [c_void_p, c_char_p])
 server_load = _proto("mess_server_load", [c_char_p, P_params, POINTER(c_void_p)])
-server_stats_get = _proto("mess_server_stats_get", [c_void_p, POINTER(mess_server_stats)])
+server_stats_get = _proto("mess_server_stats_get_sized", [c_void_p, POINTER(mess_server_stats),
+                                                          c_size_t])
 
 shard_nodes = _proto("mess_server_shard_nodes", [c_void_p, c_uint32, P_size])
 shard_entry_point = _proto("mess_server_shard_entry_point", [c_void_p, c_uint32,

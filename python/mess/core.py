@@ -92,6 +92,10 @@ def _threads(t):
 
 # ---- parameters -------------------------------------------------------------
 
+# The parameter fields (struct mess_params without its size field).
+_PARAM_FIELDS = dict((k, t) for k, t in L.mess_params._fields_ if k != "size")
+
+
 class Params(L.mess_params):
     """Public parameters (struct mess_params): Params(dim, **fields) starts
     from the paper's defaults (mess_params_default) and overrides fields.
@@ -101,8 +105,9 @@ class Params(L.mess_params):
 
     def __init__(self, dim=None, **kw):
         super().__init__()
+        self.size = ctypes.sizeof(L.mess_params)  # mess.h, "Growable structs"
         if dim is not None:
-            L.params_default(byref(self), int(dim))
+            L.params_default(byref(self), ctypes.sizeof(self), int(dim))
         if "p_query" in kw:
             q = kw.pop("p_query")
             self.p_prr = self.p_irr = L.split_flip(q)
@@ -111,12 +116,12 @@ class Params(L.mess_params):
                 v = METRICS.get(v.lower(), v)
             if k == "payload" and isinstance(v, str):
                 v = PAYLOADS.get(v.lower(), v)
-            if k not in dict(L.mess_params._fields_):
+            if k not in _PARAM_FIELDS:
                 raise TypeError("unknown parameter %r" % k)
             if k in ("metric", "payload") and isinstance(v, str):
                 raise ValueError("unknown %s %r (accepted: %s)" % (
                     k, v, ", ".join(METRICS if k == "metric" else PAYLOADS)))
-            if dict(L.mess_params._fields_)[k] is ctypes.c_double:
+            if _PARAM_FIELDS[k] is ctypes.c_double:
                 if isinstance(v, bool) or not isinstance(v, (int, float, np.number)):
                     raise TypeError("%s must be a number, got %r" % (k, v))
                 if not np.isfinite(v):
@@ -145,11 +150,11 @@ class Params(L.mess_params):
         return p
 
     def as_dict(self):
-        return {k: getattr(self, k) for k, _ in L.mess_params._fields_}
+        return {k: getattr(self, k) for k in _PARAM_FIELDS}
 
     def __eq__(self, other):
         return isinstance(other, L.mess_params) and self.as_dict() == \
-            {k: getattr(other, k) for k, _ in L.mess_params._fields_}
+            {k: getattr(other, k) for k in _PARAM_FIELDS}
 
     def __repr__(self):
         return "Params(%s)" % ", ".join("%s=%r" % kv for kv in self.as_dict().items())
@@ -324,7 +329,7 @@ class Client(_Handle):
     @property
     def params(self):
         p = Params()
-        L.client_params(self.ptr, byref(p))
+        L.client_params(self.ptr, byref(p), ctypes.sizeof(p))
         return p
 
     @property
@@ -405,7 +410,7 @@ class Client(_Handle):
         got = c_size_t()
         st = L.mess_finish_stats()
         L.client_finish(self.ptr, query.ptr, ptr, n, k, ids.ctypes.data,
-                        dists.ctypes.data, byref(got), byref(st))
+                        dists.ctypes.data, byref(got), byref(st), ctypes.sizeof(st))
         del keep
         return (ids[:got.value], dists[:got.value],
                 FinishStats(st.candidates, st.unique, st.auth_failures, st.unopened))
@@ -511,7 +516,7 @@ class Server(_Handle):
     @property
     def params(self):
         p = Params()
-        L.server_params(self.ptr, byref(p))
+        L.server_params(self.ptr, byref(p), ctypes.sizeof(p))
         return p
 
     def apply_upload(self, buf, threads=1):
@@ -575,7 +580,7 @@ class Server(_Handle):
 
     def stats(self):
         st = L.mess_server_stats()
-        L.server_stats_get(self.ptr, byref(st))
+        L.server_stats_get(self.ptr, byref(st), ctypes.sizeof(st))
         return ServerStats(st.entries, st.live, st.deleted, st.bytes,
                            st.min_shard, st.max_shard)
 

@@ -84,6 +84,25 @@ class TestLibrary(unittest.TestCase):
         with self.assertRaises(mess.MessError):
             mess.Server(mess.Params(128, per_item=65))
 
+    def test_params_size_field(self):
+        # mess.h "Growable structs": the Structure carries its ctypes size,
+        # the library refuses 0 or a size below the first layout
+        import ctypes
+        p = mess.Params(128)
+        self.assertEqual(p.size, ctypes.sizeof(p))
+        self.assertEqual(mess.Params().size, ctypes.sizeof(p))
+        self.assertNotIn("size", p.as_dict())
+        with self.assertRaises(TypeError):
+            mess.Params(128, size=8)
+        p.size = 0
+        with self.assertRaises(mess.InvalidArgumentError):
+            p.check()
+        with self.assertRaises(mess.InvalidArgumentError):
+            mess.Server(p)
+        p.size = 8
+        with self.assertRaises(mess.InvalidArgumentError):
+            p.check()
+
     def test_sizes(self):
         p = mess.Params(128)
         # request: header 24, owner tag 16, id 16, M u16 budgets, M codes
