@@ -583,9 +583,29 @@ int mess_account_route_weights(const uint32_t *d, size_t m, size_t t,
     return MESS_OK;
 }
 
-int mess_account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
-                        int fixed, double delta0,
-                        mess_account_stored_result *out)
+static int account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
+                          int fixed, double delta0,
+                          mess_account_stored_result *out);
+
+int mess_account_stored_sized(double p_store, const uint32_t *d, size_t m,
+                              size_t t, int fixed, double delta0,
+                              mess_account_stored_result *out, size_t out_size)
+{
+    mess_account_stored_result r;
+    int rc;
+    if (!out || out_size < MESS_ACCOUNT_STORED_RESULT_MIN_SIZE)
+        return MESS_EINVAL; /* mess.h, "Growable structs" */
+    rc = account_stored(p_store, d, m, t, fixed, delta0, &r);
+    if (rc == MESS_OK)
+        rc = mess_struct_out(out, out_size, &r,
+                             MESS_FIELD_END(mess_account_stored_result, xi_pld),
+                             MESS_ACCOUNT_STORED_RESULT_MIN_SIZE);
+    return rc;
+}
+
+static int account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
+                          int fixed, double delta0,
+                          mess_account_stored_result *out)
 {
     mess_account_pld *pld = NULL;
     double *logw = NULL;
@@ -601,6 +621,7 @@ int mess_account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
     if (fixed && t != m)
         return MESS_EINVAL;
     memset(out, 0, sizeof *out);
+    out->size = (uint32_t)sizeof *out;
     out->eta = log1p(-p_store) - log(p_store);
     out->u_max = sum_largest(d, m, t);
     out->xi_pure = out->eta * (double)out->u_max;
@@ -1418,7 +1439,7 @@ int mess_plan_recall_model(const mess_client *c, int model, const float *data,
 int mess_plan_recall_search(const mess_client *c, int model, const float *data,
                             size_t n, const float *queries, size_t nq,
                             const uint32_t *truth, size_t k, const size_t *pools,
-                            size_t npools, struct mess_plan_search *search,
+                            size_t npools, struct mess_plan_search *search_in,
                             unsigned threads, double *recall)
 {
     struct plan pl;
@@ -1426,6 +1447,19 @@ int mess_plan_recall_search(const mess_client *c, int model, const float *data,
     size_t i, b, kap1, hsize;
     uint32_t *own_truth = NULL;
     int rc;
+    /* the caller's struct, read within its size (mess.h, "Growable
+     * structs"): eff and recall_exact default to NULL */
+    struct mess_plan_search sbuf, *search = NULL;
+
+    if (search_in) {
+        memset(&sbuf, 0, sizeof sbuf);
+        if (search_in->size < MESS_PLAN_SEARCH_MIN_SIZE ||
+            mess_struct_in(&sbuf, MESS_FIELD_END(struct mess_plan_search, recall_exact),
+                           search_in, search_in->size,
+                           MESS_PLAN_SEARCH_MIN_SIZE) != MESS_OK)
+            return MESS_EINVAL;
+        search = &sbuf;
+    }
 
     if (!c || !data || !queries || !pools || !recall || n == 0 || nq == 0 ||
         k == 0 || k > n || npools == 0 ||

@@ -197,12 +197,17 @@ MESS_API int mess_account_pld_support(const mess_account_pld *pld, uint64_t *u_m
                                       double *u_mean);
 
 typedef struct mess_account_stored_result {
+    uint32_t size;   /* sizeof as the caller compiled it (set by the call;
+                        mess.h, "Growable structs") */
     double eta;      /* eta_D = ln((1 - p_D) / p_D) */
     uint64_t u_max;  /* D_D: sum of the t largest distances (or of all, fixed) */
     double u_mean;   /* mean aggregate distance under the route distribution */
     double xi_pure;  /* eta_D * D_D: pure XDP of Theorem 5.2 */
     double xi_pld;   /* pair-specific XDP at delta0 (Corollary 5.3) */
 } mess_account_stored_result;
+/* First layout: every field above. */
+#define MESS_ACCOUNT_STORED_RESULT_MIN_SIZE \
+    (offsetof(mess_account_stored_result, xi_pld) + sizeof(double))
 MESS_API size_t mess_sizeof_account_stored_result(void);
 
 /* Stored-data accountant for one challenge pair with per-shard fixed-hash
@@ -210,10 +215,15 @@ MESS_API size_t mess_sizeof_account_stored_result(void);
  *   fixed = 0: uniform t-of-m route (w from mess_account_route_weights);
  *   fixed = 1: identifier-fixed route, d lists the t realized shards (t = m),
  *              w is a point mass at their sum.
- * delta0 in [MESS_ACCOUNT_MIN_DELTA, 1). */
-MESS_API int mess_account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
-                                 int fixed, double delta0,
-                                 mess_account_stored_result *out);
+ * delta0 in [MESS_ACCOUNT_MIN_DELTA, 1).  *out is filled within out_size
+ * bytes (the macro passes sizeof(mess_account_stored_result)). */
+MESS_API int mess_account_stored_sized(double p_store, const uint32_t *d, size_t m,
+                                       size_t t, int fixed, double delta0,
+                                       mess_account_stored_result *out,
+                                       size_t out_size);
+#define mess_account_stored(p_store, d, m, t, fixed, delta0, out) \
+    mess_account_stored_sized((p_store), (d), (m), (t), (fixed), (delta0), \
+                              (out), sizeof(mess_account_stored_result))
 
 /* Access-pattern parameter of Theorem 5.4 for PRR flip a and IRR flip b in
  * [0, 1/2] (not both 0) and R >= 1 submissions of one logical query:
@@ -365,6 +375,9 @@ MESS_API int mess_plan_recall_model(const mess_client *c, int model, const float
 #define MESS_PLAN_MAX_CHECK_SHARDS 64
 MESS_API size_t mess_plan_max_check_shards(void);
 struct mess_plan_search {
+    uint32_t size;          /* sizeof(struct mess_plan_search) as the caller
+                               compiled it: set it before the call
+                               (mess.h, "Growable structs") */
     uint32_t ef_search;     /* the server's beam floor (its ef_search) */
     uint32_t check_shards;  /* shards rebuilt, 0..MESS_PLAN_MAX_CHECK_SHARDS
                                (more than M: M); 0 = no check */
@@ -373,6 +386,9 @@ struct mess_plan_search {
     double *recall_exact;   /* npools: receives the curve without the check
                                (exact per-shard search; may be NULL) */
 };
+/* First layout: up to check_queries (eff and recall_exact are optional:
+ * NULL when absent). */
+#define MESS_PLAN_SEARCH_MIN_SIZE offsetof(struct mess_plan_search, eff)
 
 MESS_API int mess_plan_recall_search(const mess_client *c, int model, const float *data,
                                      size_t n, const float *queries, size_t nq,

@@ -347,6 +347,7 @@ int cli_cmd_plan(int argc, char **argv)
         goto done;
     }
     memset(&search, 0, sizeof search);
+    search.size = sizeof search; /* mess.h, "Growable structs" */
     search.ef_search = (uint32_t)ef_search;
     search.check_shards = (uint32_t)check_shards;
     search.check_queries = (uint32_t)check_queries;

@@ -345,6 +345,7 @@ int cli_plan_configs(int argc, char **argv)
                     goto done;
                 }
                 memset(&s, 0, sizeof s);
+                s.size = sizeof s; /* mess.h, "Growable structs" */
                 s.ef_search = (uint32_t)ef_search;
                 s.check_shards = (uint32_t)check_shards;
                 s.check_queries = (uint32_t)check_queries;

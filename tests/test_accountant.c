@@ -775,6 +775,40 @@ static void test_hit_conditional(void)
 }
 
 /* Predicted recall on real SIFT vectors from a client trained here. */
+/* mess_account_stored_result is filled within the caller's size. */
+static void test_stored_result_size(void)
+{
+    const uint32_t d[4] = {3, 5, 7, 9};
+    mess_account_stored_result r;
+    unsigned char buf[sizeof r + 16];
+    size_t i, known = MESS_ACCOUNT_STORED_RESULT_MIN_SIZE;
+    int ok = 1;
+    CHECK_OK(mess_account_stored(0.08, d, 4, 2, 0, 1e-5, &r));
+    CHECK(r.size == sizeof r && r.xi_pld > 0.0);
+    memset(buf, 0xA5, sizeof buf);
+    CHECK_RC(mess_account_stored_sized(0.08, d, 4, 2, 0, 1e-5,
+                                       (mess_account_stored_result *)(void *)buf,
+                                       known - 1), MESS_EINVAL);
+    CHECK_RC(mess_account_stored_sized(0.08, d, 4, 2, 0, 1e-5,
+                                       (mess_account_stored_result *)(void *)buf, 0),
+             MESS_EINVAL);
+    for (i = 0; i < sizeof buf; i++)
+        ok &= buf[i] == 0xA5;
+    CHECK(ok);
+    /* a newer caller's larger struct: the fields this library does not
+     * know are zeroed, nothing past the given size is written */
+    CHECK_OK(mess_account_stored_sized(0.08, d, 4, 2, 0, 1e-5,
+                                       (mess_account_stored_result *)(void *)buf,
+                                       sizeof buf - 8));
+    for (i = known, ok = 1; i < sizeof buf - 8; i++)
+        ok &= buf[i] == 0;
+    for (; i < sizeof buf; i++)
+        ok &= buf[i] == 0xA5;
+    CHECK(ok);
+    CHECK(memcmp(buf + sizeof(uint32_t), (unsigned char *)&r + sizeof(uint32_t),
+                 known - sizeof(uint32_t)) == 0);
+}
+
 static void test_plan_recall_sift(void)
 {
     uint8_t seed[32];
@@ -876,6 +910,24 @@ static void test_plan_recall_sift(void)
              MESS_EINVAL);
     CHECK_RC(mess_plan_recall(NULL, base, n, q, nqs, NULL, k, pools, 6, 1, r3),
              MESS_EINVAL);
+    /* struct mess_plan_search is read within its size (mess.h, "Growable
+     * structs"): 0 or below the first layout is refused, the first layout
+     * alone (no eff / recall_exact) is enough */
+    if (c) {
+        struct mess_plan_search ps;
+        memset(&ps, 0, sizeof ps);
+        ps.check_shards = 1;
+        ps.check_queries = 2;
+        CHECK_RC(mess_plan_recall_search(c, MESS_PLAN_PAPER, base, n, q, 2, NULL, k,
+                                         pools, 2, &ps, 1, r3), MESS_EINVAL);
+        ps.size = MESS_PLAN_SEARCH_MIN_SIZE - 1;
+        CHECK_RC(mess_plan_recall_search(c, MESS_PLAN_PAPER, base, n, q, 2, NULL, k,
+                                         pools, 2, &ps, 1, r3), MESS_EINVAL);
+        ps.size = MESS_PLAN_SEARCH_MIN_SIZE;
+        ps.eff = (double *)(uintptr_t)1; /* beyond the size: never read */
+        CHECK_OK(mess_plan_recall_search(c, MESS_PLAN_PAPER, base, n, q, 2, NULL, k,
+                                         pools, 2, &ps, 1, r3));
+    }
 out:
     mess_client_free(c);
     mess_vecs_free(learn);
@@ -902,6 +954,7 @@ int main(void)
     RUN(test_recovery_brute);
     RUN(test_distance_pmf_brute);
     RUN(test_hit_conditional);
+    RUN(test_stored_result_size);
     RUN(test_plan_recall_sift);
     HARNESS_END();
 }

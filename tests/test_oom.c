@@ -659,6 +659,7 @@ static int c_plan_search(void)
     double recall[2], eff[2], exact[2];
     struct mess_plan_search ps;
     memset(&ps, 0, sizeof ps);
+    ps.size = sizeof ps;
     ps.ef_search = 0;
     ps.check_shards = 2;
     ps.check_queries = 1;

@@ -22,7 +22,8 @@ MIN_DELTA = 1e-20
 
 
 class _stored_result(ctypes.Structure):
-    _fields_ = [("eta", c_double), ("u_max", c_uint64), ("u_mean", c_double),
+    # size first: mess.h, "Growable structs" (mess_account_stored_sized)
+    _fields_ = [("size", c_uint32), ("eta", c_double), ("u_max", c_uint64), ("u_mean", c_double),
                 ("xi_pure", c_double), ("xi_pld", c_double)]
 
 
@@ -39,8 +40,8 @@ _PROTOS = {
     "mess_account_pld_epsilon": [c_void_p, c_double, _D],
     "mess_account_pld_tail": [c_void_p, c_double, _D, _D],
     "mess_account_pld_support": [c_void_p, POINTER(c_uint64), _D],
-    "mess_account_stored": [c_double, c_void_p, c_size_t, c_size_t, c_int, c_double,
-                            POINTER(_stored_result)],
+    "mess_account_stored_sized": [c_double, c_void_p, c_size_t, c_size_t, c_int, c_double,
+                                  POINTER(_stored_result), c_size_t],
     "mess_account_access": [c_double, c_double, c_uint64, _D],
     "mess_account_search": [c_double, c_double, c_uint64, _D, _D],
     "mess_account_search_xi": [c_double, c_double, c_uint64, c_uint64, c_uint64, _D, _D],
@@ -153,8 +154,8 @@ def stored(p_store, d, t, fixed=False, delta0=1e-5):
     """Stored-data accountant for one challenge pair: a StoredResult."""
     d = _u32(d)
     r = _stored_result()
-    _fn("mess_account_stored")(p_store, d.ctypes.data, d.size, t, int(bool(fixed)),
-                               delta0, byref(r))
+    _fn("mess_account_stored_sized")(p_store, d.ctypes.data, d.size, t, int(bool(fixed)),
+                                     delta0, byref(r), ctypes.sizeof(r))
     return StoredResult(r.eta, r.u_max, r.u_mean, r.xi_pure, r.xi_pld)
 
 
