@@ -9,6 +9,16 @@ void mess_wr_init(struct mess_wr *w)
     w->len = 0;
     w->cap = 0;
     w->err = MESS_OK;
+    w->fixed = 0;
+}
+
+void mess_wr_init_fixed(struct mess_wr *w, uint8_t *buf, size_t cap)
+{
+    w->p = buf;
+    w->len = 0;
+    w->cap = cap;
+    w->err = MESS_OK;
+    w->fixed = 1;
 }
 
 uint8_t *mess_wr_reserve(struct mess_wr *w, size_t n)
@@ -20,6 +30,10 @@ uint8_t *mess_wr_reserve(struct mess_wr *w, size_t n)
         return NULL;
     if (mess_add_size(w->len, n, &need) != MESS_OK) {
         w->err = MESS_ELIMIT;
+        return NULL;
+    }
+    if (need > w->cap && w->fixed) {
+        w->err = MESS_ELIMIT; /* the caller's buffer is full */
         return NULL;
     }
     if (need > w->cap) {
@@ -69,7 +83,8 @@ void mess_wr_u64(struct mess_wr *w, uint64_t v)
 
 void mess_wr_free(struct mess_wr *w)
 {
-    free(w->p);
+    if (!w->fixed)
+        free(w->p);
     mess_wr_init(w);
 }
 

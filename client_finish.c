@@ -247,7 +247,7 @@ static int run_job(struct open_job *o, unsigned workers, parallel_fn fn)
 int client_finish(const mess_client *c, const mess_query *q,
                   const uint8_t *resp, size_t resp_len, size_t k,
                   uint64_t *ids, float *dists, size_t *n_out,
-                  mess_finish_stats *stats)
+                  mess_finish_stats *stats, unsigned workers_arg)
 {
     const mess_params *p;
     struct mess_rd r;
@@ -268,7 +268,7 @@ int client_finish(const mess_client *c, const mess_query *q,
 
     if (!c || !q || !resp || !n_out || (k && (!ids || !dists)))
         return MESS_EINVAL;
-    workers = c->threads ? c->threads : 1;
+    workers = workers_arg ? workers_arg : c->threads ? c->threads : 1;
     verify_all = c->verify_all;
     *n_out = 0;
     memset(&st, 0, sizeof st);

@@ -25,24 +25,26 @@ void mess_query_free(mess_query *q)
     free(q);
 }
 
-int client_request(mess_client *c, const float *qv, size_t pool,
-                   mess_query **q_out, uint8_t **req, size_t *req_len)
+/* Builds the request for qv with the coins of operation `op` into w
+ * (initialised by the caller; freed by it on failure) and its query into
+ * *q_out.  Changes nothing in the client: the caller advances the
+ * operation counter once the request is complete.  Only reads the client,
+ * so a batch runs it from several threads at once. */
+int client_request_build(const mess_client *c, const float *qv, size_t pool,
+                         uint64_t op, mess_query **q_out, struct mess_wr *w)
 {
     const mess_params *p;
     mess_query *q = NULL;
     struct mess_rng rng;
-    struct mess_wr w;
     uint64_t *clean = NULL, *report = NULL;
     uint8_t *dst;
     uint32_t j, words;
     size_t i;
     int rc;
 
-    if (!c || !qv || !q_out || !req || !req_len || pool == 0)
+    if (!qv || pool == 0)
         return MESS_EINVAL;
     *q_out = NULL;
-    *req = NULL;
-    *req_len = 0;
     p = &c->p;
     if (pool > (size_t)MESS_MAX_BUDGET * p->shards)
         return MESS_ELIMIT;
@@ -50,7 +52,6 @@ int client_request(mess_client *c, const float *qv, size_t pool,
         if (!isfinite(qv[i]))
             return MESS_EINVAL;
     words = params_words(p);
-    mess_wr_init(&w);
     q = (mess_query *)calloc(1, sizeof *q);
     clean = (uint64_t *)mess_malloc_array((size_t)p->shards * words, 8);
     report = (uint64_t *)mess_malloc_array((size_t)p->shards * words, 8);
@@ -68,18 +69,18 @@ int client_request(mess_client *c, const float *qv, size_t pool,
     memcpy(q->q, qv, (size_t)p->dim * sizeof(float));
     /* The whole request is allocated before the op counter changes: a
      * failed call leaves the client as it was. */
-    wire_header_owned(&w, WIRE_REQUEST, p, c->owner);
-    dst = mess_wr_reserve(&w, sizeof q->request_id + 2 * (size_t)p->shards +
+    wire_header_owned(w, WIRE_REQUEST, p, c->owner);
+    dst = mess_wr_reserve(w, sizeof q->request_id + 2 * (size_t)p->shards +
                                   (size_t)p->shards * wire_code_bytes(p));
     if (!dst) {
-        rc = w.err;
+        rc = w->err;
         goto fail;
     }
 
     rc = isohash_hash_all(c->hash, qv, clean);
     if (rc != MESS_OK)
         goto fail;
-    client_coins_init(c, &rng, c->op_counter, COIN_QUERY, 0, 0);
+    client_coins_init(c, &rng, op, COIN_QUERY, 0, 0);
     rc = lshrr_query_report(c->keys->memo, &rng, qv, p->dim, p->shards,
                             p->kappa, clean, p->p_prr, p->p_irr, report);
     /* The request id and the rotation of the pool split are fresh coins,
@@ -99,20 +100,25 @@ int client_request(mess_client *c, const float *qv, size_t pool,
     for (j = 0; j < p->shards; j++)
         wire_store_code(dst + (size_t)j * wire_code_bytes(p), words,
                         report + (size_t)j * words);
-    c->op_counter++;
     sodium_memzero(clean, (size_t)p->shards * words * 8);
     free(clean);
     free(report);
     *q_out = q;
-    *req = w.p;
-    *req_len = w.len;
     return MESS_OK;
 fail:
-    mess_wr_free(&w);
     if (clean)
         sodium_memzero(clean, (size_t)p->shards * words * 8);
     free(clean);
     free(report);
     mess_query_free(q);
+    return rc;
+}
+
+int client_request(mess_client *c, const float *qv, size_t pool,
+                   mess_query **q_out, struct mess_wr *w)
+{
+    int rc = client_request_build(c, qv, pool, c->op_counter, q_out, w);
+    if (rc == MESS_OK)
+        c->op_counter++;
     return rc;
 }

@@ -173,19 +173,16 @@ static int ids_distinct(const uint64_t *ids, size_t n)
 
 int client_upload(mess_client *c, const uint64_t *ids,
                   const float *vectors, size_t n, unsigned threads,
-                  uint8_t **buf, size_t *len)
+                  struct mess_wr *w)
 {
     struct shard_upload u;
-    struct mess_wr w;
     uint32_t M, t, j, route_buf[MESS_MAX_SHARDS], *gens = NULL;
     size_t i, total, rec_bytes, *fill = NULL;
     uint8_t *body;
     int rc;
 
-    if (!c || (!ids && n) || (!vectors && n) || !buf || !len)
+    if (!c || (!ids && n) || (!vectors && n))
         return MESS_EINVAL;
-    *buf = NULL;
-    *len = 0;
     if (n > 0 && mess_mul_size(n, c->p.dim, &total) != MESS_OK)
         return MESS_ELIMIT;
     for (i = 0; i < n * (size_t)c->p.dim; i++)
@@ -265,23 +262,17 @@ int client_upload(mess_client *c, const uint64_t *ids,
             }
     }
 
-    mess_wr_init(&w);
-    wire_header_owned(&w, WIRE_UPLOAD, &c->p, c->owner);
-    mess_wr_u64(&w, (uint64_t)(n * t));
-    body = mess_wr_reserve(&w, total);
+    wire_header_owned(w, WIRE_UPLOAD, &c->p, c->owner);
+    mess_wr_u64(w, (uint64_t)(n * t));
+    body = mess_wr_reserve(w, total);
     if (!body) {
-        rc = w.err;
-        mess_wr_free(&w);
+        rc = w->err;
         goto done;
     }
     u.out = body;
     rc = parallel_for(M, threads, upload_shard, &u);
-    if (rc != MESS_OK) {
-        mess_wr_free(&w);
+    if (rc != MESS_OK)
         goto done;
-    }
-    *buf = w.p;
-    *len = w.len;
     /* committed: the re-inserted ids are live at their new generation */
     for (i = 0; i < n; i++) {
         struct gen_entry *e = client_gen_find(c, ids[i]);
@@ -362,18 +353,15 @@ static int gen_mark_deleted(mess_client *c, const uint64_t *ids, size_t n)
 }
 
 int client_delete(mess_client *c, const uint64_t *ids, size_t n,
-                  uint8_t **buf, size_t *len)
+                  struct mess_wr *w)
 {
     struct del_rec *recs;
-    struct mess_wr w;
     uint32_t route_buf[MESS_MAX_SHARDS], j, t;
     size_t i, k = 0, total;
     int rc;
 
-    if (!c || (!ids && n) || !buf || !len)
+    if (!c || (!ids && n))
         return MESS_EINVAL;
-    *buf = NULL;
-    *len = 0;
     rc = ids_distinct(ids, n);
     if (rc != MESS_OK)
         return rc;
@@ -392,22 +380,15 @@ int client_delete(mess_client *c, const uint64_t *ids, size_t n,
         }
     }
     qsort(recs, total, sizeof *recs, del_rec_cmp);
-    mess_wr_init(&w);
-    wire_header_owned(&w, WIRE_DELETE, &c->p, c->owner);
-    mess_wr_u64(&w, (uint64_t)total);
+    wire_header_owned(w, WIRE_DELETE, &c->p, c->owner);
+    mess_wr_u64(w, (uint64_t)total);
     for (k = 0; k < total; k++) {
-        mess_wr_u32(&w, recs[k].shard);
-        mess_wr_bytes(&w, recs[k].label, LABEL_BYTES);
+        mess_wr_u32(w, recs[k].shard);
+        mess_wr_bytes(w, recs[k].label, LABEL_BYTES);
     }
     free(recs);
-    rc = w.err;
+    rc = w->err;
     if (rc == MESS_OK)
         rc = gen_mark_deleted(c, ids, n);
-    if (rc != MESS_OK) {
-        mess_wr_free(&w);
-        return rc;
-    }
-    *buf = w.p;
-    *len = w.len;
-    return MESS_OK;
+    return rc;
 }

@@ -156,11 +156,16 @@ struct mess_wr {
     uint8_t *p;
     size_t len;
     size_t cap;
-    int err; /* sticky: first failure (MESS_ENOMEM / MESS_ELIMIT) */
+    int err;   /* sticky: first failure (MESS_ENOMEM / MESS_ELIMIT) */
+    int fixed; /* p is the caller's buffer of cap bytes: never grown or freed */
 };
 
 /* Defined in bytes.c. */
 void mess_wr_init(struct mess_wr *w);
+/* A writer over a caller-owned buffer of cap bytes (the _into calls):
+ * writing past cap is MESS_ELIMIT (sticky), nothing is reallocated, and
+ * mess_wr_free leaves the buffer alone. */
+void mess_wr_init_fixed(struct mess_wr *w, uint8_t *buf, size_t cap);
 /* Makes room for n more bytes; returns a pointer to them or NULL (err set). */
 uint8_t *mess_wr_reserve(struct mess_wr *w, size_t n);
 void mess_wr_bytes(struct mess_wr *w, const void *src, size_t n);

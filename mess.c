@@ -31,6 +31,7 @@
 #include <sodium.h>
 
 #include "isohash.h"
+#include "parallel.h"
 #include "protocol.h"
 
 /* The lock of a client handle, also taken through a const pointer: the
@@ -493,11 +494,43 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
                        const float *vectors, size_t n, unsigned threads,
                        uint8_t **buf, size_t *len)
 {
+    struct mess_wr w;
     int rc;
-    if (!c)
+    if (!c || !buf || !len)
         return MESS_EINVAL;
+    *buf = NULL;
+    *len = 0;
+    mess_wr_init(&w);
     client_lock(c);
-    rc = client_upload(c, ids, vectors, n, threads, buf, len);
+    rc = client_upload(c, ids, vectors, n, threads, &w);
+    client_unlock(c);
+    if (rc != MESS_OK) {
+        mess_wr_free(&w);
+        return rc;
+    }
+    *buf = w.p;
+    *len = w.len;
+    return MESS_OK;
+}
+
+/* The _into calls ("Caller-owned buffers"): *len is the size needed; a
+ * buffer below it is MESS_ELIMIT before anything changes. */
+int mess_client_upload_into(mess_client *c, const uint64_t *ids,
+                            const float *vectors, size_t n, unsigned threads,
+                            uint8_t *buf, size_t cap, size_t *len)
+{
+    struct mess_wr w;
+    int rc;
+    if (!c || !buf || !len)
+        return MESS_EINVAL;
+    *len = mess_upload_size(&c->p, n);
+    if (*len == 0)
+        return MESS_ELIMIT; /* n * t records overflow size_t */
+    if (cap < *len)
+        return MESS_ELIMIT;
+    mess_wr_init_fixed(&w, buf, cap);
+    client_lock(c);
+    rc = client_upload(c, ids, vectors, n, threads, &w);
     client_unlock(c);
     return rc;
 }
@@ -505,11 +538,40 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
 int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
                        uint8_t **buf, size_t *len)
 {
+    struct mess_wr w;
     int rc;
-    if (!c)
+    if (!c || !buf || !len)
         return MESS_EINVAL;
+    *buf = NULL;
+    *len = 0;
+    mess_wr_init(&w);
     client_lock(c);
-    rc = client_delete(c, ids, n, buf, len);
+    rc = client_delete(c, ids, n, &w);
+    client_unlock(c);
+    if (rc != MESS_OK) {
+        mess_wr_free(&w);
+        return rc;
+    }
+    *buf = w.p;
+    *len = w.len;
+    return MESS_OK;
+}
+
+int mess_client_delete_into(mess_client *c, const uint64_t *ids, size_t n,
+                            uint8_t *buf, size_t cap, size_t *len)
+{
+    struct mess_wr w;
+    int rc;
+    if (!c || !buf || !len)
+        return MESS_EINVAL;
+    *len = mess_delete_size(&c->p, n);
+    if (*len == 0)
+        return MESS_ELIMIT;
+    if (cap < *len)
+        return MESS_ELIMIT;
+    mess_wr_init_fixed(&w, buf, cap);
+    client_lock(c);
+    rc = client_delete(c, ids, n, &w);
     client_unlock(c);
     return rc;
 }
@@ -517,12 +579,97 @@ int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
 int mess_client_request(mess_client *c, const float *q, size_t pool,
                         mess_query **q_out, uint8_t **req, size_t *req_len)
 {
+    struct mess_wr w;
     int rc;
-    if (!c)
+    if (!c || !q_out || !req || !req_len)
         return MESS_EINVAL;
+    *q_out = NULL;
+    *req = NULL;
+    *req_len = 0;
+    mess_wr_init(&w);
     client_lock(c);
-    rc = client_request(c, q, pool, q_out, req, req_len);
+    rc = client_request(c, q, pool, q_out, &w);
     client_unlock(c);
+    if (rc != MESS_OK) {
+        mess_wr_free(&w);
+        return rc;
+    }
+    *req = w.p;
+    *req_len = w.len;
+    return MESS_OK;
+}
+
+int mess_client_request_into(mess_client *c, const float *q, size_t pool,
+                             mess_query **q_out, uint8_t *req, size_t cap,
+                             size_t *req_len)
+{
+    struct mess_wr w;
+    int rc;
+    if (!c || !q_out || !req || !req_len)
+        return MESS_EINVAL;
+    *q_out = NULL;
+    *req_len = mess_request_size(&c->p);
+    if (cap < *req_len)
+        return MESS_ELIMIT;
+    mess_wr_init_fixed(&w, req, cap);
+    client_lock(c);
+    rc = client_request(c, q, pool, q_out, &w);
+    client_unlock(c);
+    return rc;
+}
+
+struct request_batch {
+    const mess_client *c;
+    const float *queries;
+    size_t pool, req_bytes;
+    uint64_t op0;
+    mess_query **q_out;
+    uint8_t *reqs;
+};
+
+static int request_item(void *ctx, size_t i, unsigned worker)
+{
+    struct request_batch *b = (struct request_batch *)ctx;
+    struct mess_wr w;
+    MESS_UNUSED(worker);
+    mess_wr_init_fixed(&w, b->reqs + i * b->req_bytes, b->req_bytes);
+    return client_request_build(b->c, b->queries + i * (size_t)b->c->p.dim, b->pool,
+                         b->op0 + i, &b->q_out[i], &w);
+}
+
+int mess_client_request_batch(mess_client *c, const float *queries, size_t nq,
+                              size_t pool, mess_workers *w, mess_query **q_out,
+                              uint8_t *reqs, size_t cap, size_t *req_len)
+{
+    struct request_batch b;
+    size_t i, need;
+    int rc;
+    if (!c || (!queries && nq) || (!q_out && nq) || (!reqs && nq) || !req_len)
+        return MESS_EINVAL;
+    for (i = 0; i < nq; i++)
+        q_out[i] = NULL;
+    *req_len = mess_request_size(&c->p);
+    if (mess_mul_size(nq, *req_len, &need) != MESS_OK || cap < need)
+        return MESS_ELIMIT;
+    if (nq > 0 && mess_mul_size(nq, c->p.dim, &need) != MESS_OK)
+        return MESS_ELIMIT;
+    b.c = c;
+    b.queries = queries;
+    b.pool = pool;
+    b.req_bytes = *req_len;
+    b.q_out = q_out;
+    b.reqs = reqs;
+    client_lock(c);
+    b.op0 = c->op_counter;
+    rc = workers_for(w, nq, request_item, &b);
+    if (rc == MESS_OK)
+        c->op_counter += nq;
+    client_unlock(c);
+    if (rc != MESS_OK)
+        for (i = 0; i < nq; i++) {
+            mess_query_free(q_out[i]);
+            q_out[i] = NULL;
+        }
     return rc;
 }
 
@@ -540,7 +687,7 @@ int mess_client_finish_sized(const mess_client *c, const mess_query *q,
     memset(&st, 0, sizeof st);
     client_lock_read(c);
     rc = client_finish(c, q, resp, resp_len, k, ids, dists, n_out,
-                       stats ? &st : NULL);
+                       stats ? &st : NULL, 0);
     client_unlock(c);
     if (stats) {
         st.size = (uint32_t)sizeof st;
@@ -548,6 +695,94 @@ int mess_client_finish_sized(const mess_client *c, const mess_query *q,
                         MESS_FIELD_END(mess_finish_stats, unopened),
                         MESS_FINISH_STATS_MIN_SIZE);
     }
+    return rc;
+}
+
+struct finish_batch {
+    const mess_client *c;
+    const mess_query *const *qs;
+    const uint8_t *const *resps;
+    const size_t *resp_lens;
+    size_t k, stats_size;
+    uint64_t *ids;
+    float *dists;
+    size_t *n_out;
+    uint8_t *stats; /* the caller's array, stats_size bytes per item */
+    int *status;
+};
+
+static int finish_item(void *ctx, size_t i, unsigned worker)
+{
+    struct finish_batch *b = (struct finish_batch *)ctx;
+    mess_finish_stats st;
+    int rc;
+    MESS_UNUSED(worker);
+    memset(&st, 0, sizeof st);
+    b->n_out[i] = 0;
+    rc = b->resps[i] ? client_finish(b->c, b->qs[i], b->resps[i], b->resp_lens[i],
+                                     b->k, b->k ? b->ids + i * b->k : NULL,
+                                     b->k ? b->dists + i * b->k : NULL,
+                                     &b->n_out[i], &st, 1)
+                     : MESS_EINVAL;
+    if (rc != MESS_OK)
+        b->n_out[i] = 0;
+    if (b->stats) {
+        st.size = (uint32_t)sizeof st;
+        mess_struct_out(b->stats + i * b->stats_size, b->stats_size, &st,
+                        MESS_FIELD_END(mess_finish_stats, unopened),
+                        MESS_FINISH_STATS_MIN_SIZE);
+    }
+    if (b->status)
+        b->status[i] = rc;
+    return MESS_OK; /* items are independent */
+}
+
+int mess_client_finish_batch_sized(const mess_client *c,
+                                   const mess_query *const *qs,
+                                   const uint8_t *const *resps,
+                                   const size_t *resp_lens, size_t n, size_t k,
+                                   mess_workers *w, uint64_t *ids,
+                                   float *dists, size_t *n_out,
+                                   mess_finish_stats *stats, size_t stats_size,
+                                   int *status)
+{
+    struct finish_batch b;
+    int *codes = status;
+    size_t i, x;
+    int rc;
+    if (!c || (n && (!qs || !resps || !resp_lens || !n_out ||
+                     (k && (!ids || !dists)))))
+        return MESS_EINVAL;
+    if (stats && (stats_size < MESS_FINISH_STATS_MIN_SIZE || stats_size > UINT32_MAX))
+        return MESS_EINVAL; /* "Growable structs" */
+    if (mess_mul_size(n, k, &x) != MESS_OK ||
+        (stats && mess_mul_size(n, stats_size, &x) != MESS_OK))
+        return MESS_ELIMIT;
+    if (n == 0)
+        return MESS_OK;
+    if (!codes) {
+        codes = (int *)mess_malloc_array(n, sizeof *codes);
+        if (!codes)
+            return MESS_ENOMEM;
+    }
+    b.c = c;
+    b.qs = qs;
+    b.resps = resps;
+    b.resp_lens = resp_lens;
+    b.k = k;
+    b.stats_size = stats_size;
+    b.ids = ids;
+    b.dists = dists;
+    b.n_out = n_out;
+    b.stats = (uint8_t *)stats;
+    b.status = codes;
+    client_lock_read(c);
+    rc = workers_for(w, n, finish_item, &b);
+    client_unlock(c);
+    for (i = 0; rc == MESS_OK && i < n; i++)
+        rc = codes[i];
+    if (codes != status)
+        free(codes);
     return rc;
 }
 

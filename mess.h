@@ -489,6 +489,118 @@ MESS_API int mess_client_finish_sized(const mess_client *c, const mess_query *q,
 MESS_API void mess_query_free(mess_query *q);
 
 /* ------------------------------------------------------------------------
+ * Caller-owned buffers
+ *
+ * Each call above that allocates its output buffer has an _into variant
+ * writing into `cap` bytes the caller owns (reusable across calls, on the
+ * stack, in a memory-mapped file...).  *len is always set to the bytes
+ * the output needs: on MESS_OK they were written; if cap is smaller the
+ * call returns MESS_ELIMIT, writes nothing to the buffer and changes
+ * nothing (the client's operation counter and generation map stay as
+ * they were, no query is made), so the caller can grow the buffer to *len
+ * and call again.  The sizes are known in advance: mess_upload_size(p, n),
+ * mess_delete_size(p, n), mess_request_size(p) exactly, and
+ * mess_response_size(p, pool) as an upper bound of a response (a shard
+ * holding fewer entries than its budget returns fewer).  Everything else,
+ * errors and threads included, is as in the allocating call.
+ * ---------------------------------------------------------------------- */
+MESS_API int mess_client_upload_into(mess_client *c, const uint64_t *ids,
+                                     const float *vectors, size_t n, unsigned threads,
+                                     uint8_t *buf, size_t cap, size_t *len);
+MESS_API int mess_client_delete_into(mess_client *c, const uint64_t *ids, size_t n,
+                                     uint8_t *buf, size_t cap, size_t *len);
+MESS_API int mess_client_request_into(mess_client *c, const float *q, size_t pool,
+                                      mess_query **q_out, uint8_t *req, size_t cap,
+                                      size_t *req_len);
+MESS_API int mess_server_search_into(const mess_server *s, const uint8_t *req,
+                                     size_t req_len, unsigned threads, uint8_t *resp,
+                                     size_t cap, size_t *resp_len);
+
+/* ------------------------------------------------------------------------
+ * Batches: persistent worker threads
+ *
+ * The calls above that take `threads` start and join that many threads
+ * on every call.  A mess_workers is a set of threads started once and
+ * reused by the batch calls below (mess_client_request_batch,
+ * mess_server_search_batch, mess_client_finish_batch), which spread the
+ * items of a batch over it: many queries cost one hand-off instead of a
+ * thread start per call.  It is an object of its own, not part of a client
+ * or server, so one set serves both roles in one process, its size and
+ * lifetime are the caller's, and no handle keeps idle threads.
+ *
+ * threads counts the workers, the calling thread included (0 = 1; 1 runs
+ * every batch inline); more than MESS_MAX_THREADS is MESS_ELIMIT; a
+ * thread that cannot be started is MESS_ENOMEM (nothing kept).  Safe to
+ * share: batches from several threads on one mess_workers run one after
+ * the other.  mess_workers_free joins the threads; no batch may be
+ * running on it then.
+ * ---------------------------------------------------------------------- */
+#define MESS_MAX_THREADS 256
+MESS_API size_t mess_max_threads(void);
+typedef struct mess_workers mess_workers;
+MESS_API int mess_workers_new(unsigned threads, mess_workers **out);
+MESS_API void mess_workers_free(mess_workers *w);
+/* The number of workers, the caller included (0 for NULL). */
+MESS_API unsigned mess_workers_threads(const mess_workers *w);
+
+/* Batch calls.  Each spreads its items over w (NULL: inline, one worker),
+ * one item per worker at a time, each item on one thread (no fan-out
+ * inside an item: a batch is parallel across items).  They take the
+ * handle's lock once for the whole batch (mess.h, "Threads").
+ *
+ * Requests for nq queries (queries: nq x dim floats) with the same total
+ * pool, written into one caller buffer: request i is the *req_len bytes
+ * at reqs + i * *req_len (*req_len = mess_request_size(p)); cap below
+ * nq * *req_len is MESS_ELIMIT with nothing changed.  q_out receives nq
+ * queries (free each with mess_query_free).  The same as nq calls of
+ * mess_client_request in index order: deterministic mode gives request i
+ * the operation counter's value plus i, so the bytes equal those of the
+ * sequential calls.  All or nothing: on any error no query is kept, the
+ * counter does not move, and q_out holds NULLs. */
+MESS_API int mess_client_request_batch(mess_client *c, const float *queries, size_t nq,
+                                       size_t pool, mess_workers *w, mess_query **q_out,
+                                       uint8_t *reqs, size_t cap, size_t *req_len);
+
+/* Searches n requests (reqs[i] of req_lens[i] bytes); resps[i] receives a
+ * malloc'd response of resp_lens[i] bytes (mess_buf_free), exactly what
+ * mess_server_search returns for it.
+ *   status == NULL: all or nothing; on the first error every response is
+ *     freed, resps[] are NULL, and that error is returned.
+ *   status != NULL: items are independent; status[i] is item i's code,
+ *     failed items have resps[i] = NULL and resp_lens[i] = 0, and the call
+ *     returns MESS_OK if all succeeded, else the code of the first failed
+ *     item (the successful responses are still the caller's to free).
+ * Safe to call from many threads on one server, like mess_server_search. */
+MESS_API int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
+                                      const size_t *req_lens, size_t n,
+                                      mess_workers *w, uint8_t **resps,
+                                      size_t *resp_lens, int *status);
+
+/* Finishes n queries: item i is qs[i] with response resps[i] of
+ * resp_lens[i] bytes; its up to k results go to ids + i*k and dists + i*k,
+ * their number to n_out[i]; stats (NULL, or an array of n structs of
+ * stats_size bytes each: the macro passes sizeof(mess_finish_stats), so
+ * stats[i] indexes the caller's own array) as in mess_client_finish.
+ * Items are independent (a forged response fails only its item, with
+ * n_out[i] = 0): status (may be NULL) receives each item's code, and the
+ * call returns MESS_OK if all succeeded, else the first failed item's
+ * code.  Each item is opened on one worker (the client's set_threads is
+ * not used). */
+MESS_API int mess_client_finish_batch_sized(const mess_client *c,
+                                            const mess_query *const *qs,
+                                            const uint8_t *const *resps,
+                                            const size_t *resp_lens, size_t n, size_t k,
+                                            mess_workers *w, uint64_t *ids,
+                                            float *dists, size_t *n_out,
+                                            mess_finish_stats *stats, size_t stats_size,
+                                            int *status);
+#define mess_client_finish_batch(c, qs, resps, resp_lens, n, k, w, ids, dists, \
+                                 n_out, stats, status) \
+    mess_client_finish_batch_sized((c), (qs), (resps), (resp_lens), (n), (k), \
+                                   (w), (ids), (dists), (n_out), (stats), \
+                                   sizeof(mess_finish_stats), (status))
+
+/* ------------------------------------------------------------------------
  * State files
  *
  * Header with magic, role, version and public parameters, zstd-compressed

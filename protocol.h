@@ -136,19 +136,27 @@ int server_alloc(const mess_params *p, int with_graphs, mess_server **out);
 
 /* ---- the client's operations, called under the handle's lock (mess.c) ---- */
 
+/* The encoders write into a struct mess_wr the caller initialised
+ * (growable, or over a caller-owned buffer: the _into calls) and frees on
+ * failure. */
 /* client_update.c */
 int client_upload(mess_client *c, const uint64_t *ids, const float *vectors,
-                  size_t n, unsigned threads, uint8_t **buf, size_t *len);
+                  size_t n, unsigned threads, struct mess_wr *w);
 int client_delete(mess_client *c, const uint64_t *ids, size_t n,
-                  uint8_t **buf, size_t *len);
-/* client_request.c */
+                  struct mess_wr *w);
+/* client_request.c: the request with the coins of operation `op`, leaving
+ * the client unchanged (a batch builds many at once under one write lock);
+ * client_request uses the next operation and advances the counter. */
+int client_request_build(const mess_client *c, const float *qv, size_t pool,
+                         uint64_t op, mess_query **q_out, struct mess_wr *w);
 int client_request(mess_client *c, const float *qv, size_t pool,
-                   mess_query **q_out, uint8_t **req, size_t *req_len);
-/* client_finish.c */
+                   mess_query **q_out, struct mess_wr *w);
+/* client_finish.c; workers: threads opening entries (0: the handle's
+ * set_threads) */
 int client_finish(const mess_client *c, const mess_query *q,
                   const uint8_t *resp, size_t resp_len, size_t k,
                   uint64_t *ids, float *dists, size_t *n_out,
-                  mess_finish_stats *stats);
+                  mess_finish_stats *stats, unsigned workers);
 /* state.c */
 int client_save(const mess_client *c, const char *path,
                 const char *passphrase, size_t passphrase_len);

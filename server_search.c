@@ -68,9 +68,12 @@ static void scratch_give(const mess_server *cs, struct hnsw_scratch *sc)
     hnsw_scratch_free(sc);
 }
 
-int mess_server_search(const mess_server *s, const uint8_t *req,
-                       size_t req_len, unsigned threads, uint8_t **resp,
-                       size_t *resp_len)
+/* The response goes to a malloc'd buffer (*resp, when resp != NULL) or
+ * into the caller's buf of cap bytes (MESS_ELIMIT if smaller than the
+ * response, whose size *resp_len then holds). */
+static int server_search(const mess_server *s, const uint8_t *req,
+                         size_t req_len, unsigned threads, uint8_t **resp,
+                         uint8_t *buf, size_t cap, size_t *resp_len)
 {
     struct wire_request rq;
     struct search_job sj;
@@ -81,9 +84,8 @@ int mess_server_search(const mess_server *s, const uint8_t *req,
     uint8_t *out;
     int rc;
 
-    if (!s || !req || !resp || !resp_len)
-        return MESS_EINVAL;
-    *resp = NULL;
+    if (resp)
+        *resp = NULL;
     *resp_len = 0;
     rc = wire_request_parse(&s->p, req, req_len, &rq);
     if (rc == MESS_OK)
@@ -126,10 +128,19 @@ int mess_server_search(const mess_server *s, const uint8_t *req,
         total += sj.found[j];
     /* exact size, one allocation: header | request id | per shard count + entries */
     len = WIRE_HEADER_BYTES + WIRE_REQUEST_ID_BYTES + (size_t)M * 2 + total * s->entry_bytes;
-    out = (uint8_t *)malloc(len);
-    if (!out) {
-        rc = MESS_ENOMEM;
-        goto done;
+    if (!resp) {
+        *resp_len = len;
+        if (cap < len) {
+            rc = MESS_ELIMIT;
+            goto done;
+        }
+        out = buf;
+    } else {
+        out = (uint8_t *)malloc(len);
+        if (!out) {
+            rc = MESS_ENOMEM;
+            goto done;
+        }
     }
     {
         struct mess_wr w;
@@ -138,7 +149,8 @@ int mess_server_search(const mess_server *s, const uint8_t *req,
         if (w.err || w.len != WIRE_HEADER_BYTES) {
             rc = w.err ? w.err : MESS_EFORMAT;
             mess_wr_free(&w);
-            free(out);
+            if (resp)
+                free(out);
             goto done;
         }
         memcpy(out, w.p, WIRE_HEADER_BYTES);
@@ -157,7 +169,8 @@ int mess_server_search(const mess_server *s, const uint8_t *req,
             memcpy(out + off, base + (size_t)sj.hits[j][e].node * s->entry_bytes,
                    s->entry_bytes);
     }
-    *resp = out;
+    if (resp)
+        *resp = out;
     *resp_len = len;
 done:
     if (sj.scratch)
@@ -167,5 +180,85 @@ done:
     free(sj.scratch);
     free(sj.hits);
     free(sj.found);
+    return rc;
+}
+
+int mess_server_search(const mess_server *s, const uint8_t *req,
+                       size_t req_len, unsigned threads, uint8_t **resp,
+                       size_t *resp_len)
+{
+    if (!s || !req || !resp || !resp_len)
+        return MESS_EINVAL;
+    return server_search(s, req, req_len, threads, resp, NULL, 0, resp_len);
+}
+
+int mess_server_search_into(const mess_server *s, const uint8_t *req,
+                            size_t req_len, unsigned threads, uint8_t *resp,
+                            size_t cap, size_t *resp_len)
+{
+    if (!s || !req || !resp || !resp_len)
+        return MESS_EINVAL;
+    return server_search(s, req, req_len, threads, NULL, resp, cap, resp_len);
+}
+
+struct search_batch {
+    const mess_server *s;
+    const uint8_t *const *reqs;
+    const size_t *req_lens;
+    uint8_t **resps;
+    size_t *resp_lens;
+    int *status;
+};
+
+static int search_item(void *ctx, size_t i, unsigned worker)
+{
+    struct search_batch *b = (struct search_batch *)ctx;
+    int rc;
+    MESS_UNUSED(worker);
+    rc = b->reqs[i] ? server_search(b->s, b->reqs[i], b->req_lens[i], 1,
+                                    &b->resps[i], NULL, 0, &b->resp_lens[i])
+                    : MESS_EINVAL;
+    if (b->status) {
+        b->status[i] = rc;
+        return MESS_OK; /* items are independent */
+    }
+    return rc;
+}
+
+int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
+                             const size_t *req_lens, size_t n,
+                             mess_workers *w, uint8_t **resps,
+                             size_t *resp_lens, int *status)
+{
+    struct search_batch b;
+    size_t i;
+    int rc;
+    if (!s || (n && (!reqs || !req_lens || !resps || !resp_lens)))
+        return MESS_EINVAL;
+    for (i = 0; i < n; i++) {
+        resps[i] = NULL;
+        resp_lens[i] = 0;
+        if (status)
+            status[i] = MESS_OK;
+    }
+    b.s = s;
+    b.reqs = reqs;
+    b.req_lens = req_lens;
+    b.resps = resps;
+    b.resp_lens = resp_lens;
+    b.status = status;
+    rc = workers_for(w, n, search_item, &b);
+    if (status) {
+        for (i = 0; i < n; i++)
+            if (status[i] != MESS_OK)
+                return status[i];
+        return rc;
+    }
+    if (rc != MESS_OK)
+        for (i = 0; i < n; i++) {
+            free(resps[i]);
+            resps[i] = NULL;
+            resp_lens[i] = 0;
+        }
     return rc;
 }

@@ -553,6 +553,72 @@ static int c_client_finish_all(void)
     return finish_with(1);
 }
 
+/* The batch calls over a mess_workers made inside the call (so its thread
+ * starts are swept too): a failure leaves no output set. */
+static uint8_t batch_reqs[3 * 4096];
+
+static int c_request_batch(void)
+{
+    mess_workers *w = (mess_workers *)&w;
+    mess_query *qs[3] = {(mess_query *)qs, (mess_query *)qs, (mess_query *)qs};
+    size_t len = 0, i;
+    int rc = mess_workers_new(2, &w);
+    if (rc != MESS_OK)
+        return w ? OUT_DIRTY : rc;
+    if (mess_request_size(&P) > sizeof batch_reqs / 3) {
+        mess_workers_free(w);
+        return MESS_ELIMIT;
+    }
+    rc = mess_client_request_batch(C, base, 3, 24, w, qs, batch_reqs, sizeof batch_reqs,
+                                   &len);
+    mess_workers_free(w);
+    if (rc != MESS_OK)
+        return qs[0] || qs[1] || qs[2] ? OUT_DIRTY : rc;
+    for (i = 0; i < 3; i++)
+        mess_query_free(qs[i]);
+    return rc;
+}
+
+static int c_search_batch(void)
+{
+    mess_workers *w = NULL;
+    const uint8_t *reqs[2];
+    size_t lens[2], out_lens[2] = {1, 1};
+    uint8_t *outs[2] = {(uint8_t *)reqs, (uint8_t *)reqs};
+    int rc = mess_workers_new(2, &w);
+    if (rc != MESS_OK)
+        return rc;
+    reqs[0] = reqs[1] = REQ;
+    lens[0] = lens[1] = REQ_LEN;
+    rc = mess_server_search_batch(S, reqs, lens, 2, w, outs, out_lens, NULL);
+    mess_workers_free(w);
+    if (rc != MESS_OK)
+        return outs[0] || outs[1] || out_lens[0] || out_lens[1] ? OUT_DIRTY : rc;
+    mess_buf_free(outs[0]);
+    mess_buf_free(outs[1]);
+    return rc;
+}
+
+static int c_finish_batch(void)
+{
+    mess_workers *w = NULL;
+    const mess_query *qs[2];
+    const uint8_t *resps[2];
+    size_t lens[2], n_out[2];
+    uint64_t ids[10];
+    float dists[10];
+    mess_finish_stats st[2];
+    int rc = mess_workers_new(2, &w);
+    if (rc != MESS_OK)
+        return rc;
+    qs[0] = qs[1] = Q;
+    resps[0] = resps[1] = RESP;
+    lens[0] = lens[1] = RESP_LEN;
+    rc = mess_client_finish_batch(C, qs, resps, lens, 2, 5, w, ids, dists, n_out, st, NULL);
+    mess_workers_free(w);
+    return rc;
+}
+
 static int c_client_codes(void)
 {
     uint64_t codes[64];
@@ -899,6 +965,9 @@ static void test_client(void)
     sweep("mess_client_finish", c_client_finish);
     sweep("finish (verify all)", c_client_finish_all);
     sweep("mess_client_codes", c_client_codes);
+    sweep("mess_client_request_batch", c_request_batch);
+    sweep("mess_server_search_batch", c_search_batch);
+    sweep("mess_client_finish_batch", c_finish_batch);
     sweep("mess_client_save", c_client_save);
     sweep("mess_client_load", c_client_load);
     if (full) {
