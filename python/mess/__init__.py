@@ -19,7 +19,7 @@ from ._lib import (AuthenticationError, CryptoInitError, FormatError,
                    OwnerError, ParamsMismatchError, PassphraseError, RoleError,
                    StateError, VersionError, strerror)
 from .core import (METRICS, OWNER_BYTES, PAYLOADS, Buffer, Client, FinishStats, Params,
-                   Query, QueryResult, Server, ServerStats, ShardView,
+                   Query, QueryResult, Server, ServerStats, ShardView, Workers,
                    effective_flip, split_flip)
 from .vecs import (read_bvecs, read_f32, read_fvecs, read_ivecs, read_u64vecs,
                    write_bvecs, write_fvecs, write_ivecs, write_u64vecs)

@@ -320,6 +320,12 @@ client_finish = _proto("mess_client_finish_sized", [c_void_p, c_void_p, c_void_p
                                                     c_size_t, c_void_p, c_void_p, P_size,
                                                     POINTER(mess_finish_stats), c_size_t])
 query_free = _proto("mess_query_free", [c_void_p], None)
+# persistent workers and the batch calls (mess.h, "Batches")
+workers_new = _proto("mess_workers_new", [c_uint, POINTER(c_void_p)])
+workers_free = _proto("mess_workers_free", [c_void_p], None)
+workers_threads = _proto("mess_workers_threads", [c_void_p], c_uint)
+server_search_batch = _proto("mess_server_search_batch", [c_void_p, c_void_p, c_void_p, c_size_t,
+                                                          c_void_p, c_void_p, c_void_p, c_void_p])
 client_set_threads = _proto("mess_client_set_threads", [c_void_p, c_uint])
 client_set_verify_all = _proto("mess_client_set_verify_all", [c_void_p, c_int])
 

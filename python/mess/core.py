@@ -489,6 +489,25 @@ class Client(_Handle):
         return ids, dists
 
 
+class Workers(_Handle):
+    """Persistent worker threads for the batch calls (mess_workers):
+    Workers(threads) starts threads - 1 threads once (the calling thread is
+    the other worker; None = os.cpu_count()); Server.search_batch reuses
+    them instead of starting threads per call.  Safe to share; batches on
+    one Workers run one after the other."""
+    _free = staticmethod(L.workers_free)
+
+    def __init__(self, threads=None):
+        super().__init__(None)
+        out = c_void_p()
+        L.workers_new(_threads(threads), byref(out))
+        self._ptr = out.value
+
+    @property
+    def threads(self):
+        return L.workers_threads(self.ptr)
+
+
 class Server(_Handle):
     """The untrusted role: M HNSW graphs over perturbed codes plus
     ciphertexts (mess_server).  Server(params) is empty."""
@@ -577,6 +596,35 @@ class Server(_Handle):
         L.server_search(self.ptr, ptr, n, _threads(threads), byref(out), byref(m))
         del keep
         return _take_buf(out, m)
+
+    def search_batch(self, requests, workers=None, threads=1):
+        """Answers many requests in one C call (mess_server_search_batch): a
+        list of response Buffers, in order, each what search() returns.
+
+        ctypes releases the GIL around each foreign call, so a loop over
+        search() gives it up and takes it back once per request; here it is
+        released once for the whole batch, and the searches run in parallel
+        across requests on `workers` (a Workers, reused across batches) or,
+        if None, on a Workers of `threads` made for this call.  All or
+        nothing: a failing request raises and no response is kept."""
+        reqs = list(requests)
+        n = len(reqs)
+        args = [_buf_arg(r) for r in reqs]
+        ptrs = (c_void_p * max(n, 1))(*[a[0] for a in args])
+        lens = (c_size_t * max(n, 1))(*[a[1] for a in args])
+        outs = (c_void_p * max(n, 1))()
+        out_lens = (c_size_t * max(n, 1))()
+        own = workers is None
+        w = Workers(threads) if own else workers
+        try:
+            if not isinstance(w, Workers):
+                raise TypeError("workers must be a mess.Workers or None")
+            L.server_search_batch(self.ptr, ptrs, lens, n, w.ptr, outs, out_lens, None)
+        finally:
+            if own:
+                w.close()
+        del args
+        return [Buffer(outs[i], out_lens[i]) for i in range(n)]
 
     def stats(self):
         st = L.mess_server_stats()

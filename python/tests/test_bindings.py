@@ -287,6 +287,44 @@ class TestProtocol(unittest.TestCase):
         want = ((Data.base[r.ids.astype(np.int64)] - Data.queries[0]) ** 2).sum(1)
         self.assertTrue(np.allclose(r.dists, want, rtol=1e-5))
 
+    def test_search_batch(self):
+        # one C call for the whole batch (the GIL released once): the
+        # responses are byte for byte those of search(), and the per-request
+        # function is not called at all
+        import mess._lib as lib
+        import mess.core as core
+        pairs = [self.c.request(Data.queries[i], 160) for i in range(12)]
+        reqs = [r for _, r in pairs]
+        want = [bytes(self.s.search(r)) for r in reqs]
+        saved = core.L.server_search
+        try:
+            def no_single(*a):
+                raise AssertionError("search_batch called mess_server_search")
+            core.L.server_search = no_single
+            with mess.Workers(2) as w:
+                self.assertEqual(w.threads, 2)
+                got = self.s.search_batch(reqs, workers=w)
+                got2 = self.s.search_batch([bytes(r) for r in reqs], workers=w)
+            got3 = self.s.search_batch(reqs, threads=3)
+        finally:
+            core.L.server_search = saved
+        self.assertEqual([bytes(b) for b in got], want)
+        self.assertEqual([bytes(b) for b in got2], want)
+        self.assertEqual([bytes(b) for b in got3], want)
+        ids, _, _ = self.c.finish(pairs[0][0], got[0], 10)
+        self.assertGreater(len(ids), 0)
+        self.assertEqual(self.s.search_batch([]), [])
+        # all or nothing: one truncated request fails the batch
+        with self.assertRaises(mess.FormatError):
+            self.s.search_batch(reqs[:3] + [bytes(reqs[3])[:30]])
+        with self.assertRaises(mess.LimitError):
+            mess.Workers(lib.lib.mess_max_threads() + 1)
+        with self.assertRaises(TypeError):
+            self.s.search_batch(reqs, workers=3)
+        for q, r in pairs:
+            q.close()
+            r.close()
+
     def test_three_steps_by_hand_and_buffers(self):
         q, req = self.c.request(Data.queries[1], 160)
         with q, req:
