@@ -14,6 +14,7 @@
 #   make eval-large the same on the large set (after make data)
 #   make eval-leakage  cross-shard inference attack, xi_link (docs/LEAKAGE.md)
 #   make data       the large SIFT set (not committed; see datasets/README.md)
+#   make data-1m    the 1M SIFT set (not committed; DATA_1M=DIR, GT_BLAS=DIR)
 #   make install    PREFIX=/usr/local DESTDIR= LIBDIR=PREFIX/lib (the Python package goes to
 #                   PYDIR=PREFIX/lib/python3/dist-packages, on Debian's path;
 #                   the manual page mess(1) to MANDIR=PREFIX/share/man)
@@ -96,7 +97,7 @@ VALGRIND   ?= valgrind
 
 MESS = build/mess
 
-.PHONY: FORCE all lib tools check test-release demo bench data data-text eval-text install uninstall \
+.PHONY: FORCE all lib tools check test-release demo bench data data-1m data-text eval-text install uninstall \
         clean deps deps-check deps-data deps-bench python-check examples \
         fuzz fuzz-build fuzz-seeds valgrind tsan crash-test eval eval-large \
         eval-leakage oom-test deb
@@ -296,8 +297,19 @@ build/portable/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 build/mess-portable: $(PORT_OBJ)
 	$(CC) $(WARN) $(OPT) -pthread $(CFLAGS) -o $@ $(PORT_OBJ) $(LDLIBS)
 
+# The SIFT sets (datasets/README.md), niced: they take minutes to an hour.
+# DATA_LARGE / DATA_1M put them elsewhere (datasets/large and datasets/1m can
+# then be symlinks).  GT_BLAS=DIR runs the generator (only it) with the
+# libblas.so.3 in DIR, e.g. OpenBLAS unpacked from its .deb, for a faster
+# ground truth; the truth is exact either way (datasets/README.md).
+DATA_LARGE ?= datasets/large
+DATA_1M    ?= datasets/1m
+GT_ENV = $(if $(GT_BLAS),env LD_LIBRARY_PATH=$(GT_BLAS) OPENBLAS_NUM_THREADS=1)
 data: deps-data
-	$(PYTHON) datasets/make_sift.py --large
+	$(GT_ENV) nice -n 19 $(PYTHON) datasets/make_sift.py --large --out $(DATA_LARGE)
+
+data-1m: deps-data
+	$(GT_ENV) nice -n 19 $(PYTHON) datasets/make_sift.py --1m --out $(DATA_1M)
 
 # ---- evaluation (docs/EVALUATION.md) -------------------------------------------
 # The paper's experiments with hnswlib and faiss in the same process; CSVs,
