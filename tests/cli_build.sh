@@ -5,7 +5,7 @@
 # a plain `make` compiles without -Werror, `make check` with it.
 cd "$(dirname "$0")/.." || exit 1
 . tests/shlib.sh
-mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make --no-print-directory "$@"; }
+mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u WERROR make --no-print-directory "$@"; }
 
 flags=$(mk -n -B -W hnsw_bin.c build/rel/hnsw_bin.o 2>&1 | grep -- ' -c hnsw_bin.c')
 case "$flags" in
