@@ -4,7 +4,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -13,6 +12,7 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include "atomicfile.h"
 #include "statefile.h"
 
 static const uint8_t statefile_magic[8] = {'M', 'E', 'S', 'S', 'S', 'T', 'A', 'T'};
@@ -120,98 +120,6 @@ static int derive_key(const char *pass, size_t pass_len, const uint8_t *salt,
     return MESS_OK;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            return MESS_EIO;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-    return MESS_OK;
-}
-
-/* Syncs the directory holding the path in `copy` (a writable copy: dirname
- * may change it) so the rename itself is durable.  A file system that
- * cannot sync directories (EINVAL) is not an error. */
-static int sync_parent(char *copy)
-{
-    int fd, rc = MESS_OK, err = 0;
-    fd = open(dirname(copy), O_RDONLY);
-    if (fd < 0) {
-        rc = MESS_EIO;
-        err = errno;
-    } else {
-        if (fsync(fd) != 0 && errno != EINVAL) {
-            rc = MESS_EIO;
-            err = errno;
-        }
-        close(fd);
-    }
-    if (rc == MESS_EIO)
-        errno = err;
-    return rc;
-}
-
-/* Writes data to a fresh temporary file next to path (mkstemp: created with
- * O_EXCL, so a symlink or file planted at any name is never followed or
- * reused), fsyncs it, renames it over path and fsyncs the directory.  On
- * MESS_EIO, errno is what the failing call left. */
-static int atomic_write(const char *path, const uint8_t *data, size_t len,
-                        unsigned mode)
-{
-    static const char suffix[] = ".tmp.XXXXXX";
-    size_t plen = strlen(path);
-    char *tmp = (char *)malloc(plen + sizeof suffix);
-    /* allocated before the rename: out of memory after it would report a
-     * failed save that had replaced the file */
-    char *copy = strdup(path);
-    int fd, rc = MESS_OK, err = 0;
-    if (!tmp || !copy) {
-        free(tmp);
-        free(copy);
-        return MESS_ENOMEM;
-    }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, suffix, sizeof suffix);
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        err = errno;
-        free(tmp);
-        free(copy);
-        errno = err;
-        return MESS_EIO;
-    }
-    if (fchmod(fd, (mode_t)mode) != 0 || write_all(fd, data, len) != MESS_OK ||
-        fsync(fd) != 0) {
-        rc = MESS_EIO;
-        err = errno;
-    }
-    if (close(fd) != 0 && rc == MESS_OK) {
-        rc = MESS_EIO;
-        err = errno;
-    }
-    if (rc == MESS_OK && rename(tmp, path) != 0) {
-        rc = MESS_EIO;
-        err = errno;
-    }
-    if (rc != MESS_OK)
-        unlink(tmp);
-    free(tmp);
-    if (rc == MESS_OK)
-        rc = sync_parent(copy);
-    else
-        errno = err;
-    err = errno;
-    free(copy);
-    errno = err;
-    return rc;
-}
-
 int statefile_write(const char *path, uint32_t role, const mess_params *p,
                     const uint8_t *raw, size_t raw_len,
                     const char *passphrase, size_t pass_len, unsigned mode)
@@ -299,7 +207,7 @@ int statefile_write(const char *path, uint32_t role, const mess_params *p,
     q = mess_wr_reserve(&w, SUM_BYTES);
     if (q)
         crypto_generichash(q, SUM_BYTES, w.p, w.len - SUM_BYTES, NULL, 0);
-    rc = w.err ? w.err : atomic_write(path, w.p, w.len, mode);
+    rc = w.err ? w.err : atomicfile_replace(path, w.p, w.len, mode);
     if (w.p)
         sodium_memzero(w.p, w.cap);
     mess_wr_free(&w);

@@ -18,8 +18,9 @@
  *   end BLAKE2b-256 of every byte before it
  *
  * Written to a fresh PATH.tmp.XXXXXX (mkstemp: O_EXCL, never a planted
- * symlink), fsync'd, renamed over PATH, directory fsync'd.  MESS_EIO leaves
- * errno as the failing system call set it.
+ * symlink), fsync'd, renamed over PATH, directory fsync'd (atomicfile.c,
+ * which the vector files share).  MESS_EIO leaves errno as the failing
+ * system call set it.
  */
 #ifndef MESS_STATEFILE_H
 #define MESS_STATEFILE_H

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 
+#include "atomicfile.h"
 #include "internal.h"
 
 /* Reads a whole vecs file of elem-byte components into a fresh array.
@@ -145,53 +146,46 @@ int mess_vecs_read_f32(const char *path, float **out, size_t *n, size_t *dim)
     return MESS_OK;
 }
 
-/* Writes via a temporary file and rename, so a crash never leaves a torn
- * file under the final name. */
+/* Writes through atomicfile.c (the state files' mkstemp temporary next to
+ * PATH, fsync, rename), so a crash never leaves a torn file under the
+ * final name and a symlink planted at PATH.tmp (or any temporary name) is
+ * never followed.  The new file is 0600, like the client file: vectors
+ * and result ids are the user's data, and a umask cannot be read without
+ * changing it (not safe in a library that threads call). */
 static int vecs_write(const char *path, const void *v, size_t n, size_t dim,
                       size_t elem)
 {
-    FILE *f;
-    char *tmp;
-    size_t len, i, row;
-    uint8_t hdr[4];
-    int ok = 1, err = 0;
+    struct atomicfile af;
+    uint8_t *buf;
+    size_t i, row, cap, used = 0;
+    int rc;
 
     if (!path || (!v && n) || dim == 0 || dim > MESS_MAX_DIM)
         return MESS_EINVAL;
-    len = strlen(path);
-    tmp = (char *)malloc(len + 5);
-    if (!tmp)
-        return MESS_ENOMEM;
-    memcpy(tmp, path, len);
-    memcpy(tmp + len, ".tmp", 5);
-    f = fopen(tmp, "wb");
-    if (!f) {
-        err = errno;
-        free(tmp);
-        errno = err;
-        return MESS_EIO;
-    }
     row = dim * elem;
-    mess_store_u32(hdr, (uint32_t)dim);
-    for (i = 0; ok && i < n; i++)
-        ok = fwrite(hdr, 1, 4, f) == 4 &&
-             fwrite((const uint8_t *)v + i * row, 1, row, f) == row;
-    if (!ok)
-        err = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        err = errno;
+    /* whole records per write: 64 KiB, or one record if it is larger */
+    cap = 4 + row > 65536 ? 4 + row : 65536;
+    buf = (uint8_t *)malloc(cap);
+    if (!buf)
+        return MESS_ENOMEM;
+    rc = atomicfile_begin(&af, path, 0600);
+    if (rc != MESS_OK) {
+        free(buf);
+        return rc;
     }
-    if (ok && rename(tmp, path) != 0) {
-        ok = 0;
-        err = errno;
+    for (i = 0; rc == MESS_OK && i < n; i++) {
+        if (used + 4 + row > cap) {
+            rc = atomicfile_write(&af, buf, used);
+            used = 0;
+        }
+        mess_store_u32(buf + used, (uint32_t)dim);
+        memcpy(buf + used + 4, (const uint8_t *)v + i * row, row);
+        used += 4 + row;
     }
-    if (!ok)
-        remove(tmp);
-    free(tmp);
-    if (!ok)
-        errno = err ? err : EIO;
-    return ok ? MESS_OK : MESS_EIO;
+    if (rc == MESS_OK && used)
+        rc = atomicfile_write(&af, buf, used);
+    free(buf);
+    return atomicfile_end(&af, path, rc);
 }
 
 int mess_fvecs_write(const char *path, const float *v, size_t n, size_t dim)

@@ -101,6 +101,19 @@ else
     bad "--gt .u64vecs: $(tail -n 1 "$tmp/out") $(cat "$tmp/err")"
 fi
 
+# --out through the library's writer: a symlink planted at OUT.tmp (where
+# the writer once opened its temporary) is not followed (issue 12 item 8's
+# sibling in vecio.c)
+printf precious >"$tmp/victim"
+ln -s "$tmp/victim" "$tmp/sym.u64vecs.tmp"
+if $MESS query --client "$C" --server "$S" "$tmp/next.bvecs" -k 1 --pool 8 --out "$tmp/sym.u64vecs" >/dev/null 2>"$tmp/err" &&
+    [ "$(cat "$tmp/victim")" = precious ] && [ -L "$tmp/sym.u64vecs.tmp" ] && [ -f "$tmp/sym.u64vecs" ] &&
+    [ ! -L "$tmp/sym.u64vecs" ] && cmp -s "$tmp/sym.u64vecs" "$tmp/r2.u64vecs"; then
+    ok "--out: a symlink planted at OUT.tmp is not followed"
+else
+    bad "--out with a planted OUT.tmp symlink: victim now '$(head -c 40 "$tmp/victim")', $(cat "$tmp/err")"
+fi
+
 # 13.5: extensions: what is accepted
 cp "$tmp/q0.bvecs" "$tmp/q0.dat"
 # 13.5: --pool 0 names --pool and its range, not "needs --client, ..."

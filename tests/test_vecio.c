@@ -4,7 +4,10 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <dirent.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../mess_experimental.h"
@@ -175,6 +178,83 @@ static void test_errno_kept(void)
     remove("/tmp.tmp");
 }
 
+/* Number of entries of /tmp whose name starts with prefix. */
+static int count_prefix(const char *prefix)
+{
+    DIR *d = opendir("/tmp");
+    struct dirent *e;
+    int n = 0;
+    if (!d)
+        return -1;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* Issue 12 item 8's sibling: the writers used fopen(PATH.tmp), which
+ * followed a symlink planted there (and wrote the vectors into its
+ * target).  Now they write through the state files' mkstemp temporary:
+ * the planted link and its target are untouched, PATH is a regular 0600
+ * file, and no temporary is left.  Every writer, and a file larger than
+ * the 64 KiB write buffer. */
+static void test_symlink_not_followed(void)
+{
+    char path[256], tmp[300], victim[256], name[64];
+    static float big[3000 * 10];
+    float *back = NULL;
+    uint8_t b[4] = {1, 2, 3, 4};
+    int32_t iv[2] = {7, -1};
+    uint64_t u[2] = {1, (uint64_t)1 << 40};
+    struct stat st;
+    size_t n = 0, d = 0, i;
+    FILE *f;
+    int w;
+
+    snprintf(name, sizeof name, "mess_test_vecio_%ld_sym", (long)getpid());
+    snprintf(path, sizeof path, "/tmp/%s.vecs", name);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(victim, sizeof victim, "/tmp/%s.victim", name);
+    for (i = 0; i < 3000 * 10; i++)
+        big[i] = (float)i;
+    for (w = 0; w < 5; w++) {
+        f = fopen(victim, "wb");
+        CHECK(f != NULL);
+        if (!f)
+            return;
+        fputs("precious", f);
+        fclose(f);
+        unlink(tmp);
+        CHECK(symlink(victim, tmp) == 0);
+        switch (w) {
+        case 0: CHECK_OK(mess_fvecs_write(path, big, 3000, 10)); break;
+        case 1: CHECK_OK(mess_bvecs_write(path, b, 1, 4)); break;
+        case 2: CHECK_OK(mess_ivecs_write(path, iv, 1, 2)); break;
+        case 3: CHECK_OK(mess_u64vecs_write(path, u, 1, 2)); break;
+        default: CHECK_OK(mess_fvecs_write(path, big, 0, 10)); break;
+        }
+        CHECK(lstat(victim, &st) == 0 && st.st_size == 8);
+        f = fopen(victim, "rb");
+        if (f) {
+            char got[16] = {0};
+            CHECK(fread(got, 1, sizeof got, f) == 8 && memcmp(got, "precious", 8) == 0);
+            fclose(f);
+        }
+        CHECK(lstat(tmp, &st) == 0 && S_ISLNK(st.st_mode));
+        CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
+        CHECK(count_prefix(name) == 3); /* PATH, the planted link, the victim */
+    }
+    /* the large file went through several buffer flushes intact */
+    CHECK_OK(mess_fvecs_write(path, big, 3000, 10));
+    CHECK_OK(mess_fvecs_read(path, &back, &n, &d));
+    CHECK(n == 3000 && d == 10 && back && memcmp(back, big, sizeof big) == 0);
+    mess_vecs_free(back);
+    unlink(tmp);
+    unlink(path);
+    unlink(victim);
+}
+
 int main(void)
 {
     RUN(test_roundtrip_fvecs);
@@ -183,5 +263,6 @@ int main(void)
     RUN(test_truncated_at_every_length);
     RUN(test_roundtrip_u64vecs);
     RUN(test_errno_kept);
+    RUN(test_symlink_not_followed);
     HARNESS_END();
 }

@@ -1,0 +1,126 @@
+/*
+ * atomicfile.c - a file replaced through a mkstemp temporary in the same
+ * directory, fsync and rename (see atomicfile.h).  Shared by the state
+ * files (statefile.c) and the vector / id files (vecio.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "atomicfile.h"
+#include "mess.h"
+
+int atomicfile_write(struct atomicfile *af, const void *data, size_t len)
+{
+    const uint8_t *p = (const uint8_t *)data;
+    while (len > 0) {
+        ssize_t k = write(af->fd, p, len);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return MESS_EIO;
+        }
+        p += k;
+        len -= (size_t)k;
+    }
+    return MESS_OK;
+}
+
+/* Syncs the directory holding the path in `copy` (a writable copy: dirname
+ * may change it) so the rename itself is durable.  A file system that
+ * cannot sync directories (EINVAL) is not an error. */
+static int sync_parent(char *copy)
+{
+    int fd, rc = MESS_OK, err = 0;
+    fd = open(dirname(copy), O_RDONLY);
+    if (fd < 0) {
+        rc = MESS_EIO;
+        err = errno;
+    } else {
+        if (fsync(fd) != 0 && errno != EINVAL) {
+            rc = MESS_EIO;
+            err = errno;
+        }
+        close(fd);
+    }
+    if (rc == MESS_EIO)
+        errno = err;
+    return rc;
+}
+
+int atomicfile_begin(struct atomicfile *af, const char *path, unsigned mode)
+{
+    static const char suffix[] = ".tmp.XXXXXX";
+    size_t plen = strlen(path);
+    int err;
+    af->fd = -1;
+    af->tmp = (char *)malloc(plen + sizeof suffix);
+    af->dir = strdup(path);
+    if (!af->tmp || !af->dir) {
+        free(af->tmp);
+        free(af->dir);
+        af->tmp = af->dir = NULL;
+        return MESS_ENOMEM;
+    }
+    memcpy(af->tmp, path, plen);
+    memcpy(af->tmp + plen, suffix, sizeof suffix);
+    af->fd = mkstemp(af->tmp);
+    if (af->fd >= 0 && fchmod(af->fd, (mode_t)mode) != 0) {
+        err = errno;
+        close(af->fd);
+        unlink(af->tmp);
+        af->fd = -1;
+        errno = err;
+    }
+    if (af->fd < 0) {
+        err = errno;
+        free(af->tmp);
+        free(af->dir);
+        af->tmp = af->dir = NULL;
+        errno = err;
+        return MESS_EIO;
+    }
+    return MESS_OK;
+}
+
+int atomicfile_end(struct atomicfile *af, const char *path, int rc)
+{
+    int err = errno;
+    if (rc == MESS_OK && fsync(af->fd) != 0) {
+        rc = MESS_EIO;
+        err = errno;
+    }
+    if (close(af->fd) != 0 && rc == MESS_OK) {
+        rc = MESS_EIO;
+        err = errno;
+    }
+    if (rc == MESS_OK && rename(af->tmp, path) != 0) {
+        rc = MESS_EIO;
+        err = errno;
+    }
+    if (rc != MESS_OK)
+        unlink(af->tmp);
+    else if ((rc = sync_parent(af->dir)) != MESS_OK)
+        err = errno;
+    free(af->tmp);
+    free(af->dir);
+    af->tmp = af->dir = NULL;
+    af->fd = -1;
+    errno = err;
+    return rc;
+}
+
+int atomicfile_replace(const char *path, const uint8_t *data, size_t len,
+                       unsigned mode)
+{
+    struct atomicfile af;
+    int rc = atomicfile_begin(&af, path, mode);
+    if (rc != MESS_OK)
+        return rc;
+    return atomicfile_end(&af, path, atomicfile_write(&af, data, len));
+}

@@ -1,0 +1,43 @@
+/*
+ * atomicfile.h - replacing a file so that a crash or a failure never leaves
+ * a torn file under its name, and nothing planted next to it is followed.
+ * Internal header (statefile.c and vecio.c write through it).
+ *
+ * The data goes to a fresh PATH.tmp.XXXXXX made by mkstemp (O_CREAT |
+ * O_EXCL: a symlink or file planted at any such name is never followed or
+ * reused), is fsync'd, renamed over PATH, and the directory is fsync'd.
+ * On failure the temporary is removed and PATH is untouched.  MESS_EIO
+ * leaves errno as the failing system call set it.
+ */
+#ifndef MESS_ATOMICFILE_H
+#define MESS_ATOMICFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct atomicfile {
+    int fd;     /* the temporary, open for writing */
+    char *tmp;  /* its name */
+    char *dir;  /* a copy of PATH for the directory fsync, allocated before
+                   the rename (out of memory after it would report a failed
+                   save that had already replaced the file) */
+};
+
+/* Creates the temporary next to path with permission bits `mode` (0600 for
+ * the client file).  MESS_OK, MESS_ENOMEM or MESS_EIO (errno kept). */
+int atomicfile_begin(struct atomicfile *af, const char *path, unsigned mode);
+
+/* Appends len bytes; MESS_EIO (errno kept) on a failed write. */
+int atomicfile_write(struct atomicfile *af, const void *data, size_t len);
+
+/* rc MESS_OK: fsyncs and closes the temporary, renames it over path and
+ * fsyncs the directory; any other rc (the writer's failure): closes and
+ * removes the temporary.  Frees af's memory either way.  Returns rc, or
+ * MESS_EIO (errno kept) if a step failed. */
+int atomicfile_end(struct atomicfile *af, const char *path, int rc);
+
+/* The whole of data in one call: begin, write, end. */
+int atomicfile_replace(const char *path, const uint8_t *data, size_t len,
+                       unsigned mode);
+
+#endif
