@@ -392,7 +392,8 @@ static int run_quality(const struct data *d, double pflip, int reps,
         for (k = 0; k < 10; k++)
             if (d->gt[i * d->kgt + k] < 0 ||
                 (size_t)d->gt[i * d->kgt + k] >= d->nb) {
-                cli_error("ground truth id out of range");
+                cli_error("groundtruth.ivecs row %zu names item %d, outside the "
+                          "%zu base vectors", i, (int)d->gt[i * d->kgt + k], d->nb);
                 return CLI_FAIL;
             }
     printf("# recall of exact Hamming top-P against the L2 top-10: base %zu, "

@@ -80,7 +80,7 @@ static int read_set(const char *dir, const char *name, float **x, size_t *n,
     return rc;
 }
 
-static int load_dataset(const char *dir, size_t max_base, size_t max_query,
+static int load_dataset(const char *dir, size_t max_query,
                         struct dataset *d)
 {
     char path[4096];
@@ -99,10 +99,6 @@ static int load_dataset(const char *dir, size_t max_base, size_t max_query,
     }
     if (d2 != d->dim || d3 != d->dim || gn != d->nq || d->gk < K) {
         cli_error("'%s': inconsistent dimensions or ground truth", dir);
-        return -1;
-    }
-    if (max_base && max_base < d->nb) {
-        cli_error("--base-limit would invalidate the ground truth of '%s'", dir);
         return -1;
     }
     if (max_query && max_query < d->nq)
@@ -531,7 +527,7 @@ int bench_protocol(int argc, char **argv)
         ;
     if (b == np && np < MAX_POOLS)
         pools[np++] = tpool;
-    if (load_dataset(dir, 0, (size_t)nq, &d) != 0) {
+    if (load_dataset(dir, (size_t)nq, &d) != 0) {
         free_dataset(&d);
         return CLI_FAIL;
     }

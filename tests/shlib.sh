@@ -6,6 +6,28 @@ pass=0
 fail=0
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
+# With MESS_MESSAGE_LOG=DIR (make check), $MESS becomes a wrapper that also
+# appends what mess writes on stderr to DIR/TEST.log, for tests/msgcov.py
+# (every message the tool can print has a test that prints it).
+if [ -n "${MESS_MESSAGE_LOG:-}" ] && [ -n "${MESS:-}" ]; then
+    mkdir -p "$MESS_MESSAGE_LOG"
+    case $MESS in /*) real_mess=$MESS ;; *) real_mess=$(pwd)/$MESS ;; esac
+    case $MESS_MESSAGE_LOG in /*) msg_log=$MESS_MESSAGE_LOG ;; *) msg_log=$(pwd)/$MESS_MESSAGE_LOG ;; esac
+    msg_log=$msg_log/$(basename "$0" .sh).log
+    cat >"$tmp/mess" <<EOF
+#!/bin/sh
+# another user (a permission test) cannot write here: run unrecorded
+( : >>"$msg_log" && : >"$tmp/mess-err.\$\$" ) 2>/dev/null || exec "$real_mess" "\$@"
+"$real_mess" "\$@" 2>"$tmp/mess-err.\$\$"
+rc=\$?
+cat "$tmp/mess-err.\$\$" >&2
+cat "$tmp/mess-err.\$\$" >>"$msg_log"
+rm -f "$tmp/mess-err.\$\$"
+exit \$rc
+EOF
+    chmod +x "$tmp/mess"
+    MESS=$tmp/mess
+fi
 ok() { pass=$((pass + 1)); echo "ok - $1"; }
 bad() { fail=$((fail + 1)); echo "not ok - $1"; }
 # refuse CODES NAME COMMAND...: COMMAND exits with one of CODES ("2", or
