@@ -178,4 +178,7 @@ cp "$tmp/gt.ivecs" "$dd/groundtruth.ivecs"
 says 1 "bench encode: ground truth outside the base" "groundtruth.ivecs row 2 names item 50, outside the 50 base vectors" \
     "$MESS" bench encode --data "$dd" --quality --seeds 1
 
+says 2 "bench hnsw: unknown --popcount" "--popcount: auto, hw or soft, not 'fast'" \
+    "$MESS" bench hnsw --popcount fast
+
 finish

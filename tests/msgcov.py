@@ -26,6 +26,9 @@ EXEMPT = {
         "insert reads FILE through the same reader as every vector file, which "
         "refuses a non-finite component first (cli/files.c, tested in "
         "tests/cli_errors.sh); kept for a library refusal",
+    "--popcount hw: this CPU has no POPCNT instruction":
+        "only on a CPU without POPCNT (hnsw_popcount_force; the build and test "
+        "machines have it)",
     "%zu entries failed to open (a bug)": "an internal consistency check of "
                                           "bench payload; fails only on a bug",
     "%s: %zu queries ranked differently with verify-all":
