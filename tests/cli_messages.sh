@@ -181,4 +181,10 @@ says 1 "bench encode: ground truth outside the base" "groundtruth.ivecs row 2 na
 says 2 "bench hnsw: unknown --popcount" "--popcount: auto, hw or soft, not 'fast'" \
     "$MESS" bench hnsw --popcount fast
 
+# mess plan --target-recall (the configuration search)
+says 2 "plan --target-recall: bad --pools" "--pools: expected a comma list of pools B >= 1" \
+    "$MESS" plan --target-recall 0.9 --train "$tmp/train.bvecs" --data "$tmp/b50.bvecs" --queries "$tmp/q3.bvecs" --pools x
+says 1 "plan --target-recall: dimensions differ" "--train has dimension 128, --data 128 and --queries 2: they must agree" \
+    "$MESS" plan --target-recall 0.9 --train "$tmp/train.bvecs" --data "$tmp/b50.bvecs" --queries "$tmp/d2.fvecs"
+
 finish

@@ -56,6 +56,7 @@ KNOWN_GAPS = [
     "query: <reason>", "client request: <reason>", "server search: <reason>",
     "client finish: <reason>", "delete: <reason>", "PATH: <reason> (compact)",
     "invalid parameters: <reason>", "cannot create the client: <reason>",
+    "training a candidate's hashes: <reason>",
 ]
 
 CONV = re.compile(r"%[-+ #0]*[0-9*]*(?:\.[0-9*]+)?(?:hh|h|ll|l|z|j|t|L)?"
