@@ -159,7 +159,8 @@ def main():
             print("# gap - %s %r: no test prints it yet (KNOWN_GAPS)" % (where, key))
             gaps += 1
         else:
-            print("not ok - %s %r: no tests/cli_*.sh prints it" % (where, key))
+            print("not ok - %s %r: no tests/cli_*.sh prints it (add a test that "
+                  "triggers it, or list it in tests/msgcov.py with the reason)" % (where, key))
             failed += 1
     print("# %d messages: %d printed by a test, %d exempt, %d known gaps"
           % (len(msgs), passed - sum(1 for k in msgs if k in EXEMPT),
