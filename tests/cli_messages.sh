@@ -187,4 +187,8 @@ says 2 "plan --target-recall: bad --pools" "--pools: expected a comma list of po
 says 1 "plan --target-recall: dimensions differ" "--train has dimension 128, --data 128 and --queries 2: they must agree" \
     "$MESS" plan --target-recall 0.9 --train "$tmp/train.bvecs" --data "$tmp/b50.bvecs" --queries "$tmp/d2.fvecs"
 
+mkdir -p "$tmp/empty"
+says 1 "bench batch: an empty data directory" "$tmp/empty: cannot read base, learn and query vectors of one dimension" \
+    "$MESS" bench batch --data "$tmp/empty"
+
 finish

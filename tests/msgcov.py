@@ -29,6 +29,9 @@ EXEMPT = {
     "--popcount hw: this CPU has no POPCNT instruction":
         "only on a CPU without POPCNT (hnsw_popcount_force; the build and test "
         "machines have it)",
+    "bench batch: <reason>": "printed only with MESS_ENOMEM (cli/bench_batch.c)",
+    "%zu queries returned no result (a bug)": "an internal consistency check of "
+                                              "bench batch; fails only on a bug",
     "%zu entries failed to open (a bug)": "an internal consistency check of "
                                           "bench payload; fails only on a bug",
     "%s: %zu queries ranked differently with verify-all":
@@ -57,6 +60,7 @@ KNOWN_GAPS = [
     "client finish: <reason>", "delete: <reason>", "PATH: <reason> (compact)",
     "invalid parameters: <reason>", "cannot create the client: <reason>",
     "training a candidate's hashes: <reason>",
+    "bench batch: build: <reason>", "PATH: <reason> (bench batch)",
 ]
 
 CONV = re.compile(r"%[-+ #0]*[0-9*]*(?:\.[0-9*]+)?(?:hh|h|ll|l|z|j|t|L)?"
