@@ -221,6 +221,26 @@ MESS_API int mess_params_default_sized(mess_params *p, size_t size, uint32_t dim
 #define mess_params_default(p, dim) \
     mess_params_default_sized((p), sizeof *(p), (dim))
 
+/* The defaults for data compared by `metric`.  MESS_METRIC_L2: those of
+ * mess_params_default.  MESS_METRIC_IP and MESS_METRIC_COSINE (sentence and
+ * document embeddings): kappa = 64, p_D = 0.016, p_PRR = p_IRR = 0.0080650
+ * (effective query flip 0.016), ef_search = 64, the rest as
+ * mess_params_default.  At these flips every bound of the accountants
+ * (`mess account report`: pure and PLD stored-data, single-shard, access
+ * and search pattern) was no worse than the paper's configuration's on 100
+ * real near pairs of the text set and of the bundled SIFT set, and Recall@10
+ * was higher at every pool on both (docs/TEXT.md, "Decision").  The
+ * flips are matched to 64 bits: raising kappa without raising them gives
+ * less privacy than the defaults (start from mess_params_default then, as
+ * the CLI and Python do when the bits are given).  Any other metric value:
+ * the L2 defaults with that metric (mess_params_check refuses it).  Sets
+ * p->size as mess_params_default does; MESS_EINVAL for NULL or a size below
+ * MESS_PARAMS_MIN_SIZE. */
+MESS_API int mess_params_default_for_sized(mess_params *p, size_t size, uint32_t dim,
+                                          uint32_t metric);
+#define mess_params_default_for(p, dim, metric) \
+    mess_params_default_for_sized((p), sizeof *(p), (dim), (metric))
+
 /* MESS_OK if the parameters are usable, else MESS_EINVAL / MESS_ELIMIT
  * (MESS_EINVAL also for a p->size below MESS_PARAMS_MIN_SIZE). */
 MESS_API int mess_params_check(const mess_params *p);

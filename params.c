@@ -73,6 +73,27 @@ int params_export(const mess_params *p, mess_params *out, size_t size)
     return mess_struct_out(out, size, p, PARAMS_KNOWN, MESS_PARAMS_MIN_SIZE);
 }
 
+/* docs/TEXT.md, "Decision": kappa 64 at privacy no worse than the paper's. */
+#define DENSE_KAPPA 64
+#define DENSE_FLIP 0.016
+#define DENSE_EF_SEARCH 64
+
+int mess_params_default_for_sized(mess_params *p, size_t size, uint32_t dim,
+                                  uint32_t metric)
+{
+    mess_params d;
+    params_defaults(&d, dim);
+    d.metric = metric;
+    if (metric == MESS_METRIC_IP || metric == MESS_METRIC_COSINE) {
+        d.kappa = DENSE_KAPPA;
+        d.p_store = DENSE_FLIP;
+        d.p_prr = mess_split_flip(DENSE_FLIP);
+        d.p_irr = d.p_prr;
+        d.ef_search = DENSE_EF_SEARCH;
+    }
+    return mess_struct_out(p, size, &d, PARAMS_KNOWN, MESS_PARAMS_MIN_SIZE);
+}
+
 static int prob_ok(double x)
 {
     return x >= 0.0 && x <= 0.5; /* also false for NaN */

@@ -147,11 +147,12 @@ int cli_check_unused(struct cli_args *a)
     return 0;
 }
 
-/* The defaults of every parameter option: mess_params_default, the one
- * place they are defined (kappa no longer depends on the dimension). */
-static void param_defaults(mess_params *p)
+/* The defaults of every parameter option: mess_params_default_for the
+ * metric, the one place they are defined (kappa no longer depends on the
+ * dimension; cosine and inner-product data have their own). */
+static void param_defaults(mess_params *p, uint32_t metric)
 {
-    mess_params_default(p, 1);
+    mess_params_default_for(p, 1, metric);
     p->dim = 0;
 }
 
@@ -191,9 +192,16 @@ int cli_params_options(struct cli_args *a, int graph, mess_params *p)
     mess_params d;
     long shards, per_item, bits, sample, hm = 0, efc = 0, efs = 0;
     double p_store, p_query, p_prr, p_irr;
+    uint32_t metric = MESS_METRIC_L2;
 
-    param_defaults(&d);
+    /* the metric first: it chooses the defaults of the others.  The
+     * cosine / inner-product flips are matched to their 64 bits: with
+     * --bits the defaults are the paper's (flips matched to 128 bits). */
+    if (graph && parse_choice(a, "--metric", metric_names, &metric))
+        return -1;
+    param_defaults(&d, cli_opt(a, "--bits") ? MESS_METRIC_L2 : metric);
     *p = d;
+    p->metric = metric;
     if (cli_opt_long(a, "--shards", 1, MESS_MAX_SHARDS, d.shards, &shards) ||
         cli_opt_long(a, "--per-item", 1, MESS_MAX_SHARDS, d.per_item, &per_item) ||
         cli_opt_long(a, "--bits", 64, MESS_MAX_BITS, d.kappa, &bits) ||
@@ -208,7 +216,6 @@ int cli_params_options(struct cli_args *a, int graph, mess_params *p)
         (cli_opt_long(a, "--hnsw-m", 2, MESS_MAX_HNSW_M, d.hnsw_m, &hm) ||
          cli_opt_long(a, "--ef-construction", 1, MESS_MAX_EF, d.ef_construction, &efc) ||
          cli_opt_long(a, "--ef-search", 0, MESS_MAX_EF, d.ef_search, &efs) ||
-         parse_choice(a, "--metric", metric_names, &p->metric) ||
          parse_choice(a, "--payload", payload_names, &p->payload)))
         return -1;
     if (bits % 64 != 0) {
@@ -238,8 +245,9 @@ int cli_params_options(struct cli_args *a, int graph, mess_params *p)
 
 void cli_params_help(FILE *f, int graph)
 {
-    mess_params d;
-    param_defaults(&d);
+    mess_params d, c;
+    param_defaults(&d, MESS_METRIC_L2);
+    param_defaults(&c, MESS_METRIC_COSINE);
     fprintf(f,
             "  --shards M          graphs (%u)             --per-item T      shards per item (%u)\n"
             "  --bits K            code bits per shard, a multiple of 64; more\n"
@@ -256,6 +264,12 @@ void cli_params_help(FILE *f, int graph)
                 "  --metric l2|ip|cos  rerank metric (%s)      --payload f32|f16|i8 (%s)\n",
                 d.hnsw_m, d.ef_construction, d.ef_search, metric_names[d.metric],
                 payload_names[d.payload]);
+    if (graph)
+        fprintf(f,
+                "  with --metric cos or ip and no --bits the defaults are --bits %u,\n"
+                "  --p-store %g, --p-query %g, --ef-search %u (privacy no worse than\n"
+                "  the above; docs/TEXT.md)\n",
+                c.kappa, c.p_store, mess_effective_flip(c.p_prr, c.p_irr), c.ef_search);
     fprintf(f, "  --train-sample N    IsoHash training rows per shard, 0 for min(n, 20000) (%u)\n",
             d.train_sample);
 }

@@ -279,6 +279,8 @@ u64vecs_write = _proto("mess_u64vecs_write", [c_char_p, c_void_p, c_size_t, c_si
 vecs_free = _proto("mess_vecs_free", [c_void_p], None)
 
 params_default = _proto("mess_params_default_sized", [P_params, c_size_t, c_uint32])
+params_default_for = _proto("mess_params_default_for_sized",
+                            [P_params, c_size_t, c_uint32, c_uint32])
 params_check = _proto("mess_params_check", [P_params])
 effective_flip = _proto("mess_effective_flip", [c_double, c_double], c_double)
 split_flip = _proto("mess_split_flip", [c_double], c_double)

@@ -98,16 +98,22 @@ _PARAM_FIELDS = dict((k, t) for k, t in L.mess_params._fields_ if k != "size")
 
 class Params(L.mess_params):
     """Public parameters (struct mess_params): Params(dim, **fields) starts
-    from the paper's defaults (mess_params_default) and overrides fields.
-    Extra keywords: p_query (effective query flip, split evenly into PRR
-    and IRR), metric and payload also accept names ("l2", "ip", "cos";
-    "f32", "f16", "i8")."""
+    from the defaults for the metric (mess_params_default_for: the paper's
+    for l2; kappa 64, p_D = p_q = 0.016, ef_search 64 for ip and cos, unless
+    kappa is given: those flips are matched to 64 bits) and overrides
+    fields.  Extra keywords: p_query (effective query flip, split
+    evenly into PRR and IRR), metric and payload also accept names ("l2",
+    "ip", "cos"; "f32", "f16", "i8")."""
 
     def __init__(self, dim=None, **kw):
         super().__init__()
         self.size = ctypes.sizeof(L.mess_params)  # mess.h, "Growable structs"
         if dim is not None:
-            L.params_default(byref(self), ctypes.sizeof(self), int(dim))
+            m = kw.get("metric", 0)
+            m = METRICS.get(m.lower(), 0) if isinstance(m, str) else m
+            m = m if isinstance(m, (int, np.integer)) and not isinstance(m, bool) \
+                and 0 <= m < 2 ** 32 and "kappa" not in kw else 0
+            L.params_default_for(byref(self), ctypes.sizeof(self), int(dim), int(m))
         if "p_query" in kw:
             q = kw.pop("p_query")
             self.p_prr = self.p_irr = L.split_flip(q)
