@@ -97,7 +97,7 @@ VALGRIND   ?= valgrind
 
 MESS = build/mess
 
-.PHONY: FORCE all lib tools check test-release demo bench data data-1m data-text eval-text install uninstall \
+.PHONY: FORCE all lib tools check test-release demo bench data data-1m data-text data-wordnet eval-text install uninstall \
         clean deps deps-check deps-data deps-bench python-check examples \
         fuzz fuzz-build fuzz-seeds valgrind tsan crash-test eval eval-large \
         eval-leakage oom-test deb
@@ -361,6 +361,12 @@ eval-leakage:
 data-text:
 	@sh scripts/deps.sh text
 	nice $(PYTHON) datasets/make_text.py $(TEXT_ARGS)
+
+# A second labelled set: WordNet's example sentence -> its synset's gloss
+# (Debian wordnet-base; the same model and cache; about 5 min here).
+data-wordnet:
+	@sh scripts/deps.sh text wordnet
+	nice $(PYTHON) datasets/make_wordnet.py $(WORDNET_ARGS)
 
 # MESS against exact dense, hnswlib and BM25 on it (docs/TEXT.md).
 eval-text:

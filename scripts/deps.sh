@@ -9,7 +9,8 @@
 #
 # Groups: build (library and tools), check (tests), data (dataset generator),
 #         bench (baselines), fuzz (fuzzers), python (bindings), eval,
-#         text (the text set and its evaluation: docs/TEXT.md),
+#         text (the text set and its evaluation: docs/TEXT.md), wordnet
+#         (the second text set: datasets/README.md),
 #         deb (make deb: dpkg-buildpackage, lintian; docs/PACKAGING.md).
 set -eu
 
@@ -24,6 +25,7 @@ pkgs_for() {
     python) echo "python3 python3-numpy" ;;
     eval)   echo "python3 python3-numpy python3-faiss python3-hnswlib python3-matplotlib" ;;
     text)   echo "python3 python3-numpy python3-scipy python3-hnswlib nodejs npm util-linux" ;;
+    wordnet) echo "wordnet-base" ;;
     *)      echo "deps.sh: unknown group '$1'" >&2; exit 2 ;;
     esac
 }
