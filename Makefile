@@ -237,7 +237,7 @@ check: deps-check
 	@$(DEVMAKE) -s $(TESTS_ASAN) $(FUZZ_REPLAY) all
 	@rm -rf build/cli-messages
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-	  MESS=$(MESS) MESS_MESSAGE_LOG=build/cli-messages PYTHON=$(PYTHON) \
+	  MESS=$(MESS) MESS_MESSAGE_LOG=build/cli-messages PYTHON=$(PYTHON) CC="$(CC)" \
 	  sh tests/run.sh $(TESTS_ASAN) $(FUZZ_REPLAY) $(CLI_TESTS) tests/msgcov.sh \
 	  $(ABI_TESTS) $(PY_TESTS)
 

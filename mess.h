@@ -23,6 +23,29 @@
  *   - Structs the caller allocates and the library reads or fills begin
  *     with `uint32_t size` so that they can grow without breaking callers
  *     compiled against an older header ("Growable structs" below).
+ *   - Memory: output arrays are the caller's, with the room each function
+ *     states (finish: k ids and k distances; codes: M * kappa/64 words;
+ *     owner tags: MESS_OWNER_BYTES; seeds: MESS_SEED_BYTES).  What the
+ *     library allocates belongs to the caller once returned: byte buffers
+ *     (upload, delete, request, response) go to mess_buf_free, handles
+ *     (client, server, query) to their *_free, vector arrays
+ *     (mess_experimental.h) to mess_vecs_free.
+ *   - Pointers to const: a call that takes `const mess_client *` (or
+ *     server, query) does not change that handle; one that takes a plain
+ *     pointer may (tests/contracts/const_handles.c compiles the former
+ *     with const handles only).  mess_client_delete is not const: it
+ *     records the deleted generation in the client.
+ *   - Results that must be checked carry MESS_NODISCARD (warn_unused_result;
+ *     an error under -Werror, tests/abi_contracts.sh): finish, whose
+ *     MESS_EAUTH is the only sign of a forged or foreign response (its
+ *     outputs are then not results); the calls that create a handle or a
+ *     buffer (new, load, upload, delete, request, search, codes), whose
+ *     outputs are NULL or unset on failure; the calls that change or
+ *     persist state (apply_upload, apply_delete, compact, save), whose
+ *     failure means the change did not happen (a lost client save loses
+ *     the generation map); and the two answers that are their result
+ *     (mess_params_check, mess_server_check_owner).  Getters, setters,
+ *     sizes and frees are not marked.
  *
  * Two public headers: this one, the stable API, and mess_experimental.h
  * (vector files, server view, accountants, planner), which may change
@@ -47,8 +70,8 @@ extern "C" {
  * MESS_0), so libmess.so exports these and nothing else.  A program may
  * define MESS_API itself before including this header (e.g. empty).
  * MESS_NODISCARD marks calls whose result must be checked: ignoring it
- * hides a forged or failed result (the compiler warns; see "Results that
- * must be checked" below).  Both are empty for compilers without the
+ * hides a forged or failed result (the compiler warns; the conventions
+ * above list them).  Both are empty for compilers without the
  * attributes.
  * ---------------------------------------------------------------------- */
 #ifndef MESS_API
@@ -243,7 +266,8 @@ MESS_API int mess_params_default_for_sized(mess_params *p, size_t size, uint32_t
 
 /* MESS_OK if the parameters are usable, else MESS_EINVAL / MESS_ELIMIT
  * (MESS_EINVAL also for a p->size below MESS_PARAMS_MIN_SIZE). */
-MESS_API int mess_params_check(const mess_params *p);
+MESS_API MESS_NODISCARD
+int mess_params_check(const mess_params *p);
 
 /* p_q = a(1-b) + b(1-a): the effective flip of PRR a followed by IRR b. */
 MESS_API double mess_effective_flip(double p_prr, double p_irr);
@@ -308,8 +332,9 @@ typedef struct mess_query  mess_query;   /* client-side state of one query */
  * mess_client_request.) */
 #define MESS_SEED_BYTES 32
 MESS_API size_t mess_seed_bytes(void);
-MESS_API int mess_client_new(const mess_params *p, const float *train, size_t n,
-                             const uint8_t *seed, unsigned threads, mess_client **out);
+MESS_API MESS_NODISCARD
+int mess_client_new(const mess_params *p, const float *train, size_t n,
+                    const uint8_t *seed, unsigned threads, mess_client **out);
 MESS_API void mess_client_free(mess_client *c);
 /* The client's parameters, written within `size` bytes of *out (the macro
  * passes sizeof *(out); "Growable structs"). */
@@ -324,10 +349,12 @@ MESS_API int mess_client_is_deterministic(const mess_client *c);
 /* The clean (unperturbed) codes of vector x for every shard: M codes of
  * kappa/64 words, bit i of shard j in word i/64 at position i%64.  Secret:
  * for the client's own analysis (accountants, planning), never to be sent. */
-MESS_API int mess_client_codes(const mess_client *c, const float *x, uint64_t *codes);
+MESS_API MESS_NODISCARD
+int mess_client_codes(const mess_client *c, const float *x, uint64_t *codes);
 
 /* Creates an empty server for the given public parameters. */
-MESS_API int mess_server_new(const mess_params *p, mess_server **out);
+MESS_API MESS_NODISCARD
+int mess_server_new(const mess_params *p, mess_server **out);
 MESS_API void mess_server_free(mess_server *s);
 /* The server's parameters (ef_search as set), like mess_client_params. */
 MESS_API int mess_server_params_sized(const mess_server *s, mess_params *out,
@@ -375,8 +402,9 @@ MESS_API int mess_server_owner(const mess_server *s, uint8_t tag[MESS_OWNER_BYTE
 
 /* MESS_OK if a client with this tag may use the server (its owner, or any
  * client while the server has no owner), else MESS_EOWNER. */
-MESS_API int mess_server_check_owner(const mess_server *s,
-                                     const uint8_t tag[MESS_OWNER_BYTES]);
+MESS_API MESS_NODISCARD
+int mess_server_check_owner(const mess_server *s,
+                            const uint8_t tag[MESS_OWNER_BYTES]);
 
 /* ------------------------------------------------------------------------
  * Insert and delete
@@ -400,34 +428,39 @@ MESS_API int mess_server_check_owner(const mess_server *s,
  * flips the clean bits it shares with the old one exactly as before, so
  * re-insertions give the server no fresh samples to average
  * (docs/PRIVACY.md, "What the server learns"). */
-MESS_API int mess_client_upload(mess_client *c, const uint64_t *ids,
-                                const float *vectors, size_t n, unsigned threads,
-                                uint8_t **buf, size_t *len);
+MESS_API MESS_NODISCARD
+int mess_client_upload(mess_client *c, const uint64_t *ids,
+                       const float *vectors, size_t n, unsigned threads,
+                       uint8_t **buf, size_t *len);
 
 /* Applies an upload buffer.  All or nothing: the buffer is validated in full
  * and every allocation the inserts need is made before any index changes;
  * an id already stored is MESS_EINVAL; a buffer whose owner tag is not the
  * server's owner's is MESS_EOWNER.  The first upload applied makes its
  * client the server's owner. */
-MESS_API int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
-                                      unsigned threads);
+MESS_API MESS_NODISCARD
+int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
+                             unsigned threads);
 
 /* Encodes the (shard, label) pairs that remove the given ids (their
  * current generation) and records them as deleted in the client: deleting
  * again resends the same pairs, inserting again moves to a new generation.
  * All or nothing: on error neither a buffer nor a change to the client. */
-MESS_API int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
-                                uint8_t **buf, size_t *len);
+MESS_API MESS_NODISCARD
+int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
+                       uint8_t **buf, size_t *len);
 
 /* Marks the entries named in a delete buffer deleted (they still route but
  * are never returned).  *missing (may be NULL) counts pairs not found.
  * A buffer from a client other than the server's owner is MESS_EOWNER. */
-MESS_API int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
-                                      size_t *missing);
+MESS_API MESS_NODISCARD
+int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
+                             size_t *missing);
 
 /* Rebuilds every shard without its deleted entries.  All or nothing: the
  * new shards are built aside and replace the old ones once all exist. */
-MESS_API int mess_server_compact(mess_server *s, unsigned threads);
+MESS_API MESS_NODISCARD
+int mess_server_compact(mess_server *s, unsigned threads);
 
 /* Exact buffer sizes for the parameters (communication figures). */
 MESS_API size_t mess_upload_size(const mess_params *p, size_t items);
@@ -454,16 +487,18 @@ MESS_API void mess_buf_free(uint8_t *buf);
  * id and pool rotation follow the operation counter, which a request
  * advances; save the client after requests or two runs repeat them.
  * *q_out keeps what finish() needs. */
-MESS_API int mess_client_request(mess_client *c, const float *q, size_t pool,
-                                 mess_query **q_out, uint8_t **req, size_t *req_len);
+MESS_API MESS_NODISCARD
+int mess_client_request(mess_client *c, const float *q, size_t pool,
+                        mess_query **q_out, uint8_t **req, size_t *req_len);
 
 /* Searches every shard for its budget of nearest perturbed codes and returns
  * the ciphertexts.  A request from a client other than the server's owner
  * is MESS_EOWNER.  Safe to call from many threads on one server.
  * threads: workers for the fan-out over shards (0 = 1). */
-MESS_API int mess_server_search(const mess_server *s, const uint8_t *req,
-                                size_t req_len, unsigned threads, uint8_t **resp,
-                                size_t *resp_len);
+MESS_API MESS_NODISCARD
+int mess_server_search(const mess_server *s, const uint8_t *req,
+                       size_t req_len, unsigned threads, uint8_t **resp,
+                       size_t *resp_len);
 
 typedef struct mess_finish_stats {
     uint32_t size;         /* sizeof as the caller compiled it (set by finish) */
@@ -492,17 +527,29 @@ MESS_API int mess_client_set_threads(mess_client *c, unsigned threads);
 MESS_API int mess_client_set_verify_all(mess_client *c, int on);
 
 /* Decrypts the response, drops and counts entries failing authentication,
- * dedupes by id (see mess_client_set_verify_all), reranks exactly and writes up to k results (ascending
- * distance, ties by id) to ids/dists; *n_out is how many.  A response that
- * is not for this query's request is MESS_EAUTH; a response in which every
- * entry failed authentication returns MESS_EAUTH too (with stats filled). */
-/* stats (may be NULL) is filled within stats_size bytes; the macro
- * passes sizeof(mess_finish_stats) ("Growable structs"). */
-MESS_API int mess_client_finish_sized(const mess_client *c, const mess_query *q,
-                                      const uint8_t *resp, size_t resp_len,
-                                      size_t k, uint64_t *ids, float *dists,
-                                      size_t *n_out, mess_finish_stats *stats,
-                                      size_t stats_size);
+ * dedupes by id (see mess_client_set_verify_all), reranks exactly and
+ * writes up to k results (ascending distance, ties by id) to ids/dists;
+ * *n_out is how many.
+ *   ids, dists: room for k entries each (may be NULL when k is 0);
+ *   n_out: required; stats: may be NULL.
+ * A response that is not for this query's request is MESS_EAUTH; a
+ * response in which every entry failed authentication returns MESS_EAUTH
+ * too (with stats filled); a malformed or truncated one is MESS_EFORMAT.
+ * On any error *n_out is 0 and ids/dists hold no results: check the
+ * return value (MESS_NODISCARD), an empty result and a forged response
+ * look alike otherwise.
+ * The query: made by this client's mess_client_request (another client's
+ * query fails with MESS_EAUTH); finish does not change or consume it, so
+ * it may be finished again (same response, same result), also from
+ * several threads; free it with mess_query_free after its last finish.
+ * stats is filled within stats_size bytes; the macro passes
+ * sizeof(mess_finish_stats) ("Growable structs"). */
+MESS_API MESS_NODISCARD
+int mess_client_finish_sized(const mess_client *c, const mess_query *q,
+                             const uint8_t *resp, size_t resp_len,
+                             size_t k, uint64_t *ids, float *dists,
+                             size_t *n_out, mess_finish_stats *stats,
+                             size_t stats_size);
 #define mess_client_finish(c, q, resp, resp_len, k, ids, dists, n_out, stats) \
     mess_client_finish_sized((c), (q), (resp), (resp_len), (k), (ids), \
                              (dists), (n_out), (stats), sizeof(mess_finish_stats))
@@ -638,10 +685,12 @@ MESS_API int mess_client_finish_batch_sized(const mess_client *c,
  * can write the file could otherwise plant a client with keys they know.
  * Loading a sealed file without one, or with a wrong one, is MESS_EPASS.
  * ---------------------------------------------------------------------- */
-MESS_API int mess_client_save(const mess_client *c, const char *path,
-                              const char *passphrase);
-MESS_API int mess_client_load(const char *path, const char *passphrase,
-                              mess_client **out);
+MESS_API MESS_NODISCARD
+int mess_client_save(const mess_client *c, const char *path,
+                     const char *passphrase);
+MESS_API MESS_NODISCARD
+int mess_client_load(const char *path, const char *passphrase,
+                     mess_client **out);
 /* The state-file container version this build writes and reads; files of
  * any other version are MESS_EVERSION.  mess_state_file_peek reads only a
  * state file's unauthenticated header (no passphrase needed): its container
@@ -652,14 +701,18 @@ MESS_API int mess_client_load(const char *path, const char *passphrase,
 MESS_API uint32_t mess_state_file_version(void);
 MESS_API int mess_state_file_peek(const char *path, uint32_t *version, uint32_t *role,
                                   int *sealed);
-MESS_API int mess_client_save_pass(const mess_client *c, const char *path,
-                                   const char *passphrase, size_t passphrase_len);
-MESS_API int mess_client_load_pass(const char *path, const char *passphrase,
-                                   size_t passphrase_len, mess_client **out);
-MESS_API int mess_server_save(const mess_server *s, const char *path);
+MESS_API MESS_NODISCARD
+int mess_client_save_pass(const mess_client *c, const char *path,
+                          const char *passphrase, size_t passphrase_len);
+MESS_API MESS_NODISCARD
+int mess_client_load_pass(const char *path, const char *passphrase,
+                          size_t passphrase_len, mess_client **out);
+MESS_API MESS_NODISCARD
+int mess_server_save(const mess_server *s, const char *path);
 /* expect: NULL, or parameters the file must match (else MESS_EPARAM). */
-MESS_API int mess_server_load(const char *path, const mess_params *expect,
-                              mess_server **out);
+MESS_API MESS_NODISCARD
+int mess_server_load(const char *path, const mess_params *expect,
+                     mess_server **out);
 
 typedef struct mess_server_stats {
     uint32_t size;         /* sizeof as the caller compiled it (set by the getter) */

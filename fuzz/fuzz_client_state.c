@@ -36,8 +36,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     fuzz_fail("upload size");
                 mess_buf_free(buf);
             }
-            if (p.shards <= 4 && p.kappa <= 4096)
-                mess_client_codes(c, fx->x, codes);
+            if (p.shards <= 4 && p.kappa <= 4096 &&
+                mess_client_codes(c, fx->x, codes) != MESS_OK)
+                fuzz_fail("codes of a loaded client");
         }
         if (mess_client_delete(c, &id, 1, &buf, &len) == MESS_OK)
             mess_buf_free(buf);

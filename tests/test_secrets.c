@@ -286,6 +286,7 @@ static void test_library(void)
         uint64_t out_ids[10];
         float d[10];
         mess_finish_stats st;
+        int rc;
         /* queries: real query vectors, and stored vectors themselves */
         const float *qv = i % 2 ? queries + i * dim : base + i * dim;
         CHECK_OK(mess_client_request(c, qv, 64, &q, &req, &rl));
@@ -294,8 +295,11 @@ static void test_library(void)
         expect_clean("response buffer", resp, sl);
         /* error paths too: a tampered response, a truncated one */
         resp[sl - 1] ^= 1;
-        mess_client_finish(c, q, resp, sl, 10, out_ids, d, &got, &st);
-        mess_client_finish(c, q, resp, sl / 2, 10, out_ids, d, &got, &st);
+        rc = mess_client_finish(c, q, resp, sl, 10, out_ids, d, &got, &st);
+        CHECK(rc == MESS_OK || rc == MESS_EAUTH); /* one entry forged */
+        CHECK(st.auth_failures <= 1);
+        CHECK_RC(mess_client_finish(c, q, resp, sl / 2, 10, out_ids, d, &got, &st),
+                 MESS_EFORMAT);
         mess_buf_free(req);
         mess_buf_free(resp);
         mess_query_free(q);
