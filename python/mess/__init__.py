@@ -27,12 +27,15 @@ from .vecs import (read_bvecs, read_f32, read_fvecs, read_ivecs, read_u64vecs,
 library_path = _lib.path
 __version__ = _lib.version().decode()
 
-MAX_DIM = 65536
-MAX_SHARDS = 1024
-MAX_BITS = 4096
-MAX_BUDGET = 65535
-MAX_HNSW_M = 256
-MAX_EF = 65535
+# the loaded library's limits (checked against the bindings' at import)
+MAX_DIM = _lib.library_limits["MAX_DIM"]
+MAX_SHARDS = _lib.library_limits["MAX_SHARDS"]
+MAX_BITS = _lib.library_limits["MAX_BITS"]
+MAX_BUDGET = _lib.library_limits["MAX_BUDGET"]
+MAX_HNSW_M = _lib.library_limits["MAX_HNSW_M"]
+MAX_EF = _lib.library_limits["MAX_EF"]
+SEED_BYTES = _lib.library_limits["SEED_BYTES"]
+VERSION_NUMBER = _lib.version_number  # the loaded library's MESS_VERSION_NUMBER
 
 
 def version():

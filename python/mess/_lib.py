@@ -65,6 +65,13 @@ class mess_server_stats(ctypes.Structure):
     ]
 
 
+class mess_account_stored_result(ctypes.Structure):
+    """Mirror of struct mess_account_stored_result (mess_experimental.h)."""
+    _fields_ = [("size", c_uint32),  # mess.h, "Growable structs" (mess_account_stored_sized)
+                ("eta", c_double), ("u_max", c_uint64), ("u_mean", c_double),
+                ("xi_pure", c_double), ("xi_pld", c_double)]
+
+
 # ---- errors -----------------------------------------------------------------
 
 class MessError(Exception):
@@ -206,6 +213,115 @@ def _load():
 
 
 lib, path = _load()
+
+
+# ---- what these bindings were written for -----------------------------------
+# The values of mess.h / mess_experimental.h these bindings assume.  At
+# import, check_library compares them with what the loaded library reports
+# (mess_version_number, the limit functions, mess_error_name, the
+# mess_sizeof_* functions) and refuses a library that differs; the limits
+# the package exports (mess.MAX_SHARDS, ...) are the library's.
+# python/tests/test_library_check.py compares these with the headers.
+
+VERSION_NUMBER = 200  # MESS_VERSION_NUMBER (0.2.0): any 0.2.x library is accepted
+
+LIMITS = {  # name without MESS_ -> value
+    "MAX_DIM": 65536,
+    "MAX_SHARDS": 1024,
+    "MAX_BITS": 4096,
+    "MAX_BUDGET": 65535,
+    "MAX_HNSW_M": 256,
+    "MAX_EF": 65535,
+    "OWNER_BYTES": 16,
+    "SEED_BYTES": 32,
+    "STATE_FILE_VERSION": 2,
+    "LABEL_BYTES": 16,
+    "ACCOUNT_MAX_REPEATS": 1 << 53,
+    "ACCOUNT_MIN_DELTA": 1e-20,
+    "ACCOUNT_MAX_CELLS": 1 << 24,
+    "ACCOUNT_MAX_WORK": 4294967296.0,
+    "PLAN_MAX_CONDITIONAL_BITS": 1024,
+    "PLAN_MAX_CHECK_SHARDS": 64,
+}
+
+_LIMIT_TYPES = {"STATE_FILE_VERSION": c_uint32, "ACCOUNT_MAX_REPEATS": c_uint64,
+                "ACCOUNT_MIN_DELTA": c_double, "ACCOUNT_MAX_WORK": c_double}
+
+STRUCTS = {  # C function reporting the library's sizeof -> ctypes mirror
+    "mess_sizeof_params": mess_params,
+    "mess_sizeof_finish_stats": mess_finish_stats,
+    "mess_sizeof_server_stats": mess_server_stats,
+    "mess_sizeof_account_stored_result": mess_account_stored_result,
+}
+
+
+def _version_text(n):
+    return "%d.%d.%d" % (n // 10000, n // 100 % 100, n % 100)
+
+
+def check_library(lib, path, version_number=None, limits=None, codes=None,
+                  structs=None):
+    """Compares the loaded library with what these bindings assume and
+    returns its limits ({name: value}); raises ImportError naming every
+    difference.  The keyword arguments replace the expected values (tests
+    pass deliberately wrong ones to see the refusal)."""
+    version_number = VERSION_NUMBER if version_number is None else version_number
+    limits = LIMITS if limits is None else limits
+    codes = CODE_NAMES if codes is None else codes
+    structs = STRUCTS if structs is None else structs
+    want = _version_text(version_number)
+    if not hasattr(lib, "mess_version_number"):
+        raise ImportError("%s is a libmess older than 0.2.0 (it has no mess_version_number); "
+                          "these Python bindings need libmess %s.x: build it (make) or set "
+                          "MESS_LIBRARY to a matching libmess.so" % (path, want[:want.rindex(".")]))
+    f = lib.mess_version_number
+    f.restype, f.argtypes = ctypes.c_uint, []
+    got = f()
+    if got // 100 != version_number // 100:
+        raise ImportError("%s is libmess %s (version number %d); these Python bindings are "
+                          "for libmess %s.x (%d): install the bindings of the same release, or "
+                          "set MESS_LIBRARY to a matching libmess.so"
+                          % (path, _version_text(got), got, want[:want.rindex(".")],
+                             version_number))
+    problems = []
+    found = {}
+    for name, value in limits.items():
+        fname = "mess_" + name.lower()
+        if not hasattr(lib, fname):
+            problems.append("%s() missing" % fname)
+            continue
+        f = getattr(lib, fname)
+        f.restype, f.argtypes = _LIMIT_TYPES.get(name, c_size_t), []
+        found[name] = f()
+        if found[name] != value:
+            problems.append("MESS_%s is %r in the library, %r in the bindings"
+                            % (name, found[name], value))
+    name_of = lib.mess_error_name
+    name_of.restype, name_of.argtypes = c_char_p, [c_int]
+    for code, name in sorted(codes.items(), reverse=True):
+        lname = name_of(code)
+        lname = lname.decode() if lname is not None else None
+        if lname != name:
+            problems.append("status code %d is %s in the library, %s in the bindings"
+                            % (code, lname, name))
+    past = min(codes) - 1 if codes else -1
+    extra = name_of(past)
+    if extra is not None:
+        problems.append("status code %d (%s) is unknown to the bindings"
+                        % (past, extra.decode()))
+    for fname, cls in structs.items():
+        f = getattr(lib, fname)
+        f.restype, f.argtypes = c_size_t, []
+        if f() != ctypes.sizeof(cls):
+            problems.append("%s is %d bytes in the library, %d in the bindings"
+                            % (cls.__name__, f(), ctypes.sizeof(cls)))
+    if problems:
+        raise ImportError("%s (libmess %s) does not match these Python bindings: %s"
+                          % (path, _version_text(got), "; ".join(problems)))
+    return found
+
+library_limits = check_library(lib, path)
+version_number = lib.mess_version_number()
 
 _strerror = lib.mess_strerror
 _strerror.restype = c_char_p

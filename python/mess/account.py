@@ -17,14 +17,11 @@ from .core import _Handle
 
 StoredResult = namedtuple("StoredResult", "eta u_max u_mean xi_pure xi_pld")
 
-MAX_REPEATS = 1 << 53
-MIN_DELTA = 1e-20
+MAX_REPEATS = L.library_limits["ACCOUNT_MAX_REPEATS"]
+MIN_DELTA = L.library_limits["ACCOUNT_MIN_DELTA"]
 
 
-class _stored_result(ctypes.Structure):
-    # size first: mess.h, "Growable structs" (mess_account_stored_sized)
-    _fields_ = [("size", c_uint32), ("eta", c_double), ("u_max", c_uint64), ("u_mean", c_double),
-                ("xi_pure", c_double), ("xi_pld", c_double)]
+_stored_result = L.mess_account_stored_result  # size first: mess.h, "Growable structs"
 
 
 _D = POINTER(c_double)

@@ -18,8 +18,9 @@ from . import _lib as L
 from ._lib import MessError
 
 METRICS = {"l2": 0, "ip": 1, "cos": 2, "cosine": 2}
-OWNER_BYTES = 16      # MESS_OWNER_BYTES
-MAX_EF = 65535        # MESS_MAX_EF
+OWNER_BYTES = L.library_limits["OWNER_BYTES"]  # MESS_OWNER_BYTES
+MAX_EF = L.library_limits["MAX_EF"]              # MESS_MAX_EF
+SEED_BYTES = L.library_limits["SEED_BYTES"]      # MESS_SEED_BYTES
 PAYLOADS = {"f32": 0, "f16": 1, "i8": 2, "int8": 2}
 
 FinishStats = namedtuple("FinishStats", "candidates unique auth_failures unopened")
@@ -311,8 +312,8 @@ class Client(_Handle):
         train = _f32(train, params.dim, "train")
         if seed is not None:
             seed = bytes(seed)
-            if len(seed) != 32:
-                raise ValueError("seed must be 32 bytes")
+            if len(seed) != SEED_BYTES:
+                raise ValueError("seed must be %d bytes" % SEED_BYTES)
         out = c_void_p()
         L.client_new(byref(params), train.ctypes.data, train.shape[0], seed,
                      _threads(threads), byref(out))
