@@ -52,6 +52,85 @@
  * between minor versions and is included explicitly.  Internal headers
  * are not installed.
  */
+/*
+ * Usage walkthrough
+ *
+ * One client and one server in one process, from parameters to results.
+ * The roles exchange only the byte buffers (up, req, resp); in a real
+ * deployment those cross the network and each role saves its own state.
+ * The same code is examples/walkthrough.c, built by make and run by make
+ * check (tests/abi_walkthrough.sh also checks that the two are equal).
+ *
+ * ---- walkthrough: begin ----
+ * static int walkthrough(const char *dir, uint32_t dim, const float *train,
+ *                        size_t n_train, const uint64_t *ids, const float *vectors,
+ *                        size_t n, const float *query, uint64_t *top, size_t *found)
+ * {
+ *     mess_params p;
+ *     mess_client *c = NULL;
+ *     mess_server *s = NULL;
+ *     mess_query *q = NULL;
+ *     uint8_t *up = NULL, *req = NULL, *resp = NULL;
+ *     size_t up_len, req_len, resp_len;
+ *     float dists[10];
+ *     char cpath[4096], spath[4096];
+ *     int rc;
+ *
+ *     // 1. Public parameters, shared by both roles (the server may know them).
+ *     mess_params_default(&p, dim);
+ *     p.shards = 8;   // M graphs (default 64) ...
+ *     p.per_item = 2; // ... each item in t of them (default 16)
+ *     if ((rc = mess_params_check(&p)) != MESS_OK)
+ *         return rc;
+ *
+ *     // 2. The client (every secret; trains its hash on public data) and
+ *     //    the untrusted server.  seed NULL: keys from the OS CSPRNG.
+ *     if ((rc = mess_client_new(&p, train, n_train, NULL, 1, &c)) != MESS_OK ||
+ *         (rc = mess_server_new(&p, &s)) != MESS_OK)
+ *         goto out;
+ *
+ *     // 3. Upload: the client encodes, the buffer crosses to the server,
+ *     //    which applies it (all or nothing).
+ *     if ((rc = mess_client_upload(c, ids, vectors, n, 1, &up, &up_len)) != MESS_OK ||
+ *         (rc = mess_server_apply_upload(s, up, up_len, 1)) != MESS_OK)
+ *         goto out;
+ *
+ *     // Save points: the client after every upload or delete (it keeps the
+ *     // generation of deleted ids; a passphrase seals the file; a client made
+ *     // from a seed also after each request), the server after every apply
+ *     // or compact.  Both reload to the same state.
+ *     snprintf(cpath, sizeof cpath, "%s/client.mess", dir);
+ *     snprintf(spath, sizeof spath, "%s/server.mess", dir);
+ *     if ((rc = mess_client_save(c, cpath, NULL)) != MESS_OK ||
+ *         (rc = mess_server_save(s, spath)) != MESS_OK)
+ *         goto out;
+ *     mess_client_free(c);
+ *     mess_server_free(s);
+ *     s = NULL;
+ *     if ((rc = mess_client_load(cpath, NULL, &c)) != MESS_OK ||
+ *         (rc = mess_server_load(spath, &p, &s)) != MESS_OK)
+ *         goto out;
+ *
+ *     // 4. Query: request (client) -> search (server) -> finish (client),
+ *     //    a candidate pool of 64 over the M shards, the best 10 reranked.
+ *     if ((rc = mess_client_request(c, query, 64, &q, &req, &req_len)) != MESS_OK ||
+ *         (rc = mess_server_search(s, req, req_len, 1, &resp, &resp_len)) != MESS_OK)
+ *         goto out;
+ *     // MESS_EAUTH from finish: a forged or foreign response, not "no results".
+ *     rc = mess_client_finish(c, q, resp, resp_len, 10, top, dists, found, NULL);
+ *
+ * out:
+ *     // 5. Free every buffer and handle (each free accepts NULL).
+ *     mess_buf_free(up);
+ *     mess_buf_free(req);
+ *     mess_buf_free(resp);
+ *     mess_query_free(q);
+ *     mess_server_free(s);
+ *     mess_client_free(c);
+ *     return rc;
+ * }
+ * ---- walkthrough: end ----
+ */
 #ifndef MESS_H
 #define MESS_H
 
