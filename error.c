@@ -20,7 +20,7 @@ const char *mess_strerror(int code)
     case MESS_EROLE:     return "file belongs to the other role";
     case MESS_ECRYPTO:   return "crypto library unavailable";
     case MESS_EPASS:     return "passphrase missing or wrong, or given for an unsealed file";
-    case MESS_ESTATE:    return "operation not valid in the current state";
+    case MESS_ESTATE:    return "not valid in the current state (e.g. item already stored)";
     case MESS_EOWNER:    return "the server belongs to another client";
     default:             return "unknown error";
     }

@@ -191,6 +191,31 @@ MESS_API const char *mess_version(void);
 
 /* ------------------------------------------------------------------------
  * Status codes
+ *
+ * One meaning per code.  The codes that cover more than one cause, all of
+ * them (the function's comment says which applies):
+ *   MESS_EINVAL    a bad argument only: NULL, zero size, out of range,
+ *                  non-finite vector components, ids repeated within one
+ *                  call, an empty passphrase.  Never a handle's state.
+ *   MESS_ESTATE    a valid call the handle's current state refuses:
+ *                  mess_server_apply_upload of an item the server already
+ *                  stores (the same upload applied twice).
+ *   MESS_ELIMIT    a documented limit would be exceeded, or an output array
+ *                  the caller sized is too small for the answer (the
+ *                  server view's and the accountant's `cap` arguments; the
+ *                  count needed is returned where the function has an
+ *                  output for it).
+ *   MESS_EAUTH     an authentication failure: a tampered or forged entry,
+ *                  a response to another request (a replay), a query or
+ *                  response of another client's keys.
+ *   MESS_EPASS     the passphrase: missing for a sealed client file, wrong,
+ *                  or given for an unsealed one (mess_state_file_peek
+ *                  tells sealed from unsealed).
+ *   MESS_EFORMAT   malformed, truncated or corrupted input, a file that is
+ *                  not a state file, a failed checksum.
+ *   MESS_ENOTFOUND an answer that does not exist: a server without an owner
+ *                  (mess_server_owner), an empty shard's entry point.
+ *   MESS_EVERSION  a buffer's or a state file's format version.
  * ---------------------------------------------------------------------- */
 #define MESS_OK          0
 #define MESS_EINVAL    (-1)  /* invalid argument (NULL, zero size, out of range) */
@@ -207,7 +232,8 @@ MESS_API const char *mess_version(void);
 #define MESS_EROLE    (-11)  /* a client file given where a server file is expected, or vice versa */
 #define MESS_ECRYPTO  (-12)  /* the crypto library could not be initialised */
 #define MESS_EPASS    (-13)  /* passphrase required, wrong, or given for an unsealed client file */
-#define MESS_ESTATE   (-14)  /* operation not valid in the object's current state */
+#define MESS_ESTATE   (-14)  /* not valid in the handle's current state (an item
+                                already stored) */
 #define MESS_EOWNER   (-15)  /* the server belongs to another client (owner tag differs) */
 
 /* A short English description of a status code; never NULL. */
@@ -514,7 +540,8 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
 
 /* Applies an upload buffer.  All or nothing: the buffer is validated in full
  * and every allocation the inserts need is made before any index changes;
- * an id already stored is MESS_EINVAL; a buffer whose owner tag is not the
+ * an item already stored (at its current generation; the same upload
+ * applied twice) is MESS_ESTATE, with nothing changed; a buffer whose owner tag is not the
  * server's owner's is MESS_EOWNER.  The first upload applied makes its
  * client the server's owner. */
 MESS_API MESS_NODISCARD

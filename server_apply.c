@@ -111,7 +111,7 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
         }
         if (hnsw_find(s->shards[shard].graph, label_load(label), NULL) == MESS_OK) {
             free(a.start);
-            return MESS_EINVAL; /* already stored */
+            return MESS_ESTATE; /* already stored: the server's state, not the buffer */
         }
         a.start[shard + 1]++;
         prev_shard = shard;

@@ -278,7 +278,7 @@ int cli_cmd_insert(int argc, char **argv)
         mess_buf_free(buf);
         bytes += len;
         if (rc != MESS_OK) {
-            if (rc == MESS_EINVAL)
+            if (rc == MESS_ESTATE)
                 cli_error("server refused the upload: an id in [%zu, %zu) is already stored",
                           (size_t)first + i, (size_t)first + i + m);
             else

@@ -403,7 +403,7 @@ static void test_label_collision(void)
             one[hdr - 8] = 1;
             memset(one + hdr - 7, 0, 7);
             memcpy(one + hdr, rbb, rb);
-            CHECK_RC(mess_server_apply_upload(s, one, hdr + rb, 1), MESS_EINVAL);
+            CHECK_RC(mess_server_apply_upload(s, one, hdr + rb, 1), MESS_ESTATE);
             /* and a with its last byte changed is a new label: accepted */
             memcpy(one + hdr + 4, la, MESS_LABEL_BYTES);
             one[hdr + 4 + 15] ^= 0x40;

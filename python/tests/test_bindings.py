@@ -434,7 +434,7 @@ class TestProtocol(unittest.TestCase):
         with self.assertRaises(mess.MessError) as cm:
             self.s.search(b"junk")
         self.assertTrue(cm.exception.message)
-        with self.assertRaises(mess.InvalidArgumentError):  # id already stored
+        with self.assertRaises(mess.StateError):  # id already stored
             self.c.insert(self.s, [5], Data.base[5:6])
         other = small_params(per_item=3)
         with mess.Server(other) as s2, self.c.upload([9000], Data.base[:1]) as up:
