@@ -38,8 +38,9 @@
  *   - Results that must be checked carry MESS_NODISCARD (warn_unused_result;
  *     an error under -Werror, tests/abi_contracts.sh): finish, whose
  *     MESS_EAUTH is the only sign of a forged or foreign response (its
- *     outputs are then not results); the calls that create a handle or a
- *     buffer (new, load, upload, delete, request, search, codes), whose
+ *     outputs are then not results), and its batch form; the calls that
+ *     create a handle or a buffer (new, load, upload, delete, request,
+ *     search, codes, their _into and batch forms, mess_workers_new), whose
  *     outputs are NULL or unset on failure; the calls that change or
  *     persist state (apply_upload, apply_delete, compact, save), whose
  *     failure means the change did not happen (a lost client save loses
@@ -677,17 +678,21 @@ MESS_API void mess_query_free(mess_query *q);
  * holding fewer entries than its budget returns fewer).  Everything else,
  * errors and threads included, is as in the allocating call.
  * ---------------------------------------------------------------------- */
-MESS_API int mess_client_upload_into(mess_client *c, const uint64_t *ids,
-                                     const float *vectors, size_t n, unsigned threads,
-                                     uint8_t *buf, size_t cap, size_t *len);
-MESS_API int mess_client_delete_into(mess_client *c, const uint64_t *ids, size_t n,
-                                     uint8_t *buf, size_t cap, size_t *len);
-MESS_API int mess_client_request_into(mess_client *c, const float *q, size_t pool,
-                                      mess_query **q_out, uint8_t *req, size_t cap,
-                                      size_t *req_len);
-MESS_API int mess_server_search_into(const mess_server *s, const uint8_t *req,
-                                     size_t req_len, unsigned threads, uint8_t *resp,
-                                     size_t cap, size_t *resp_len);
+MESS_API MESS_NODISCARD
+int mess_client_upload_into(mess_client *c, const uint64_t *ids,
+                            const float *vectors, size_t n, unsigned threads,
+                            uint8_t *buf, size_t cap, size_t *len);
+MESS_API MESS_NODISCARD
+int mess_client_delete_into(mess_client *c, const uint64_t *ids, size_t n,
+                            uint8_t *buf, size_t cap, size_t *len);
+MESS_API MESS_NODISCARD
+int mess_client_request_into(mess_client *c, const float *q, size_t pool,
+                             mess_query **q_out, uint8_t *req, size_t cap,
+                             size_t *req_len);
+MESS_API MESS_NODISCARD
+int mess_server_search_into(const mess_server *s, const uint8_t *req,
+                            size_t req_len, unsigned threads, uint8_t *resp,
+                            size_t cap, size_t *resp_len);
 
 /* ------------------------------------------------------------------------
  * Batches: persistent worker threads
@@ -711,7 +716,8 @@ MESS_API int mess_server_search_into(const mess_server *s, const uint8_t *req,
 #define MESS_MAX_THREADS 256
 MESS_API size_t mess_max_threads(void);
 typedef struct mess_workers mess_workers;
-MESS_API int mess_workers_new(unsigned threads, mess_workers **out);
+MESS_API MESS_NODISCARD
+int mess_workers_new(unsigned threads, mess_workers **out);
 MESS_API void mess_workers_free(mess_workers *w);
 /* The number of workers, the caller included (0 for NULL). */
 MESS_API unsigned mess_workers_threads(const mess_workers *w);
@@ -730,9 +736,10 @@ MESS_API unsigned mess_workers_threads(const mess_workers *w);
  * the operation counter's value plus i, so the bytes equal those of the
  * sequential calls.  All or nothing: on any error no query is kept, the
  * counter does not move, and q_out holds NULLs. */
-MESS_API int mess_client_request_batch(mess_client *c, const float *queries, size_t nq,
-                                       size_t pool, mess_workers *w, mess_query **q_out,
-                                       uint8_t *reqs, size_t cap, size_t *req_len);
+MESS_API MESS_NODISCARD
+int mess_client_request_batch(mess_client *c, const float *queries, size_t nq,
+                              size_t pool, mess_workers *w, mess_query **q_out,
+                              uint8_t *reqs, size_t cap, size_t *req_len);
 
 /* Searches n requests (reqs[i] of req_lens[i] bytes); resps[i] receives a
  * malloc'd response of resp_lens[i] bytes (mess_buf_free), exactly what
@@ -744,10 +751,11 @@ MESS_API int mess_client_request_batch(mess_client *c, const float *queries, siz
  *     returns MESS_OK if all succeeded, else the code of the first failed
  *     item (the successful responses are still the caller's to free).
  * Safe to call from many threads on one server, like mess_server_search. */
-MESS_API int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
-                                      const size_t *req_lens, size_t n,
-                                      mess_workers *w, uint8_t **resps,
-                                      size_t *resp_lens, int *status);
+MESS_API MESS_NODISCARD
+int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
+                             const size_t *req_lens, size_t n,
+                             mess_workers *w, uint8_t **resps,
+                             size_t *resp_lens, int *status);
 
 /* Finishes n queries: item i is qs[i] with response resps[i] of
  * resp_lens[i] bytes; its up to k results go to ids + i*k and dists + i*k,
@@ -759,14 +767,15 @@ MESS_API int mess_server_search_batch(const mess_server *s, const uint8_t *const
  * call returns MESS_OK if all succeeded, else the first failed item's
  * code.  Each item is opened on one worker (the client's set_threads is
  * not used). */
-MESS_API int mess_client_finish_batch_sized(const mess_client *c,
-                                            const mess_query *const *qs,
-                                            const uint8_t *const *resps,
-                                            const size_t *resp_lens, size_t n, size_t k,
-                                            mess_workers *w, uint64_t *ids,
-                                            float *dists, size_t *n_out,
-                                            mess_finish_stats *stats, size_t stats_size,
-                                            int *status);
+MESS_API MESS_NODISCARD
+int mess_client_finish_batch_sized(const mess_client *c,
+                                   const mess_query *const *qs,
+                                   const uint8_t *const *resps,
+                                   const size_t *resp_lens, size_t n, size_t k,
+                                   mess_workers *w, uint64_t *ids,
+                                   float *dists, size_t *n_out,
+                                   mess_finish_stats *stats, size_t stats_size,
+                                   int *status);
 #define mess_client_finish_batch(c, qs, resps, resp_lens, n, k, w, ids, dists, \
                                  n_out, stats, status) \
     mess_client_finish_batch_sized((c), (qs), (resps), (resp_lens), (n), (k), \

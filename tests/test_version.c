@@ -30,6 +30,7 @@ static void test_limits(void)
     CHECK(mess_max_budget() == MESS_MAX_BUDGET);
     CHECK(mess_max_hnsw_m() == MESS_MAX_HNSW_M);
     CHECK(mess_max_ef() == MESS_MAX_EF);
+    CHECK(mess_max_threads() == MESS_MAX_THREADS);
     CHECK(mess_owner_bytes() == MESS_OWNER_BYTES);
     CHECK(mess_seed_bytes() == MESS_SEED_BYTES);
     CHECK(mess_state_file_version() == MESS_STATE_FILE_VERSION);

@@ -232,6 +232,7 @@ LIMITS = {  # name without MESS_ -> value
     "MAX_BUDGET": 65535,
     "MAX_HNSW_M": 256,
     "MAX_EF": 65535,
+    "MAX_THREADS": 256,
     "OWNER_BYTES": 16,
     "SEED_BYTES": 32,
     "STATE_FILE_VERSION": 2,
