@@ -306,7 +306,7 @@ int mess_client_new(const mess_params *in, const float *train, size_t n,
     if (seed) {
         static const uint8_t domain[] = "libmess deterministic master key";
         crypto_generichash(c->keys->master, KEY_BYTES, domain, sizeof domain,
-                           seed, 32);
+                           seed, MESS_SEED_BYTES);
         c->deterministic = 1;
     } else {
         randombytes_buf(c->keys->master, KEY_BYTES);

@@ -249,6 +249,25 @@ def exact_topk(base, query, k):
     return out
 
 
+def write_set(out, query_txt, base_txt, learn_txt, qrows, cache, chunk):
+    """Embeds a labelled set and writes its vectors: base, query and learn
+    .fvecs, qrels.ivecs (query r's relevant base row) and the exact cosine
+    top-100 (groundtruth.ivecs).  Queries are embedded first, then the base,
+    then learn, so a cache filled by a smaller run serves a larger one.
+    Returns (ground truth, embedding statistics)."""
+    emb, st = embed_all(query_txt + base_txt + learn_txt, cache, chunk)
+    nq, nb = len(query_txt), len(base_txt)
+    Q, X, L = emb[:nq], emb[nq:nq + nb], emb[nq + nb:]
+    os.makedirs(out, exist_ok=True)
+    write_vecs(os.path.join(out, "base.fvecs"), X, "<f4")
+    write_vecs(os.path.join(out, "query.fvecs"), Q, "<f4")
+    write_vecs(os.path.join(out, "learn.fvecs"), L, "<f4")
+    write_vecs(os.path.join(out, "qrels.ivecs"), qrows.reshape(-1, 1), "<i4")
+    gt = exact_topk(X, Q, 100)
+    write_vecs(os.path.join(out, "groundtruth.ivecs"), gt, "<i4")
+    return gt, st
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(HERE, "text", "debian"))
@@ -286,19 +305,8 @@ def main():
     base_txt = [pairs[i][2] for i in base_idx]
     learn_txt = [pairs[i][2] for i in learn_idx]
     query_txt = [pairs[base_idx[r]][1] for r in qrows]
-    # Queries first, then the base, then learn: a cache filled by a smaller
-    # run serves a larger one.
-    emb, st = embed_all(query_txt + base_txt + learn_txt, a.cache, a.chunk)
+    gt, st = write_set(a.out, query_txt, base_txt, learn_txt, qrows, a.cache, a.chunk)
     nq, nb = len(query_txt), len(base_txt)
-    Q, X, L = emb[:nq], emb[nq:nq + nb], emb[nq + nb:]
-
-    os.makedirs(a.out, exist_ok=True)
-    write_vecs(os.path.join(a.out, "base.fvecs"), X, "<f4")
-    write_vecs(os.path.join(a.out, "query.fvecs"), Q, "<f4")
-    write_vecs(os.path.join(a.out, "learn.fvecs"), L, "<f4")
-    write_vecs(os.path.join(a.out, "qrels.ivecs"), qrows.reshape(-1, 1), "<i4")
-    gt = exact_topk(X, Q, 100)
-    write_vecs(os.path.join(a.out, "groundtruth.ivecs"), gt, "<i4")
     with open(os.path.join(a.out, "base.jsonl"), "w", encoding="utf-8") as f:
         for i in base_idx:
             f.write(json.dumps({"package": pairs[i][0], "text": pairs[i][2]}) + "\n")

@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_text import DIM, die, embed_all, exact_topk, write_vecs  # noqa: E402
+from make_text import DIM, die, write_set  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WN = "/usr/share/wordnet"
@@ -89,16 +89,8 @@ def main():
     base_txt = [passage(pairs[i]) for i in base_idx]
     learn_txt = [passage(pairs[i]) for i in learn_idx]
     query_txt = [pairs[base_idx[r]][3] for r in qrows]
-    emb, st = embed_all(query_txt + base_txt + learn_txt, a.cache, a.chunk)
+    gt, st = write_set(a.out, query_txt, base_txt, learn_txt, qrows, a.cache, a.chunk)
     nq, nb = len(query_txt), len(base_txt)
-    Q, X, L = emb[:nq], emb[nq:nq + nb], emb[nq + nb:]
-    os.makedirs(a.out, exist_ok=True)
-    write_vecs(os.path.join(a.out, "base.fvecs"), X, "<f4")
-    write_vecs(os.path.join(a.out, "query.fvecs"), Q, "<f4")
-    write_vecs(os.path.join(a.out, "learn.fvecs"), L, "<f4")
-    write_vecs(os.path.join(a.out, "qrels.ivecs"), qrows.reshape(-1, 1), "<i4")
-    gt = exact_topk(X, Q, 100)
-    write_vecs(os.path.join(a.out, "groundtruth.ivecs"), gt, "<i4")
     with open(os.path.join(a.out, "base.jsonl"), "w", encoding="utf-8") as f:
         for i, t in zip(base_idx, base_txt):
             f.write(json.dumps({"synset": pairs[i][0], "text": t}) + "\n")
