@@ -250,8 +250,7 @@ int client_finish(const mess_client *c, const mess_query *q,
                   mess_finish_stats *stats, unsigned workers_arg)
 {
     const mess_params *p;
-    struct mess_rd r;
-    const uint8_t *rid;
+    struct wire_response r;
     struct scored *best = NULL;
     struct entry_ref *ent = NULL;
     struct claim *claims = NULL;
@@ -277,41 +276,17 @@ int client_finish(const mess_client *c, const mess_query *q,
     p = &c->p;
     entry_bytes = payload_entry_bytes(p);
     plain_bytes = payload_plain_bytes(p);
-    mess_rd_init(&r, resp, resp_len);
-    rc = wire_check_header(&r, WIRE_RESPONSE, p);
+    rc = wire_response_open(p, resp, resp_len, &r);
     if (rc != MESS_OK)
         goto out;
-    rid = mess_rd_take(&r, WIRE_REQUEST_ID_BYTES);
-    if (!rid) {
-        rc = MESS_EFORMAT;
-        goto out;
-    }
-    if (sodium_memcmp(rid, q->request_id, WIRE_REQUEST_ID_BYTES) != 0) {
+    if (sodium_memcmp(r.request_id, q->request_id, WIRE_REQUEST_ID_BYTES) != 0) {
         rc = MESS_EAUTH; /* a response to another request (e.g. a replay) */
         goto out;
     }
-    /* First pass: the shape must be exactly what was asked for. */
-    {
-        struct mess_rd s = r;
-        for (j = 0; j < p->shards; j++) {
-            uint8_t b[2];
-            uint32_t count;
-            if (mess_rd_bytes(&s, b, 2)) {
-                rc = MESS_EFORMAT;
-                goto out;
-            }
-            count = (uint32_t)b[0] | (uint32_t)b[1] << 8;
-            if (count > q->budgets[j] || !mess_rd_take(&s, (size_t)count * entry_bytes)) {
-                rc = MESS_EFORMAT;
-                goto out;
-            }
-            total += count;
-        }
-        if (mess_rd_left(&s) != 0) {
-            rc = MESS_EFORMAT;
-            goto out;
-        }
-    }
+    /* The shape must be exactly what was asked for. */
+    rc = wire_response_check(&r, p, q->budgets, &total);
+    if (rc != MESS_OK)
+        goto out;
     if (workers > 64)
         workers = 64;
     best = (struct scored *)mess_malloc_array(k ? k : 1, sizeof *best);
@@ -326,13 +301,11 @@ int client_finish(const mess_client *c, const mess_query *q,
         goto out;
     }
     for (j = 0, i = 0; j < p->shards; j++) {
-        uint8_t b[2];
         uint32_t count, e;
-        mess_rd_bytes(&r, b, 2);
-        count = (uint32_t)b[0] | (uint32_t)b[1] << 8;
+        const uint8_t *entries = wire_response_next(&r, entry_bytes, &count);
         for (e = 0; e < count; e++, i++) {
             memset(&ent[i], 0, sizeof ent[i]);
-            ent[i].entry = mess_rd_take(&r, entry_bytes);
+            ent[i].entry = entries + (size_t)e * entry_bytes;
             ent[i].shard = j;
             ent[i].next = NO_ENTRY;
         }

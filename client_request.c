@@ -38,7 +38,7 @@ int client_request_build(const mess_client *c, const float *qv, size_t pool,
     struct mess_rng rng;
     uint64_t *clean = NULL, *report = NULL;
     uint8_t *dst;
-    uint32_t j, words;
+    uint32_t words;
     size_t i;
     int rc;
 
@@ -69,9 +69,7 @@ int client_request_build(const mess_client *c, const float *qv, size_t pool,
     memcpy(q->q, qv, (size_t)p->dim * sizeof(float));
     /* The whole request is allocated before the op counter changes: a
      * failed call leaves the client as it was. */
-    wire_header_owned(w, WIRE_REQUEST, p, c->owner);
-    dst = mess_wr_reserve(w, sizeof q->request_id + 2 * (size_t)p->shards +
-                                  (size_t)p->shards * wire_code_bytes(p));
+    dst = wire_request_begin(w, p, c->owner);
     if (!dst) {
         rc = w->err;
         goto fail;
@@ -91,15 +89,7 @@ int client_request_build(const mess_client *c, const float *qv, size_t pool,
     if (rc != MESS_OK)
         goto fail;
 
-    memcpy(dst, q->request_id, sizeof q->request_id);
-    dst += sizeof q->request_id;
-    for (j = 0; j < p->shards; j++, dst += 2) {
-        dst[0] = (uint8_t)q->budgets[j];
-        dst[1] = (uint8_t)(q->budgets[j] >> 8);
-    }
-    for (j = 0; j < p->shards; j++)
-        wire_store_code(dst + (size_t)j * wire_code_bytes(p), words,
-                        report + (size_t)j * words);
+    wire_request_put(dst, p, q->request_id, q->budgets, report);
     sodium_memzero(clean, (size_t)p->shards * words * 8);
     free(clean);
     free(report);

@@ -93,7 +93,7 @@ static int upload_shard(void *ctx, size_t jj, unsigned worker)
     mess_client *c = u->c;
     const mess_params *p = &c->p;
     uint32_t j = (uint32_t)jj, words = params_words(p);
-    size_t n = u->counts[j], i, code_bytes = wire_code_bytes(p);
+    size_t n = u->counts[j], i;
     float *x = NULL;
     uint64_t *codes = NULL;
     uint8_t *plain = NULL, skey[KEY_BYTES];
@@ -124,12 +124,9 @@ static int upload_shard(void *ctx, size_t jj, unsigned worker)
         rc = store_perturb(p, skey, u->ids[lr->item], code);
         if (rc != MESS_OK)
             goto done;
-        mess_store_u32(rec, j);
-        memcpy(rec + WIRE_LABEL_OFFSET, lr->label, LABEL_BYTES);
-        wire_store_code(rec + WIRE_CODE_OFFSET, words, code);
         payload_seal(p, aead_key(c, j), payload_ctx(j, u->gens[lr->item]),
                      u->ids[lr->item], u->vectors + lr->item * p->dim, plain,
-                     rec + WIRE_CODE_OFFSET + code_bytes);
+                     wire_upload_record_put(rec, p, j, lr->label, code));
     }
 done:
     sodium_memzero(skey, sizeof skey);
@@ -262,8 +259,7 @@ int client_upload(mess_client *c, const uint64_t *ids,
             }
     }
 
-    wire_header_owned(w, WIRE_UPLOAD, &c->p, c->owner);
-    mess_wr_u64(w, (uint64_t)(n * t));
+    wire_records_begin(w, WIRE_UPLOAD, &c->p, c->owner, (uint64_t)(n * t));
     body = mess_wr_reserve(w, total);
     if (!body) {
         rc = w->err;
@@ -380,12 +376,9 @@ int client_delete(mess_client *c, const uint64_t *ids, size_t n,
         }
     }
     qsort(recs, total, sizeof *recs, del_rec_cmp);
-    wire_header_owned(w, WIRE_DELETE, &c->p, c->owner);
-    mess_wr_u64(w, (uint64_t)total);
-    for (k = 0; k < total; k++) {
-        mess_wr_u32(w, recs[k].shard);
-        mess_wr_bytes(w, recs[k].label, LABEL_BYTES);
-    }
+    wire_records_begin(w, WIRE_DELETE, &c->p, c->owner, (uint64_t)total);
+    for (k = 0; k < total; k++)
+        wire_delete_record_put(w, recs[k].shard, recs[k].label);
     free(recs);
     rc = w->err;
     if (rc == MESS_OK)

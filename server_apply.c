@@ -36,8 +36,7 @@ static int store_reserve(mess_server *s, struct shard_store *st, size_t more)
 
 struct apply_job {
     mess_server *s;
-    const uint8_t *recs;
-    size_t rec_bytes;
+    struct wire_records recs;
     size_t *start; /* M + 1: records of shard j are [start[j], start[j+1]) */
 };
 
@@ -46,21 +45,19 @@ static int apply_shard(void *ctx, size_t jj, unsigned worker)
     struct apply_job *a = (struct apply_job *)ctx;
     mess_server *s = a->s;
     struct shard_store *st = &s->shards[jj];
-    uint32_t words = params_words(&s->p);
-    size_t i, code_bytes = wire_code_bytes(&s->p);
+    size_t i;
     uint64_t code[MESS_MAX_BITS / 64];
     (void)worker;
 
     for (i = a->start[jj]; i < a->start[jj + 1]; i++) {
-        const uint8_t *rec = a->recs + i * a->rec_bytes;
+        const uint8_t *rec = wire_record(&a->recs, i), *entry;
         uint32_t node;
         int rc;
-        wire_load_code(rec + WIRE_CODE_OFFSET, words, code);
-        rc = hnsw_add(st->graph, code, label_load(rec + WIRE_LABEL_OFFSET), &node);
+        entry = wire_upload_record_code(rec, &s->p, code);
+        rc = hnsw_add(st->graph, code, label_load(wire_record_label(rec)), &node);
         if (rc != MESS_OK)
             return rc;
-        memcpy(st->entries + (size_t)node * s->entry_bytes, rec + WIRE_CODE_OFFSET + code_bytes,
-               s->entry_bytes);
+        memcpy(st->entries + (size_t)node * s->entry_bytes, entry, s->entry_bytes);
     }
     return MESS_OK;
 }
@@ -71,8 +68,7 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
     struct apply_job a;
     struct mess_rd r;
     const uint8_t *owner;
-    uint64_t n;
-    size_t i, bytes;
+    size_t i;
     uint32_t prev_shard = 0;
     const uint8_t *prev_label = NULL;
     int rc;
@@ -85,23 +81,19 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
         rc = mess_server_check_owner(s, owner);
     if (rc != MESS_OK)
         return rc;
-    if (mess_rd_u64(&r, &n))
-        return MESS_EFORMAT;
+    rc = wire_records_parse(&r, WIRE_UPLOAD, &s->p, &a.recs);
+    if (rc != MESS_OK)
+        return rc;
     a.s = s;
-    a.rec_bytes = wire_upload_record_bytes(&s->p);
-    if (n > SIZE_MAX || mess_mul_size((size_t)n, a.rec_bytes, &bytes) != MESS_OK ||
-        bytes != mess_rd_left(&r))
-        return MESS_EFORMAT;
-    a.recs = mess_rd_take(&r, bytes);
     a.start = (size_t *)calloc((size_t)s->p.shards + 1, sizeof *a.start);
     if (!a.start)
         return MESS_ENOMEM;
     /* Validate everything before changing anything: records strictly
      * ordered by (shard, label), shards in range, labels not stored yet. */
-    for (i = 0; i < n; i++) {
-        const uint8_t *rec = a.recs + i * a.rec_bytes;
-        uint32_t shard = mess_load_u32(rec);
-        const uint8_t *label = rec + WIRE_LABEL_OFFSET;
+    for (i = 0; i < a.recs.n; i++) {
+        const uint8_t *rec = wire_record(&a.recs, i);
+        uint32_t shard = wire_record_shard(rec);
+        const uint8_t *label = wire_record_label(rec);
         if (shard >= s->p.shards ||
             (i > 0 && (shard < prev_shard ||
                        (shard == prev_shard &&
@@ -146,9 +138,9 @@ int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
                              size_t *missing)
 {
     struct mess_rd r;
-    const uint8_t *recs, *owner;
-    uint64_t n;
-    size_t i, bytes, rb, miss = 0;
+    struct wire_records recs;
+    const uint8_t *owner;
+    size_t i, miss = 0;
     int rc;
 
     if (missing)
@@ -161,21 +153,16 @@ int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
         rc = mess_server_check_owner(s, owner);
     if (rc != MESS_OK)
         return rc;
-    if (mess_rd_u64(&r, &n))
-        return MESS_EFORMAT;
-    if (n > SIZE_MAX ||
-        mess_mul_size((size_t)n, wire_delete_record_bytes(), &bytes) != MESS_OK ||
-        bytes != mess_rd_left(&r))
-        return MESS_EFORMAT;
-    recs = mess_rd_take(&r, bytes);
-    rb = wire_delete_record_bytes();
-    for (i = 0; i < n; i++)
-        if (mess_load_u32(recs + i * rb) >= s->p.shards)
+    rc = wire_records_parse(&r, WIRE_DELETE, &s->p, &recs);
+    if (rc != MESS_OK)
+        return rc;
+    for (i = 0; i < recs.n; i++)
+        if (wire_record_shard(wire_record(&recs, i)) >= s->p.shards)
             return MESS_EFORMAT;
-    for (i = 0; i < n; i++) {
-        const uint8_t *rec = recs + i * rb;
-        rc = hnsw_delete(s->shards[mess_load_u32(rec)].graph,
-                         label_load(rec + WIRE_LABEL_OFFSET));
+    for (i = 0; i < recs.n; i++) {
+        const uint8_t *rec = wire_record(&recs, i);
+        rc = hnsw_delete(s->shards[wire_record_shard(rec)].graph,
+                         label_load(wire_record_label(rec)));
         if (rc == MESS_ENOTFOUND)
             miss++;
         else if (rc != MESS_OK)

@@ -29,7 +29,7 @@ static int search_shard(void *ctx, size_t jj, unsigned worker)
 {
     struct search_job *sj = (struct search_job *)ctx;
     const mess_server *s = sj->s;
-    uint32_t j = (uint32_t)jj, words = params_words(&s->p);
+    uint32_t j = (uint32_t)jj;
     uint32_t budget = wire_request_budget(sj->req, j);
     uint64_t code[MESS_MAX_BITS / 64];
     size_t ef, room = search_room(s, j, budget);
@@ -37,7 +37,7 @@ static int search_shard(void *ctx, size_t jj, unsigned worker)
     sj->found[j] = 0;
     if (budget == 0 || room == 0)
         return MESS_OK;
-    wire_load_code(sj->req->codes + (size_t)j * wire_code_bytes(&s->p), words, code);
+    wire_request_code(sj->req, &s->p, j, code);
     ef = s->p.ef_search > budget ? s->p.ef_search : budget;
     return hnsw_search(s->shards[j].graph, sj->scratch[worker], code, room, ef,
                        sj->hits[j], &sj->found[j]);
@@ -81,7 +81,7 @@ static int server_search(const mess_server *s, const uint8_t *req,
     uint32_t j, M;
     unsigned t;
     size_t total = 0, len, off, pool = 0;
-    uint8_t *out;
+    uint8_t *out, *dst;
     int rc;
 
     if (resp)
@@ -126,8 +126,8 @@ static int server_search(const mess_server *s, const uint8_t *req,
         goto done;
     for (j = 0; j < M; j++)
         total += sj.found[j];
-    /* exact size, one allocation: header | request id | per shard count + entries */
-    len = WIRE_HEADER_BYTES + WIRE_REQUEST_ID_BYTES + (size_t)M * 2 + total * s->entry_bytes;
+    /* exact size, one allocation (or the caller's buffer) */
+    len = wire_response_bytes(&s->p, total);
     if (!resp) {
         *resp_len = len;
         if (cap < len) {
@@ -142,31 +142,13 @@ static int server_search(const mess_server *s, const uint8_t *req,
             goto done;
         }
     }
-    {
-        struct mess_wr w;
-        mess_wr_init(&w);
-        wire_header(&w, WIRE_RESPONSE, &s->p);
-        if (w.err || w.len != WIRE_HEADER_BYTES) {
-            rc = w.err ? w.err : MESS_EFORMAT;
-            mess_wr_free(&w);
-            if (resp)
-                free(out);
-            goto done;
-        }
-        memcpy(out, w.p, WIRE_HEADER_BYTES);
-        mess_wr_free(&w);
-    }
-    off = WIRE_HEADER_BYTES;
-    memcpy(out + off, rq.request_id, WIRE_REQUEST_ID_BYTES);
-    off += WIRE_REQUEST_ID_BYTES;
+    dst = wire_response_start(out, &s->p, rq.request_id);
     for (j = 0; j < M; j++) {
         const uint8_t *base = s->shards[j].entries;
         size_t e;
-        out[off] = (uint8_t)sj.found[j];
-        out[off + 1] = (uint8_t)(sj.found[j] >> 8);
-        off += 2;
-        for (e = 0; e < sj.found[j]; e++, off += s->entry_bytes)
-            memcpy(out + off, base + (size_t)sj.hits[j][e].node * s->entry_bytes,
+        dst = wire_response_put_count(dst, sj.found[j]);
+        for (e = 0; e < sj.found[j]; e++, dst += s->entry_bytes)
+            memcpy(dst, base + (size_t)sj.hits[j][e].node * s->entry_bytes,
                    s->entry_bytes);
     }
     if (resp)

@@ -8,13 +8,18 @@ static const char wire_magic[4][4] = {
     {'M', 'S', 'U', 'P'}, {'M', 'S', 'D', 'L'}, {'M', 'S', 'R', 'Q'},
     {'M', 'S', 'R', 'S'}};
 
+void wire_header_put(uint8_t *dst, enum wire_kind kind, const mess_params *p)
+{
+    memcpy(dst, wire_magic[kind], WIRE_MAGIC_BYTES);
+    mess_store_u32(dst + WIRE_VERSION_OFFSET, WIRE_VERSION);
+    params_fingerprint(p, dst + WIRE_VERSION_OFFSET + 4);
+}
+
 void wire_header(struct mess_wr *w, enum wire_kind kind, const mess_params *p)
 {
-    uint8_t fp[MESS_FINGERPRINT_BYTES];
-    params_fingerprint(p, fp);
-    mess_wr_bytes(w, wire_magic[kind], 4);
-    mess_wr_u32(w, WIRE_VERSION);
-    mess_wr_bytes(w, fp, sizeof fp);
+    uint8_t *dst = mess_wr_reserve(w, WIRE_HEADER_BYTES);
+    if (dst)
+        wire_header_put(dst, kind, p);
 }
 
 void wire_header_owned(struct mess_wr *w, enum wire_kind kind,
@@ -68,6 +73,17 @@ size_t wire_delete_record_bytes(void)
     return WIRE_CODE_OFFSET;
 }
 
+size_t wire_request_codes_offset(const mess_params *p)
+{
+    return WIRE_REQUEST_BUDGETS_OFFSET + (size_t)p->shards * WIRE_BUDGET_BYTES;
+}
+
+size_t wire_response_bytes(const mess_params *p, size_t entries)
+{
+    return WIRE_RESPONSE_BODY_OFFSET + (size_t)p->shards * WIRE_BUDGET_BYTES +
+           entries * payload_entry_bytes(p);
+}
+
 void wire_load_code(const uint8_t *src, uint32_t words, uint64_t *code)
 {
     uint32_t i;
@@ -82,6 +98,85 @@ void wire_store_code(uint8_t *dst, uint32_t words, const uint64_t *code)
         mess_store_u64(dst + 8 * i, code[i]);
 }
 
+void wire_records_begin(struct mess_wr *w, enum wire_kind kind,
+                        const mess_params *p, const uint8_t *owner,
+                        uint64_t records)
+{
+    wire_header_owned(w, kind, p, owner);
+    mess_wr_u64(w, records);
+}
+
+uint8_t *wire_upload_record_put(uint8_t *rec, const mess_params *p,
+                                uint32_t shard, const uint8_t *label,
+                                const uint64_t *code)
+{
+    mess_store_u32(rec, shard);
+    memcpy(rec + WIRE_LABEL_OFFSET, label, WIRE_LABEL_BYTES);
+    wire_store_code(rec + WIRE_CODE_OFFSET, params_words(p), code);
+    return rec + WIRE_CODE_OFFSET + wire_code_bytes(p);
+}
+
+void wire_delete_record_put(struct mess_wr *w, uint32_t shard,
+                            const uint8_t *label)
+{
+    mess_wr_u32(w, shard);
+    mess_wr_bytes(w, label, WIRE_LABEL_BYTES);
+}
+
+int wire_records_parse(struct mess_rd *r, enum wire_kind kind,
+                       const mess_params *p, struct wire_records *out)
+{
+    uint64_t n;
+    size_t bytes;
+    out->rec_bytes = kind == WIRE_UPLOAD ? wire_upload_record_bytes(p)
+                                         : wire_delete_record_bytes();
+    if (mess_rd_u64(r, &n))
+        return MESS_EFORMAT;
+    if (n > SIZE_MAX || mess_mul_size((size_t)n, out->rec_bytes, &bytes) != MESS_OK ||
+        bytes != mess_rd_left(r))
+        return MESS_EFORMAT;
+    out->n = (size_t)n;
+    out->recs = mess_rd_take(r, bytes);
+    return MESS_OK;
+}
+
+const uint8_t *wire_upload_record_code(const uint8_t *rec,
+                                       const mess_params *p, uint64_t *code)
+{
+    wire_load_code(rec + WIRE_CODE_OFFSET, params_words(p), code);
+    return rec + WIRE_CODE_OFFSET + wire_code_bytes(p);
+}
+
+uint8_t *wire_request_begin(struct mess_wr *w, const mess_params *p,
+                            const uint8_t *owner)
+{
+    wire_header_owned(w, WIRE_REQUEST, p, owner);
+    return mess_wr_reserve(w, WIRE_REQUEST_ID_BYTES +
+                                  (size_t)p->shards * (WIRE_BUDGET_BYTES + wire_code_bytes(p)));
+}
+
+void wire_request_put(uint8_t *body, const mess_params *p,
+                      const uint8_t *request_id, const uint16_t *budgets,
+                      const uint64_t *codes)
+{
+    uint32_t j, words = params_words(p);
+    size_t cb = wire_code_bytes(p);
+    memcpy(body, request_id, WIRE_REQUEST_ID_BYTES);
+    body += WIRE_REQUEST_ID_BYTES;
+    for (j = 0; j < p->shards; j++, body += WIRE_BUDGET_BYTES) {
+        body[0] = (uint8_t)budgets[j];
+        body[1] = (uint8_t)(budgets[j] >> 8);
+    }
+    for (j = 0; j < p->shards; j++)
+        wire_store_code(body + (size_t)j * cb, words, codes + (size_t)j * words);
+}
+
+void wire_request_code(const struct wire_request *q, const mess_params *p,
+                       uint32_t shard, uint64_t *code)
+{
+    wire_load_code(q->codes + (size_t)shard * wire_code_bytes(p), params_words(p), code);
+}
+
 int wire_request_parse(const mess_params *p, const uint8_t *buf, size_t len,
                        struct wire_request *out)
 {
@@ -94,7 +189,7 @@ int wire_request_parse(const mess_params *p, const uint8_t *buf, size_t len,
     if (rc != MESS_OK)
         return rc;
     out->request_id = mess_rd_take(&r, WIRE_REQUEST_ID_BYTES);
-    out->budgets = mess_rd_take(&r, (size_t)p->shards * 2);
+    out->budgets = mess_rd_take(&r, (size_t)p->shards * WIRE_BUDGET_BYTES);
     out->codes = mess_rd_take(&r, (size_t)p->shards * wire_code_bytes(p));
     if (!out->request_id || !out->budgets || !out->codes || mess_rd_left(&r) != 0)
         return MESS_EFORMAT;
@@ -111,6 +206,58 @@ void wire_split_pool(uint32_t shards, size_t pool, uint32_t start,
         size_t b = base + (pos < extra ? 1 : 0);
         budgets[j] = (uint16_t)(b > MESS_MAX_BUDGET ? MESS_MAX_BUDGET : b);
     }
+}
+
+uint8_t *wire_response_start(uint8_t *out, const mess_params *p,
+                             const uint8_t *request_id)
+{
+    wire_header_put(out, WIRE_RESPONSE, p);
+    memcpy(out + WIRE_HEADER_BYTES, request_id, WIRE_REQUEST_ID_BYTES);
+    return out + WIRE_RESPONSE_BODY_OFFSET;
+}
+
+uint8_t *wire_response_put_count(uint8_t *dst, size_t count)
+{
+    dst[0] = (uint8_t)count;
+    dst[1] = (uint8_t)(count >> 8);
+    return dst + WIRE_BUDGET_BYTES;
+}
+
+int wire_response_open(const mess_params *p, const uint8_t *buf, size_t len,
+                       struct wire_response *out)
+{
+    int rc;
+    mess_rd_init(&out->body, buf, len);
+    rc = wire_check_header(&out->body, WIRE_RESPONSE, p);
+    if (rc != MESS_OK)
+        return rc;
+    out->request_id = mess_rd_take(&out->body, WIRE_REQUEST_ID_BYTES);
+    return out->request_id ? MESS_OK : MESS_EFORMAT;
+}
+
+const uint8_t *wire_response_next(struct wire_response *r, size_t entry_bytes,
+                                  uint32_t *count)
+{
+    uint8_t b[WIRE_BUDGET_BYTES];
+    if (mess_rd_bytes(&r->body, b, sizeof b))
+        return NULL;
+    *count = (uint32_t)b[0] | (uint32_t)b[1] << 8;
+    return mess_rd_take(&r->body, (size_t)*count * entry_bytes);
+}
+
+int wire_response_check(const struct wire_response *r, const mess_params *p,
+                        const uint16_t *budgets, size_t *total)
+{
+    struct wire_response s = *r;
+    size_t eb = payload_entry_bytes(p);
+    uint32_t j, count;
+    *total = 0;
+    for (j = 0; j < p->shards; j++) {
+        if (!wire_response_next(&s, eb, &count) || count > budgets[j])
+            return MESS_EFORMAT;
+        *total += count;
+    }
+    return mess_rd_left(&s.body) == 0 ? MESS_OK : MESS_EFORMAT;
 }
 
 /* fixed + n * per * rec, or 0 if that overflows size_t (no buffer that
@@ -131,7 +278,7 @@ size_t mess_upload_size(const mess_params *in, size_t items)
     if (params_import(in, &q) != MESS_OK || mess_params_check(p) != MESS_OK)
         return 0;
     return checked_records(items, p->per_item, wire_upload_record_bytes(p),
-                           WIRE_HEADER_BYTES + WIRE_OWNER_BYTES + 8);
+                           WIRE_CLIENT_BODY_OFFSET + WIRE_COUNT_BYTES);
 }
 
 size_t mess_delete_size(const mess_params *in, size_t items)
@@ -141,7 +288,7 @@ size_t mess_delete_size(const mess_params *in, size_t items)
     if (params_import(in, &q) != MESS_OK || mess_params_check(p) != MESS_OK)
         return 0;
     return checked_records(items, p->per_item, wire_delete_record_bytes(),
-                           WIRE_HEADER_BYTES + WIRE_OWNER_BYTES + 8);
+                           WIRE_CLIENT_BODY_OFFSET + WIRE_COUNT_BYTES);
 }
 
 size_t mess_request_size(const mess_params *in)
@@ -150,8 +297,8 @@ size_t mess_request_size(const mess_params *in)
     const mess_params *p = &q;
     if (params_import(in, &q) != MESS_OK || mess_params_check(p) != MESS_OK)
         return 0;
-    return WIRE_HEADER_BYTES + WIRE_OWNER_BYTES + WIRE_REQUEST_ID_BYTES +
-           (size_t)p->shards * (2 + wire_code_bytes(p));
+    return WIRE_CLIENT_BODY_OFFSET + WIRE_REQUEST_ID_BYTES +
+           (size_t)p->shards * (WIRE_BUDGET_BYTES + wire_code_bytes(p));
 }
 
 /* Upper bound: every shard returns its full budget. */
@@ -162,6 +309,6 @@ size_t mess_response_size(const mess_params *in, size_t pool)
     if (params_import(in, &q) != MESS_OK || mess_params_check(p) != MESS_OK)
         return 0;
     return checked_records(pool, 1, payload_entry_bytes(p),
-                           WIRE_HEADER_BYTES + WIRE_REQUEST_ID_BYTES +
-                               (size_t)p->shards * 2);
+                           WIRE_RESPONSE_BODY_OFFSET +
+                               (size_t)p->shards * WIRE_BUDGET_BYTES);
 }

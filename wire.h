@@ -1,8 +1,13 @@
 /*
  * wire.h - the buffers that cross between client and server.  Internal.
  *
+ * This module alone knows their layout: the protocol's files, the tests
+ * (tests/harness.h) and the fuzz targets build and read buffers through
+ * the functions below; Python mirrors it in python/mess/wire.py, which a
+ * test checks against the library's size functions.
+ *
  * Every buffer starts with a 24-byte header:
- *   magic[4] | u32 version (3; other versions are MESS_EVERSION) |
+ *   magic[4] | u32 version (WIRE_VERSION, 3; others are MESS_EVERSION) |
  *   parameter fingerprint[16]
  * and its length is exact: a parser checks every count against the bytes
  * that are actually there before touching them.  The client's buffers then
@@ -20,17 +25,35 @@
 
 #include "params.h"
 
-#define WIRE_HEADER_BYTES 24
+#define WIRE_VERSION 3
+#define WIRE_MAGIC_BYTES 4
+#define WIRE_VERSION_OFFSET WIRE_MAGIC_BYTES /* u32 after the magic */
+#define WIRE_HEADER_BYTES 24 /* magic | version | fingerprint */
 #define WIRE_REQUEST_ID_BYTES 16
 #define WIRE_OWNER_BYTES MESS_OWNER_BYTES
-#define WIRE_VERSION 3
-/* A record's label: 16 bytes at offset 4, two u64 (lo | hi). */
+#define WIRE_COUNT_BYTES 8   /* u64 record count of upload and delete */
+#define WIRE_BUDGET_BYTES 2  /* u16 budget of a request, count of a response */
+/* A record: u32 shard | label (two u64, lo | hi) | ... */
+#define WIRE_SHARD_BYTES 4
 #define WIRE_LABEL_BYTES 16
-#define WIRE_LABEL_OFFSET 4
+#define WIRE_LABEL_OFFSET WIRE_SHARD_BYTES
 #define WIRE_CODE_OFFSET (WIRE_LABEL_OFFSET + WIRE_LABEL_BYTES)
+/* Where the client's buffers' bodies start (after header and owner tag). */
+#define WIRE_CLIENT_BODY_OFFSET (WIRE_HEADER_BYTES + WIRE_OWNER_BYTES)
+/* Where the records of an upload or delete start (after their count). */
+#define WIRE_RECORDS_OFFSET (WIRE_CLIENT_BODY_OFFSET + WIRE_COUNT_BYTES)
+/* Where a request's id and budgets start. */
+#define WIRE_REQUEST_ID_OFFSET WIRE_CLIENT_BODY_OFFSET
+#define WIRE_REQUEST_BUDGETS_OFFSET (WIRE_REQUEST_ID_OFFSET + WIRE_REQUEST_ID_BYTES)
+/* Where a response's per-shard counts start. */
+#define WIRE_RESPONSE_BODY_OFFSET (WIRE_HEADER_BYTES + WIRE_REQUEST_ID_BYTES)
 
 enum wire_kind { WIRE_UPLOAD, WIRE_DELETE, WIRE_REQUEST, WIRE_RESPONSE };
 
+/* ---- header ---------------------------------------------------------------- */
+
+/* Writes the header of `kind` for parameters p (WIRE_HEADER_BYTES). */
+void wire_header_put(uint8_t *dst, enum wire_kind kind, const mess_params *p);
 /* Appends the header of `kind` for parameters p. */
 void wire_header(struct mess_wr *w, enum wire_kind kind, const mess_params *p);
 /* The header followed by the client's owner tag (upload, delete, request). */
@@ -44,13 +67,71 @@ int wire_check_header(struct mess_rd *r, enum wire_kind kind,
 int wire_check_header_owned(struct mess_rd *r, enum wire_kind kind,
                             const mess_params *p, const uint8_t **owner);
 
+/* ---- sizes ----------------------------------------------------------------- */
+
 size_t wire_code_bytes(const mess_params *p);
 size_t wire_upload_record_bytes(const mess_params *p);
 size_t wire_delete_record_bytes(void);
+/* Where a request's M codes start. */
+size_t wire_request_codes_offset(const mess_params *p);
+/* A response carrying `entries` entries in total. */
+size_t wire_response_bytes(const mess_params *p, size_t entries);
 
 /* Reads a code (unaligned bytes) into words. */
 void wire_load_code(const uint8_t *src, uint32_t words, uint64_t *code);
 void wire_store_code(uint8_t *dst, uint32_t words, const uint64_t *code);
+
+/* ---- upload and delete ------------------------------------------------------ */
+
+/* Appends header, owner tag and the u64 record count of an upload or a
+ * delete; the records follow. */
+void wire_records_begin(struct mess_wr *w, enum wire_kind kind,
+                        const mess_params *p, const uint8_t *owner,
+                        uint64_t records);
+/* Writes an upload record's shard, label and code at rec; returns where
+ * its entry (payload_entry_bytes) goes. */
+uint8_t *wire_upload_record_put(uint8_t *rec, const mess_params *p,
+                                uint32_t shard, const uint8_t *label,
+                                const uint64_t *code);
+/* Appends a delete record. */
+void wire_delete_record_put(struct mess_wr *w, uint32_t shard,
+                            const uint8_t *label);
+
+/* The records of an upload or delete, after its checked header and owner
+ * tag (r is left there by wire_check_header_owned): the count must match
+ * the bytes exactly (MESS_EFORMAT otherwise). */
+struct wire_records {
+    const uint8_t *recs;
+    size_t n, rec_bytes;
+};
+int wire_records_parse(struct mess_rd *r, enum wire_kind kind,
+                       const mess_params *p, struct wire_records *out);
+static inline const uint8_t *wire_record(const struct wire_records *r, size_t i)
+{
+    return r->recs + i * r->rec_bytes;
+}
+static inline uint32_t wire_record_shard(const uint8_t *rec)
+{
+    return mess_load_u32(rec);
+}
+static inline const uint8_t *wire_record_label(const uint8_t *rec)
+{
+    return rec + WIRE_LABEL_OFFSET;
+}
+/* An upload record's code into words; returns its entry. */
+const uint8_t *wire_upload_record_code(const uint8_t *rec,
+                                       const mess_params *p, uint64_t *code);
+
+/* ---- request ------------------------------------------------------------------ */
+
+/* Appends the header and owner tag of a request and reserves its body;
+ * returns the body for wire_request_put, or NULL (w->err set). */
+uint8_t *wire_request_begin(struct mess_wr *w, const mess_params *p,
+                            const uint8_t *owner);
+/* Fills a reserved request body: id, M budgets, M codes (M x words). */
+void wire_request_put(uint8_t *body, const mess_params *p,
+                      const uint8_t *request_id, const uint16_t *budgets,
+                      const uint64_t *codes);
 
 /* A validated request: pointers into the caller's buffer. */
 struct wire_request {
@@ -66,10 +147,41 @@ static inline uint32_t wire_request_budget(const struct wire_request *q,
 {
     return (uint32_t)q->budgets[2 * shard] | (uint32_t)q->budgets[2 * shard + 1] << 8;
 }
+/* Shard j's code of a request into words. */
+void wire_request_code(const struct wire_request *q, const mess_params *p,
+                       uint32_t shard, uint64_t *code);
 
 /* Splits pool B over M shards as evenly as possible: the first B mod M
  * shards of a rotation starting at `start` get one more. */
 void wire_split_pool(uint32_t shards, size_t pool, uint32_t start,
                      uint16_t *budgets);
+
+/* ---- response ----------------------------------------------------------------- */
+
+/* Writes a response's header and request id at out (sized by
+ * wire_response_bytes); returns where the first shard's count goes. */
+uint8_t *wire_response_start(uint8_t *out, const mess_params *p,
+                             const uint8_t *request_id);
+/* Writes shard's count; returns where its entries go. */
+uint8_t *wire_response_put_count(uint8_t *dst, size_t count);
+
+/* A response being read: after wire_response_open, the request id; then
+ * wire_response_next gives each shard's entries in order. */
+struct wire_response {
+    const uint8_t *request_id;
+    struct mess_rd body; /* the per-shard counts and entries */
+};
+/* Checks the header and takes the request id (MESS_EFORMAT, MESS_EVERSION,
+ * MESS_EPARAM). */
+int wire_response_open(const mess_params *p, const uint8_t *buf, size_t len,
+                       struct wire_response *out);
+/* The next shard's entries (*count of them, entry_bytes each), or NULL
+ * when the count or the entries are cut short. */
+const uint8_t *wire_response_next(struct wire_response *r, size_t entry_bytes,
+                                  uint32_t *count);
+/* The response's shape is what was asked: M shards, each at most its
+ * budget, nothing after; *total entries.  MESS_EFORMAT otherwise. */
+int wire_response_check(const struct wire_response *r, const mess_params *p,
+                        const uint16_t *budgets, size_t *total);
 
 #endif

@@ -2,12 +2,12 @@
 plaintext HNSW (Debian's hnswlib) over the raw vectors, and faiss's
 IndexBinaryHNSW over the very perturbed codes our server stores, answering
 the very requests our client sends."""
-import struct
 import time
 
 import numpy as np
 
 from common import K, NETWORKS, log, recall, transfer_ms
+from mess import wire
 
 EF_GRID = (10, 12, 16, 20, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512)
 
@@ -59,26 +59,9 @@ def plaintext_hnsw(ds, threads, target=0.98, m=16, ef_construction=300):
 
 # ---- faiss IndexBinaryHNSW on our server's codes ------------------------------
 
-def _parse_request(req, shards, code_bytes):
-    """(header[24], request id[16], budgets[M], codes uint8 (M, kappa/8)) of
-    a request buffer (docs/PROTOCOL.md; the owner tag[16] after the header
-    is skipped)."""
-    b = bytes(req)
-    hdr, rid = b[:24], b[40:56]
-    budgets = np.frombuffer(b, dtype="<u2", count=shards, offset=56)
-    codes = np.frombuffer(b, dtype=np.uint8, count=shards * code_bytes,
-                          offset=56 + 2 * shards).reshape(shards, code_bytes)
-    return hdr, rid, budgets, codes
-
-
-def _response(hdr, rid, per_shard_entries):
-    """A response buffer: magic MSRS, the request's version and parameter
-    fingerprint, its id, then per shard a count and the ciphertexts."""
-    parts = [b"MSRS", hdr[4:24], rid]
-    for e in per_shard_entries:
-        parts.append(struct.pack("<H", len(e)))
-        parts.append(e.tobytes())
-    return b"".join(parts)
+# The buffers' layout is mess.wire's (the Python mirror of wire.h).
+_parse_request = wire.parse_request
+_response = wire.build_response
 
 
 def _popcount8():
@@ -136,15 +119,11 @@ class FaissServer:
     def our_nodes(self, resp):
         """Per-shard node ids of a response from our server (ciphertexts
         are told apart by their unique synthetic nonces)."""
-        b = bytes(resp)
-        off, eb, nodes = 40, self.entries[0].shape[1], []
-        for j in range(self.shards):
-            cnt = struct.unpack_from("<H", b, off)[0]
-            off += 2
+        nodes = []
+        for j, ents in enumerate(wire.response_entries(resp, self.shards,
+                                                       self.entries[0].shape[1])):
             m = self.nonce_to_node[j]
-            nodes.append(np.array([m[b[off + e * eb: off + e * eb + 12]] for e in range(cnt)],
-                                  dtype=np.int64))
-            off += cnt * eb
+            nodes.append(np.array([m[e[:12]] for e in ents], dtype=np.int64))
         return nodes
 
     def shard_quality(self, req, nodes):

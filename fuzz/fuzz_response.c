@@ -3,13 +3,14 @@
  * fixture's real query.  Whatever the bytes, no crash, and every id
  * returned is one the client stored (only authenticated entries count).
  * Each input is tried as is and with the fixture's request id written
- * over bytes 24..39, so the entry parsing stays reachable even when the
+ * over its place (wire.h), so the entry parsing stays reachable even when the
  * library's coins (hence request ids) change and the seeds were not
  * regenerated.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "../wire.h"
 #include "fuzz.h"
 
 struct finished {
@@ -65,14 +66,15 @@ static void one(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const struct fuzz_fixture *fx = fuzz_fixture();
+    const size_t at = WIRE_HEADER_BYTES, n = WIRE_REQUEST_ID_BYTES;
     uint8_t *copy;
     one(data, size);
-    if (size >= 40 && memcmp(data + 24, fx->response + 24, 16) != 0) {
+    if (size >= at + n && memcmp(data + at, fx->response + at, n) != 0) {
         copy = (uint8_t *)malloc(size);
         if (!copy)
             return 0;
         memcpy(copy, data, size);
-        memcpy(copy + 24, fx->response + 24, 16);
+        memcpy(copy + at, fx->response + at, n);
         one(copy, size);
         free(copy);
     }

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../wire.h" /* the buffers' layout: tests read it through wire.h */
+
 static int harness_passed, harness_failed, harness_test_failed;
 
 #define CHECK(cond)                                                          \
@@ -57,26 +59,27 @@ static int harness_passed, harness_failed, harness_test_failed;
         return harness_failed ? 1 : 0;                                       \
     } while (0)
 
-/* Start of the body of the client's buffers (wire.h: header 24 | owner
- * tag 16); upload and delete records follow a u64 count. */
-#define TEST_WIRE_CLIENT_HDR 40
-
-/* Offsets and shards of the entries of a response (wire.h: header 24 |
- * request id 16 | per shard u16 count | count x eb-byte entries), at most
- * cap of them; returns how many. */
+/* Offsets and shards of the entries of a response, at most cap of them;
+ * returns how many.  The layout is wire.h's: its constants and
+ * wire_response_next walk it (the header is not checked here). */
 static inline size_t test_response_entries(const uint8_t *resp, size_t len,
                                            size_t eb, uint32_t shards,
                                            size_t *off, uint32_t *shard,
                                            size_t cap)
 {
-    size_t pos = 24 + 16, n = 0;
+    struct wire_response r;
+    size_t n = 0;
     uint32_t j, c, e;
-    for (j = 0; j < shards && pos + 2 <= len; j++) {
-        c = (uint32_t)(resp[pos] | resp[pos + 1] << 8);
-        pos += 2;
-        for (e = 0; e < c && pos + eb <= len; e++, pos += eb)
+    mess_rd_init(&r.body, resp, len);
+    if (!mess_rd_take(&r.body, WIRE_RESPONSE_BODY_OFFSET))
+        return 0;
+    for (j = 0; j < shards; j++) {
+        const uint8_t *entries = wire_response_next(&r, eb, &c);
+        if (!entries)
+            break;
+        for (e = 0; e < c; e++)
             if (n < cap) {
-                off[n] = pos;
+                off[n] = (size_t)(entries - resp) + (size_t)e * eb;
                 shard[n++] = j;
             }
     }

@@ -326,8 +326,8 @@ static void test_label_collision(void)
     mess_server *s = NULL;
     uint64_t ids[2] = {11, 12};
     uint8_t *up = NULL, *del = NULL, labels[64 * MESS_LABEL_BYTES], deleted[64];
-    size_t len, dlen, rb = 4 + MESS_LABEL_BYTES + p.kappa / 8 + mess_payload_size(&p);
-    size_t hdr = TEST_WIRE_CLIENT_HDR + 8, missing, n, i, found_a = 0, found_b = 0;
+    size_t len, dlen, rb = wire_upload_record_bytes(&p);
+    size_t hdr = WIRE_RECORDS_OFFSET, missing, n, i, found_a = 0, found_b = 0;
     uint8_t *ra, *rbb, la[MESS_LABEL_BYTES], lb[MESS_LABEL_BYTES];
     uint32_t shard;
 
@@ -347,18 +347,18 @@ static void test_label_collision(void)
     memset(la, 0xa5, sizeof la);
     memcpy(lb, la, sizeof lb);
     lb[15] = 0xa6; /* same first 8 bytes (and 15), another label */
-    memcpy(ra + 4, la, sizeof la);
-    memcpy(rbb + 4, lb, sizeof lb);
+    memcpy(ra + WIRE_LABEL_OFFSET, la, sizeof la);
+    memcpy(rbb + WIRE_LABEL_OFFSET, lb, sizeof lb);
     /* the rest of the buffer: records 2, 3 must stay in (shard, label) order */
     {
         uint8_t *r2 = up + hdr + 2 * rb, *r3 = up + hdr + 3 * rb;
         r2[0] = r3[0] = (uint8_t)((shard + 1) % SHARDS);
-        memset(r2 + 4, 0x01, MESS_LABEL_BYTES);
-        memset(r3 + 4, 0x02, MESS_LABEL_BYTES);
+        memset(r2 + WIRE_LABEL_OFFSET, 0x01, MESS_LABEL_BYTES);
+        memset(r3 + WIRE_LABEL_OFFSET, 0x02, MESS_LABEL_BYTES);
         if (shard + 1 == SHARDS) { /* keep shards ascending */
             r2[0] = r3[0] = (uint8_t)shard;
-            memset(r2 + 4, 0xb0, MESS_LABEL_BYTES);
-            memset(r3 + 4, 0xb1, MESS_LABEL_BYTES);
+            memset(r2 + WIRE_LABEL_OFFSET, 0xb0, MESS_LABEL_BYTES);
+            memset(r3 + WIRE_LABEL_OFFSET, 0xb1, MESS_LABEL_BYTES);
         }
     }
     CHECK_OK(mess_server_apply_upload(s, up, len, 1));
@@ -378,11 +378,10 @@ static void test_label_collision(void)
         goto out;
     {
         uint8_t *rec = del + hdr;
-        del[hdr - 8] = 1; /* n = 1 (u64 LE) */
-        memset(del + hdr - 7, 0, 7);
+        mess_store_u64(del + WIRE_CLIENT_BODY_OFFSET, 1); /* n = 1 */
         mess_store_u32(rec, shard);
-        memcpy(rec + 4, la, MESS_LABEL_BYTES);
-        CHECK_OK(mess_server_apply_delete(s, del, hdr + 4 + MESS_LABEL_BYTES, &missing));
+        memcpy(rec + WIRE_LABEL_OFFSET, la, MESS_LABEL_BYTES);
+        CHECK_OK(mess_server_apply_delete(s, del, hdr + wire_delete_record_bytes(), &missing));
         CHECK(missing == 0);
         CHECK_OK(mess_server_shard_deleted(s, shard, deleted, n));
         for (i = 0, found_a = 0; i < n; i++)
@@ -392,7 +391,7 @@ static void test_label_collision(void)
             }
         CHECK(found_a == 1);
         /* deleting a again misses; b is still there */
-        CHECK_OK(mess_server_apply_delete(s, del, hdr + 4 + MESS_LABEL_BYTES, &missing));
+        CHECK_OK(mess_server_apply_delete(s, del, hdr + wire_delete_record_bytes(), &missing));
         CHECK(missing == 1);
     }
     /* the full label b again: refused as already stored */
@@ -400,13 +399,12 @@ static void test_label_collision(void)
         uint8_t *one = (uint8_t *)malloc(hdr + rb);
         if (one) {
             memcpy(one, up, hdr);
-            one[hdr - 8] = 1;
-            memset(one + hdr - 7, 0, 7);
+            mess_store_u64(one + WIRE_CLIENT_BODY_OFFSET, 1);
             memcpy(one + hdr, rbb, rb);
             CHECK_RC(mess_server_apply_upload(s, one, hdr + rb, 1), MESS_ESTATE);
             /* and a with its last byte changed is a new label: accepted */
-            memcpy(one + hdr + 4, la, MESS_LABEL_BYTES);
-            one[hdr + 4 + 15] ^= 0x40;
+            memcpy(one + hdr + WIRE_LABEL_OFFSET, la, MESS_LABEL_BYTES);
+            one[hdr + WIRE_LABEL_OFFSET + WIRE_LABEL_BYTES - 1] ^= 0x40;
             CHECK_OK(mess_server_apply_upload(s, one, hdr + rb, 1));
         }
         free(one);
@@ -430,7 +428,7 @@ static void test_delete_links_t_entries(void)
     mess_server *s = NULL;
     uint64_t ids[40], victim = 1017;
     uint8_t *up = NULL, *del = NULL, deleted[SHARDS][64];
-    size_t len, dlen, hdr = TEST_WIRE_CLIENT_HDR + 8, i, n, missing, gone = 0;
+    size_t len, dlen, hdr = WIRE_RECORDS_OFFSET, i, n, missing, gone = 0;
     uint32_t j, shards_hit = 0;
 
     for (i = 0; i < 40; i++)
@@ -556,7 +554,7 @@ static void test_retry_after_failure(void)
     mess_client *c = NULL;
     mess_server *s = NULL;
     uint32_t words = p.kappa / 64, j;
-    size_t code_off = TEST_WIRE_CLIENT_HDR + 16 + 2 * (size_t)SHARDS, qi, r, b;
+    size_t code_off = wire_request_codes_offset(&p), qi, r, b;
     size_t wrong = 0, bits = 0, failed = 0, tampered_runs = 0, eb = mess_payload_size(&p);
     uint64_t ids[BACKGROUND], clean[SHARDS * 2];
     uint32_t *ones = (uint32_t *)calloc((size_t)SHARDS * p.kappa, sizeof *ones);
@@ -668,9 +666,10 @@ static void test_old_versions_refused(void)
     CHECK_OK(mess_client_delete(c, &id, 1, &del, &dlen));
     if (!up || !del)
         goto out;
-    CHECK(mess_load_u32(up + 4) == 3 && mess_load_u32(del + 4) == 3);
-    mess_store_u32(up + 4, 2);
-    mess_store_u32(del + 4, 2);
+    CHECK(mess_load_u32(up + WIRE_VERSION_OFFSET) == WIRE_VERSION &&
+          mess_load_u32(del + WIRE_VERSION_OFFSET) == WIRE_VERSION);
+    mess_store_u32(up + WIRE_VERSION_OFFSET, WIRE_VERSION - 1);
+    mess_store_u32(del + WIRE_VERSION_OFFSET, WIRE_VERSION - 1);
     CHECK_RC(mess_server_apply_upload(s, up, len, 1), MESS_EVERSION);
     CHECK_RC(mess_server_apply_delete(s, del, dlen, NULL), MESS_EVERSION);
 

@@ -52,7 +52,7 @@ static void *worker_main(void *arg)
             w->errors++;
             continue;
         }
-        memcpy(request_ids[w->index * ROUNDS + r], req + TEST_WIRE_CLIENT_HDR, 16);
+        memcpy(request_ids[w->index * ROUNDS + r], req + WIRE_REQUEST_ID_OFFSET, WIRE_REQUEST_ID_BYTES);
         pthread_rwlock_rdlock(&server_lock);
         if (mess_server_search(server, req, req_len, 1, &resp, &resp_len) != MESS_OK) {
             pthread_rwlock_unlock(&server_lock);

@@ -6,9 +6,9 @@
  * Every response is finished twice, opening one authentic copy per id (the
  * default) and every entry (verify-all): the results must be identical.
  *
- * Response layout (wire.h): header[24] | request id[16] | per shard:
- * u16 count | count x entry.  The helpers below split a real response into
- * per-shard entry lists and rebuild a tampered one.
+ * Response layout (wire.h): header | request id | per shard: u16 count |
+ * count x entry.  The helpers below split a real response into per-shard
+ * entry lists (wire_response_next) and rebuild a tampered one.
  */
 #include <math.h>
 #include <stdint.h>
@@ -20,7 +20,7 @@
 #define M_SHARDS 8
 #define POOL 64
 #define KMAX 128
-#define HDR 40 /* header + request id */
+#define HDR WIRE_RESPONSE_BODY_OFFSET /* header + request id */
 
 static float *base, *queries, *train;
 static size_t n_base, n_query, n_train, dim, entry_bytes;
@@ -67,21 +67,22 @@ struct resp {
 
 static int split(const uint8_t *buf, size_t len, struct resp *r)
 {
-    size_t off = HDR, j, e;
-    if (len < HDR)
+    struct wire_response w;
+    size_t j, e;
+    mess_rd_init(&w.body, buf, len);
+    if (!mess_rd_take(&w.body, HDR))
         return -1;
     memcpy(r->head, buf, HDR);
     for (j = 0; j < M_SHARDS; j++) {
-        if (off + 2 > len)
+        uint32_t count;
+        const uint8_t *entries = wire_response_next(&w, entry_bytes, &count);
+        if (!entries || count > POOL)
             return -1;
-        r->count[j] = (size_t)buf[off] | (size_t)buf[off + 1] << 8;
-        off += 2;
-        if (r->count[j] > POOL)
-            return -1;
-        for (e = 0; e < r->count[j]; e++, off += entry_bytes)
-            r->entry[j][e] = buf + off;
+        r->count[j] = count;
+        for (e = 0; e < r->count[j]; e++)
+            r->entry[j][e] = entries + e * entry_bytes;
     }
-    return off == len ? 0 : -1;
+    return mess_rd_left(&w.body) == 0 ? 0 : -1;
 }
 
 /* Serialises r; the caller frees. */
@@ -90,14 +91,12 @@ static uint8_t *join(const struct resp *r, size_t *len)
     size_t total = HDR, j, e, off;
     uint8_t *buf;
     for (j = 0; j < M_SHARDS; j++)
-        total += 2 + r->count[j] * entry_bytes;
+        total += WIRE_BUDGET_BYTES + r->count[j] * entry_bytes;
     buf = (uint8_t *)malloc(total);
     memcpy(buf, r->head, HDR);
     off = HDR;
     for (j = 0; j < M_SHARDS; j++) {
-        buf[off] = (uint8_t)r->count[j];
-        buf[off + 1] = (uint8_t)(r->count[j] >> 8);
-        off += 2;
+        off = (size_t)(wire_response_put_count(buf + off, r->count[j]) - buf);
         for (e = 0; e < r->count[j]; e++, off += entry_bytes)
             memcpy(buf + off, r->entry[j][e], entry_bytes);
     }
@@ -303,21 +302,20 @@ static void test_swap_labels(void)
     struct result t;
     struct resp r;
     uint8_t *buf;
-    size_t len, rec_bytes = 4 + 16 + params.kappa / 8 + entry_bytes, n, i, j, e;
+    size_t len, rec_bytes = wire_upload_record_bytes(&params), n, i, j, e;
     size_t injected = 0, wrong = 0;
     live_open(&l, 4);
-    n = (size_t)((upload[TEST_WIRE_CLIENT_HDR] | upload[TEST_WIRE_CLIENT_HDR + 1] << 8 |
-                  upload[TEST_WIRE_CLIENT_HDR + 2] << 16));
+    n = (size_t)mess_load_u64(upload + WIRE_CLIENT_BODY_OFFSET);
     r = l.r;
     /* replace the entries of shards 0..3 with stored entries of other items,
      * half from the right shard, half from the wrong one */
     for (j = 0; j < 4; j++)
         for (e = 0; e < r.count[j]; e++) {
             for (i = (j * 37 + e * 11) % n;; i = (i + 1) % n) {
-                const uint8_t *rec = upload + TEST_WIRE_CLIENT_HDR + 8 + i * rec_bytes;
-                uint32_t shard = (uint32_t)rec[0] | (uint32_t)rec[1] << 8;
+                const uint8_t *rec = upload + WIRE_RECORDS_OFFSET + i * rec_bytes;
+                uint32_t shard = wire_record_shard(rec);
                 if ((e % 2 == 0) == (shard == j)) {
-                    r.entry[j][e] = rec + 20 + params.kappa / 8;
+                    r.entry[j][e] = rec + WIRE_CODE_OFFSET + wire_code_bytes(&params);
                     if (shard == j)
                         injected++;
                     else
@@ -404,7 +402,7 @@ static void test_replay(void)
     }
     buf = (uint8_t *)malloc(a.resp_len);
     memcpy(buf, a.resp, a.resp_len);
-    memcpy(buf + 24, b.resp + 24, 16);
+    memcpy(buf + WIRE_HEADER_BYTES, b.resp + WIRE_HEADER_BYTES, WIRE_REQUEST_ID_BYTES);
     finish(b.q, buf, a.resp_len, &t);
     CHECK_OK(t.rc);
     check_sound(&t, b.qv);
@@ -427,7 +425,7 @@ static void test_all_fail_and_empty(void)
         size_t off = HDR;
         for (j = 0; j < M_SHARDS; j++) {
             size_t c = l.r.count[j];
-            off += 2;
+            off += WIRE_BUDGET_BYTES;
             for (e = 0; e < c; e++, off += entry_bytes)
                 buf[off + entry_bytes - 1] ^= 0x80; /* the tag */
             total += c;

@@ -251,7 +251,7 @@ static void test_small_dim(void)
 /* Every record of an upload: shard | label | code | entry. */
 static size_t record_bytes(const mess_params *p)
 {
-    return 20 + p->kappa / 8 + mess_payload_size(p);
+    return wire_upload_record_bytes(p);
 }
 
 static int contains(const uint8_t *hay, size_t n, const void *needle, size_t m)
@@ -320,15 +320,12 @@ static void test_server_sees_no_plaintext(void)
 static size_t record_flips(const uint8_t *rec, const uint64_t *clean,
                            uint32_t words)
 {
-    uint32_t shard = rec[0] | rec[1] << 8, w;
+    uint32_t shard = wire_record_shard(rec), w;
+    uint64_t code[MESS_MAX_BITS / 64];
     size_t flips = 0;
-    for (w = 0; w < words; w++) {
-        uint64_t v = 0;
-        int b;
-        for (b = 7; b >= 0; b--)
-            v = v << 8 | rec[20 + 8 * w + (size_t)b];
-        flips += (size_t)__builtin_popcountll(v ^ clean[(size_t)shard * words + w]);
-    }
+    wire_load_code(rec + WIRE_CODE_OFFSET, words, code);
+    for (w = 0; w < words; w++)
+        flips += (size_t)__builtin_popcountll(code[w] ^ clean[(size_t)shard * words + w]);
     return flips;
 }
 
@@ -349,21 +346,23 @@ static void test_upload_invariants(void)
         const float *x = base + (i % n_base) * dim;
         CHECK_OK(mess_client_codes(g_client, x, clean));
         CHECK_OK(mess_client_upload(g_client, &id, x, 1, 1, &buf, &len));
-        CHECK(len == TEST_WIRE_CLIENT_HDR + 8 + p.per_item * rb);
+        CHECK(len == WIRE_RECORDS_OFFSET + p.per_item * rb);
         for (r = 0; r < p.per_item; r++) {
-            const uint8_t *rec = buf + TEST_WIRE_CLIENT_HDR + 8 + r * rb;
+            const uint8_t *rec = buf + WIRE_RECORDS_OFFSET + r * rb;
             flips += record_flips(rec, clean, words);
             bits += p.kappa;
             /* no value is equal across the t copies of one item: shards
              * distinct, labels, codes, SIVs and ciphertexts all differ */
             for (r2 = 0; r2 < r; r2++) {
-                const uint8_t *o = buf + TEST_WIRE_CLIENT_HDR + 8 + r2 * rb;
-                CHECK(memcmp(o, rec, 4) != 0);
-                CHECK(memcmp(o + 4, rec + 4, 16) != 0);
-                CHECK(memcmp(o + 20, rec + 20, code_b) != 0);
-                CHECK(memcmp(o + 20 + code_b, rec + 20 + code_b, 16) != 0);
-                CHECK(memcmp(o + 20 + code_b + 16, rec + 20 + code_b + 16, 8) != 0);
-                CHECK(memcmp(o + 20 + code_b + 16, rec + 20 + code_b + 16,
+                const uint8_t *o = buf + WIRE_RECORDS_OFFSET + r2 * rb;
+                const size_t ent = WIRE_CODE_OFFSET + code_b; /* the entry */
+                CHECK(memcmp(o, rec, WIRE_SHARD_BYTES) != 0);
+                CHECK(memcmp(o + WIRE_LABEL_OFFSET, rec + WIRE_LABEL_OFFSET,
+                             WIRE_LABEL_BYTES) != 0);
+                CHECK(memcmp(o + WIRE_CODE_OFFSET, rec + WIRE_CODE_OFFSET, code_b) != 0);
+                CHECK(memcmp(o + ent, rec + ent, 16) != 0);
+                CHECK(memcmp(o + ent + 16, rec + ent + 16, 8) != 0);
+                CHECK(memcmp(o + ent + 16, rec + ent + 16,
                              mess_payload_size(&p) - 16) != 0);
             }
         }
@@ -407,14 +406,15 @@ static void test_production_upload_coins(void)
     CHECK_OK(mess_client_codes(c, base, clean));
     CHECK_OK(mess_client_upload(c, ids, x, ITEMS, 2, &buf, &len));
     nrec = (size_t)ITEMS * p.per_item;
-    CHECK(len == TEST_WIRE_CLIENT_HDR + 8 + nrec * rb);
-    for (r = 0; r < nrec && len == TEST_WIRE_CLIENT_HDR + 8 + nrec * rb; r++) {
-        const uint8_t *rec = buf + TEST_WIRE_CLIENT_HDR + 8 + r * rb;
+    CHECK(len == WIRE_RECORDS_OFFSET + nrec * rb);
+    for (r = 0; r < nrec && len == WIRE_RECORDS_OFFSET + nrec * rb; r++) {
+        const uint8_t *rec = buf + WIRE_RECORDS_OFFSET + r * rb;
         flips += record_flips(rec, clean, words);
         bits += p.kappa;
         for (r2 = 0; r2 < r; r2++) {
-            const uint8_t *o = buf + TEST_WIRE_CLIENT_HDR + 8 + r2 * rb;
-            if (memcmp(o, rec, 4) == 0 && memcmp(o + 20, rec + 20, code_b) == 0)
+            const uint8_t *o = buf + WIRE_RECORDS_OFFSET + r2 * rb;
+            if (memcmp(o, rec, WIRE_SHARD_BYTES) == 0 &&
+                memcmp(o + WIRE_CODE_OFFSET, rec + WIRE_CODE_OFFSET, code_b) == 0)
                 same++;
         }
     }
@@ -446,9 +446,10 @@ static void test_request_invariants(void)
     uint8_t *r1, *r2, *r3;
     size_t l1, l2, l3, i, d12, d13, nbits, sum = 0;
     mess_params p = g_params;
-    size_t codes_off = TEST_WIRE_CLIENT_HDR + 16 + 2 * p.shards;
+    size_t codes_off = wire_request_codes_offset(&p);
     double b = p.p_irr, pq = mess_effective_flip(p.p_prr, p.p_irr), want, sd;
     uint16_t lo = 0xffff, hi = 0;
+    struct wire_request rq1;
     /* fresh query vectors, never asked before */
     float q[512], q_other[512];
     for (i = 0; i < dim; i++) {
@@ -459,9 +460,11 @@ static void test_request_invariants(void)
     CHECK_OK(mess_client_request(g_client, q, 500, &q2, &r2, &l2));
     CHECK_OK(mess_client_request(g_client, q_other, 500, &q3, &r3, &l3));
     CHECK(l1 == mess_request_size(&p) && l2 == l1 && l3 == l1);
+    CHECK_OK(wire_request_parse(&p, r1, l1, &rq1));
     /* the repeated query's request differs (fresh IRR coins, request id) */
     CHECK(memcmp(r1 + codes_off, r2 + codes_off, l1 - codes_off) != 0);
-    CHECK(memcmp(r1 + TEST_WIRE_CLIENT_HDR, r2 + TEST_WIRE_CLIENT_HDR, 16) != 0);
+    CHECK(memcmp(r1 + WIRE_REQUEST_ID_OFFSET, r2 + WIRE_REQUEST_ID_OFFSET,
+                 WIRE_REQUEST_ID_BYTES) != 0);
     /* ... while its permanent report is reused: two submissions differ by
      * the IRR flips only, 2b(1-b) of the bits, not by two independent
      * perturbations, 2 p_q (1 - p_q) */
@@ -477,8 +480,7 @@ static void test_request_invariants(void)
     CHECK(d13 > d12);
     /* budgets: the pool split evenly, nothing else (no clean-query input) */
     for (i = 0; i < p.shards; i++) {
-        uint16_t v = (uint16_t)(r1[TEST_WIRE_CLIENT_HDR + 16 + 2 * i] |
-                                  r1[TEST_WIRE_CLIENT_HDR + 16 + 2 * i + 1] << 8);
+        uint16_t v = (uint16_t)wire_request_budget(&rq1, (uint32_t)i);
         sum += v;
         lo = v < lo ? v : lo;
         hi = v > hi ? v : hi;
@@ -549,11 +551,11 @@ static void test_tampered_response(void)
     CHECK(st.auth_failures == n);
     free(tmp);
     /* a response to another request is refused */
-    resp[30] ^= 1;
+    resp[WIRE_HEADER_BYTES + 6] ^= 1; /* in the request id */
     CHECK_RC(mess_client_finish(g_client, qs, resp, sl, K, ids, d, &got, &st), MESS_EAUTH);
-    resp[30] ^= 1;
+    resp[WIRE_HEADER_BYTES + 6] ^= 1;
     /* a count above the shard's budget is a format error */
-    resp[40] = 0xff;
+    resp[WIRE_RESPONSE_BODY_OFFSET] = 0xff; /* shard 0's count */
     CHECK_RC(mess_client_finish(g_client, qs, resp, sl, K, ids, d, &got, &st), MESS_EFORMAT);
     /* every truncation is refused without a crash */
     mess_buf_free(resp);
@@ -579,8 +581,8 @@ static void test_hostile_buffers(void)
     CHECK_OK(mess_client_upload(g_client, &id, base, 1, 1, &buf, &len));
     for (cut = 0; cut < len; cut += 3)
         CHECK(mess_server_apply_upload(g_server, buf, cut, 1) != MESS_OK);
-    buf[TEST_WIRE_CLIENT_HDR + 8] = 0xff; /* shard out of range */
-    buf[TEST_WIRE_CLIENT_HDR + 9] = 0xff;
+    buf[WIRE_RECORDS_OFFSET] = 0xff; /* shard out of range */
+    buf[WIRE_RECORDS_OFFSET + 1] = 0xff;
     CHECK_RC(mess_server_apply_upload(g_server, buf, len, 1), MESS_EFORMAT);
     mess_server_stats_get(g_server, &after);
     CHECK(after.entries == before.entries);
@@ -597,8 +599,8 @@ static void test_hostile_buffers(void)
     CHECK_OK(mess_client_delete(g_client, &id, 1, &buf, &len));
     for (cut = 0; cut < len; cut++)
         CHECK(mess_server_apply_delete(g_server, buf, cut, NULL) != MESS_OK);
-    buf[TEST_WIRE_CLIENT_HDR + 8] = 0xff;
-    buf[TEST_WIRE_CLIENT_HDR + 9] = 0xff;
+    buf[WIRE_RECORDS_OFFSET] = 0xff;
+    buf[WIRE_RECORDS_OFFSET + 1] = 0xff;
     CHECK_RC(mess_server_apply_delete(g_server, buf, len, NULL), MESS_EFORMAT);
     mess_buf_free(buf);
 }

@@ -249,23 +249,23 @@ static void test_library(void)
     CHECK_OK(mess_server_apply_upload(s, up, up_len, 1));
 
     /* the recomputed keys are the library's: payloads open, labels match */
-    rec_bytes = 4 + 16 + p.kappa / 8 + mess_payload_size(&p);
-    n_rec = (up_len - 32) / rec_bytes;
+    rec_bytes = wire_upload_record_bytes(&p);
+    n_rec = (up_len - WIRE_RECORDS_OFFSET) / rec_bytes;
     plain = (uint8_t *)malloc(8 + 4 * dim);
     for (i = 0; i < n_rec; i++) {
-        const uint8_t *rec = up + TEST_WIRE_CLIENT_HDR + 8 + i * rec_bytes;
-        uint32_t shard = mess_load_u32(rec);
+        const uint8_t *rec = up + WIRE_RECORDS_OFFSET + i * rec_bytes;
+        uint32_t shard = wire_record_shard(rec);
         uint64_t id;
         float x[4096];
         uint8_t msg[12], out[16];
         if (shard < M_SHARDS &&
-            payload_open(&p, &k.aead[shard], payload_ctx(shard, 0), rec + 20 + p.kappa / 8,
+            payload_open(&p, &k.aead[shard], payload_ctx(shard, 0), rec + WIRE_CODE_OFFSET + wire_code_bytes(&p),
                          plain, &id, x) == MESS_OK) {
             opened++;
             mess_store_u64(msg, id); /* generation 0: never deleted */
             mess_store_u32(msg + 8, 0);
             crypto_generichash(out, 16, msg, 12, k.label[shard], 32);
-            labels += memcmp(out, rec + 4, 16) == 0;
+            labels += memcmp(out, wire_record_label(rec), WIRE_LABEL_BYTES) == 0;
         }
     }
     CHECK(n_rec == (size_t)N_ITEMS * p.per_item);
