@@ -244,175 +244,222 @@ static int run_job(struct open_job *o, unsigned workers, parallel_fn fn)
     return o->n ? parallel_for(job_chunks(o, workers), workers, fn, o) : MESS_OK;
 }
 
-int client_finish(const mess_client *c, const mess_query *q,
-                  const uint8_t *resp, size_t resp_len, size_t k,
-                  uint64_t *ids, float *dists, size_t *n_out,
-                  mess_finish_stats *stats, unsigned workers_arg)
-{
+/* A finish in progress: the entries of the response, the ids they claim,
+ * the workers' scratch and the counts reported in mess_finish_stats. */
+struct finish {
+    const mess_client *c;
     const mess_params *p;
     struct wire_response r;
-    struct scored *best = NULL;
-    struct entry_ref *ent = NULL;
-    struct claim *claims = NULL;
-    size_t *list = NULL;
+    size_t total;           /* entries in the response */
+    struct entry_ref *ent;  /* total */
+    struct claim *claims;   /* up to total; nclaims used */
+    size_t nclaims, nok;
+    size_t *list;           /* total: the entries of an open round */
     struct claim_map map;
     struct open_job oj;
-    size_t entry_bytes, plain_bytes, total = 0, nclaims = 0, nactive, nok = 0,
-           nbest = 0, i, a;
-    unsigned workers = 1;
-    int verify_all;
+    unsigned workers;
     mess_finish_stats st;
+};
+
+/* Step 1: the response answers this query (request id) and has the shape
+ * it asked for (counts within budgets, nothing more). */
+static int finish_check_response(struct finish *f, const mess_query *q,
+                                 const uint8_t *resp, size_t resp_len)
+{
+    int rc = wire_response_open(f->p, resp, resp_len, &f->r);
+    if (rc != MESS_OK)
+        return rc;
+    if (sodium_memcmp(f->r.request_id, q->request_id, WIRE_REQUEST_ID_BYTES) != 0)
+        return MESS_EAUTH; /* a response to another request (e.g. a replay) */
+    return wire_response_check(&f->r, f->p, q->budgets, &f->total);
+}
+
+/* Step 2: every buffer the finish needs, sized by the response. */
+static int finish_alloc(struct finish *f, size_t k, struct scored **best)
+{
+    size_t n = f->total ? f->total : 1;
+    *best = (struct scored *)mess_malloc_array(k ? k : 1, sizeof **best);
+    f->ent = (struct entry_ref *)mess_malloc_array(n, sizeof *f->ent);
+    f->claims = (struct claim *)mess_malloc_array(n, sizeof *f->claims);
+    f->list = (size_t *)mess_malloc_array(n, sizeof *f->list);
+    f->oj.scratch = (uint8_t *)mess_malloc_array(f->workers, payload_plain_bytes(f->p));
+    f->oj.xs = (float *)mess_malloc_array((size_t)f->workers * f->p->dim, sizeof(float));
+    if (!*best || !f->ent || !f->claims || !f->list || !f->oj.scratch || !f->oj.xs ||
+        claim_map_init(&f->map, f->total) != MESS_OK)
+        return MESS_ENOMEM;
+    return MESS_OK;
+}
+
+/* Step 3: index the entries (shard by shard, in response order), peek
+ * every entry's claimed id and chain the copies of each claimed id.
+ * Copies of one item all carry its id; an id is only accepted once one of
+ * its copies authenticates (step 4). */
+static int finish_claim_ids(struct finish *f, const mess_query *q)
+{
+    size_t entry_bytes = payload_entry_bytes(f->p), i;
     uint32_t j;
     int rc;
-
-    if (!c || !q || !resp || !n_out || (k && (!ids || !dists)))
-        return MESS_EINVAL;
-    workers = workers_arg ? workers_arg : c->threads ? c->threads : 1;
-    verify_all = c->verify_all;
-    *n_out = 0;
-    memset(&st, 0, sizeof st);
-    memset(&map, 0, sizeof map);
-    memset(&oj, 0, sizeof oj);
-    p = &c->p;
-    entry_bytes = payload_entry_bytes(p);
-    plain_bytes = payload_plain_bytes(p);
-    rc = wire_response_open(p, resp, resp_len, &r);
-    if (rc != MESS_OK)
-        goto out;
-    if (sodium_memcmp(r.request_id, q->request_id, WIRE_REQUEST_ID_BYTES) != 0) {
-        rc = MESS_EAUTH; /* a response to another request (e.g. a replay) */
-        goto out;
-    }
-    /* The shape must be exactly what was asked for. */
-    rc = wire_response_check(&r, p, q->budgets, &total);
-    if (rc != MESS_OK)
-        goto out;
-    if (workers > 64)
-        workers = 64;
-    best = (struct scored *)mess_malloc_array(k ? k : 1, sizeof *best);
-    ent = (struct entry_ref *)mess_malloc_array(total ? total : 1, sizeof *ent);
-    claims = (struct claim *)mess_malloc_array(total ? total : 1, sizeof *claims);
-    list = (size_t *)mess_malloc_array(total ? total : 1, sizeof *list);
-    oj.scratch = (uint8_t *)mess_malloc_array(workers, plain_bytes);
-    oj.xs = (float *)mess_malloc_array((size_t)workers * p->dim, sizeof(float));
-    if (!best || !ent || !claims || !list || !oj.scratch || !oj.xs ||
-        claim_map_init(&map, total) != MESS_OK) {
-        rc = MESS_ENOMEM;
-        goto out;
-    }
-    for (j = 0, i = 0; j < p->shards; j++) {
+    for (j = 0, i = 0; j < f->p->shards; j++) {
         uint32_t count, e;
-        const uint8_t *entries = wire_response_next(&r, entry_bytes, &count);
+        const uint8_t *entries = wire_response_next(&f->r, entry_bytes, &count);
         for (e = 0; e < count; e++, i++) {
-            memset(&ent[i], 0, sizeof ent[i]);
-            ent[i].entry = entries + (size_t)e * entry_bytes;
-            ent[i].shard = j;
-            ent[i].next = NO_ENTRY;
+            memset(&f->ent[i], 0, sizeof f->ent[i]);
+            f->ent[i].entry = entries + (size_t)e * entry_bytes;
+            f->ent[i].shard = j;
+            f->ent[i].next = NO_ENTRY;
         }
     }
-    oj.c = c;
-    oj.e = ent;
-    oj.claims = claims;
-    oj.q = q->q;
-    /* Copies of one item all carry its id.  Peek every entry's id, chain the
-     * copies of each claimed id in response order, then authenticate one
-     * copy per id: the first, and only if it fails the next, and so on.
-     * Every authentic entry claims its true id, so the accepted set (and
-     * for each id the copy used: the first authentic one) is the same as
-     * when opening every entry, whatever the server sent; redundant copies
-     * are simply not opened (counted in `unopened`). */
-    oj.n = total;
-    rc = run_job(&oj, workers, peek_chunk);
+    f->oj.c = f->c;
+    f->oj.e = f->ent;
+    f->oj.claims = f->claims;
+    f->oj.q = q->q;
+    f->oj.n = f->total;
+    rc = run_job(&f->oj, f->workers, peek_chunk);
     if (rc != MESS_OK)
-        goto out;
-    for (i = 0; i < total; i++) {
-        size_t cl = claim_map_get(&map, claims, &nclaims, ent[i].claimed);
-        ent[i].claim = cl;
-        if (claims[cl].first == NO_ENTRY)
-            claims[cl].first = i;
+        return rc;
+    for (i = 0; i < f->total; i++) {
+        size_t cl = claim_map_get(&f->map, f->claims, &f->nclaims, f->ent[i].claimed);
+        f->ent[i].claim = cl;
+        if (f->claims[cl].first == NO_ENTRY)
+            f->claims[cl].first = i;
         else
-            ent[claims[cl].last].next = i;
-        claims[cl].last = i;
+            f->ent[f->claims[cl].last].next = i;
+        f->claims[cl].last = i;
     }
-    /* Rounds: open (and rerank) the current copy of every unresolved claim;
-     * a failure moves that claim to its next copy.  Each entry is opened at
-     * most once, so a hostile response costs at most one opening per entry. */
-    oj.list = list;
-    oj.rerank = 1;
-    nactive = nclaims;
-    for (a = 0; a < nclaims; a++)
-        list[a] = claims[a].first;
+    return MESS_OK;
+}
+
+/* Step 4: authenticate one copy per claimed id, in rounds: open (and
+ * rerank) the current copy of every unresolved claim; a failure moves that
+ * claim to its next copy.  Every authentic entry claims its true id, so
+ * the accepted set (and for each id the copy used: the first authentic
+ * one) is the same as when opening every entry, whatever the server sent;
+ * each entry is opened at most once, so a hostile response costs at most
+ * one opening per entry.  Redundant copies stay unopened. */
+static int finish_authenticate(struct finish *f)
+{
+    size_t nactive = f->nclaims, a;
+    int rc;
+    f->oj.list = f->list;
+    f->oj.rerank = 1;
+    for (a = 0; a < f->nclaims; a++)
+        f->list[a] = f->claims[a].first;
     while (nactive) {
         size_t kept = 0;
-        oj.n = nactive;
-        rc = run_job(&oj, workers, open_chunk);
+        f->oj.n = nactive;
+        rc = run_job(&f->oj, f->workers, open_chunk);
         if (rc != MESS_OK)
-            goto out;
+            return rc;
         for (a = 0; a < nactive; a++) {
-            struct entry_ref *e = &ent[list[a]];
-            struct claim *cl = &claims[e->claim];
+            struct entry_ref *e = &f->ent[f->list[a]];
+            struct claim *cl = &f->claims[e->claim];
             if (e->ok) {
-                cl->accepted = list[a];
-                nok++;
+                cl->accepted = f->list[a];
+                f->nok++;
             } else {
-                st.auth_failures++;
+                f->st.auth_failures++;
                 if (e->next != NO_ENTRY)
-                    list[kept++] = e->next;
+                    f->list[kept++] = e->next;
             }
         }
         nactive = kept;
     }
-    /* Verify-all: authenticate the copies not opened too, only to count. */
-    if (verify_all) {
-        oj.n = 0;
-        for (i = 0; i < total; i++)
-            if (!ent[i].opened)
-                list[oj.n++] = i;
-        oj.rerank = 0;
-        rc = run_job(&oj, workers, open_chunk);
-        if (rc != MESS_OK)
-            goto out;
-        for (a = 0; a < oj.n; a++) {
-            if (ent[list[a]].ok)
-                nok++;
-            else
-                st.auth_failures++;
-        }
+    return MESS_OK;
+}
+
+/* Step 5 (verify-all only): authenticate the copies not opened too, only
+ * to count them. */
+static int finish_verify_rest(struct finish *f)
+{
+    size_t i, a;
+    int rc;
+    f->oj.n = 0;
+    for (i = 0; i < f->total; i++)
+        if (!f->ent[i].opened)
+            f->list[f->oj.n++] = i;
+    f->oj.rerank = 0;
+    rc = run_job(&f->oj, f->workers, open_chunk);
+    if (rc != MESS_OK)
+        return rc;
+    for (a = 0; a < f->oj.n; a++) {
+        if (f->ent[f->list[a]].ok)
+            f->nok++;
+        else
+            f->st.auth_failures++;
     }
-    for (i = 0; i < total; i++)
-        st.unopened += !ent[i].opened;
-    /* The best k of the accepted ids, each reranked once. */
-    for (a = 0; a < nclaims; a++) {
+    return MESS_OK;
+}
+
+/* Step 6: the best k of the accepted ids (each reranked once), ascending
+ * by distance, ties by id. */
+static size_t finish_best_k(struct finish *f, struct scored *best, size_t k,
+                            uint64_t *ids, float *dists)
+{
+    size_t nbest = 0, a, i;
+    for (i = 0; i < f->total; i++)
+        f->st.unopened += !f->ent[i].opened;
+    for (a = 0; a < f->nclaims; a++) {
         struct scored v;
-        if (claims[a].accepted == NO_ENTRY)
+        if (f->claims[a].accepted == NO_ENTRY)
             continue;
-        st.unique++;
-        v.id = claims[a].id;
-        v.dist = claims[a].dist;
+        f->st.unique++;
+        v.id = f->claims[a].id;
+        v.dist = f->claims[a].dist;
         if (k)
             heap_offer(best, &nbest, k, v);
     }
-    st.candidates = total;
+    f->st.candidates = f->total;
     qsort(best, nbest, sizeof *best, scored_cmp);
     for (i = 0; i < nbest; i++) {
         ids[i] = best[i].id;
         dists[i] = best[i].dist;
     }
-    *n_out = nbest;
-    rc = (total > 0 && nok == 0) ? MESS_EAUTH : MESS_OK;
-out:
+    return nbest;
+}
+
+int client_finish(const mess_client *c, const mess_query *q,
+                  const uint8_t *resp, size_t resp_len, size_t k,
+                  uint64_t *ids, float *dists, size_t *n_out,
+                  mess_finish_stats *stats, unsigned workers)
+{
+    struct finish f;
+    struct scored *best = NULL;
+    int rc;
+
+    if (!c || !q || !resp || !n_out || (k && (!ids || !dists)))
+        return MESS_EINVAL;
+    *n_out = 0;
+    memset(&f, 0, sizeof f);
+    f.c = c;
+    f.p = &c->p;
+    f.workers = workers ? workers : c->threads ? c->threads : 1;
+    if (f.workers > 64)
+        f.workers = 64;
+    rc = finish_check_response(&f, q, resp, resp_len);
+    if (rc == MESS_OK)
+        rc = finish_alloc(&f, k, &best);
+    if (rc == MESS_OK)
+        rc = finish_claim_ids(&f, q);
+    if (rc == MESS_OK)
+        rc = finish_authenticate(&f);
+    if (rc == MESS_OK && c->verify_all)
+        rc = finish_verify_rest(&f);
+    if (rc == MESS_OK) {
+        *n_out = finish_best_k(&f, best, k, ids, dists);
+        rc = (f.total > 0 && f.nok == 0) ? MESS_EAUTH : MESS_OK;
+    }
     if (stats)
-        *stats = st;
-    if (oj.scratch)
-        sodium_memzero(oj.scratch, (size_t)workers * plain_bytes);
-    if (oj.xs)
-        sodium_memzero(oj.xs, (size_t)workers * p->dim * sizeof(float));
-    free(oj.scratch);
-    free(oj.xs);
-    free(list);
-    free(claims);
-    free(ent);
+        *stats = f.st;
+    if (f.oj.scratch)
+        sodium_memzero(f.oj.scratch, (size_t)f.workers * payload_plain_bytes(f.p));
+    if (f.oj.xs)
+        sodium_memzero(f.oj.xs, (size_t)f.workers * f.p->dim * sizeof(float));
+    free(f.oj.scratch);
+    free(f.oj.xs);
+    free(f.list);
+    free(f.claims);
+    free(f.ent);
     free(best);
-    free(map.slot);
+    free(f.map.slot);
     return rc;
 }
