@@ -143,40 +143,25 @@ uint32_t client_gen_current(const mess_client *c, uint64_t id)
 }
 
 /* Route(id, M, t): the first t entries of a permutation of [M] drawn by
- * Fisher-Yates from a ChaCha20 stream keyed by the client_route key with the id as
- * nonce: a keyed PRF, independent of the data (section 4.1).  Rejection
- * sampling keeps every permutation equally likely. */
+ * Fisher-Yates from the coin stream (rng.h) keyed by the route key with the
+ * id as its stream id: a keyed PRF, independent of the data (section 4.1).
+ * mess_rng_below's rejection sampling keeps every permutation equally
+ * likely. */
 void client_route(const mess_client *c, uint64_t id, uint32_t *out)
 {
     uint32_t perm[MESS_MAX_SHARDS], M = c->p.shards, t = c->p.per_item, i;
-    uint8_t nonce[crypto_stream_chacha20_NONCEBYTES], block[256];
-    uint64_t counter = 0;
-    size_t used = sizeof block;
+    struct mess_rng rng;
 
-    mess_store_u64(nonce, id);
+    mess_rng_init(&rng, c->keys->route, id); /* cannot fail: sodium is up */
     for (i = 0; i < M; i++)
         perm[i] = i;
     for (i = 0; i < t; i++) {
-        uint32_t range = M - i, limit = UINT32_MAX - UINT32_MAX % range, r;
-        do {
-            if (used == sizeof block) {
-                crypto_stream_chacha20_xor_ic(block, (const uint8_t *)memset(block, 0, sizeof block),
-                                              sizeof block, nonce, counter,
-                                              c->keys->route);
-                counter += sizeof block / 64;
-                used = 0;
-            }
-            r = mess_load_u32(block + used);
-            used += 4;
-        } while (r >= limit);
-        r = i + r % range;
-        {
-            uint32_t tmp = perm[i];
-            perm[i] = perm[r];
-            perm[r] = tmp;
-        }
+        uint32_t r = i + mess_rng_below(&rng, M - i), tmp = perm[i];
+        perm[i] = perm[r];
+        perm[r] = tmp;
         out[i] = perm[i];
     }
+    mess_rng_wipe(&rng);
 }
 
 /* Stream id of a deterministic-mode coin stream: unique per (operation,
