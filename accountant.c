@@ -20,6 +20,7 @@
 
 #include "internal.h"
 #include "hnsw_bin.h"
+#include "metric.h"
 #include "parallel.h"
 #include "plansearch.h"
 
@@ -1193,28 +1194,6 @@ struct plan {
     uint64_t *simcodes;         /* n x nsim x words */
 };
 
-static double metric_dist(uint32_t metric, const float *a, const float *b,
-                          size_t dim)
-{
-    double s = 0.0, na = 0.0, nb = 0.0;
-    size_t i;
-    if (metric == MESS_METRIC_L2) {
-        for (i = 0; i < dim; i++) {
-            double t = (double)a[i] - (double)b[i];
-            s += t * t;
-        }
-        return s;
-    }
-    for (i = 0; i < dim; i++) {
-        s += (double)a[i] * (double)b[i];
-        na += (double)a[i] * (double)a[i];
-        nb += (double)b[i] * (double)b[i];
-    }
-    if (metric == MESS_METRIC_IP)
-        return -s;
-    return na > 0 && nb > 0 ? 1.0 - s / sqrt(na * nb) : 1.0;
-}
-
 static int plan_codes(void *ctx, size_t i, unsigned worker)
 {
     struct plan *pl = (struct plan *)ctx;
@@ -1252,8 +1231,8 @@ static int plan_block_query(void *ctx, size_t q, unsigned worker)
         size_t *fill = pl->tfill + q;
         for (i = 0; i < pl->block_len; i++) {
             size_t idx = pl->block_start + i, pos;
-            double dd = metric_dist(pl->p.metric, pl->queries + q * pl->p.dim,
-                                    pl->data + idx * pl->p.dim, pl->p.dim);
+            double dd = metric_distance(pl->p.metric, pl->queries + q * pl->p.dim,
+                                        pl->data + idx * pl->p.dim, pl->p.dim);
             if (*fill == pl->k && !(dd < td[pl->k - 1]))
                 continue;
             pos = *fill < pl->k ? (*fill)++ : pl->k - 1;

@@ -6,65 +6,9 @@
 #include <math.h>
 #include <sodium.h>
 
+#include "metric.h"
 #include "parallel.h"
 #include "protocol.h"
-
-/* Sums of q.x, q.q and x.x (the last two only when `norms`) in double, over
- * four independent accumulators so the adds pipeline; the split is fixed,
- * so the result does not depend on the machine. */
-static void dot3(const float *q, const float *x, uint32_t dim, int norms,
-                 double out[3])
-{
-    double a[4] = {0, 0, 0, 0}, b[4] = {0, 0, 0, 0}, c[4] = {0, 0, 0, 0};
-    uint32_t i, l;
-    for (i = 0; i + 4 <= dim; i += 4)
-        for (l = 0; l < 4; l++) {
-            a[l] += (double)q[i + l] * x[i + l];
-            if (norms) {
-                b[l] += (double)q[i + l] * q[i + l];
-                c[l] += (double)x[i + l] * x[i + l];
-            }
-        }
-    for (; i < dim; i++) {
-        a[0] += (double)q[i] * x[i];
-        if (norms) {
-            b[0] += (double)q[i] * q[i];
-            c[0] += (double)x[i] * x[i];
-        }
-    }
-    out[0] = (a[0] + a[1]) + (a[2] + a[3]);
-    out[1] = (b[0] + b[1]) + (b[2] + b[3]);
-    out[2] = (c[0] + c[1]) + (c[2] + c[3]);
-}
-
-/* Exact distance for the rerank (smaller is closer for every metric). */
-static float rerank_distance(const mess_params *p, const float *q,
-                             const float *x)
-{
-    double s[3], acc[4] = {0, 0, 0, 0};
-    uint32_t i, l;
-    switch (p->metric) {
-    case MESS_METRIC_IP:
-        dot3(q, x, p->dim, 0, s);
-        return (float)-s[0];
-    case MESS_METRIC_COSINE:
-        dot3(q, x, p->dim, 1, s);
-        if (s[1] <= 0.0 || s[2] <= 0.0)
-            return 1.0f;
-        return (float)(1.0 - s[0] / sqrt(s[1] * s[2]));
-    default:
-        for (i = 0; i + 4 <= p->dim; i += 4)
-            for (l = 0; l < 4; l++) {
-                double d = (double)q[i + l] - x[i + l];
-                acc[l] += d * d;
-            }
-        for (; i < p->dim; i++) {
-            double d = (double)q[i] - x[i];
-            acc[0] += d * d;
-        }
-        return (float)((acc[0] + acc[1]) + (acc[2] + acc[3]));
-    }
-}
 
 struct scored {
     uint64_t id;
@@ -228,7 +172,7 @@ static int open_chunk(void *ctx, size_t i, unsigned worker)
                                     e->claimed, pl) == MESS_OK;
         if (e->ok && o->rerank) {
             payload_decode_vector(p, pl + 8, x);
-            o->claims[e->claim].dist = rerank_distance(p, o->q, x);
+            o->claims[e->claim].dist = (float)metric_distance(p->metric, o->q, x, p->dim);
         }
     }
     return MESS_OK;

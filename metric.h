@@ -1,0 +1,17 @@
+/*
+ * metric.h - exact distances between float vectors.  Internal header.
+ */
+#ifndef MESS_METRIC_H
+#define MESS_METRIC_H
+
+#include "internal.h"
+
+/* Distance of q and x (dim components) under MESS_METRIC_L2 (squared
+ * Euclidean), MESS_METRIC_IP (-<q,x>) or MESS_METRIC_COSINE (1 - cosine;
+ * 1 when either vector is zero): smaller is closer for every metric.
+ * Summed in double over four accumulators in a fixed split, so the result
+ * does not depend on the machine. */
+double metric_distance(uint32_t metric, const float *q, const float *x,
+                       uint32_t dim);
+
+#endif
