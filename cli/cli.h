@@ -79,6 +79,12 @@ int cli_read_ids(const char *path, const char *what, uint64_t **ids, size_t *n,
  * "mess: DIR: strerror(errno)". */
 int cli_save_possible(const char *path);
 int cli_check_training(const char *path, size_t n, const mess_params *p);
+/* The client of init and plan --train: reads the training file (its
+ * dimension sets p->dim), checks its rows (cli_check_training) and the
+ * parameters together, trains.  *rows: the training rows (may be NULL).
+ * CLI_OK, or the code to exit with (the message is printed). */
+int cli_train_client(const char *train, mess_params *p, const uint8_t *seed,
+                     long threads, mess_client **out, size_t *rows);
 int cli_write_ids(const char *path, const char *what, const uint64_t *ids,
                   size_t n, size_t k);
 

@@ -188,6 +188,35 @@ int cli_check_training(const char *path, size_t n, const mess_params *p)
     return 0;
 }
 
+int cli_train_client(const char *train, mess_params *p, const uint8_t *seed,
+                     long threads, mess_client **out, size_t *rows)
+{
+    float *x;
+    size_t n, dim;
+    int rc = cli_read_vectors(train, "training file", &x, &n, &dim);
+    *out = NULL;
+    if (rc != CLI_OK)
+        return rc;
+    p->dim = (uint32_t)dim;
+    if (cli_check_training(train, n, p)) {
+        mess_vecs_free(x);
+        return CLI_FAIL;
+    }
+    rc = mess_params_check(p); /* the options were checked one by one */
+    if (rc != MESS_OK) {
+        mess_vecs_free(x);
+        cli_error("invalid parameters: %s", mess_strerror(rc));
+        return CLI_USAGE;
+    }
+    rc = mess_client_new(p, x, n, seed, (unsigned)threads, out);
+    mess_vecs_free(x);
+    if (rc != MESS_OK)
+        return cli_fail("cannot train the client", NULL, rc);
+    if (rows)
+        *rows = n;
+    return CLI_OK;
+}
+
 int cli_save_possible(const char *path)
 {
     char *dir = strdup(path), *slash;

@@ -146,8 +146,6 @@ static int plan_client(struct cli_args *a, mess_client **c)
     uint8_t seed[32];
     int have_seed;
     mess_params p;
-    float *x;
-    size_t n, dim;
     int rc;
 
     if (cli_params_options(a, 0, &p) ||
@@ -183,27 +181,7 @@ static int plan_client(struct cli_args *a, mess_client **c)
             return cli_fail("cannot load client state", cpath, rc);
         return CLI_OK;
     }
-    rc = cli_read_vectors(train, "training file", &x, &n, &dim);
-    if (rc != CLI_OK)
-        return rc;
-    p.dim = (uint32_t)dim;
-    if (cli_check_training(train, n, &p)) {
-        mess_vecs_free(x);
-        return CLI_FAIL;
-    }
-    rc = mess_params_check(&p); /* the options were checked one by one */
-    if (rc != MESS_OK) {
-        mess_vecs_free(x);
-        cli_error("invalid parameters: %s", mess_strerror(rc));
-        return CLI_USAGE;
-    }
-    rc = mess_client_new(&p, x, n, have_seed ? seed : NULL, (unsigned)threads, c);
-    mess_vecs_free(x);
-    if (rc != MESS_OK) {
-        cli_error("cannot train the client: %s", mess_strerror(rc));
-        return CLI_FAIL;
-    }
-    return CLI_OK;
+    return cli_train_client(train, &p, have_seed ? seed : NULL, threads, c, NULL);
 }
 
 int cli_cmd_plan(int argc, char **argv)

@@ -48,8 +48,7 @@ int cli_cmd_init(int argc, char **argv)
     mess_params p;
     mess_client *c = NULL;
     mess_server *s = NULL;
-    float *x = NULL;
-    size_t n, dim;
+    size_t n = 0;
     double t0;
     int rc;
 
@@ -73,25 +72,10 @@ int cli_cmd_init(int argc, char **argv)
         cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
         cli_passphrase(&a, &pass) || cli_check_unused(&a))
         return CLI_USAGE;
-    rc = cli_read_vectors(train, "training file", &x, &n, &dim);
+    t0 = cli_wall_s();
+    rc = cli_train_client(train, &p, have_seed ? seed : NULL, threads, &c, &n);
     if (rc != CLI_OK)
         return rc;
-    p.dim = (uint32_t)dim;
-    if (cli_check_training(train, n, &p)) {
-        mess_vecs_free(x);
-        return CLI_FAIL;
-    }
-    rc = mess_params_check(&p); /* the options were checked one by one */
-    if (rc != MESS_OK) {
-        mess_vecs_free(x);
-        return cli_fail("invalid parameters", NULL, rc);
-    }
-    t0 = cli_wall_s();
-    rc = mess_client_new(&p, x, n, have_seed ? seed : NULL,
-                         (unsigned)threads, &c);
-    mess_vecs_free(x);
-    if (rc != MESS_OK)
-        return cli_fail("cannot create the client", NULL, rc);
     rc = mess_server_new(&p, &s);
     errno = 0;
     if (rc == MESS_OK)
