@@ -1,6 +1,9 @@
 /*
- * isohash.c - per-shard PCA + isotropic rotation (Lift-and-Projection), and
- * hashing through BLAS.
+ * isohash.c - per-shard PCA + isotropic rotation (Lift-and-Projection):
+ * training through LAPACK and BLAS (dsyrk, dsyevr, dgeqrf, dorgqr); hashing by a
+ * vectorized projection loop of its own (isohash_hash, isohash_hash_all),
+ * with the BLAS sgemv / sgemm variants kept as the reference it is
+ * measured against (`mess bench encode`).
  */
 #include <cblas.h>
 #include <math.h>

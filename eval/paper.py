@@ -1,5 +1,5 @@
-"""Numbers quoted from the paper (paper/MESS.tex), for side-by-side
-comparison only.  Every value here was measured by the paper's authors on
+"""Numbers quoted from the paper (MESS: Fast and Private Semantic Search on
+Multi-Graph HNSW; Cui, Li, Dinh, Wang), for side-by-side comparison only.  Every value here was measured by the paper's authors on
 their hardware (HARDWARE), on their SIFT (10K base, 128-d) or SIFT100M, not
 by this project.  Tables and plots mark them as quoted."""
 
