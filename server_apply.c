@@ -34,6 +34,23 @@ static int store_reserve(mess_server *s, struct shard_store *st, size_t more)
     return MESS_OK;
 }
 
+/* The records of an upload or delete: header, then the owner tag (this
+ * server's client only), then the records, checked in that order. */
+static int server_records(const mess_server *s, enum wire_kind kind,
+                          const uint8_t *buf, size_t len,
+                          struct wire_records *recs, const uint8_t **owner)
+{
+    struct mess_rd r;
+    int rc;
+    mess_rd_init(&r, buf, len);
+    rc = wire_check_header_owned(&r, kind, &s->p, owner);
+    if (rc == MESS_OK)
+        rc = mess_server_check_owner(s, *owner);
+    if (rc == MESS_OK)
+        rc = wire_records_parse(&r, kind, &s->p, recs);
+    return rc;
+}
+
 struct apply_job {
     mess_server *s;
     struct wire_records recs;
@@ -66,7 +83,6 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
                              unsigned threads)
 {
     struct apply_job a;
-    struct mess_rd r;
     const uint8_t *owner;
     size_t i;
     uint32_t prev_shard = 0;
@@ -75,13 +91,7 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
 
     if (!s || !buf)
         return MESS_EINVAL;
-    mess_rd_init(&r, buf, len);
-    rc = wire_check_header_owned(&r, WIRE_UPLOAD, &s->p, &owner);
-    if (rc == MESS_OK)
-        rc = mess_server_check_owner(s, owner);
-    if (rc != MESS_OK)
-        return rc;
-    rc = wire_records_parse(&r, WIRE_UPLOAD, &s->p, &a.recs);
+    rc = server_records(s, WIRE_UPLOAD, buf, len, &a.recs, &owner);
     if (rc != MESS_OK)
         return rc;
     a.s = s;
@@ -137,7 +147,6 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
 int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
                              size_t *missing)
 {
-    struct mess_rd r;
     struct wire_records recs;
     const uint8_t *owner;
     size_t i, miss = 0;
@@ -147,13 +156,7 @@ int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
         *missing = 0;
     if (!s || !buf)
         return MESS_EINVAL;
-    mess_rd_init(&r, buf, len);
-    rc = wire_check_header_owned(&r, WIRE_DELETE, &s->p, &owner);
-    if (rc == MESS_OK)
-        rc = mess_server_check_owner(s, owner);
-    if (rc != MESS_OK)
-        return rc;
-    rc = wire_records_parse(&r, WIRE_DELETE, &s->p, &recs);
+    rc = server_records(s, WIRE_DELETE, buf, len, &recs, &owner);
     if (rc != MESS_OK)
         return rc;
     for (i = 0; i < recs.n; i++)
