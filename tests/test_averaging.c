@@ -479,7 +479,7 @@ static void test_delete_batch_mixed(void)
     mess_client *c = NULL;
     uint64_t ids[6] = {31, 7, 19, 3, 25, 11}, rev[6];
     uint8_t *d1 = NULL, *d2 = NULL;
-    size_t l1, l2, hdr = TEST_WIRE_CLIENT_HDR + 8, rec = 4 + MESS_LABEL_BYTES, i;
+    size_t l1, l2, hdr = WIRE_RECORDS_OFFSET, rec = wire_delete_record_bytes(), i;
 
     for (i = 0; i < 6; i++)
         rev[i] = ids[5 - i];
@@ -494,8 +494,9 @@ static void test_delete_batch_mixed(void)
     CHECK(memcmp(d1, d2, l1) == 0);
     for (i = 1; i < 6 * PER_ITEM; i++) {
         const uint8_t *a = d1 + hdr + (i - 1) * rec, *b = d1 + hdr + i * rec;
-        uint32_t sa = mess_load_u32(a), sb = mess_load_u32(b);
-        CHECK(sa < sb || (sa == sb && memcmp(a + 4, b + 4, MESS_LABEL_BYTES) < 0));
+        uint32_t sa = wire_record_shard(a), sb = wire_record_shard(b);
+        CHECK(sa < sb || (sa == sb && memcmp(wire_record_label(a), wire_record_label(b),
+                                             WIRE_LABEL_BYTES) < 0));
     }
 out:
     mess_buf_free(d1);

@@ -192,7 +192,8 @@ static void test_graph_structure(void)
  * the shard it came from. */
 static void test_entries_match_response(void)
 {
-    size_t eb = mess_payload_size(&P), rl, sl, off, n[SHARDS];
+    size_t eb = mess_payload_size(&P), rl, sl, n[SHARDS];
+    struct wire_response r;
     uint8_t *ent[SHARDS], *req, *resp;
     mess_query *q;
     uint32_t j;
@@ -204,19 +205,23 @@ static void test_entries_match_response(void)
     }
     CHECK_OK(mess_client_request(C, base + 5 * dim, 4 * SHARDS, &q, &req, &rl));
     CHECK_OK(mess_server_search(S, req, rl, 1, &resp, &sl));
-    off = 24 + 16; /* header, request id */
-    for (j = 0; j < SHARDS && off + 2 <= sl; j++) {
-        size_t cnt = resp[off] | (size_t)resp[off + 1] << 8, e, k;
-        off += 2;
-        for (e = 0; e < cnt && off + eb <= sl; e++, off += eb) {
+    mess_rd_init(&r.body, resp, sl); /* the layout is wire.h's */
+    CHECK(mess_rd_take(&r.body, WIRE_RESPONSE_BODY_OFFSET) != NULL);
+    for (j = 0; j < SHARDS; j++) {
+        uint32_t cnt, e;
+        const uint8_t *es = wire_response_next(&r, eb, &cnt);
+        size_t k;
+        if (!es)
+            break;
+        for (e = 0; e < cnt; e++) {
             for (k = 0; k < n[j]; k++)
-                if (!memcmp(ent[j] + k * eb, resp + off, eb))
+                if (!memcmp(ent[j] + k * eb, es + (size_t)e * eb, eb))
                     break;
             missing += k == n[j];
             got++;
         }
     }
-    CHECK(off == sl);
+    CHECK(j == SHARDS && mess_rd_left(&r.body) == 0);
     CHECK(got == 4 * SHARDS);
     CHECK(missing == 0);
     mess_query_free(q);
