@@ -14,7 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../wire.h" /* the buffers' layout: tests read it through wire.h */
+/* The buffers' layout: tests read it through wire.h (which includes mess.h;
+ * a test compiled against another header defines HARNESS_NO_WIRE). */
+#ifndef HARNESS_NO_WIRE
+#include "../wire.h"
+#endif
 
 static int harness_passed, harness_failed, harness_test_failed;
 
@@ -59,6 +63,7 @@ static int harness_passed, harness_failed, harness_test_failed;
         return harness_failed ? 1 : 0;                                       \
     } while (0)
 
+#ifndef HARNESS_NO_WIRE
 /* Offsets and shards of the entries of a response, at most cap of them;
  * returns how many.  The layout is wire.h's: its constants and
  * wire_response_next walk it (the header is not checked here). */
@@ -85,6 +90,7 @@ static inline size_t test_response_entries(const uint8_t *resp, size_t len,
     }
     return n;
 }
+#endif
 
 /* The whole file at path in a malloc'd buffer (*len bytes; an empty file
  * gives a buffer of length 0), or NULL with *len = 0 if it cannot be read. */
