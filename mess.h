@@ -663,6 +663,67 @@ int mess_client_finish_sized(const mess_client *c, const mess_query *q,
 MESS_API void mess_query_free(mess_query *q);
 
 /* ------------------------------------------------------------------------
+ * Shard groups: one deployment served by several servers (docs/DISTRIBUTED.md)
+ *
+ * The M shards are independent, so a deployment can be spread over servers
+ * that each hold a group of shards (python/mess/dask.py does it on Dask).
+ * These calls only move bytes; the library opens no connection.
+ *   - mess_records_split keeps the records of an upload or delete buffer
+ *     that belong to a shard set: each group's server applies its own part
+ *     (an empty part too: it carries the owner tag).  A server fed only its
+ *     groups' parts builds exactly the graphs the whole server builds for
+ *     those shards.
+ *   - mess_server_search_shards answers a request on a shard set with a
+ *     PARTIAL response (docs/PROTOCOL.md, "partial") covering exactly it.
+ *   - mess_response_merge joins the partials of one request, which must
+ *     cover every shard exactly once, into the response the whole server
+ *     would have given, byte for byte; mess_client_finish takes it.
+ * A shard set is nshards >= 1 distinct shard numbers below M, in any order;
+ * anything else is MESS_EINVAL.
+ * ---------------------------------------------------------------------- */
+
+/* The records of buf (an upload or a delete for parameters p) whose shard
+ * is in the set, in their order, with buf's header and owner tag and the
+ * record count adjusted: a valid buffer of the same kind (possibly with no
+ * record) in *out (mess_buf_free).  buf is checked as a server would
+ * parse it: MESS_EFORMAT / MESS_EVERSION / MESS_EPARAM for a malformed
+ * buffer or a record naming a shard >= M. */
+MESS_API MESS_NODISCARD
+int mess_records_split(const mess_params *p, const uint8_t *buf, size_t len,
+                       const uint32_t *shards, size_t nshards, uint8_t **out,
+                       size_t *out_len);
+
+/* mess_server_search restricted to a shard set: the partial response
+ * (shards in increasing order) in *part (mess_buf_free).  Each shard's
+ * section is exactly what mess_server_search returns for it.  A shard the
+ * server does not hold is MESS_ESTATE; otherwise as mess_server_search
+ * (MESS_EOWNER, MESS_EFORMAT...).  Safe from many threads on one server. */
+MESS_API MESS_NODISCARD
+int mess_server_search_shards(const mess_server *s, const uint8_t *req,
+                              size_t req_len, const uint32_t *shards,
+                              size_t nshards, unsigned threads, uint8_t **part,
+                              size_t *part_len);
+
+/* Merges nparts partial responses to the request req (any order) into one
+ * response in *resp (mess_buf_free).  Refused, with nothing allocated and
+ * a sentence in msg (msg_cap bytes, NUL-terminated; msg may be NULL):
+ *   MESS_EINVAL    NULL arguments, nparts 0, invalid parameters;
+ *   MESS_EFORMAT   a part that is not a partial response, cut short, with
+ *                  bytes after its end, a shard >= M or out of order, more
+ *                  entries than the shard's budget; a shard in two parts
+ *                  (overlap) or in none (gap); a malformed request;
+ *   MESS_EVERSION, MESS_EPARAM  a part of another wire version or made for
+ *                  other parameters;
+ *   MESS_EAUTH     a part answering another request (request id differs).
+ * The entries are not opened: a server can still forge them, which
+ * mess_client_finish detects as it does for one server. */
+MESS_API MESS_NODISCARD
+int mess_response_merge(const mess_params *p, const uint8_t *req,
+                        size_t req_len, const uint8_t *const *parts,
+                        const size_t *part_lens, size_t nparts, uint8_t **resp,
+                        size_t *resp_len, char *msg, size_t msg_cap);
+
+/* ------------------------------------------------------------------------
  * Caller-owned buffers
  *
  * Each call above that allocates its output buffer has an _into variant

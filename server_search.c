@@ -14,6 +14,7 @@ struct search_job {
     struct hnsw_scratch **scratch; /* per worker */
     struct hnsw_hit **hits;        /* per shard, budget entries */
     size_t *found;                 /* per shard */
+    const uint32_t *list;          /* the shards searched (NULL: all M) */
 };
 
 /* Hits shard j can return for a budget: never more than its live nodes, so
@@ -29,7 +30,7 @@ static int search_shard(void *ctx, size_t jj, unsigned worker)
 {
     struct search_job *sj = (struct search_job *)ctx;
     const mess_server *s = sj->s;
-    uint32_t j = (uint32_t)jj;
+    uint32_t j = sj->list ? sj->list[jj] : (uint32_t)jj;
     uint32_t budget = wire_request_budget(sj->req, j);
     uint64_t code[MESS_MAX_BITS / 64];
     size_t ef, room = search_room(s, j, budget);
@@ -68,17 +69,35 @@ static void scratch_give(const mess_server *cs, struct hnsw_scratch *sc)
     hnsw_scratch_free(sc);
 }
 
+/* Whether the server holds shard j's graph (a server opened on a shard
+ * subset does not hold the others). */
+static int holds_shard(const mess_server *s, uint32_t j)
+{
+    return s->shards[j].graph != NULL;
+}
+
+/* The shards a search covers: all M (nsel 0: a whole response) or a shard
+ * set (a partial response, shards in increasing order). */
+struct search_sel {
+    const uint32_t *shards; /* the caller's set, any order */
+    size_t n;               /* 0: every shard */
+};
+
 /* The response goes to a malloc'd buffer (*resp, when resp != NULL) or
  * into the caller's buf of cap bytes (MESS_ELIMIT if smaller than the
- * response, whose size *resp_len then holds). */
+ * response, whose size *resp_len then holds).  With a shard set it is a
+ * partial response; each shard's count and entries are the same bytes
+ * either way. */
 static int server_search(const mess_server *s, const uint8_t *req,
-                         size_t req_len, unsigned threads, uint8_t **resp,
-                         uint8_t *buf, size_t cap, size_t *resp_len)
+                         size_t req_len, const struct search_sel *sel,
+                         unsigned threads, uint8_t **resp, uint8_t *buf,
+                         size_t cap, size_t *resp_len)
 {
     struct wire_request rq;
     struct search_job sj;
     struct hnsw_hit *hits = NULL;
-    uint32_t j, M;
+    uint32_t j, M, *list = NULL;
+    size_t n, i;
     unsigned t;
     size_t total = 0, len, off, pool = 0;
     uint8_t *out, *dst;
@@ -87,17 +106,49 @@ static int server_search(const mess_server *s, const uint8_t *req,
     if (resp)
         *resp = NULL;
     *resp_len = 0;
+    memset(&sj, 0, sizeof sj);
+    M = s->p.shards;
+    n = M;
+    if (sel->n) {
+        /* the set, checked and sorted through a mark per shard */
+        uint8_t *mark;
+        if (!sel->shards || sel->n > M)
+            return MESS_EINVAL;
+        mark = (uint8_t *)calloc(M, 1);
+        list = (uint32_t *)mess_malloc_array(sel->n, sizeof *list);
+        if (!mark || !list) {
+            free(mark);
+            free(list);
+            return MESS_ENOMEM;
+        }
+        for (i = 0, rc = MESS_OK; i < sel->n && rc == MESS_OK; i++) {
+            if (sel->shards[i] >= M || mark[sel->shards[i]])
+                rc = MESS_EINVAL;
+            else
+                mark[sel->shards[i]] = 1;
+        }
+        for (j = 0, n = 0; rc == MESS_OK && j < M; j++)
+            if (mark[j]) {
+                if (!holds_shard(s, j))
+                    rc = MESS_ESTATE;
+                list[n++] = j;
+            }
+        free(mark);
+        if (rc != MESS_OK) {
+            free(list);
+            return rc;
+        }
+        sj.list = list;
+    }
     rc = wire_request_parse(&s->p, req, req_len, &rq);
     if (rc == MESS_OK)
         rc = mess_server_check_owner(s, rq.owner);
     if (rc != MESS_OK)
-        return rc;
-    M = s->p.shards;
+        goto done;
     if (threads == 0)
         threads = 1;
-    if (threads > M)
-        threads = M;
-    memset(&sj, 0, sizeof sj);
+    if (threads > n)
+        threads = (unsigned)n;
     sj.s = s;
     sj.req = &rq;
     sj.scratch = (struct hnsw_scratch **)calloc(threads, sizeof *sj.scratch);
@@ -110,24 +161,27 @@ static int server_search(const mess_server *s, const uint8_t *req,
     for (t = 0; t < threads; t++)
         if ((rc = scratch_take(s, &sj.scratch[t])) != MESS_OK)
             goto done;
-    for (j = 0; j < M; j++)
+    for (i = 0; i < n; i++) {
+        j = list ? list[i] : (uint32_t)i;
         pool += search_room(s, j, wire_request_budget(&rq, j));
+    }
     hits = (struct hnsw_hit *)mess_malloc_array(pool ? pool : 1, sizeof *hits);
     if (!hits) {
         rc = MESS_ENOMEM;
         goto done;
     }
-    for (j = 0, off = 0; j < M; j++) {
+    for (i = 0, off = 0; i < n; i++) {
+        j = list ? list[i] : (uint32_t)i;
         sj.hits[j] = hits + off;
         off += search_room(s, j, wire_request_budget(&rq, j));
     }
-    rc = parallel_for(M, threads, search_shard, &sj);
+    rc = parallel_for(n, threads, search_shard, &sj);
     if (rc != MESS_OK)
         goto done;
     for (j = 0; j < M; j++)
         total += sj.found[j];
     /* exact size, one allocation (or the caller's buffer) */
-    len = wire_response_bytes(&s->p, total);
+    len = list ? wire_partial_bytes(&s->p, n, total) : wire_response_bytes(&s->p, total);
     if (!resp) {
         *resp_len = len;
         if (cap < len) {
@@ -142,11 +196,15 @@ static int server_search(const mess_server *s, const uint8_t *req,
             goto done;
         }
     }
-    dst = wire_response_start(out, &s->p, rq.request_id);
-    for (j = 0; j < M; j++) {
-        const uint8_t *base = s->shards[j].entries;
+    dst = list ? wire_partial_start(out, &s->p, rq.request_id, (uint32_t)n)
+               : wire_response_start(out, &s->p, rq.request_id);
+    for (i = 0; i < n; i++) {
+        const uint8_t *base;
         size_t e;
-        dst = wire_response_put_count(dst, sj.found[j]);
+        j = list ? list[i] : (uint32_t)i;
+        base = s->shards[j].entries;
+        dst = list ? wire_partial_put_section(dst, j, sj.found[j])
+                   : wire_response_put_count(dst, sj.found[j]);
         for (e = 0; e < sj.found[j]; e++, dst += s->entry_bytes)
             memcpy(dst, base + (size_t)sj.hits[j][e].node * s->entry_bytes,
                    s->entry_bytes);
@@ -162,8 +220,11 @@ done:
     free(sj.scratch);
     free(sj.hits);
     free(sj.found);
+    free(list);
     return rc;
 }
+
+static const struct search_sel all_shards = {NULL, 0};
 
 int mess_server_search(const mess_server *s, const uint8_t *req,
                        size_t req_len, unsigned threads, uint8_t **resp,
@@ -171,7 +232,8 @@ int mess_server_search(const mess_server *s, const uint8_t *req,
 {
     if (!s || !req || !resp || !resp_len)
         return MESS_EINVAL;
-    return server_search(s, req, req_len, threads, resp, NULL, 0, resp_len);
+    return server_search(s, req, req_len, &all_shards, threads, resp, NULL, 0,
+                         resp_len);
 }
 
 int mess_server_search_into(const mess_server *s, const uint8_t *req,
@@ -180,7 +242,25 @@ int mess_server_search_into(const mess_server *s, const uint8_t *req,
 {
     if (!s || !req || !resp || !resp_len)
         return MESS_EINVAL;
-    return server_search(s, req, req_len, threads, NULL, resp, cap, resp_len);
+    return server_search(s, req, req_len, &all_shards, threads, NULL, resp, cap,
+                         resp_len);
+}
+
+int mess_server_search_shards(const mess_server *s, const uint8_t *req,
+                              size_t req_len, const uint32_t *shards,
+                              size_t nshards, unsigned threads, uint8_t **part,
+                              size_t *part_len)
+{
+    struct search_sel sel;
+    if (part)
+        *part = NULL;
+    if (part_len)
+        *part_len = 0;
+    if (!s || !req || !part || !part_len || !shards || nshards == 0)
+        return MESS_EINVAL;
+    sel.shards = shards;
+    sel.n = nshards;
+    return server_search(s, req, req_len, &sel, threads, part, NULL, 0, part_len);
 }
 
 struct search_batch {
@@ -197,8 +277,8 @@ static int search_item(void *ctx, size_t i, unsigned worker)
     struct search_batch *b = (struct search_batch *)ctx;
     int rc;
     MESS_UNUSED(worker);
-    rc = b->reqs[i] ? server_search(b->s, b->reqs[i], b->req_lens[i], 1,
-                                    &b->resps[i], NULL, 0, &b->resp_lens[i])
+    rc = b->reqs[i] ? server_search(b->s, b->reqs[i], b->req_lens[i], &all_shards,
+                                    1, &b->resps[i], NULL, 0, &b->resp_lens[i])
                     : MESS_EINVAL;
     if (b->status) {
         b->status[i] = rc;

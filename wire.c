@@ -1,12 +1,15 @@
 /*
  * wire.c - headers, sizes and validation of the client/server buffers.
  */
+#include <stdarg.h>
+#include <stdio.h>
+
 #include "payload.h"
 #include "wire.h"
 
-static const char wire_magic[4][4] = {
+static const char wire_magic[5][4] = {
     {'M', 'S', 'U', 'P'}, {'M', 'S', 'D', 'L'}, {'M', 'S', 'R', 'Q'},
-    {'M', 'S', 'R', 'S'}};
+    {'M', 'S', 'R', 'S'}, {'M', 'S', 'R', 'P'}};
 
 void wire_header_put(uint8_t *dst, enum wire_kind kind, const mess_params *p)
 {
@@ -311,4 +314,294 @@ size_t mess_response_size(const mess_params *in, size_t pool)
     return checked_records(pool, 1, payload_entry_bytes(p),
                            WIRE_RESPONSE_BODY_OFFSET +
                                (size_t)p->shards * WIRE_BUDGET_BYTES);
+}
+
+/* ---- partial responses -------------------------------------------------------- */
+
+size_t wire_partial_bytes(const mess_params *p, size_t sections, size_t entries)
+{
+    return WIRE_PARTIAL_BODY_OFFSET + sections * WIRE_SECTION_BYTES +
+           entries * payload_entry_bytes(p);
+}
+
+uint8_t *wire_partial_start(uint8_t *out, const mess_params *p,
+                            const uint8_t *request_id, uint32_t sections)
+{
+    wire_header_put(out, WIRE_PARTIAL, p);
+    memcpy(out + WIRE_HEADER_BYTES, request_id, WIRE_REQUEST_ID_BYTES);
+    mess_store_u32(out + WIRE_PARTIAL_SECTIONS_OFFSET, sections);
+    return out + WIRE_PARTIAL_BODY_OFFSET;
+}
+
+uint8_t *wire_partial_put_section(uint8_t *dst, uint32_t shard, size_t count)
+{
+    mess_store_u32(dst, shard);
+    return wire_response_put_count(dst + WIRE_SHARD_BYTES, count);
+}
+
+int wire_partial_open(const mess_params *p, const uint8_t *buf, size_t len,
+                      struct wire_partial *out)
+{
+    int rc;
+    mess_rd_init(&out->body, buf, len);
+    rc = wire_check_header(&out->body, WIRE_PARTIAL, p);
+    if (rc != MESS_OK)
+        return rc;
+    out->request_id = mess_rd_take(&out->body, WIRE_REQUEST_ID_BYTES);
+    if (!out->request_id || mess_rd_u32(&out->body, &out->sections) ||
+        out->sections == 0 || out->sections > p->shards)
+        return MESS_EFORMAT;
+    return MESS_OK;
+}
+
+const uint8_t *wire_partial_next(struct wire_partial *r, size_t entry_bytes,
+                                 uint32_t *shard, uint32_t *count)
+{
+    uint8_t b[WIRE_BUDGET_BYTES];
+    if (mess_rd_u32(&r->body, shard) || mess_rd_bytes(&r->body, b, sizeof b))
+        return NULL;
+    *count = (uint32_t)b[0] | (uint32_t)b[1] << 8;
+    return mess_rd_take(&r->body, (size_t)*count * entry_bytes);
+}
+
+/* ---- shard sets: split and merge (D18) ------------------------------------- */
+
+/* Marks the shard set in mark[M] (zeroed by the caller): MESS_EINVAL for an
+ * empty set, a shard >= M or one listed twice. */
+static int shard_set_mark(const mess_params *p, const uint32_t *shards,
+                          size_t nshards, uint8_t *mark)
+{
+    size_t i;
+    if (!shards || nshards == 0 || nshards > p->shards)
+        return MESS_EINVAL;
+    for (i = 0; i < nshards; i++) {
+        if (shards[i] >= p->shards || mark[shards[i]])
+            return MESS_EINVAL;
+        mark[shards[i]] = 1;
+    }
+    return MESS_OK;
+}
+
+int mess_records_split(const mess_params *in, const uint8_t *buf, size_t len,
+                       const uint32_t *shards, size_t nshards, uint8_t **out,
+                       size_t *out_len)
+{
+    mess_params p;
+    struct mess_rd r;
+    struct wire_records recs;
+    enum wire_kind kind;
+    const uint8_t *owner;
+    uint8_t *mark = NULL, *dst;
+    size_t i, keep = 0, bytes;
+    int rc;
+
+    if (out)
+        *out = NULL;
+    if (out_len)
+        *out_len = 0;
+    if (!in || !buf || !out || !out_len || params_import(in, &p) != MESS_OK ||
+        mess_params_check(&p) != MESS_OK)
+        return MESS_EINVAL;
+    mark = (uint8_t *)calloc(p.shards, 1);
+    if (!mark)
+        return MESS_ENOMEM;
+    rc = shard_set_mark(&p, shards, nshards, mark);
+    if (rc != MESS_OK)
+        goto done;
+    kind = len >= WIRE_MAGIC_BYTES && memcmp(buf, wire_magic[WIRE_DELETE], 4) == 0
+               ? WIRE_DELETE
+               : WIRE_UPLOAD;
+    mess_rd_init(&r, buf, len);
+    rc = wire_check_header_owned(&r, kind, &p, &owner);
+    if (rc == MESS_OK)
+        rc = wire_records_parse(&r, kind, &p, &recs);
+    if (rc != MESS_OK)
+        goto done;
+    /* every record belongs to a shard of the parameters: one that belongs
+     * to no group would otherwise be dropped without a word */
+    for (i = 0; i < recs.n; i++) {
+        uint32_t j = wire_record_shard(wire_record(&recs, i));
+        if (j >= p.shards) {
+            rc = MESS_EFORMAT;
+            goto done;
+        }
+        keep += mark[j];
+    }
+    bytes = WIRE_RECORDS_OFFSET + keep * recs.rec_bytes; /* <= len: no overflow */
+    dst = (uint8_t *)malloc(bytes);
+    if (!dst) {
+        rc = MESS_ENOMEM;
+        goto done;
+    }
+    memcpy(dst, buf, WIRE_CLIENT_BODY_OFFSET); /* header and owner tag as they were */
+    mess_store_u64(dst + WIRE_CLIENT_BODY_OFFSET, (uint64_t)keep);
+    *out = dst;
+    *out_len = bytes;
+    dst += WIRE_RECORDS_OFFSET;
+    for (i = 0; i < recs.n; i++) {
+        const uint8_t *rec = wire_record(&recs, i);
+        if (mark[wire_record_shard(rec)]) {
+            memcpy(dst, rec, recs.rec_bytes);
+            dst += recs.rec_bytes;
+        }
+    }
+done:
+    free(mark);
+    return rc;
+}
+
+static void say(char *msg, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    if (!msg || cap == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+}
+
+static const char *header_problem(int rc)
+{
+    switch (rc) {
+    case MESS_EVERSION:
+        return "another wire format version";
+    case MESS_EPARAM:
+        return "made for other parameters";
+    default:
+        return "not a partial response (magic, header or request id)";
+    }
+}
+
+int mess_response_merge(const mess_params *in, const uint8_t *req,
+                        size_t req_len, const uint8_t *const *parts,
+                        const size_t *part_lens, size_t nparts, uint8_t **resp,
+                        size_t *resp_len, char *msg, size_t msg_cap)
+{
+    mess_params p;
+    struct wire_request rq;
+    size_t eb, i, total = 0, missing = 0, len;
+    uint32_t j, first_gap = 0;
+    /* per shard: the part that answers it (+1; 0 = none), its count and entries */
+    size_t *owner = NULL;
+    uint32_t *count = NULL;
+    const uint8_t **entries = NULL;
+    uint8_t *out, *dst;
+    int rc;
+
+    say(msg, msg_cap, "%s", "");
+    if (resp)
+        *resp = NULL;
+    if (resp_len)
+        *resp_len = 0;
+    if (!in || !req || !parts || !part_lens || nparts == 0 || !resp || !resp_len ||
+        params_import(in, &p) != MESS_OK || mess_params_check(&p) != MESS_OK) {
+        say(msg, msg_cap, "invalid arguments (parameters, request, parts, outputs)");
+        return MESS_EINVAL;
+    }
+    for (i = 0; i < nparts; i++)
+        if (!parts[i]) {
+            say(msg, msg_cap, "part %zu is NULL", i);
+            return MESS_EINVAL;
+        }
+    rc = wire_request_parse(&p, req, req_len, &rq);
+    if (rc != MESS_OK) {
+        say(msg, msg_cap, "the request is not a valid request for these parameters");
+        return rc;
+    }
+    eb = payload_entry_bytes(&p);
+    owner = (size_t *)calloc(p.shards, sizeof *owner);
+    count = (uint32_t *)calloc(p.shards, sizeof *count);
+    entries = (const uint8_t **)calloc(p.shards, sizeof *entries);
+    if (!owner || !count || !entries) {
+        rc = MESS_ENOMEM;
+        say(msg, msg_cap, "out of memory");
+        goto done;
+    }
+    for (i = 0; i < nparts; i++) {
+        struct wire_partial w;
+        uint32_t s, shard, c, prev = 0;
+        memset(&w, 0, sizeof w);
+        rc = wire_partial_open(&p, parts[i], part_lens[i], &w);
+        if (rc != MESS_OK) {
+            if (rc == MESS_EFORMAT && w.request_id)
+                say(msg, msg_cap, "part %zu: section count must be 1..%u",
+                    i, (unsigned)p.shards);
+            else
+                say(msg, msg_cap, "part %zu: %s", i, header_problem(rc));
+            goto done;
+        }
+        if (memcmp(w.request_id, rq.request_id, WIRE_REQUEST_ID_BYTES) != 0) {
+            rc = MESS_EAUTH;
+            say(msg, msg_cap, "part %zu answers another request (request id differs)", i);
+            goto done;
+        }
+        for (s = 0; s < w.sections; s++) {
+            const uint8_t *e = wire_partial_next(&w, eb, &shard, &c);
+            rc = MESS_EFORMAT;
+            if (!e) {
+                say(msg, msg_cap, "part %zu: section %u is cut short", i, (unsigned)s);
+                goto done;
+            }
+            if (shard >= p.shards || (s > 0 && shard <= prev)) {
+                say(msg, msg_cap,
+                    "part %zu: section %u names shard %lu (shards must be "
+                    "below %u and increasing)", i, (unsigned)s,
+                    (unsigned long)shard, (unsigned)p.shards);
+                goto done;
+            }
+            if (c > wire_request_budget(&rq, shard)) {
+                say(msg, msg_cap, "part %zu: shard %u returns %u entries, over its budget %u",
+                    i, (unsigned)shard, (unsigned)c,
+                    (unsigned)wire_request_budget(&rq, shard));
+                goto done;
+            }
+            if (owner[shard]) {
+                say(msg, msg_cap, "overlap: shard %u is answered by parts %zu and %zu",
+                    (unsigned)shard, owner[shard] - 1, i);
+                goto done;
+            }
+            owner[shard] = i + 1;
+            count[shard] = c;
+            entries[shard] = e;
+            total += c;
+            prev = shard;
+        }
+        if (mess_rd_left(&w.body) != 0) {
+            rc = MESS_EFORMAT;
+            say(msg, msg_cap, "part %zu: %zu bytes after its last section", i,
+                mess_rd_left(&w.body));
+            goto done;
+        }
+    }
+    for (j = 0; j < p.shards; j++)
+        if (!owner[j] && missing++ == 0)
+            first_gap = j;
+    if (missing) {
+        rc = MESS_EFORMAT;
+        say(msg, msg_cap, "gap: %zu shard(s) answered by no part, the first is shard %u",
+            missing, (unsigned)first_gap);
+        goto done;
+    }
+    len = wire_response_bytes(&p, total); /* the parts hold these bytes: no overflow */
+    out = (uint8_t *)malloc(len);
+    if (!out) {
+        rc = MESS_ENOMEM;
+        say(msg, msg_cap, "out of memory");
+        goto done;
+    }
+    dst = wire_response_start(out, &p, rq.request_id);
+    for (j = 0; j < p.shards; j++) {
+        dst = wire_response_put_count(dst, count[j]);
+        if (count[j])
+            memcpy(dst, entries[j], (size_t)count[j] * eb);
+        dst += (size_t)count[j] * eb;
+    }
+    *resp = out;
+    *resp_len = len;
+    rc = MESS_OK;
+done:
+    free(owner);
+    free(count);
+    free((void *)entries);
+    return rc;
 }

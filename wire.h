@@ -18,6 +18,11 @@
  * request  "MSRQ" hdr | owner[16] | request id[16] | M x u16 budget | M x code
  * response "MSRS" hdr | request id[16] | for each shard in order:
  *                       u16 count (<= its budget) | count x entry
+ * partial  "MSRP" hdr | request id[16] | u32 k (1..M) | k sections, shards
+ *                       strictly increasing: u32 shard | u16 count | count x entry
+ *          (the answer of a server searching a shard subset, D18; the
+ *          partials of a request covering every shard exactly once merge
+ *          into the response the whole server gives, byte for byte)
  * code = kappa/8 bytes (64-bit words, little-endian); entry = payload.h.
  */
 #ifndef MESS_WIRE_H
@@ -47,8 +52,13 @@
 #define WIRE_REQUEST_BUDGETS_OFFSET (WIRE_REQUEST_ID_OFFSET + WIRE_REQUEST_ID_BYTES)
 /* Where a response's per-shard counts start. */
 #define WIRE_RESPONSE_BODY_OFFSET (WIRE_HEADER_BYTES + WIRE_REQUEST_ID_BYTES)
+/* A partial response: its u32 section count follows the request id, then
+ * each section is u32 shard | u16 count | entries. */
+#define WIRE_PARTIAL_SECTIONS_OFFSET WIRE_RESPONSE_BODY_OFFSET
+#define WIRE_PARTIAL_BODY_OFFSET (WIRE_PARTIAL_SECTIONS_OFFSET + 4)
+#define WIRE_SECTION_BYTES (WIRE_SHARD_BYTES + WIRE_BUDGET_BYTES)
 
-enum wire_kind { WIRE_UPLOAD, WIRE_DELETE, WIRE_REQUEST, WIRE_RESPONSE };
+enum wire_kind { WIRE_UPLOAD, WIRE_DELETE, WIRE_REQUEST, WIRE_RESPONSE, WIRE_PARTIAL };
 
 /* ---- header ---------------------------------------------------------------- */
 
@@ -183,5 +193,31 @@ const uint8_t *wire_response_next(struct wire_response *r, size_t entry_bytes,
  * budget, nothing after; *total entries.  MESS_EFORMAT otherwise. */
 int wire_response_check(const struct wire_response *r, const mess_params *p,
                         const uint16_t *budgets, size_t *total);
+
+/* ---- partial response (a shard subset's answer) ---------------------------- */
+
+/* A partial response of `sections` shards carrying `entries` in total. */
+size_t wire_partial_bytes(const mess_params *p, size_t sections, size_t entries);
+/* Writes a partial's header, request id and section count at out (sized
+ * by wire_partial_bytes); returns where the first section goes. */
+uint8_t *wire_partial_start(uint8_t *out, const mess_params *p,
+                            const uint8_t *request_id, uint32_t sections);
+/* Writes a section's shard and count; returns where its entries go. */
+uint8_t *wire_partial_put_section(uint8_t *dst, uint32_t shard, size_t count);
+
+/* A partial being read: after wire_partial_open, the request id and the
+ * section count (1..M, else MESS_EFORMAT); wire_partial_next gives each
+ * section in order. */
+struct wire_partial {
+    const uint8_t *request_id;
+    uint32_t sections;
+    struct mess_rd body;
+};
+int wire_partial_open(const mess_params *p, const uint8_t *buf, size_t len,
+                      struct wire_partial *out);
+/* The next section's shard, count and entries, or NULL when it is cut
+ * short (nothing is checked against M or the budgets here). */
+const uint8_t *wire_partial_next(struct wire_partial *r, size_t entry_bytes,
+                                 uint32_t *shard, uint32_t *count);
 
 #endif

@@ -162,6 +162,49 @@ static void hnsw_seeds(const struct fuzz_fixture *fx)
     mess_vecs_free(base);
 }
 
+/* Seeds of fuzz_merge: the fixture request's partials from the fixture
+ * server, as one part (every shard), two halves in reverse order and one
+ * part per shard (fuzz_merge.c's input format). */
+static void merge_seeds(const struct fuzz_fixture *fx)
+{
+    static const uint32_t all[4] = {3, 1, 0, 2}, hi[2] = {2, 3}, lo[2] = {0, 1};
+    static const struct {
+        const char *name;
+        size_t n;
+        const uint32_t *set[4];
+        size_t nset[4];
+    } cases[3] = {{"whole", 1, {all}, {4}},
+                  {"halves", 2, {hi, lo}, {2, 2}},
+                  {"singles", 4, {all, all + 1, all + 2, all + 3}, {1, 1, 1, 1}}};
+    size_t c, i;
+    for (c = 0; c < 3; c++) {
+        struct mess_wr w;
+        mess_wr_init(&w);
+        mess_wr_u8(&w, (uint8_t)(cases[c].n - 1));
+        for (i = 0; i < cases[c].n; i++) {
+            uint8_t *part;
+            size_t len;
+            int rc = mess_server_search_shards(fx->server, fx->request, fx->request_len,
+                                               cases[c].set[i], cases[c].nset[i], 1,
+                                               &part, &len);
+            if (rc != MESS_OK)
+                die("search_shards", rc);
+            if (i + 1 < cases[c].n) {
+                if (len > 0xffff)
+                    die("partial too large for a seed", MESS_ELIMIT);
+                mess_wr_u8(&w, (uint8_t)len);
+                mess_wr_u8(&w, (uint8_t)(len >> 8));
+            }
+            mess_wr_bytes(&w, part, len);
+            mess_buf_free(part);
+        }
+        if (w.err)
+            die("merge seed", w.err);
+        put("merge", cases[c].name, 0, 0, w.p, w.len);
+        mess_wr_free(&w);
+    }
+}
+
 int main(void)
 {
     const struct fuzz_fixture *fx = fuzz_fixture();
@@ -256,6 +299,7 @@ int main(void)
     put("delete", "quarter", 0, 0, fx->del, fx->del_len);
     put("request", "query0", 0, 0, fx->request, fx->request_len);
     put("response", "query0", 0, 0, fx->response, fx->response_len);
+    merge_seeds(fx);
     vecs_seeds();
     hnsw_seeds(fx);
     return 0;

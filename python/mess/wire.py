@@ -9,6 +9,9 @@ mess_response_size), so a change to wire.h that is not made here fails.
     response header | request id | per shard: u16 count | count x entry
     upload   header | owner tag | u64 n | n x (u32 shard | label | code | entry)
     delete   header | owner tag | u64 n | n x (u32 shard | label)
+    partial  header | request id | u32 k | k x (u32 shard | u16 count | count x entry)
+             (a shard subset's answer, shards increasing; mess_response_merge
+             joins the partials of one request into its response)
 
 header = magic[4] | u32 version | parameter fingerprint[16]; code =
 kappa/8 bytes; entry = Params.payload_size() bytes; all little-endian.
@@ -27,13 +30,16 @@ BUDGET_BYTES = 2         # u16 budget of a request, count of a response
 SHARD_BYTES = 4          # u32 shard of a record
 LABEL_BYTES = 16
 MAGIC = {"upload": b"MSUP", "delete": b"MSDL", "request": b"MSRQ",
-         "response": b"MSRS"}
+         "response": b"MSRS", "partial": b"MSRP"}
 
 CLIENT_BODY_OFFSET = HEADER_BYTES + OWNER_BYTES
 RECORDS_OFFSET = CLIENT_BODY_OFFSET + COUNT_BYTES
 REQUEST_ID_OFFSET = CLIENT_BODY_OFFSET
 REQUEST_BUDGETS_OFFSET = REQUEST_ID_OFFSET + REQUEST_ID_BYTES
 RESPONSE_BODY_OFFSET = HEADER_BYTES + REQUEST_ID_BYTES
+PARTIAL_SECTIONS_OFFSET = RESPONSE_BODY_OFFSET   # u32 section count
+PARTIAL_BODY_OFFSET = PARTIAL_SECTIONS_OFFSET + 4
+SECTION_BYTES = SHARD_BYTES + BUDGET_BYTES        # u32 shard | u16 count
 LABEL_OFFSET = SHARD_BYTES
 CODE_OFFSET = LABEL_OFFSET + LABEL_BYTES
 DELETE_RECORD_BYTES = CODE_OFFSET
@@ -86,3 +92,36 @@ def response_entries(resp, shards, entry_bytes):
         out.append([b[off + e * entry_bytes: off + (e + 1) * entry_bytes] for e in range(cnt)])
         off += cnt * entry_bytes
     return out
+
+
+def partial_sections(part, entry_bytes):
+    """[(shard, [entry bytes...]), ...] of a partial response (the header is
+    not checked; a cut-short part raises struct.error or ValueError)."""
+    b = bytes(part)
+    k = struct.unpack_from("<I", b, PARTIAL_SECTIONS_OFFSET)[0]
+    off, out = PARTIAL_BODY_OFFSET, []
+    for _ in range(k):
+        shard, cnt = struct.unpack_from("<IH", b, off)
+        off += SECTION_BYTES
+        if off + cnt * entry_bytes > len(b):
+            raise ValueError("partial response cut short")
+        out.append((shard, [b[off + e * entry_bytes: off + (e + 1) * entry_bytes]
+                            for e in range(cnt)]))
+        off += cnt * entry_bytes
+    return out
+
+
+def build_partial(request_header, request_id, sections):
+    """A partial response: sections = [(shard, entries uint8 (count, entry
+    bytes) or list of bytes), ...] in the order given (tests use it to build
+    hostile parts)."""
+    parts = [MAGIC["partial"], bytes(request_header[MAGIC_BYTES:HEADER_BYTES]),
+             bytes(request_id), struct.pack("<I", len(sections))]
+    for shard, e in sections:
+        if isinstance(e, list):
+            parts.append(struct.pack("<IH", shard, len(e)))
+            parts.extend(bytes(x) for x in e)
+        else:
+            parts.append(struct.pack("<IH", shard, len(e)))
+            parts.append(np.ascontiguousarray(e).tobytes())
+    return b"".join(parts)
