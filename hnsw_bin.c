@@ -7,8 +7,20 @@
  * Searches use bucket queues over the integer distances (see struct
  * hnsw_scratch); sorted results are 64-bit keys (distance << 32 | node), so
  * ties break by node id.
+ *
+ * An attached graph (hnsw_attach) reads nodes 0..n_base-1 from the
+ * caller's mapping of a graph file (format below, before hnsw_write_graph)
+ * and keeps nodes added later in the same heap arrays a built graph uses
+ * (the "tail"); every id, count, level and offset read from the mapping is
+ * checked before use, since the file may be hostile.
  */
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <sodium.h>
 
 #include "hnsw_bin.h"
 
@@ -16,7 +28,21 @@ struct hnsw {
     struct hnsw_params p;
     uint32_t words, m, m0;
     double ml;
-    size_t n, cap;
+    size_t n;            /* nodes: n_base attached ones, then the tail */
+    /* Nodes 0..n_base-1 of an attached graph (hnsw_attach): views into the
+     * caller's mapping, bounds-checked on every read (the file may be
+     * hostile).  n_base = 0 for a graph built or loaded on the heap. */
+    size_t n_base;
+    uint64_t *bcodes;
+    struct hnsw_label *blabels;
+    uint8_t *blevels, *bdeleted;
+    uint32_t *blinks0;
+    const uint32_t *buoff; /* node's first upper-link word in bblob */
+    uint32_t *bblob;
+    size_t bblob_words;
+    size_t bytes_mapped; /* the attached file's length */
+    /* The tail: nodes n_base.. in heap arrays, node n_base + i at index i. */
+    size_t cap;
     uint64_t *codes;     /* cap x words */
     struct hnsw_label *labels; /* cap */
     uint8_t *levels;     /* cap */
@@ -26,9 +52,11 @@ struct hnsw {
     uint32_t entry;
     int max_level;       /* -1 when empty */
     size_t n_deleted;
+    size_t upper_words;  /* sum over nodes of level x (1 + m) */
     uint64_t rng;        /* splitmix64 state for levels */
     uint32_t *map;       /* label -> node, open addressing; UINT32_MAX empty */
     size_t map_mask;
+    int map_mapped;      /* map is the attached file's section (not freed) */
     struct hnsw_scratch *build; /* search state of inserts (exclusive) */
     uint64_t *tmp;       /* 2M + 2 keys for link shrinking */
     uint32_t *sel, *sel2; /* 2M + 2 ids each */
@@ -128,16 +156,61 @@ static uint64_t mix_label(struct hnsw_label l)
     return x;
 }
 
-static const uint64_t *code_of(const struct hnsw *h, uint32_t node)
+/* Per-node accessors: node < h->n (the callers check ids read from links
+ * or the label map against h->n first).  A node below n_base lives in the
+ * attached file, the others in the heap tail. */
+HNSW_INLINE const uint64_t *code_of(const struct hnsw *h, uint32_t node)
 {
-    return h->codes + (size_t)node * h->words;
+    if (node < h->n_base)
+        return h->bcodes + (size_t)node * h->words;
+    return h->codes + (size_t)(node - h->n_base) * h->words;
 }
 
-static uint32_t *links_of(const struct hnsw *h, uint32_t node, int level)
+HNSW_INLINE struct hnsw_label *label_ptr(const struct hnsw *h, uint32_t node)
 {
+    return node < h->n_base ? h->blabels + node : h->labels + (node - h->n_base);
+}
+
+HNSW_INLINE uint8_t *level_ptr(const struct hnsw *h, uint32_t node)
+{
+    return node < h->n_base ? h->blevels + node : h->levels + (node - h->n_base);
+}
+
+HNSW_INLINE uint8_t *del_ptr(const struct hnsw *h, uint32_t node)
+{
+    return node < h->n_base ? h->bdeleted + node : h->deleted + (node - h->n_base);
+}
+
+HNSW_INLINE uint32_t *links0_of(const struct hnsw *h, uint32_t node)
+{
+    if (node < h->n_base)
+        return h->blinks0 + (size_t)node * (1 + h->m0);
+    return h->links0 + (size_t)(node - h->n_base) * (1 + h->m0);
+}
+
+/* The link list (count, then ids) of node at level, or NULL when the node
+ * has no such level, or its block lies outside the attached file's upper
+ * blob (a hostile file).  The count may exceed M / 2M in such a file: the
+ * readers clamp it (link_count), and check every id against h->n. */
+HNSW_INLINE uint32_t *links_of(const struct hnsw *h, uint32_t node, int level)
+{
+    size_t off;
     if (level == 0)
-        return h->links0 + (size_t)node * (1 + h->m0);
-    return h->upper[node] + (size_t)(level - 1) * (1 + h->m);
+        return links0_of(h, node);
+    if ((unsigned)level > *level_ptr(h, node))
+        return NULL;
+    if (node >= h->n_base)
+        return h->upper[node - h->n_base] + (size_t)(level - 1) * (1 + h->m);
+    off = h->buoff[node];
+    if (off > h->bblob_words || (size_t)level * (1 + h->m) > h->bblob_words - off)
+        return NULL;
+    return h->bblob + off + (size_t)(level - 1) * (1 + h->m);
+}
+
+HNSW_INLINE uint32_t link_count(const struct hnsw *h, const uint32_t *l, int level)
+{
+    uint32_t max = level == 0 ? h->m0 : h->m;
+    return l[0] < max ? l[0] : max;
 }
 
 /* hnsw_hamming, inlined into each compiled copy of its callers */
@@ -233,7 +306,8 @@ void hnsw_free(struct hnsw *h)
     free(h->levels);
     free(h->deleted);
     free(h->links0);
-    free(h->map);
+    if (!h->map_mapped)
+        free(h->map);
     hnsw_scratch_free(h->build);
     free(h->tmp);
     free(h->sel);
@@ -246,15 +320,17 @@ const struct hnsw_params *hnsw_get_params(const struct hnsw *h)
     return &h->p;
 }
 
-/* Room for `need` nodes: geometric (x1.25, at least 64) so single adds
- * stay amortized O(1), but exactly `need` when that is more, so a bulk
- * insert announced by hnsw_reserve or a load leaves no slack. */
+/* Room for `need` nodes in all (the tail arrays hold need - n_base):
+ * geometric (x1.25, at least 64) so single adds stay amortized O(1), but
+ * exactly `need` when that is more, so a bulk insert announced by
+ * hnsw_reserve or a load leaves no slack. */
 static int grow(struct hnsw *h, size_t need)
 {
     size_t cap = h->cap + h->cap / 4, i;
     void *q;
-    if (need <= h->cap)
+    if (need <= h->n_base + h->cap)
         return MESS_OK;
+    need -= h->n_base;
     if (cap < 64)
         cap = 64;
     if (cap < need)
@@ -323,7 +399,7 @@ int hnsw_reserve(struct hnsw *h, size_t n)
     if (scratch_prepare(h->build, h, n, h->p.ef_construction) != MESS_OK)
         return MESS_ENOMEM;
     rng = h->rng;
-    for (i = h->n; i < n; i++) {
+    for (i = h->n - h->n_base; i < n - h->n_base; i++) {
         int level = draw_level(h, &rng);
         if (level > 0 && !h->upper[i]) {
             h->upper[i] = (uint32_t *)mess_calloc_array((size_t)level * (1 + h->m),
@@ -340,7 +416,7 @@ void hnsw_unreserve(struct hnsw *h)
     size_t i;
     if (!h || !h->upper)
         return;
-    for (i = h->n; i < h->cap; i++) {
+    for (i = h->n - h->n_base; i < h->cap; i++) {
         free(h->upper[i]);
         h->upper[i] = NULL;
     }
@@ -348,30 +424,66 @@ void hnsw_unreserve(struct hnsw *h)
 
 /* ---- label map -------------------------------------------------------------- */
 
+#define NO_SLOT SIZE_MAX
+
+/* The slot of map (mask + 1 slots) holding label, or the empty slot where
+ * it would go; NO_SLOT when neither turns up within mask + 1 probes (only
+ * in a hostile attached file: a valid map is never full).  Slots naming a
+ * node >= h->n (hostile) are skipped as holding another label. */
+static size_t map_slot_in(const struct hnsw *h, const uint32_t *map, size_t mask,
+                          struct hnsw_label label)
+{
+    size_t s = (size_t)mix_label(label) & mask, k;
+    for (k = 0; k <= mask; k++) {
+        uint32_t v = map[s];
+        if (v == EMPTY || (v < h->n && hnsw_label_eq(*label_ptr(h, v), label)))
+            return s;
+        s = (s + 1) & mask;
+    }
+    return NO_SLOT;
+}
+
 static size_t map_find_slot(const struct hnsw *h, struct hnsw_label label)
 {
-    size_t s = (size_t)mix_label(label) & h->map_mask;
-    while (h->map[s] != EMPTY && !hnsw_label_eq(h->labels[h->map[s]], label))
-        s = (s + 1) & h->map_mask;
-    return s;
+    return map_slot_in(h, h->map, h->map_mask, label);
+}
+
+/* The live nodes' labels in node order into map (mask + 1 slots, all
+ * EMPTY, more slots than nodes): the canonical map the graph file holds. */
+static void map_fill(const struct hnsw *h, uint32_t *map, size_t mask)
+{
+    size_t i, s;
+    for (i = 0; i < h->n; i++)
+        if (!*del_ptr(h, (uint32_t)i)) {
+            s = map_slot_in(h, map, mask, *label_ptr(h, (uint32_t)i));
+            if (s != NO_SLOT)
+                map[s] = (uint32_t)i;
+        }
+}
+
+/* Slots of a map for `want` entries (a power of two, >= 2 want, >= 16). */
+static size_t map_size_for(size_t want)
+{
+    size_t size = 16;
+    while (size < 2 * want)
+        size *= 2;
+    return size;
 }
 
 static int map_rebuild(struct hnsw *h, size_t want)
 {
-    size_t size = 16, i;
+    size_t size = map_size_for(want);
     uint32_t *m;
-    while (size < 2 * want)
-        size *= 2;
     m = (uint32_t *)mess_malloc_array(size, sizeof *m);
     if (!m)
         return MESS_ENOMEM;
     memset(m, 0xff, size * sizeof *m);
-    free(h->map);
+    if (!h->map_mapped)
+        free(h->map);
     h->map = m;
+    h->map_mapped = 0;
     h->map_mask = size - 1;
-    for (i = 0; i < h->n; i++)
-        if (!h->deleted[i])
-            h->map[map_find_slot(h, h->labels[i])] = (uint32_t)i;
+    map_fill(h, m, h->map_mask);
     return MESS_OK;
 }
 
@@ -383,25 +495,30 @@ int hnsw_find(const struct hnsw *h, struct hnsw_label label, uint32_t *node)
     if (!h->map)
         return MESS_ENOTFOUND;
     s = map_find_slot(h, label);
-    if (h->map[s] == EMPTY || h->deleted[h->map[s]])
+    if (s == NO_SLOT || h->map[s] == EMPTY || *del_ptr(h, h->map[s]))
         return MESS_ENOTFOUND;
     if (node)
         *node = h->map[s];
     return MESS_OK;
 }
 
-/* Removes slot s with backward shift (linear probing). */
+/* Removes slot s with backward shift (linear probing); at most one pass
+ * over the table, and slots naming no node (hostile) stay where they are. */
 static void map_remove(struct hnsw *h, size_t s)
 {
-    size_t j = s;
-    for (;;) {
+    size_t j = s, k;
+    for (k = 0; k < h->map_mask; k++) {
         size_t home;
+        uint32_t v;
         j = (j + 1) & h->map_mask;
-        if (h->map[j] == EMPTY)
+        v = h->map[j];
+        if (v == EMPTY)
             break;
-        home = (size_t)mix_label(h->labels[h->map[j]]) & h->map_mask;
+        if (v >= h->n)
+            continue;
+        home = (size_t)mix_label(*label_ptr(h, v)) & h->map_mask;
         if ((s < j) ? (home <= s || home > j) : (home <= s && home > j)) {
-            h->map[s] = h->map[j];
+            h->map[s] = v;
             s = j;
         }
     }
@@ -411,14 +528,18 @@ static void map_remove(struct hnsw *h, size_t s)
 int hnsw_delete(struct hnsw *h, struct hnsw_label label)
 {
     size_t s;
+    uint8_t *del;
     if (!h)
         return MESS_EINVAL;
     if (!h->map)
         return MESS_ENOTFOUND;
     s = map_find_slot(h, label);
-    if (h->map[s] == EMPTY)
+    if (s == NO_SLOT || h->map[s] == EMPTY)
         return MESS_ENOTFOUND;
-    h->deleted[h->map[s]] = 1;
+    del = del_ptr(h, h->map[s]);
+    if (*del) /* a hostile file's map names a deleted node */
+        return MESS_ENOTFOUND;
+    *del = 1;
     h->n_deleted++;
     map_remove(h, s);
     return MESS_OK;
@@ -518,15 +639,22 @@ HNSW_INLINE void greedy(const struct hnsw *h, const uint64_t *q, int level,
                    uint32_t *ep, uint32_t *ep_dist)
 {
     int changed = 1;
+    /* each step lowers (distance, node): no cycle, whatever the links */
     while (changed) {
         const uint32_t *l = links_of(h, *ep, level);
-        uint32_t i;
+        uint32_t i, cnt;
         changed = 0;
-        for (i = 1; i <= l[0]; i++) {
-            uint32_t d = dist_to(h, q, l[i]);
-            if (d < *ep_dist || (d == *ep_dist && l[i] < *ep)) {
+        if (!l)
+            break;
+        cnt = link_count(h, l, level);
+        for (i = 1; i <= cnt; i++) {
+            uint32_t e = l[i], d;
+            if (e >= h->n)
+                continue;
+            d = dist_to(h, q, e);
+            if (d < *ep_dist || (d == *ep_dist && e < *ep)) {
                 *ep_dist = d;
-                *ep = l[i];
+                *ep = e;
                 changed = 1;
             }
         }
@@ -595,8 +723,9 @@ HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
     struct bq_entry *pool = s->pool;
     uint32_t *ch = s->cand_head, *rh = s->res_head, *pend = s->pending;
     uint16_t *mark = s->mark, epoch = s->epoch;
-    const uint32_t words = h->words, bits = h->p.bits;
-    uint32_t used = 0, cmin, rmax = 0, d, i, np;
+    const uint32_t bits = h->p.bits;
+    const size_t n = h->n;
+    uint32_t used = 0, cmin, rmax = 0, d, i, np, cnt;
     size_t nr = 0, ncand = 0, k;
 
     memset(ch, 0xff, (size_t)(bits + 1) * sizeof *ch);
@@ -612,7 +741,7 @@ HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
     BQ_PUSH(ch, ep_dist, ep);
     ncand = 1;
     cmin = ep_dist;
-    if (!live_only || !h->deleted[ep]) {
+    if (!live_only || !*del_ptr(h, ep)) {
         BQ_PUSH(rh, ep_dist, ep);
         nr = 1;
         rmax = ep_dist;
@@ -631,17 +760,22 @@ HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
         /* the likely next candidate's links, while this one is expanded */
         if (ch[cmin] != NIL)
             PREFETCH(links_of(h, pool[ch[cmin]].node, level));
+        if (!l)
+            continue;
+        cnt = link_count(h, l, level);
         /* gather the unvisited neighbours and prefetch their codes before
-         * computing any distance: mark and code loads are the cache misses */
-        for (i = 1; i <= l[0]; i++)
-            PREFETCH(mark + l[i]);
+         * computing any distance: mark and code loads are the cache misses;
+         * an id past the last node (a hostile file) is skipped */
+        for (i = 1; i <= cnt; i++)
+            if (l[i] < n)
+                PREFETCH(mark + l[i]);
         np = 0;
-        for (i = 1; i <= l[0]; i++) {
+        for (i = 1; i <= cnt; i++) {
             e = l[i];
-            if (mark[e] != epoch) {
+            if (e < n && mark[e] != epoch) {
                 mark[e] = epoch;
                 pend[np++] = e;
-                PREFETCH(h->codes + (size_t)e * words);
+                PREFETCH(code_of(h, e));
             }
         }
         for (i = 0; i < np; i++) {
@@ -652,7 +786,7 @@ HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
                 ncand++;
                 if (d < cmin)
                     cmin = d;
-                if (live_only && h->deleted[e])
+                if (live_only && *del_ptr(h, e))
                     continue;
                 BQ_PUSH(rh, d, e);
                 if (d > rmax || nr == 0)
@@ -707,7 +841,7 @@ HNSW_INLINE int search_body(const struct hnsw *h, struct hnsw_scratch *s,
     for (i = 0; i < nres && i < P; i++) {
         out[i].node = KEY_NODE(s->out[i]);
         out[i].dist = KEY_DIST(s->out[i]);
-        out[i].label = h->labels[out[i].node];
+        out[i].label = *label_ptr(h, out[i].node);
     }
     *n_out = i;
     return MESS_OK;
@@ -790,25 +924,31 @@ HNSW_INLINE uint32_t select_heuristic(const struct hnsw *h, const uint64_t *keys
     return ns;
 }
 
-/* Adds link node -> e at level, shrinking e's list by the heuristic when
- * it overflows. */
+/* Adds link from -> to at level, shrinking from's list by the heuristic
+ * when it overflows.  In an attached file's list (hostile, maybe) the
+ * count is clamped and ids past the last node are dropped. */
 HNSW_INLINE void add_link(struct hnsw *h, uint32_t from, uint32_t to, int level,
                      uint64_t *tmp, uint32_t *sel)
 {
     uint32_t *l = links_of(h, from, level);
-    uint32_t max = level == 0 ? h->m0 : h->m, i, k;
-    for (i = 1; i <= l[0]; i++)
+    uint32_t max = level == 0 ? h->m0 : h->m, i, k, cnt, nk = 0;
+    if (!l)
+        return;
+    cnt = link_count(h, l, level);
+    for (i = 1; i <= cnt; i++)
         if (l[i] == to)
             return;
-    if (l[0] < max) {
-        l[++l[0]] = to;
+    if (cnt < max) {
+        l[cnt + 1] = to;
+        l[0] = cnt + 1;
         return;
     }
-    for (i = 0; i < l[0]; i++)
-        tmp[i] = KEY(ham(code_of(h, from), code_of(h, l[i + 1]), h->words), l[i + 1]);
-    tmp[i] = KEY(ham(code_of(h, from), code_of(h, to), h->words), to);
-    sort_keys(tmp, (size_t)l[0] + 1);
-    k = select_heuristic(h, tmp, (size_t)l[0] + 1, max, sel);
+    for (i = 1; i <= cnt; i++)
+        if (l[i] < h->n)
+            tmp[nk++] = KEY(ham(code_of(h, from), code_of(h, l[i]), h->words), l[i]);
+    tmp[nk++] = KEY(ham(code_of(h, from), code_of(h, to), h->words), to);
+    sort_keys(tmp, nk);
+    k = select_heuristic(h, tmp, nk, max, sel);
     for (i = 0; i < k; i++)
         l[i + 1] = sel[i];
     l[0] = k;
@@ -820,7 +960,7 @@ HNSW_INLINE int add_body(struct hnsw *h, const uint64_t *code, struct hnsw_label
     struct hnsw_scratch *s;
     uint32_t node, ep, epd;
     int level, lc, rc;
-    size_t nres, slot;
+    size_t nres, slot, t;
     uint64_t rng;
 
     if (!h || !code)
@@ -837,26 +977,34 @@ HNSW_INLINE int add_body(struct hnsw *h, const uint64_t *code, struct hnsw_label
         if (rc != MESS_OK)
             return rc;
     }
+    slot = map_find_slot(h, label);
+    if (slot == NO_SLOT) { /* an attached file's map with no empty slot */
+        rc = map_rebuild(h, 2 * (h->n + 1));
+        if (rc != MESS_OK)
+            return rc;
+        slot = map_find_slot(h, label);
+    }
     /* the generator advances only once the add cannot fail any more */
     rng = h->rng;
     level = draw_level(h, &rng);
     node = (uint32_t)h->n;
-    if (level > 0 && !h->upper[node]) {
-        h->upper[node] = (uint32_t *)mess_calloc_array((size_t)level * (1 + h->m), sizeof(uint32_t));
-        if (!h->upper[node])
+    t = h->n - h->n_base; /* the node's index in the tail arrays */
+    if (level > 0 && !h->upper[t]) {
+        h->upper[t] = (uint32_t *)mess_calloc_array((size_t)level * (1 + h->m), sizeof(uint32_t));
+        if (!h->upper[t])
             return MESS_ENOMEM;
     }
     s = h->build;
     if (scratch_prepare(s, h, h->n + 1, h->p.ef_construction) != MESS_OK)
         return MESS_ENOMEM; /* the block, if any, stays for this node's retry */
     h->rng = rng;
-    memcpy(h->codes + (size_t)node * h->words, code, (size_t)h->words * 8);
-    h->labels[node] = label;
-    h->levels[node] = (uint8_t)level;
-    h->deleted[node] = 0;
-    h->links0[(size_t)node * (1 + h->m0)] = 0;
+    memcpy(h->codes + t * h->words, code, (size_t)h->words * 8);
+    h->labels[t] = label;
+    h->levels[t] = (uint8_t)level;
+    h->deleted[t] = 0;
+    h->links0[t * (1 + h->m0)] = 0;
     h->n++;
-    slot = map_find_slot(h, label);
+    h->upper_words += (size_t)level * (1 + h->m);
     h->map[slot] = node;
 
     if (h->max_level < 0) {
@@ -936,8 +1084,8 @@ int hnsw_compact(const struct hnsw *h, struct hnsw **out, uint32_t *old_to_new)
         return rc;
     for (i = 0; i < h->n; i++) {
         uint32_t node = EMPTY;
-        if (!h->deleted[i]) {
-            rc = hnsw_add(c, code_of(h, (uint32_t)i), h->labels[i], &node);
+        if (!*del_ptr(h, (uint32_t)i)) {
+            rc = hnsw_add(c, code_of(h, (uint32_t)i), *label_ptr(h, (uint32_t)i), &node);
             if (rc != MESS_OK) {
                 hnsw_free(c);
                 return rc;
@@ -955,33 +1103,45 @@ size_t hnsw_deleted(const struct hnsw *h) { return h ? h->n_deleted : 0; }
 size_t hnsw_live(const struct hnsw *h) { return h ? h->n - h->n_deleted : 0; }
 uint32_t hnsw_entry_point(const struct hnsw *h) { return h ? h->entry : EMPTY; }
 
-size_t hnsw_bytes(const struct hnsw *h)
+size_t hnsw_heap_bytes(const struct hnsw *h)
 {
-    size_t b, i;
+    size_t b;
     if (!h)
         return 0;
     b = sizeof *h + h->cap * ((size_t)h->words * 8 + sizeof *h->labels + 1 + 1 +
                               (1 + (size_t)h->m0) * 4 + sizeof(uint32_t *));
-    b += (h->map ? h->map_mask + 1 : 0) * sizeof(uint32_t);
-    for (i = 0; i < h->n; i++)
-        b += (size_t)h->levels[i] * (1 + h->m) * 4;
+    b += (h->map && !h->map_mapped ? h->map_mask + 1 : 0) * sizeof(uint32_t);
+    b += (h->upper_words - h->bblob_words) * 4; /* the tail's upper blocks */
     return b;
+}
+
+size_t hnsw_mapped_bytes(const struct hnsw *h)
+{
+    return h ? h->bytes_mapped : 0;
+}
+
+size_t hnsw_bytes(const struct hnsw *h)
+{
+    return hnsw_heap_bytes(h) + hnsw_mapped_bytes(h);
 }
 
 uint32_t hnsw_level(const struct hnsw *h, uint32_t node)
 {
-    return h && node < h->n ? h->levels[node] : 0;
+    return h && node < h->n ? *level_ptr(h, node) : 0;
 }
 
 int hnsw_neighbors(const struct hnsw *h, uint32_t node, uint32_t level,
                    const uint32_t **ids, size_t *n)
 {
     const uint32_t *l;
-    if (!h || !ids || !n || node >= h->n || level > h->levels[node])
+    if (!h || !ids || !n || node >= h->n || level > *level_ptr(h, node) ||
+        level > HNSW_MAX_LEVEL)
         return MESS_EINVAL;
     l = links_of(h, node, (int)level);
+    if (!l)
+        return MESS_EFORMAT; /* an attached file's block out of bounds */
     *ids = l + 1;
-    *n = l[0];
+    *n = link_count(h, l, (int)level);
     return MESS_OK;
 }
 
@@ -992,12 +1152,12 @@ const uint64_t *hnsw_code(const struct hnsw *h, uint32_t node)
 
 struct hnsw_label hnsw_label(const struct hnsw *h, uint32_t node)
 {
-    return h && node < h->n ? h->labels[node] : hnsw_label_of(0, 0);
+    return h && node < h->n ? *label_ptr(h, node) : hnsw_label_of(0, 0);
 }
 
 int hnsw_is_deleted(const struct hnsw *h, uint32_t node)
 {
-    return h && node < h->n ? h->deleted[node] : 0;
+    return h && node < h->n ? *del_ptr(h, node) != 0 : 0;
 }
 
 /* ---- serialization ----------------------------------------------------------------
@@ -1030,17 +1190,24 @@ int hnsw_serialize(const struct hnsw *h, struct mess_wr *w)
     mess_wr_u32(w, h->entry);
     mess_wr_u32(w, (uint32_t)(h->max_level + 1));
     for (i = 0; i < h->n; i++) {
-        mess_wr_u64(w, h->labels[i].lo);
-        mess_wr_u64(w, h->labels[i].hi);
-        mess_wr_u8(w, h->levels[i]);
-        mess_wr_u8(w, h->deleted[i]);
+        const struct hnsw_label *lb = label_ptr(h, (uint32_t)i);
+        const uint64_t *c = code_of(h, (uint32_t)i);
+        mess_wr_u64(w, lb->lo);
+        mess_wr_u64(w, lb->hi);
+        mess_wr_u8(w, *level_ptr(h, (uint32_t)i));
+        mess_wr_u8(w, *del_ptr(h, (uint32_t)i));
         for (k = 0; k < h->words; k++)
-            mess_wr_u64(w, h->codes[i * h->words + k]);
+            mess_wr_u64(w, c[k]);
     }
+    /* an attached file's lists as they are read (counts clamped, blocks
+     * outside the blob empty): a hostile file writes something the
+     * reader refuses, never past the mapping */
     for (i = 0; i < h->n; i++)
-        for (lv = 0; lv <= h->levels[i]; lv++) {
+        for (lv = 0; lv <= *level_ptr(h, (uint32_t)i); lv++) {
             const uint32_t *l = links_of(h, (uint32_t)i, lv);
-            for (k = 0; k <= l[0]; k++)
+            uint32_t cnt = l ? link_count(h, l, lv) : 0;
+            mess_wr_u32(w, cnt);
+            for (k = 1; k <= cnt; k++)
                 mess_wr_u32(w, l[k]);
         }
     return w->err;
@@ -1110,6 +1277,7 @@ int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
         upper_counts += h->levels[i];
         if (upper_counts > mess_rd_left(r) / 4)
             goto fail;
+        h->upper_words += (size_t)h->levels[i] * (1 + h->m);
         if (h->levels[i] > 0) {
             h->upper[i] = (uint32_t *)mess_calloc_array((size_t)h->levels[i] * (1 + h->m), 4);
             if (!h->upper[i]) {
@@ -1156,4 +1324,517 @@ int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
 fail:
     hnsw_free(h);
     return rc;
+}
+
+/* ---- the graph file: mapped and searched in place ------------------------
+ *
+ * One header page, then eight sections, each starting on a 4096-byte
+ * boundary (zero padding between them and after the last), all integers
+ * little-endian (docs/HNSW.md, "Graph file"):
+ *
+ *   0    "MESSHNSW"
+ *   8    u32 format version (1)       12   u32 header page bytes (4096)
+ *   16   u32 bits   20 u32 m   24 u32 ef_construction   28 u32 words
+ *   32   u32 m0 (2m)   36 u32 entry (UINT32_MAX when empty)
+ *   40   u32 max_level + 1 (0 when empty)   44 u32 sections (8)
+ *   48   u64 seed   56 u64 level-generator state   64 u64 n
+ *   72   u64 deleted nodes   80 u64 label map slots   88 u64 upper-link words
+ *   96   u64 file bytes
+ *   104  8 x (u64 offset, u64 bytes): codes, labels, levels, deleted,
+ *        links0, upper offsets, upper links, label map
+ *   232  BLAKE2b-256 of bytes 0..231
+ *   264  zero to the end of the page
+ *
+ * Sections: codes n x words u64; labels n x (u64 lo, u64 hi); levels n x u8;
+ * deleted n x u8 (0 or 1); links0 n x (1 + m0) u32 (a count, the ids, zero
+ * after them); upper offsets n x u32 (the node's first word in the upper
+ * links); upper links: for each node with level L > 0, L blocks of
+ * (1 + m) u32 (count, ids, zeros), in node order; label map: slots x u32,
+ * the live nodes inserted in node order by linear probing from
+ * mix_label(label) (UINT32_MAX empty), slots the smallest power of two
+ * >= max(16, 2 (n + 1)).  The bytes are a function of the graph alone.
+ */
+#define GRAPH_PAGE 4096u
+#define GRAPH_VERSION 1u
+#define GRAPH_SECTIONS 8
+enum { SEC_CODES, SEC_LABELS, SEC_LEVELS, SEC_DELETED, SEC_LINKS0, SEC_UOFF,
+       SEC_BLOB, SEC_MAP };
+static const char *const sec_name[GRAPH_SECTIONS] = {
+    "codes", "labels", "levels", "deleted flags", "layer-0 links",
+    "upper-link offsets", "upper links", "label map"};
+static const uint8_t graph_magic[8] = {'M', 'E', 'S', 'S', 'H', 'N', 'S', 'W'};
+
+#define H_VERSION 8
+#define H_HDRLEN 12
+#define H_BITS 16
+#define H_M 20
+#define H_EFC 24
+#define H_WORDS 28
+#define H_M0 32
+#define H_ENTRY 36
+#define H_TOP 40
+#define H_NSEC 44
+#define H_SEED 48
+#define H_RNG 56
+#define H_N 64
+#define H_NDEL 72
+#define H_SLOTS 80
+#define H_BLOB 88
+#define H_FILELEN 96
+#define H_SECTIONS 104
+#define H_SUM 232
+#define H_END 264
+
+static int host_little_endian(void)
+{
+    const uint32_t one = 1;
+    uint8_t b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+static int say(char *msg, size_t cap, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    if (msg && cap) {
+        va_start(ap, fmt);
+        vsnprintf(msg, cap, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+struct graph_layout {
+    uint64_t off[GRAPH_SECTIONS], len[GRAPH_SECTIONS], file_len;
+};
+
+static uint64_t page_up(uint64_t x)
+{
+    return (x + GRAPH_PAGE - 1) / GRAPH_PAGE * GRAPH_PAGE;
+}
+
+/* Section lengths and offsets; every factor is bounded by the caller
+ * (n <= HNSW_MAX_NODES, words <= 64, m0 <= 512, blob and slots < 2^35), so
+ * nothing overflows 64 bits. */
+static void graph_layout(uint32_t words, uint32_t m0, uint64_t n, uint64_t blob,
+                         uint64_t slots, struct graph_layout *g)
+{
+    int i;
+    g->len[SEC_CODES] = n * words * 8;
+    g->len[SEC_LABELS] = n * 16;
+    g->len[SEC_LEVELS] = n;
+    g->len[SEC_DELETED] = n;
+    g->len[SEC_LINKS0] = n * (1 + (uint64_t)m0) * 4;
+    g->len[SEC_UOFF] = n * 4;
+    g->len[SEC_BLOB] = blob * 4;
+    g->len[SEC_MAP] = slots * 4;
+    g->off[0] = GRAPH_PAGE;
+    for (i = 1; i < GRAPH_SECTIONS; i++)
+        g->off[i] = page_up(g->off[i - 1] + g->len[i - 1]);
+    g->file_len = page_up(g->off[GRAPH_SECTIONS - 1] + g->len[GRAPH_SECTIONS - 1]);
+}
+
+/* Buffered writer that hashes what it writes. */
+struct gw {
+    int fd, err;
+    uint8_t *buf;
+    size_t len, cap;
+    uint64_t off;
+    crypto_generichash_state st;
+};
+
+static void gw_out(struct gw *w, const uint8_t *p, size_t n)
+{
+    crypto_generichash_update(&w->st, p, n);
+    while (n > 0 && !w->err) {
+        ssize_t k = write(w->fd, p, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            w->err = MESS_EIO;
+            return;
+        }
+        if (k == 0) {
+            w->err = MESS_EIO;
+            return;
+        }
+        p += k;
+        n -= (size_t)k;
+    }
+}
+
+static void gw_flush(struct gw *w)
+{
+    if (w->len)
+        gw_out(w, w->buf, w->len);
+    w->len = 0;
+}
+
+static void gw_put(struct gw *w, const void *p, size_t n)
+{
+    if (w->err || n == 0)
+        return;
+    w->off += n;
+    if (w->len + n > w->cap)
+        gw_flush(w);
+    if (n >= w->cap) {
+        gw_out(w, (const uint8_t *)p, n);
+        return;
+    }
+    memcpy(w->buf + w->len, p, n);
+    w->len += n;
+}
+
+static void gw_zero_to(struct gw *w, uint64_t off)
+{
+    static const uint8_t zero[256];
+    while (w->off < off && !w->err) {
+        uint64_t k = off - w->off;
+        gw_put(w, zero, k > sizeof zero ? sizeof zero : (size_t)k);
+    }
+}
+
+/* Writes list l (count clamped, NULL: empty) as a block of 1 + max words. */
+static void gw_links(struct gw *w, const uint32_t *l, uint32_t cnt, uint32_t max,
+                     uint32_t *block)
+{
+    memset(block, 0, (1 + (size_t)max) * 4);
+    block[0] = cnt;
+    if (cnt)
+        memcpy(block + 1, l + 1, (size_t)cnt * 4);
+    gw_put(w, block, (1 + (size_t)max) * 4);
+}
+
+int hnsw_write_graph(const struct hnsw *h, int fd, uint8_t digest[32])
+{
+    struct graph_layout g;
+    struct gw w;
+    uint8_t hdr[GRAPH_PAGE];
+    uint32_t *map = NULL, *block = NULL;
+    uint64_t blob = 0, slots;
+    size_t i, n;
+    int lv, s;
+
+    if (!h || fd < 0 || !digest)
+        return MESS_EINVAL;
+    if (!host_little_endian())
+        return MESS_EINVAL; /* the mapped form is the memory image of a little-endian host */
+    n = h->n;
+    for (i = 0; i < n; i++) {
+        uint8_t L = *level_ptr(h, (uint32_t)i);
+        if (L > HNSW_MAX_LEVEL)
+            return MESS_EFORMAT; /* an attached file's level byte */
+        blob += (uint64_t)L * (1 + h->m);
+    }
+    if (blob > UINT32_MAX)
+        return MESS_ELIMIT; /* upper offsets are 32-bit */
+    slots = map_size_for(n + 1);
+    graph_layout(h->words, h->m0, n, blob, slots, &g);
+    memset(&w, 0, sizeof w);
+    w.fd = fd;
+    w.cap = 1 << 16;
+    w.buf = (uint8_t *)malloc(w.cap);
+    map = (uint32_t *)mess_malloc_array((size_t)slots, 4);
+    block = (uint32_t *)mess_malloc_array(1 + (size_t)h->m0, 4);
+    if (!w.buf || !map || !block) {
+        free(w.buf);
+        free(map);
+        free(block);
+        return MESS_ENOMEM;
+    }
+    memset(map, 0xff, (size_t)slots * 4);
+    map_fill(h, map, (size_t)slots - 1);
+
+    memset(hdr, 0, sizeof hdr);
+    memcpy(hdr, graph_magic, 8);
+    mess_store_u32(hdr + H_VERSION, GRAPH_VERSION);
+    mess_store_u32(hdr + H_HDRLEN, GRAPH_PAGE);
+    mess_store_u32(hdr + H_BITS, h->p.bits);
+    mess_store_u32(hdr + H_M, h->p.m);
+    mess_store_u32(hdr + H_EFC, h->p.ef_construction);
+    mess_store_u32(hdr + H_WORDS, h->words);
+    mess_store_u32(hdr + H_M0, h->m0);
+    mess_store_u32(hdr + H_ENTRY, h->entry);
+    mess_store_u32(hdr + H_TOP, (uint32_t)(h->max_level + 1));
+    mess_store_u32(hdr + H_NSEC, GRAPH_SECTIONS);
+    mess_store_u64(hdr + H_SEED, h->p.seed);
+    mess_store_u64(hdr + H_RNG, h->rng);
+    mess_store_u64(hdr + H_N, n);
+    mess_store_u64(hdr + H_NDEL, h->n_deleted);
+    mess_store_u64(hdr + H_SLOTS, slots);
+    mess_store_u64(hdr + H_BLOB, blob);
+    mess_store_u64(hdr + H_FILELEN, g.file_len);
+    for (s = 0; s < GRAPH_SECTIONS; s++) {
+        mess_store_u64(hdr + H_SECTIONS + 16 * s, g.off[s]);
+        mess_store_u64(hdr + H_SECTIONS + 16 * s + 8, g.len[s]);
+    }
+    crypto_generichash(hdr + H_SUM, 32, hdr, H_SUM, NULL, 0);
+
+    crypto_generichash_init(&w.st, NULL, 0, 32);
+    gw_put(&w, hdr, sizeof hdr);
+    /* codes, labels and levels: the attached part and the tail, as stored */
+    gw_zero_to(&w, g.off[SEC_CODES]);
+    gw_put(&w, h->bcodes, h->n_base * h->words * 8);
+    gw_put(&w, h->codes, (n - h->n_base) * h->words * 8);
+    gw_zero_to(&w, g.off[SEC_LABELS]);
+    gw_put(&w, h->blabels, h->n_base * 16);
+    gw_put(&w, h->labels, (n - h->n_base) * 16);
+    gw_zero_to(&w, g.off[SEC_LEVELS]);
+    gw_put(&w, h->blevels, h->n_base);
+    gw_put(&w, h->levels, n - h->n_base);
+    gw_zero_to(&w, g.off[SEC_DELETED]);
+    for (i = 0; i < n; i++) {
+        uint8_t d = *del_ptr(h, (uint32_t)i) != 0;
+        gw_put(&w, &d, 1);
+    }
+    gw_zero_to(&w, g.off[SEC_LINKS0]);
+    for (i = 0; i < n; i++) {
+        const uint32_t *l = links0_of(h, (uint32_t)i);
+        gw_links(&w, l, link_count(h, l, 0), h->m0, block);
+    }
+    gw_zero_to(&w, g.off[SEC_UOFF]);
+    blob = 0;
+    for (i = 0; i < n; i++) {
+        uint32_t o = (uint32_t)blob;
+        gw_put(&w, &o, 4);
+        blob += (uint64_t)*level_ptr(h, (uint32_t)i) * (1 + h->m);
+    }
+    gw_zero_to(&w, g.off[SEC_BLOB]);
+    for (i = 0; i < n; i++)
+        for (lv = 1; lv <= *level_ptr(h, (uint32_t)i); lv++) {
+            const uint32_t *l = links_of(h, (uint32_t)i, lv);
+            gw_links(&w, l, l ? link_count(h, l, lv) : 0, h->m, block);
+        }
+    gw_zero_to(&w, g.off[SEC_MAP]);
+    gw_put(&w, map, (size_t)slots * 4);
+    gw_zero_to(&w, g.file_len);
+    gw_flush(&w);
+    if (!w.err)
+        crypto_generichash_final(&w.st, digest, 32);
+    free(w.buf);
+    free(map);
+    free(block);
+    return w.err;
+}
+
+int hnsw_graph_digest(const void *base, size_t len, uint8_t digest[32])
+{
+    if (!base || !digest)
+        return MESS_EINVAL;
+    crypto_generichash(digest, 32, (const uint8_t *)base, len, NULL, 0);
+    return MESS_OK;
+}
+
+int hnsw_attach_msg(void *base, size_t len, const struct hnsw_params *expect,
+                    struct hnsw **out, char *msg, size_t cap)
+{
+    const uint8_t *b = (const uint8_t *)base;
+    uint8_t sum[32];
+    struct hnsw_params p;
+    struct graph_layout g;
+    struct hnsw *h;
+    uint32_t version, words, m0, entry, top, nsec;
+    uint64_t n, ndel, slots, blob, file_len;
+    size_t i;
+    int s, rc;
+
+    if (msg && cap)
+        msg[0] = 0;
+    if (!out)
+        return MESS_EINVAL;
+    *out = NULL;
+    if (!base || ((uintptr_t)base & (GRAPH_PAGE - 1)) != 0)
+        return say(msg, cap, MESS_EINVAL, "graph mapping not page-aligned");
+    if (!host_little_endian())
+        return say(msg, cap, MESS_EINVAL,
+                   "graph files are little-endian; this host is not");
+    if (len < GRAPH_PAGE)
+        return say(msg, cap, MESS_EFORMAT, "graph file of %zu bytes: shorter than its header page", len);
+    if (memcmp(b, graph_magic, 8) != 0)
+        return say(msg, cap, MESS_EFORMAT, "not a graph file (bad magic)");
+    version = mess_load_u32(b + H_VERSION);
+    if (version != GRAPH_VERSION)
+        return say(msg, cap, MESS_EVERSION, "graph file format version %u, this library reads %u",
+                   version, GRAPH_VERSION);
+    crypto_generichash(sum, 32, b, H_SUM, NULL, 0);
+    if (sodium_memcmp(sum, b + H_SUM, 32) != 0)
+        return say(msg, cap, MESS_EFORMAT, "graph header checksum mismatch");
+    for (i = H_END; i < GRAPH_PAGE; i++)
+        if (b[i])
+            return say(msg, cap, MESS_EFORMAT, "graph header: nonzero byte at %zu past the fields", i);
+    memset(&p, 0, sizeof p);
+    p.bits = mess_load_u32(b + H_BITS);
+    p.m = mess_load_u32(b + H_M);
+    p.ef_construction = mess_load_u32(b + H_EFC);
+    p.seed = mess_load_u64(b + H_SEED);
+    words = mess_load_u32(b + H_WORDS);
+    m0 = mess_load_u32(b + H_M0);
+    entry = mess_load_u32(b + H_ENTRY);
+    top = mess_load_u32(b + H_TOP);
+    nsec = mess_load_u32(b + H_NSEC);
+    n = mess_load_u64(b + H_N);
+    ndel = mess_load_u64(b + H_NDEL);
+    slots = mess_load_u64(b + H_SLOTS);
+    blob = mess_load_u64(b + H_BLOB);
+    file_len = mess_load_u64(b + H_FILELEN);
+    if (mess_load_u32(b + H_HDRLEN) != GRAPH_PAGE || nsec != GRAPH_SECTIONS)
+        return say(msg, cap, MESS_EFORMAT, "graph header: page size or section count is not 4096 / 8");
+    if (!params_ok(&p) || words != p.bits / 64 || m0 != 2 * p.m)
+        return say(msg, cap, MESS_EFORMAT, "graph header: parameters out of range");
+    if (expect && (expect->bits != p.bits || expect->m != p.m ||
+                   expect->ef_construction != p.ef_construction || expect->seed != p.seed))
+        return say(msg, cap, MESS_EPARAM, "graph made for other parameters");
+    if (n > HNSW_MAX_NODES || ndel > n || top > HNSW_MAX_LEVEL + 1 || (n == 0) != (top == 0) ||
+        (n > 0 && entry >= n) || (n == 0 && entry != EMPTY))
+        return say(msg, cap, MESS_EFORMAT, "graph header: node count, entry point or top level out of range");
+    if (slots != map_size_for((size_t)n + 1) || blob > UINT32_MAX)
+        return say(msg, cap, MESS_EFORMAT, "graph header: label map or upper-link size out of range");
+    graph_layout(words, m0, n, blob, slots, &g);
+    if (file_len != g.file_len || file_len != (uint64_t)len)
+        return say(msg, cap, MESS_EFORMAT, "graph file of %zu bytes, its header says %llu (layout: %llu)",
+                   len, (unsigned long long)file_len, (unsigned long long)g.file_len);
+    for (s = 0; s < GRAPH_SECTIONS; s++)
+        if (mess_load_u64(b + H_SECTIONS + 16 * s) != g.off[s] ||
+            mess_load_u64(b + H_SECTIONS + 16 * s + 8) != g.len[s])
+            return say(msg, cap, MESS_EFORMAT, "graph header: section '%s' not where the layout puts it",
+                       sec_name[s]);
+    if (n > 0 && b[g.off[SEC_LEVELS] + entry] + 1u != top)
+        return say(msg, cap, MESS_EFORMAT, "graph: the entry point is not on the top level");
+    rc = hnsw_new(&p, &h);
+    if (rc != MESS_OK)
+        return rc;
+    h->n = h->n_base = (size_t)n;
+    h->bcodes = (uint64_t *)((uint8_t *)base + g.off[SEC_CODES]);
+    h->blabels = (struct hnsw_label *)((uint8_t *)base + g.off[SEC_LABELS]);
+    h->blevels = (uint8_t *)base + g.off[SEC_LEVELS];
+    h->bdeleted = (uint8_t *)base + g.off[SEC_DELETED];
+    h->blinks0 = (uint32_t *)((uint8_t *)base + g.off[SEC_LINKS0]);
+    h->buoff = (const uint32_t *)((uint8_t *)base + g.off[SEC_UOFF]);
+    h->bblob = (uint32_t *)((uint8_t *)base + g.off[SEC_BLOB]);
+    h->bblob_words = (size_t)blob;
+    h->upper_words = (size_t)blob;
+    h->bytes_mapped = len;
+    h->map = (uint32_t *)((uint8_t *)base + g.off[SEC_MAP]);
+    h->map_mask = (size_t)slots - 1;
+    h->map_mapped = 1;
+    h->entry = entry;
+    h->max_level = (int)top - 1;
+    h->n_deleted = (size_t)ndel;
+    h->rng = mess_load_u64(b + H_RNG);
+    *out = h;
+    return MESS_OK;
+}
+
+int hnsw_attach(void *base, size_t len, const struct hnsw_params *expect,
+                struct hnsw **out)
+{
+    return hnsw_attach_msg(base, len, expect, out, NULL, 0);
+}
+
+int hnsw_check_msg(const struct hnsw *h, char *msg, size_t cap)
+{
+    uint32_t *stamp = NULL, st = 0;
+    size_t i, ndel = 0, live = 0, blob = 0, nslots;
+    int lv, rc = MESS_EFORMAT;
+    uint32_t top = 0;
+
+    if (msg && cap)
+        msg[0] = 0;
+    if (!h)
+        return MESS_EINVAL;
+    if (h->n > HNSW_MAX_NODES || h->max_level > HNSW_MAX_LEVEL ||
+        (h->n == 0) != (h->max_level < 0) || (h->n > 0 && h->entry >= h->n) ||
+        (h->n == 0 && h->entry != EMPTY))
+        return say(msg, cap, rc, "graph: node count, entry point or top level out of range");
+    if (h->n > 0 && *level_ptr(h, h->entry) != (unsigned)h->max_level)
+        return say(msg, cap, rc, "graph: the entry point is not on the top level");
+    for (i = 0; i < h->n; i++) {
+        uint8_t L = *level_ptr(h, (uint32_t)i), d = *del_ptr(h, (uint32_t)i);
+        if ((int)L > h->max_level)
+            return say(msg, cap, rc, "graph: node %zu has level %u above the top level %d",
+                       i, L, h->max_level);
+        if (d > 1)
+            return say(msg, cap, rc, "graph: node %zu has deleted flag %u", i, d);
+        ndel += d;
+        if (i < h->n_base && h->buoff[i] != blob)
+            return say(msg, cap, rc, "graph: node %zu's upper links at word %u, the layout says %zu",
+                       i, h->buoff[i], blob);
+        if (i < h->n_base)
+            blob += (size_t)L * (1 + h->m);
+        if (L + 1u > top)
+            top = L + 1u;
+    }
+    if (blob != h->bblob_words)
+        return say(msg, cap, rc, "graph: the upper links fill %zu words of %zu", blob, h->bblob_words);
+    if (ndel != h->n_deleted)
+        return say(msg, cap, rc, "graph: %zu nodes flagged deleted, the header says %zu",
+                   ndel, h->n_deleted);
+    if (top != (uint32_t)(h->max_level + 1))
+        return say(msg, cap, rc, "graph: no node on the top level");
+    /* links: counts, targets, levels, duplicates (a stamp per node) */
+    stamp = (uint32_t *)mess_calloc_array(h->n ? h->n : 1, sizeof *stamp);
+    if (!stamp)
+        return MESS_ENOMEM;
+    for (i = 0; i < h->n; i++)
+        for (lv = 0; lv <= *level_ptr(h, (uint32_t)i); lv++) {
+            const uint32_t *l = links_of(h, (uint32_t)i, lv);
+            uint32_t k, max = lv == 0 ? h->m0 : h->m;
+            if (!l) {
+                say(msg, cap, rc, "graph: node %zu's level-%d links lie outside the upper links", i, lv);
+                goto done;
+            }
+            if (l[0] > max) {
+                say(msg, cap, rc, "graph: node %zu has %u links on level %d (at most %u)",
+                    i, l[0], lv, max);
+                goto done;
+            }
+            if (++st == 0) {
+                memset(stamp, 0, h->n * sizeof *stamp);
+                st = 1;
+            }
+            for (k = 1; k <= l[0]; k++) {
+                uint32_t e = l[k];
+                if (e >= h->n || e == i || *level_ptr(h, e) < lv || stamp[e] == st) {
+                    say(msg, cap, rc, "graph: node %zu, level %d: link to %u is %s", i, lv, e,
+                        e >= h->n ? "past the last node" : e == i ? "a self link" :
+                        stamp[e] == st ? "a duplicate" : "to a node without that level");
+                    goto done;
+                }
+                stamp[e] = st;
+            }
+        }
+    /* label map: every live node under its own label, nothing else in it */
+    if (h->n - ndel > 0 && !h->map) {
+        say(msg, cap, rc, "graph: live nodes but no label map");
+        goto done;
+    }
+    nslots = h->map ? h->map_mask + 1 : 0;
+    if (h->map && nslots < 2 * h->n) {
+        say(msg, cap, rc, "graph: label map of %zu slots for %zu nodes", nslots, h->n);
+        goto done;
+    }
+    for (i = 0; i < nslots; i++)
+        live += h->map[i] != EMPTY;
+    if (live != h->n - ndel) {
+        say(msg, cap, rc, "graph: label map holds %zu entries for %zu live nodes", live, h->n - ndel);
+        goto done;
+    }
+    for (i = 0; i < h->n; i++)
+        if (!*del_ptr(h, (uint32_t)i)) {
+            size_t s = map_find_slot(h, *label_ptr(h, (uint32_t)i));
+            if (s == NO_SLOT || h->map[s] != i) {
+                say(msg, cap, rc, "graph: live node %zu is not found under its label "
+                    "(a duplicate label or a broken label map)", i);
+                goto done;
+            }
+        }
+    rc = MESS_OK;
+done:
+    free(stamp);
+    return rc;
+}
+
+int hnsw_check(const struct hnsw *h)
+{
+    return hnsw_check_msg(h, NULL, 0);
 }

@@ -99,7 +99,11 @@ int hnsw_compact(const struct hnsw *h, struct hnsw **out, uint32_t *old_to_new);
 size_t hnsw_count(const struct hnsw *h);   /* nodes, deleted included */
 size_t hnsw_live(const struct hnsw *h);
 size_t hnsw_deleted(const struct hnsw *h);
-size_t hnsw_bytes(const struct hnsw *h);   /* memory in use */
+/* Memory in use: heap arrays plus, for an attached graph, the mapped file's
+ * length (hnsw_heap_bytes and hnsw_mapped_bytes apart). */
+size_t hnsw_bytes(const struct hnsw *h);
+size_t hnsw_heap_bytes(const struct hnsw *h);
+size_t hnsw_mapped_bytes(const struct hnsw *h);
 
 /* Read access for the leakage evaluation (the graph the server sees). */
 uint32_t hnsw_level(const struct hnsw *h, uint32_t node);
@@ -118,6 +122,58 @@ int hnsw_serialize(const struct hnsw *h, struct mess_wr *w);
  * (may be NULL) are parameters the index must have (else MESS_EPARAM). */
 int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
                      struct hnsw **out);
+
+/* ---- the graph file (docs/HNSW.md, "Graph file") ------------------------
+ *
+ * The working form of one shard's graph: a 4096-byte header page (magic,
+ * format version, parameters, counts, section offsets and lengths, its own
+ * BLAKE2b-256) and page-aligned sections (codes, labels, levels, deleted
+ * flags, layer-0 links, upper-link offsets, upper links, label map), the
+ * memory image of a little-endian host, so a mapping of the file is
+ * searched in place.  Not the travel form: hnsw_serialize is unchanged. */
+
+/* Writes the graph file of h to fd at its current position (the caller
+ * fsyncs and closes); digest gets the BLAKE2b-256 of all bytes written.
+ * The bytes are a function of the graph alone (the same nodes, links,
+ * flags and generator state give the same file, however built or
+ * attached).  MESS_EIO on a write error (the file is then partial),
+ * MESS_EINVAL on a big-endian host, MESS_ELIMIT past 2^32 upper-link
+ * words. */
+int hnsw_write_graph(const struct hnsw *h, int fd, uint8_t digest[32]);
+
+/* A graph over a mapping of a graph file: base (4096-aligned) and len (the
+ * whole file).  O(1): checks the header page (checksum, parameters, counts,
+ * that every section is where the layout puts it and inside len) and the
+ * entry point's level; never reads the sections otherwise.  expect (may be
+ * NULL) as for hnsw_deserialize.  The caller owns the mapping and unmaps
+ * it after hnsw_free.  Attach never writes to it; hnsw_add, hnsw_delete
+ * do (the links and flags of existing nodes, the label map), so map it
+ * MAP_PRIVATE with PROT_READ | PROT_WRITE to mutate without touching the
+ * file.  Nodes added later live on the heap.  Every operation works on an
+ * attached graph and gives the results, and hnsw_serialize /
+ * hnsw_write_graph bytes, a heap graph with the same history gives.  A
+ * corrupted file that passes attach may give wrong answers but never a
+ * crash, an out-of-bounds access or a hang; hnsw_check finds it.
+ * MESS_EFORMAT / MESS_EVERSION / MESS_EPARAM on a bad header, MESS_EINVAL
+ * for an unaligned base or a big-endian host.  hnsw_attach_msg also
+ * writes a one-line reason into msg (cap bytes, may be NULL/0). */
+int hnsw_attach(void *base, size_t len, const struct hnsw_params *expect,
+                struct hnsw **out);
+int hnsw_attach_msg(void *base, size_t len, const struct hnsw_params *expect,
+                    struct hnsw **out, char *msg, size_t cap);
+
+/* Full verification of any graph, O(n M): what hnsw_deserialize checks
+ * (levels, exactly the entry on the top level, deleted count, link counts,
+ * targets, self links, duplicates) plus the attached file's upper-link
+ * offsets and the label map (every live node found under its own label,
+ * nothing else in it, so live labels are unique).  MESS_EFORMAT with the
+ * reason in msg (hnsw_check_msg), MESS_ENOMEM. */
+int hnsw_check(const struct hnsw *h);
+int hnsw_check_msg(const struct hnsw *h, char *msg, size_t cap);
+
+/* BLAKE2b-256 of len bytes (a mapped graph file: compare with the digest
+ * hnsw_write_graph returned). */
+int hnsw_graph_digest(const void *base, size_t len, uint8_t digest[32]);
 
 /* dist[i] = Hamming distance of q to code i of n (each `words` words), with
  * the POPCNT instruction when the CPU has it (hnsw_popcount_hw). */

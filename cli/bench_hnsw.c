@@ -11,11 +11,19 @@
  * Recall@P counts returned hits whose distance is at most the exact P-th
  * smallest distance: with integer distances many codes tie, and any of the
  * tied codes is an equally correct answer.
+ *
+ * --mapped also writes the index as a graph file (hnsw_write_graph), maps
+ * it as the server does and attaches it (hnsw_attach), then times the same
+ * searches on both, alternating heap and mapped runs, and reports the
+ * mapped/heap time ratio; the hits must be identical.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../hnsw_bin.h"
 #include "../mess.h"
@@ -139,13 +147,77 @@ static void usage(void)
            "  --kth-out F    write the exact P-th distances (.ivecs, one column per P)\n"
            "  --popcount W   auto (the CPU decides, the default), hw (the POPCNT\n"
            "                 instruction) or soft (the baseline code a build without\n"
-           "                 run-time selection would use); results are identical\n");
+           "                 run-time selection would use); results are identical\n"
+           "  --mapped       also search the index as a mapped graph file (the\n"
+           "                 server's working form), alternating with the heap\n"
+           "                 index, and report the mapped/heap time ratio\n");
+}
+
+/* The graph file of h in an unlinked temporary file (in $TMPDIR, else
+ * /tmp), mapped as the server maps it (MAP_PRIVATE, read/write) and
+ * attached; NULL after a message. */
+static struct hnsw *bench_attach(const struct hnsw *h, void **map, size_t *len)
+{
+    const char *dir = getenv("TMPDIR"), *why = NULL;
+    char path[4096], reason[4200];
+    uint8_t digest[32];
+    struct hnsw *b = NULL;
+    off_t end = 0;
+    int fd, rc = MESS_OK;
+    if (!dir || !*dir)
+        dir = "/tmp";
+    snprintf(path, sizeof path, "%s/mess-bench-graph-XXXXXX", dir);
+    *map = NULL;
+    fd = mkstemp(path);
+    if (fd < 0) {
+        snprintf(reason, sizeof reason, "cannot create a temporary file in %s", dir);
+        why = reason;
+        goto fail;
+    }
+    unlink(path);
+    rc = hnsw_write_graph(h, fd, digest);
+    if (rc == MESS_OK && (end = lseek(fd, 0, SEEK_END)) <= 0)
+        rc = MESS_EIO;
+    if (rc != MESS_OK) {
+        snprintf(reason, sizeof reason, "cannot write the graph file: %s", mess_strerror(rc));
+        why = reason;
+        goto fail;
+    }
+    *len = (size_t)end;
+    *map = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (*map == MAP_FAILED) {
+        *map = NULL;
+        why = "cannot map the graph file";
+        goto fail;
+    }
+    rc = hnsw_attach(*map, *len, hnsw_get_params(h), &b);
+    if (rc != MESS_OK) {
+        snprintf(reason, sizeof reason, "cannot attach the graph file: %s", mess_strerror(rc));
+        why = reason;
+        goto fail;
+    }
+    close(fd);
+    return b;
+fail:
+    cli_error("--mapped: %s", why);
+    if (*map)
+        munmap(*map, *len);
+    *map = NULL;
+    if (fd >= 0)
+        close(fd);
+    return NULL;
 }
 
 int bench_hnsw(int argc, char **argv)
 {
     struct cli_args a;
     const char *base_path, *query_path, *s, *kth_out, *pop;
+    struct hnsw *hm = NULL;
+    struct hnsw_hit *hits_m = NULL;
+    void *map = NULL;
+    size_t map_len = 0;
+    double *qps_m = NULL, ratio_max = 0;
+    int mapped;
     long m, efc, seed, repeat, nq_max, P[MAX_LIST], ef[MAX_LIST];
     int nP = 3, nef = 11, ip, ie, rc = CLI_FAIL;
     uint64_t *base = NULL, *query = NULL;
@@ -169,6 +241,7 @@ int bench_hnsw(int argc, char **argv)
     query_path = cli_opt(&a, "--query");
     kth_out = cli_opt(&a, "--kth-out");
     pop = cli_opt(&a, "--popcount");
+    mapped = cli_flag(&a, "--mapped");
     if (cli_opt_long(&a, "--m", 2, MESS_MAX_HNSW_M, 16, &m) ||
         cli_opt_long(&a, "--efc", 1, MESS_MAX_EF, 100, &efc) ||
         cli_opt_long(&a, "--seed", 0, 0x7fffffffL, 1, &seed) ||
@@ -239,6 +312,14 @@ int bench_hnsw(int argc, char **argv)
            n, bits, m, efc, hnsw_popcount_hw() ? "hw" : "soft", build_s,
            (double)hnsw_bytes(h) / (double)n, bits / 8, (uint32_t)(4 * (1 + 2 * m)));
 
+    if (mapped) {
+        hm = bench_attach(h, &map, &map_len);
+        if (!hm)
+            goto done;
+        printf("mapped graph file: %zu bytes, %.1f bytes/node (heap after attach %zu bytes)\n",
+               map_len, (double)map_len / (double)n, hnsw_heap_bytes(hm));
+    }
+
     kth = (uint32_t *)malloc(nq * (size_t)nP * sizeof *kth);
     recall = (double *)calloc((size_t)nP * (size_t)nef, sizeof *recall);
     qps = (double *)calloc((size_t)nP * (size_t)nef, sizeof *qps);
@@ -247,8 +328,11 @@ int bench_hnsw(int argc, char **argv)
         for (ip = 0; ip < nP; ip++)
             maxP = P[ip] > maxP ? P[ip] : maxP;
         hits = (struct hnsw_hit *)malloc((size_t)maxP * sizeof *hits);
+        hits_m = (struct hnsw_hit *)malloc((size_t)maxP * sizeof *hits_m);
     }
-    if (!kth || !recall || !qps || !hits || hnsw_scratch_new(&sc) != MESS_OK) {
+    qps_m = (double *)calloc((size_t)nP * (size_t)nef, sizeof *qps_m);
+    if (!kth || !recall || !qps || !hits || !hits_m || !qps_m ||
+        hnsw_scratch_new(&sc) != MESS_OK) {
         cli_error("out of memory");
         goto done;
     }
@@ -276,8 +360,8 @@ int bench_hnsw(int argc, char **argv)
 
     for (ip = 0; ip < nP; ip++)
         for (ie = 0; ie < nef; ie++) {
-            double best = 0;
-            size_t good = 0, got, j;
+            double best = 0, best_m = 0;
+            size_t good = 0, got, got_m, j;
             long r;
             for (r = 0; r < repeat; r++) {
                 double t;
@@ -296,11 +380,42 @@ int bench_hnsw(int argc, char **argv)
                 t = now_s() - t0;
                 if (r == 0 || t < best)
                     best = t;
+                if (!hm)
+                    continue;
+                /* the same queries on the mapped graph, right after */
+                t0 = now_s();
+                for (q = 0; q < nq; q++) {
+                    int e = hnsw_search(hm, sc, query + q * words, (size_t)P[ip],
+                                        (size_t)ef[ie], hits_m, &got_m);
+                    if (e != MESS_OK) {
+                        cli_error("hnsw_search: %s", mess_strerror(e));
+                        goto done;
+                    }
+                }
+                t = now_s() - t0;
+                if (r == 0 || t < best_m)
+                    best_m = t;
+                /* the last query's hits: identical on both forms */
+                hnsw_search(h, sc, query + (nq - 1) * words, (size_t)P[ip],
+                            (size_t)ef[ie], hits, &got);
+                if (got != got_m || memcmp(hits, hits_m, got * sizeof *hits) != 0) {
+                    cli_error("the mapped graph returned other hits than the heap graph");
+                    goto done;
+                }
             }
             recall[ip * nef + ie] = (double)good / ((double)nq * (double)P[ip]);
             qps[ip * nef + ie] = best > 0 ? (double)nq / best : 0;
-            printf("P=%ld ef=%ld recall=%.4f qps=%.0f\n", P[ip], ef[ie],
-                   recall[ip * nef + ie], qps[ip * nef + ie]);
+            if (hm) {
+                double ratio = best > 0 ? best_m / best : 0;
+                qps_m[ip * nef + ie] = best_m > 0 ? (double)nq / best_m : 0;
+                ratio_max = ratio > ratio_max ? ratio : ratio_max;
+                printf("P=%ld ef=%ld recall=%.4f qps=%.0f qps_mapped=%.0f mapped/heap time %.3f\n",
+                       P[ip], ef[ie], recall[ip * nef + ie], qps[ip * nef + ie],
+                       qps_m[ip * nef + ie], ratio);
+            } else {
+                printf("P=%ld ef=%ld recall=%.4f qps=%.0f\n", P[ip], ef[ie],
+                       recall[ip * nef + ie], qps[ip * nef + ie]);
+            }
         }
 
     printf("{\"n\":%zu,\"nq\":%zu,\"bits\":%u,\"m\":%ld,\"efc\":%ld,\"popcount\":\"%s\","
@@ -326,10 +441,27 @@ int bench_hnsw(int argc, char **argv)
             printf("%s%.1f", ie ? "," : "", qps[ip * nef + ie]);
         printf("]");
     }
-    printf("]}\n");
+    printf("]");
+    if (hm) {
+        printf(",\"mapped_bytes_per_node\":%.1f,\"mapped_time_ratio_max\":%.3f,\"qps_mapped\":[",
+               (double)map_len / (double)n, ratio_max);
+        for (ip = 0; ip < nP; ip++) {
+            printf("%s[", ip ? "," : "");
+            for (ie = 0; ie < nef; ie++)
+                printf("%s%.1f", ie ? "," : "", qps_m[ip * nef + ie]);
+            printf("]");
+        }
+        printf("]");
+    }
+    printf("}\n");
     rc = CLI_OK;
 done:
     hnsw_scratch_free(sc);
+    hnsw_free(hm);
+    if (map)
+        munmap(map, map_len);
+    free(hits_m);
+    free(qps_m);
     hnsw_free(h);
     free(base);
     free(query);

@@ -4,10 +4,12 @@
  * from the repository root.  Seeds are small on purpose: libFuzzer mutates
  * faster on small inputs and the repository stays light.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../hnsw_bin.h"
 #include "../statefile.h"
@@ -125,6 +127,28 @@ static void vecs_seeds(void)
     mess_vecs_free(g);
 }
 
+/* The graph file of h (hnsw_write_graph) as seeds of the hnsw_graph
+ * target: mode 0 (as is) and mode 1 (checksum recomputed by the target). */
+static void graph_seeds(const struct hnsw *h, const char *name)
+{
+    const char *path = "build/seed.graph";
+    char nm[64];
+    uint8_t digest[32], *file;
+    size_t len;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), rc;
+    if (fd < 0)
+        die("graph file", MESS_EIO);
+    if ((rc = hnsw_write_graph(h, fd, digest)) != MESS_OK || close(fd) != 0)
+        die("hnsw_write_graph", rc ? rc : MESS_EIO);
+    file = slurp(path, &len);
+    snprintf(nm, sizeof nm, "%s", name);
+    put("hnsw_graph", nm, 0, 1, file, len);
+    snprintf(nm, sizeof nm, "%s-resum", name);
+    put("hnsw_graph", nm, 1, 1, file, len);
+    free(file);
+    remove(path);
+}
+
 static void hnsw_seeds(const struct fuzz_fixture *fx)
 {
     struct hnsw_params hp;
@@ -145,6 +169,7 @@ static void hnsw_seeds(const struct fuzz_fixture *fx)
     hnsw_serialize(h, &w);
     put("hnsw", "empty", 0, 0, w.p, w.len);
     mess_wr_free(&w);
+    graph_seeds(h, "empty");
     if ((rc = mess_vecs_read_f32("datasets/sift/base.bvecs", &base, &n, &dim)) != MESS_OK)
         die("base", rc);
     /* real codes: shard 0's clean IsoHash codes of 24 base vectors */
@@ -158,6 +183,7 @@ static void hnsw_seeds(const struct fuzz_fixture *fx)
     hnsw_serialize(h, &w);
     put("hnsw", "sift24", 0, 0, w.p, w.len);
     mess_wr_free(&w);
+    graph_seeds(h, "sift24");
     hnsw_free(h);
     mess_vecs_free(base);
 }

@@ -38,6 +38,23 @@ else
     bad "run"
     cat "$tmp/out" "$tmp/err"
 fi
+# --mapped: the same searches on the graph file, mapped and attached (the
+# server's working form); the tool checks that the hits are identical
+if run --base "$B" --query "$Q" --P 10 --ef 32 --repeat 1 --mapped &&
+    grep -q '^mapped graph file: ' "$tmp/out" &&
+    tail -n 1 "$tmp/out" | "$PYTHON" -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+assert 16 + 4 * 33 < d["mapped_bytes_per_node"] < 200, d
+assert d["mapped_time_ratio_max"] > 0 and all(q > 0 for row in d["qps_mapped"] for q in row)
+'; then
+    ok "--mapped: the mapped graph answers, the time ratio is reported"
+else
+    bad "--mapped"
+    cat "$tmp/out" "$tmp/err"
+fi
+refuse 1 "--mapped with no writable TMPDIR" env TMPDIR="$tmp/missing" "$MESS" bench hnsw \
+    --base "$B" --query "$Q" --P 10 --ef 32 --repeat 1 --mapped
 # 50 records of (int32 dim = 2, 2 distances)
 if [ "$(wc -c <"$tmp/kth.ivecs")" -eq $((50 * 12)) ]; then
     ok "exact P-th distances written"

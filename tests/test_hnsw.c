@@ -4,8 +4,13 @@
  * Hamming top-P, deletion, compaction, serialization, hostile buffers,
  * concurrent searches.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <sodium.h>
 
 #include "../hnsw_bin.h"
 #include "../parallel.h"
@@ -582,6 +587,469 @@ static void test_parallel_shards(void)
     }
 }
 
+/* ---- the graph file (hnsw_write_graph / hnsw_attach / hnsw_check) ------ */
+
+/* Writes h's graph file to a temporary file; *len its size, digest its
+ * BLAKE2b-256.  Returns the open descriptor (unlinked), or -1. */
+static int graph_tmpfile(const struct hnsw *h, size_t *len, uint8_t digest[32])
+{
+    char path[] = "/tmp/test_hnsw_graph_XXXXXX";
+    int fd = mkstemp(path);
+    off_t end;
+    if (fd < 0)
+        return -1;
+    unlink(path);
+    if (hnsw_write_graph(h, fd, digest) != MESS_OK || (end = lseek(fd, 0, SEEK_END)) < 0) {
+        close(fd);
+        return -1;
+    }
+    *len = (size_t)end;
+    return fd;
+}
+
+/* The graph file of h mapped MAP_PRIVATE, PROT_READ | PROT_WRITE (as the
+ * server maps it), or NULL. */
+static void *graph_map(const struct hnsw *h, size_t *len, uint8_t digest[32])
+{
+    int fd = graph_tmpfile(h, len, digest);
+    void *p;
+    if (fd < 0)
+        return NULL;
+    p = mmap(NULL, *len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    close(fd);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* The graph file of h in a 4096-aligned heap buffer (corruption tests). */
+static uint8_t *graph_buf(const struct hnsw *h, size_t *len)
+{
+    uint8_t d[32];
+    int fd = graph_tmpfile(h, len, d);
+    void *p = NULL;
+    if (fd < 0)
+        return NULL;
+    if (posix_memalign(&p, 4096, *len) != 0 || pread(fd, p, *len, 0) != (ssize_t)*len) {
+        free(p);
+        p = NULL;
+    }
+    close(fd);
+    return (uint8_t *)p;
+}
+
+/* Same hits, in the same order, for every query. */
+static int same_search(const struct hnsw *a, const struct hnsw *b, size_t P, size_t ef)
+{
+    struct hnsw_scratch *s;
+    struct hnsw_hit h1[40], h2[40];
+    size_t q, g1, g2;
+    int same = 1;
+    if (hnsw_scratch_new(&s) != MESS_OK)
+        return 0;
+    for (q = 0; q < nq; q++) {
+        if (hnsw_search(a, s, qcodes + q * WORDS, P, ef, h1, &g1) != MESS_OK ||
+            hnsw_search(b, s, qcodes + q * WORDS, P, ef, h2, &g2) != MESS_OK ||
+            g1 != g2 || memcmp(h1, h2, g1 * sizeof *h1) != 0)
+            same = 0;
+    }
+    hnsw_scratch_free(s);
+    return same;
+}
+
+static int same_serialized(const struct hnsw *a, const struct hnsw *b)
+{
+    struct mess_wr wa, wb;
+    int same;
+    mess_wr_init(&wa);
+    mess_wr_init(&wb);
+    same = hnsw_serialize(a, &wa) == MESS_OK && hnsw_serialize(b, &wb) == MESS_OK &&
+           wa.len == wb.len && memcmp(wa.p, wb.p, wa.len) == 0;
+    mess_wr_free(&wa);
+    mess_wr_free(&wb);
+    return same;
+}
+
+/* Written, mapped, attached: the same searches, serialized bytes and graph
+ * file; the digest is the file's; hnsw_check accepts it. */
+static void test_graph_file_roundtrip(void)
+{
+    struct hnsw *a = build(2000, 16, 64), *b = NULL;
+    uint8_t d1[32], d2[32], d3[32];
+    size_t len = 0, len2 = 0, i;
+    void *map;
+    char msg[200];
+    CHECK(a != NULL);
+    if (!a)
+        return;
+    for (i = 0; i < 2000; i += 7)
+        CHECK_OK(hnsw_delete(a, LB(1000 + i)));
+    map = graph_map(a, &len, d1);
+    CHECK(map != NULL && len % 4096 == 0);
+    if (!map) {
+        hnsw_free(a);
+        return;
+    }
+    CHECK_OK(hnsw_graph_digest(map, len, d2));
+    CHECK(memcmp(d1, d2, 32) == 0);
+    CHECK_OK(hnsw_attach_msg(map, len, hnsw_get_params(a), &b, msg, sizeof msg));
+    CHECK(b != NULL);
+    if (b) {
+        CHECK_OK(hnsw_check_msg(b, msg, sizeof msg));
+        CHECK_OK(hnsw_check(a));
+        CHECK(hnsw_count(b) == 2000 && hnsw_deleted(b) == hnsw_deleted(a));
+        CHECK(hnsw_entry_point(b) == hnsw_entry_point(a));
+        CHECK(same_search(a, b, 30, 50));
+        CHECK(same_serialized(a, b));
+        CHECK(hnsw_heap_bytes(b) < 4096 && hnsw_mapped_bytes(b) == len);
+        CHECK(hnsw_find(b, LB(1001), NULL) == MESS_OK);
+        CHECK(hnsw_find(b, LB(1007), NULL) == MESS_ENOTFOUND);
+        /* an attached graph writes the same file */
+        {
+            int fd = graph_tmpfile(b, &len2, d3);
+            CHECK(fd >= 0 && len2 == len && memcmp(d1, d3, 32) == 0);
+            if (fd >= 0)
+                close(fd);
+        }
+        printf("# graph file: %zu nodes, %zu bytes, %.1f bytes per node\n", hnsw_count(b), len,
+               (double)len / 2000.0);
+    }
+    hnsw_free(b);
+    /* parameters, alignment, version */
+    {
+        struct hnsw_params wrong = *hnsw_get_params(a);
+        uint8_t *c = (uint8_t *)map;
+        wrong.seed++;
+        b = NULL;
+        CHECK_RC(hnsw_attach(map, len, &wrong, &b), MESS_EPARAM);
+        CHECK_RC(hnsw_attach(c + 8, len - 8, NULL, &b), MESS_EINVAL);
+        CHECK_RC(hnsw_attach(NULL, len, NULL, &b), MESS_EINVAL);
+        CHECK_RC(hnsw_attach(map, len, NULL, NULL), MESS_EINVAL);
+        c[8] = 2; /* version 2, checksum recomputed */
+        crypto_generichash(c + 232, 32, c, 232, NULL, 0);
+        CHECK_RC(hnsw_attach_msg(map, len, NULL, &b, msg, sizeof msg), MESS_EVERSION);
+        CHECK(strstr(msg, "version") != NULL);
+        CHECK(b == NULL);
+    }
+    munmap(map, len);
+    hnsw_free(a);
+}
+
+/* An attached graph extended, deleted from, reserved and compacted like a
+ * heap graph with the same history gives the same hits, the same
+ * hnsw_serialize bytes and the same graph file (test of item D15). */
+static void test_graph_attach_then_insert(void)
+{
+    struct hnsw_params p = {BITS, 16, 64, 7};
+    struct hnsw *a = NULL, *b = NULL, *ca = NULL, *cb = NULL, *c2 = NULL;
+    size_t i, len = 0, len2 = 0, first = 1500, more = 1500;
+    uint8_t da[32], db[32];
+    uint32_t na, nb;
+    void *map, *map2 = NULL;
+    char msg[200];
+    CHECK_OK(hnsw_new(&p, &a));
+    for (i = 0; i < first; i++)
+        CHECK_OK(hnsw_add(a, codes + i * WORDS, LB(i), NULL));
+    for (i = 0; i < first; i += 11)
+        CHECK_OK(hnsw_delete(a, LB(i)));
+    map = graph_map(a, &len, da);
+    CHECK(map != NULL);
+    if (!map) {
+        hnsw_free(a);
+        return;
+    }
+    CHECK_OK(hnsw_attach(map, len, &p, &b));
+    if (!b) {
+        hnsw_free(a);
+        munmap(map, len);
+        return;
+    }
+    CHECK_OK(hnsw_reserve(b, first + 100)); /* the tail's arrays only */
+    for (i = first; i < first + more; i++) {
+        CHECK_OK(hnsw_add(a, codes + i * WORDS, LB(i), &na));
+        CHECK_OK(hnsw_add(b, codes + i * WORDS, LB(i), &nb));
+        CHECK(na == nb && na == i);
+        if (i % 5 == 0) { /* deletes of attached nodes and of tail nodes */
+            int ra = hnsw_delete(a, LB(i - 700)), rb = hnsw_delete(b, LB(i - 700));
+            CHECK(ra == rb && (ra == MESS_OK) == (i - 700 >= first || (i - 700) % 11 != 0));
+        }
+    }
+    CHECK_RC(hnsw_add(b, codes, LB(first + 3), NULL), MESS_EINVAL); /* a live label */
+    CHECK_RC(hnsw_delete(b, LB(0)), MESS_ENOTFOUND);                /* deleted in the file */
+    CHECK(hnsw_find(b, LB(1), &nb) == MESS_OK && nb == 1);
+    CHECK(hnsw_find(b, LB(first + 1), &nb) == MESS_OK && nb == first + 1);
+    CHECK(hnsw_count(a) == hnsw_count(b) && hnsw_deleted(a) == hnsw_deleted(b));
+    CHECK(same_search(a, b, 30, 50));
+    CHECK(same_search(a, b, 10, 10));
+    CHECK(same_serialized(a, b));
+    CHECK_OK(hnsw_check_msg(b, msg, sizeof msg));
+    CHECK(hnsw_heap_bytes(b) < hnsw_heap_bytes(a));
+    /* the next generation's file: identical bytes, attaches and checks */
+    {
+        int fa = graph_tmpfile(a, &len2, da), fb = graph_tmpfile(b, &len2, db);
+        CHECK(fa >= 0 && fb >= 0 && memcmp(da, db, 32) == 0);
+        if (fb >= 0) {
+            map2 = mmap(NULL, len2, PROT_READ | PROT_WRITE, MAP_PRIVATE, fb, 0);
+            CHECK(map2 != MAP_FAILED);
+            if (map2 == MAP_FAILED)
+                map2 = NULL;
+        }
+        if (fa >= 0)
+            close(fa);
+        if (fb >= 0)
+            close(fb);
+    }
+    if (map2) {
+        CHECK_OK(hnsw_attach(map2, len2, &p, &c2));
+        CHECK(c2 && hnsw_check(c2) == MESS_OK && same_search(a, c2, 30, 50) &&
+              same_serialized(a, c2));
+        hnsw_free(c2);
+        munmap(map2, len2);
+    }
+    CHECK_OK(hnsw_compact(a, &ca, NULL));
+    CHECK_OK(hnsw_compact(b, &cb, NULL));
+    CHECK(ca && cb && same_serialized(ca, cb));
+    hnsw_free(ca);
+    hnsw_free(cb);
+    hnsw_unreserve(b);
+    hnsw_free(b);
+    munmap(map, len);
+    hnsw_free(a);
+}
+
+/* Every operation on an attached graph of a corrupted file: must not fault
+ * (ASan), hang or fail other than by a status. */
+static void exercise(struct hnsw *b)
+{
+    struct hnsw_scratch *s;
+    struct hnsw_hit hits[20];
+    struct hnsw *c = NULL;
+    size_t got, q, cnt;
+    uint32_t node, lv;
+    const uint32_t *ids;
+    int fd;
+    uint8_t d[32];
+    char msg[200];
+    if (hnsw_scratch_new(&s) != MESS_OK)
+        return;
+    for (q = 0; q < 3; q++)
+        CHECK_OK(hnsw_search(b, s, qcodes + q * WORDS, 20, 30, hits, &got));
+    hnsw_check_msg(b, msg, sizeof msg);
+    hnsw_find(b, LB(3), &node);
+    hnsw_delete(b, LB(5));
+    hnsw_delete(b, hnsw_label(b, 7));
+    for (node = 0; node < 20 && node < hnsw_count(b); node++)
+        for (lv = 0; lv <= hnsw_level(b, node) && lv <= HNSW_MAX_LEVEL + 1; lv++)
+            hnsw_neighbors(b, node, lv, &ids, &cnt);
+    for (q = 0; q < 4; q++)
+        hnsw_add(b, qcodes + q * WORDS, LB(90000 + q), NULL);
+    CHECK_OK(hnsw_search(b, s, qcodes, 20, 30, hits, &got));
+    fd = open("/dev/null", O_WRONLY);
+    if (fd >= 0) {
+        hnsw_write_graph(b, fd, d);
+        close(fd);
+    }
+    {
+        struct mess_wr w;
+        mess_wr_init(&w);
+        hnsw_serialize(b, &w);
+        mess_wr_free(&w);
+    }
+    if (hnsw_compact(b, &c, NULL) == MESS_OK)
+        hnsw_free(c);
+    hnsw_scratch_free(s);
+}
+
+/* Truncation at every section boundary and page, flipped bytes in every
+ * section, hostile values in every field: attach or check refuses (the
+ * digest changes whatever is flipped), and no operation faults. */
+static void test_graph_hostile(void)
+{
+    struct hnsw *a = build(300, 4, 16), *b;
+    uint8_t *buf, *copy, d0[32], d[32];
+    size_t len = 0, cut, i, refused = 0, flips = 0;
+    uint64_t off[8], slen[8];
+    struct mess_rng rng;
+    uint8_t seed[32] = {15};
+    int s;
+    CHECK(a != NULL);
+    if (!a)
+        return;
+    for (i = 0; i < 300; i += 9)
+        hnsw_delete(a, LB(1000 + i));
+    buf = graph_buf(a, &len);
+    CHECK(buf != NULL);
+    if (!buf) {
+        hnsw_free(a);
+        return;
+    }
+    copy = NULL;
+    if (posix_memalign((void **)&copy, 4096, len) != 0) {
+        free(buf);
+        hnsw_free(a);
+        return;
+    }
+    hnsw_graph_digest(buf, len, d0);
+    for (s = 0; s < 8; s++) {
+        off[s] = mess_load_u64(buf + 104 + 16 * s);
+        slen[s] = mess_load_u64(buf + 104 + 16 * s + 8);
+    }
+    /* truncations: at each section's start and end, +-1, and every page */
+    for (s = 0; s < 8; s++) {
+        size_t cuts[6] = {off[s], off[s] + 1, off[s] - 1, off[s] + slen[s],
+                          off[s] + slen[s] - 1, off[s] + slen[s] / 2};
+        int k;
+        for (k = 0; k < 6; k++)
+            if (cuts[k] < len) {
+                b = NULL;
+                CHECK_RC(hnsw_attach(buf, cuts[k], NULL, &b), MESS_EFORMAT);
+                CHECK(b == NULL);
+            }
+    }
+    for (cut = 0; cut < len; cut += 4096) {
+        b = NULL;
+        CHECK(hnsw_attach(buf, cut, NULL, &b) != MESS_OK && b == NULL);
+    }
+    /* every header byte: the checksum (or the zero tail) refuses it */
+    memcpy(copy, buf, len);
+    for (i = 0; i < 4096; i++) {
+        copy[i] ^= 0x10;
+        b = NULL;
+        CHECK(hnsw_attach(copy, len, NULL, &b) != MESS_OK && b == NULL);
+        copy[i] ^= 0x10;
+    }
+    /* random bit flips in every section: attach (the header is intact),
+     * the digest differs, every operation stays in bounds; hnsw_check
+     * refuses the structural ones it can see */
+    mess_rng_init(&rng, seed, 3);
+    for (s = 0; s < 8; s++) {
+        size_t k, seen = 0;
+        if (slen[s] == 0)
+            continue;
+        for (k = 0; k < 60; k++) {
+            size_t pos = (size_t)off[s] + mess_rng_below(&rng, (uint32_t)slen[s]);
+            char msg[200];
+            memcpy(copy, buf, len);
+            copy[pos] ^= (uint8_t)(1u << mess_rng_below(&rng, 8));
+            if (k % 3 == 0) /* a large value, as an attacker would choose */
+                copy[pos] = 0xff;
+            if (copy[pos] == buf[pos])
+                continue;
+            flips++;
+            hnsw_graph_digest(copy, len, d);
+            CHECK(memcmp(d, d0, 32) != 0);
+            b = NULL;
+            if (hnsw_attach(copy, len, NULL, &b) != MESS_OK) {
+                CHECK(s == 2 && b == NULL); /* the entry point's level */
+                refused++;
+                seen++;
+                continue;
+            }
+            if (hnsw_check_msg(b, msg, sizeof msg) != MESS_OK) {
+                refused++;
+                seen++;
+                CHECK(msg[0] != 0);
+            }
+            exercise(b);
+            hnsw_free(b);
+        }
+        printf("# section %d: %zu of the flips refused by attach or hnsw_check\n", s, seen);
+    }
+    printf("# %zu flips, %zu refused by attach or hnsw_check, all by the digest\n", flips, refused);
+    /* whole sections of hostile bytes: all ones, then random */
+    for (s = 0; s < 8; s++) {
+        int pass;
+        for (pass = 0; pass < 2; pass++) {
+            memcpy(copy, buf, len);
+            if (pass == 0)
+                memset(copy + off[s], 0xff, (size_t)slen[s]);
+            else
+                for (i = 0; i < slen[s]; i++)
+                    copy[off[s] + i] = (uint8_t)mess_rng_below(&rng, 256);
+            b = NULL;
+            if (hnsw_attach(copy, len, NULL, &b) != MESS_OK) {
+                CHECK(s == 2 && b == NULL); /* the entry point's level */
+                continue;
+            }
+            /* codes are not structure: all-ones codes still check */
+            if (s != 0)
+                CHECK(hnsw_check(b) == MESS_EFORMAT);
+            exercise(b);
+            hnsw_free(b);
+        }
+    }
+    /* targeted fields */
+    {
+        struct targeted {
+            int sec;
+            size_t at;
+            uint32_t v;
+        } t[] = {
+            {4, 0, 9},                /* node 0's layer-0 count above 2M = 8 */
+            {4, 4, 300},              /* a link past the last node */
+            {4, 4, 0},                /* node 0 links to itself */
+            {2, 0, 40},               /* level above HNSW_MAX_LEVEL */
+            {3, 2, 2},                /* deleted flag 2 */
+            {3, 1, 1},                /* a node deleted, not in the count */
+            {5, 4, 0x7fffffff},       /* upper offset past the blob */
+            {1, 16, 0x5a5a5a5a},      /* node 1's label */
+        };
+        size_t k;
+        for (k = 0; k < sizeof t / sizeof t[0]; k++) {
+            uint8_t *p;
+            memcpy(copy, buf, len);
+            p = copy + off[t[k].sec] + t[k].at;
+            if (t[k].sec == 2 || t[k].sec == 3)
+                *p = (uint8_t)t[k].v;
+            else
+                mess_store_u32(p, t[k].v);
+            b = NULL;
+            CHECK_OK(hnsw_attach(copy, len, NULL, &b));
+            if (!b)
+                continue;
+            if (hnsw_check(b) != MESS_EFORMAT)
+                printf("  targeted %zu not refused\n", k);
+            CHECK(hnsw_check(b) == MESS_EFORMAT);
+            exercise(b);
+            hnsw_free(b);
+        }
+    }
+    /* a label map with no empty slot: finds and adds end */
+    memcpy(copy, buf, len);
+    for (i = 0; i < slen[7] / 4; i++)
+        mess_store_u32(copy + off[7] + 4 * i, (uint32_t)(i % 300));
+    b = NULL;
+    CHECK_OK(hnsw_attach(copy, len, NULL, &b));
+    if (b) {
+        CHECK(hnsw_find(b, LB(77777), NULL) == MESS_ENOTFOUND);
+        CHECK(hnsw_check(b) == MESS_EFORMAT);
+        exercise(b);
+        hnsw_free(b);
+    }
+    free(copy);
+    free(buf);
+    hnsw_free(a);
+}
+
+/* Layout figure of the mapped form at kappa 128, M 16 (docs/HNSW.md). */
+static void test_graph_layout_bytes(void)
+{
+    struct hnsw *b = NULL;
+    size_t len = 0, nn = hnsw_count(g);
+    uint8_t d[32];
+    void *map = graph_map(g, &len, d);
+    CHECK(map != NULL);
+    if (!map)
+        return;
+    CHECK_OK(hnsw_attach(map, len, NULL, &b));
+    /* past the header page and the padding of 8 sections */
+    printf("# mapped form: %.1f bytes per node (%zu nodes, %zu bytes; heap form %.1f)\n",
+           (double)(len - 9 * 4096) / (double)nn, nn, len,
+           (double)hnsw_bytes(g) / (double)nn);
+    CHECK(len - 9 * 4096 < 200 * nn);
+    CHECK(b && hnsw_heap_bytes(b) < 4096);
+    hnsw_free(b);
+    munmap(map, len);
+}
+
 static void test_bad_params(void)
 {
     struct hnsw_params p = {96, 16, 100, 1};
@@ -618,6 +1086,10 @@ int main(void)
     RUN(test_hostile_buffers);
     RUN(test_parallel_shards);
     RUN(test_bad_params);
+    RUN(test_graph_file_roundtrip);
+    RUN(test_graph_attach_then_insert);
+    RUN(test_graph_hostile);
+    RUN(test_graph_layout_bytes);
     hnsw_free(g);
     free(codes);
     free(qcodes);
