@@ -248,8 +248,8 @@ MESS_API const char *mess_error_name(int code);
  * Growable structs
  *
  * mess_params, mess_finish_stats and mess_server_stats (and, in
- * mess_experimental.h, mess_account_stored_result and struct
- * mess_plan_search) start with `uint32_t size`: the size of the struct as the caller's header declared
+ * mess_experimental.h, mess_account_stored_result, mess_estimate_result
+ * and struct mess_plan_search) start with `uint32_t size`: the size of the struct as the caller's header declared
  * it.  New fields are only ever appended.  The library reads and writes
  * only the first `size` bytes of a caller's struct: a field beyond them
  * takes its default (reading) or is not written (filling), so a program

@@ -11,8 +11,9 @@
  * global state).
  *
  * What is here: vector file I/O (TEXMEX formats), the read-only server
- * view (leakage evaluations, audits), the privacy accountants and the
- * recall planner.  Include it explicitly; mess.h does not.
+ * view (leakage evaluations, audits), the privacy accountants, the
+ * recall planner and the memory/disk estimate.  Include it explicitly;
+ * mess.h does not.
  */
 #ifndef MESS_EXPERIMENTAL_H
 #define MESS_EXPERIMENTAL_H
@@ -395,6 +396,61 @@ MESS_API int mess_plan_recall_search(const mess_client *c, int model, const floa
                                      const uint32_t *truth, size_t k, const size_t *pools,
                                      size_t npools, struct mess_plan_search *search,
                                      unsigned threads, double *recall);
+
+/* ------------------------------------------------------------------------
+ * Memory and disk estimate (docs/EVALUATION.md, "Memory and disk per entry")
+ *
+ * What a server of parameters p holding `items` items (items x t entries)
+ * needs, from the sizes of its real arrays and files; nothing is
+ * allocated.  Expected values: the upper HNSW layers and the shards' sizes
+ * are random (n_j ~ Binomial(items, t/M)), so a real server differs by a
+ * few per cent at a few thousand entries per shard and by less above
+ * (tests/test_estimate.c builds servers and checks the tolerances stated
+ * there).  *_bytes are totals over all shards; *_per_entry divide by
+ * entries (0 when there are none).
+ * ---------------------------------------------------------------------- */
+typedef struct mess_estimate_result {
+    uint32_t size;            /* sizeof as the caller compiled it (set by the
+                                 call; mess.h, "Growable structs") */
+    uint32_t payload_bytes;   /* ciphertext per entry (mess_payload_size) */
+    uint64_t items;           /* as asked */
+    uint64_t entries;         /* items x t */
+    double shard_entries;     /* mean entries per shard: entries / M */
+    /* hot: what a search reads, held in memory or in the page cache */
+    uint64_t code_bytes;      /* perturbed codes, kappa/8 per entry */
+    uint64_t label_bytes;     /* labels, 16 per entry */
+    uint64_t link_bytes;      /* levels, deleted flags, HNSW links (all layers) */
+    uint64_t map_bytes;       /* label -> node maps (inserts, deletes) */
+    uint64_t resident_bytes;  /* the shards' graph files (page-aligned
+                                 sections of the terms above): the hot set
+                                 of a file-backed server */
+    /* cold: read only for the entries a search returns */
+    uint64_t arena_bytes;     /* payload arenas, entries x payload_bytes */
+    uint64_t disk_bytes;      /* the server directory after a checkpoint:
+                                 graph files, arenas, manifest */
+    uint64_t travel_bytes;    /* the exported (travel) file, at most: full
+                                 link lists and zstd's worst case; zstd
+                                 usually saves 5-10% with f32 payloads */
+    uint64_t memory_bytes;    /* the whole server in memory as
+                                 mess_server_load leaves it (what
+                                 mess_server_stats reports as bytes) */
+    double resident_per_entry;
+    double disk_per_entry;
+    double memory_per_entry;
+} mess_estimate_result;
+/* First layout: every field above. */
+#define MESS_ESTIMATE_RESULT_MIN_SIZE \
+    (offsetof(mess_estimate_result, memory_per_entry) + sizeof(double))
+MESS_API size_t mess_sizeof_estimate_result(void);
+
+/* Fills *out within out_size bytes (the macro passes
+ * sizeof(mess_estimate_result)).  MESS_EINVAL for NULL or invalid
+ * parameters; MESS_ELIMIT if a shard could not hold its share or items x t
+ * reaches 2^53. */
+MESS_API int mess_estimate_sized(const mess_params *p, uint64_t items,
+                                 mess_estimate_result *out, size_t out_size);
+#define mess_estimate(p, items, out) \
+    mess_estimate_sized((p), (items), (out), sizeof(mess_estimate_result))
 
 #ifdef __cplusplus
 }

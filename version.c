@@ -36,3 +36,4 @@ size_t mess_sizeof_account_stored_result(void)
 {
     return sizeof(mess_account_stored_result);
 }
+size_t mess_sizeof_estimate_result(void) { return sizeof(mess_estimate_result); }

@@ -154,6 +154,7 @@ int cli_cmd_info(int argc, char **argv);
 int cli_cmd_account(int argc, char **argv);
 /* plan.c: mess plan (correctness model, predicted recall) */
 int cli_cmd_plan(int argc, char **argv);
+int cli_cmd_estimate(int argc, char **argv);
 /* plan_config.c: mess plan --target-recall (configuration search) */
 int cli_plan_configs(int argc, char **argv);
 

@@ -49,6 +49,7 @@ static void test_struct_sizes(void)
     CHECK(mess_sizeof_finish_stats() == sizeof(mess_finish_stats));
     CHECK(mess_sizeof_server_stats() == sizeof(mess_server_stats));
     CHECK(mess_sizeof_account_stored_result() == sizeof(mess_account_stored_result));
+    CHECK(mess_sizeof_estimate_result() == sizeof(mess_estimate_result));
 }
 
 /* Every code the header defines has its macro's name and a description;
