@@ -13,6 +13,7 @@
 
 #include "../hnsw_bin.h"
 #include "../statefile.h"
+#include "../wal.h"
 #include "fuzz.h"
 
 #define SEED_ITEMS 8
@@ -231,6 +232,32 @@ static void merge_seeds(const struct fuzz_fixture *fx)
     }
 }
 
+/* Write-ahead logs of generation 7 (fuzz_wal.c): empty, three records
+ * (bodies from the fixture's real buffers), the same with a torn tail,
+ * and a stale log of generation 6. */
+static void wal_seeds(const struct fuzz_fixture *fx)
+{
+    struct mess_wr w;
+    size_t up = fx->upload_len < 160 ? fx->upload_len : 160;
+    put("wal", "empty", 0, 0, NULL, 0);
+    mess_wr_init(&w);
+    wal_encode(&w, WAL_UPLOAD, 7, 0, fx->upload, up);
+    wal_encode(&w, WAL_DELETE, 7, 1, fx->del, fx->del_len);
+    wal_encode(&w, WAL_UPLOAD, 7, 2, fx->upload, 24);
+    if (w.err)
+        die("wal_encode", w.err);
+    put("wal", "three", 0, 0, w.p, w.len);
+    put("wal", "torn", 0, 0, w.p, w.len - 40);
+    mess_wr_free(&w);
+    mess_wr_init(&w);
+    wal_encode(&w, WAL_DELETE, 6, 0, fx->del, fx->del_len);
+    wal_encode(&w, WAL_UPLOAD, 6, 1, fx->upload, 64);
+    if (w.err)
+        die("wal_encode", w.err);
+    put("wal", "stale", 0, 0, w.p, w.len);
+    mess_wr_free(&w);
+}
+
 int main(void)
 {
     const struct fuzz_fixture *fx = fuzz_fixture();
@@ -328,5 +355,6 @@ int main(void)
     merge_seeds(fx);
     vecs_seeds();
     hnsw_seeds(fx);
+    wal_seeds(fx);
     return 0;
 }
