@@ -287,6 +287,14 @@ int wal_open(const char *path, uint64_t gen, unsigned flags, struct wal **out,
         rc = atomicfile_replace(path, none, 0, 0644);
         if (rc == MESS_OK)
             w->fd = open(path, O_RDWR | O_CLOEXEC);
+        else if (errno == EACCES || errno == EROFS || errno == EPERM)
+            rc = MESS_OK; /* a directory we may not write: read-only below */
+    }
+    if (w->fd < 0 && !ro && (errno == EACCES || errno == EROFS || errno == EPERM)) {
+        /* a log (or directory) we may not write: read it, refuse appends */
+        w->flags |= WAL_READONLY;
+        ro = 1;
+        w->fd = open(path, O_RDONLY | O_CLOEXEC);
     }
     if (rc != MESS_OK || (w->fd < 0 && !(ro && errno == ENOENT))) {
         say(msg, cap, "write-ahead log %s: %s", path, strerror(errno));
@@ -371,11 +379,15 @@ static int replace_empty(struct wal *w, uint64_t gen)
 int wal_ready(struct wal *w)
 {
     int rc = MESS_OK;
-    if (!w || (w->flags & WAL_READONLY) || w->fd < 0)
+    if (!w)
         return MESS_EINVAL;
     if (w->ready)
         return MESS_OK;
     unmap(w);
+    if ((w->flags & WAL_READONLY) || w->fd < 0) {
+        w->ready = 1; /* the replay is over; appends stay refused */
+        return MESS_OK;
+    }
     if (w->sc.stale)
         rc = replace_empty(w, w->gen);
     else if (w->sc.cut > 0 &&
@@ -411,12 +423,17 @@ static int write_all(int fd, struct iovec *iov, int n)
     return 0;
 }
 
+int wal_writable(const struct wal *w)
+{
+    return w && !(w->flags & WAL_READONLY) && w->fd >= 0;
+}
+
 int wal_append(struct wal *w, uint32_t kind, const uint8_t *body, size_t len)
 {
     uint8_t head[WAL_HEAD_BYTES], sum[WAL_SUM_BYTES];
     struct iovec iov[3];
     int err;
-    if (!w || !w->ready || !kind_known(kind) || (!body && len))
+    if (!wal_writable(w) || !w->ready || !kind_known(kind) || (!body && len))
         return MESS_EINVAL;
     if (w->broken)
         return MESS_EIO;
@@ -447,7 +464,7 @@ int wal_append(struct wal *w, uint32_t kind, const uint8_t *body, size_t len)
 
 int wal_reset(struct wal *w, uint64_t gen)
 {
-    if (!w || (w->flags & WAL_READONLY) || w->fd < 0)
+    if (!wal_writable(w))
         return MESS_EINVAL;
     unmap(w);
     w->ready = 1;

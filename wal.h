@@ -98,8 +98,10 @@ struct wal;
 /* Opens the log at path for manifest generation gen and scans it (the
  * file is not changed yet: a failed open or replay leaves it as it was).
  * A missing file is an empty log (created, with a directory fsync, unless
- * WAL_READONLY).  MESS_OK, MESS_EFORMAT (message in msg), MESS_EIO,
- * MESS_ENOMEM; on error *out is NULL. */
+ * WAL_READONLY).  A log or directory this process may not write (EACCES,
+ * EPERM, EROFS) is opened read-only (wal_writable says so).  MESS_OK,
+ * MESS_EFORMAT (message in msg), MESS_EIO, MESS_ENOMEM; on error *out is
+ * NULL. */
 int wal_open(const char *path, uint64_t gen, unsigned flags, struct wal **out,
              char *msg, size_t cap);
 
@@ -110,15 +112,19 @@ const struct wal_scan *wal_info(const struct wal *w);
  * record, then 0.  The body stays valid until wal_ready or wal_close. */
 int wal_replay_next(struct wal *w, struct wal_record *rec);
 
-/* Ends the replay and readies the log for appends: a cut tail is
- * truncated away, a stale log replaced by an empty one for gen (both made
- * durable).  MESS_OK, MESS_EINVAL (read-only), MESS_EIO. */
+/* Ends the replay (the mapping goes) and readies the log for appends: a
+ * cut tail is truncated away, a stale log replaced by an empty one for gen
+ * (both made durable).  A read-only log is left as it is.  MESS_OK,
+ * MESS_EIO. */
 int wal_ready(struct wal *w);
+
+/* 1 if appends are possible (not opened or fallen back to read-only). */
+int wal_writable(const struct wal *w);
 
 /* Appends one record (one writev + fdatasync) after wal_ready.  If it fails
  * the file is cut back to where it was (else every later append is refused:
  * MESS_EIO until the server is reopened).  MESS_OK, MESS_EINVAL (kind,
- * state), MESS_ELIMIT (len > WAL_MAX_BODY), MESS_EIO. */
+ * read-only, before wal_ready), MESS_ELIMIT (len > WAL_MAX_BODY), MESS_EIO. */
 int wal_append(struct wal *w, uint32_t kind, const uint8_t *body, size_t len);
 
 /* Checkpoint: replaces the log by an empty one for generation gen (a

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -314,8 +315,10 @@ static void test_empty_and_missing(void)
     CHECK(w != NULL && file_size(path) == -1);
     if (w) {
         CHECK(wal_info(w)->records == 0 && wal_replay_next(w, &r) == 0);
-        CHECK_RC(wal_ready(w), MESS_EINVAL);
+        CHECK(!wal_writable(w));
+        CHECK_OK(wal_ready(w));
         CHECK_RC(wal_append(w, WAL_UPLOAD, body2, 1), MESS_EINVAL);
+        CHECK_RC(wal_reset(w, 2), MESS_EINVAL);
         wal_close(w);
         w = NULL;
     }
@@ -336,7 +339,8 @@ static void test_empty_and_missing(void)
     CHECK_OK(wal_open(path, GEN, WAL_READONLY, &w, msg, sizeof msg));
     if (w) {
         CHECK(wal_info(w)->records == 2 && wal_info(w)->cut == rec_off[3] - rec_off[2] - 1);
-        CHECK_RC(wal_ready(w), MESS_EINVAL);
+        CHECK_OK(wal_ready(w)); /* ends the replay, cuts nothing */
+        CHECK_RC(wal_append(w, WAL_UPLOAD, body2, 1), MESS_EINVAL);
         wal_close(w);
         w = NULL;
     }
@@ -440,6 +444,55 @@ static void test_hostile_lengths(void)
     free(b);
 }
 
+/* As an unprivileged user (the sandbox's root drops to nobody in a
+ * child): a log it may not write opens read-only (replayed, appends
+ * refused, the file unchanged), and so does a missing one in a directory
+ * it may not write. */
+static int as_nobody(void)
+{
+    struct wal *w = NULL;
+    struct wal_record r;
+    char msg[256], missing[600];
+    int bad = 0, n = 0;
+    if (setgid(65534) != 0 || setuid(65534) != 0)
+        return 77;
+    if (wal_open(path, GEN, 0, &w, msg, sizeof msg) != MESS_OK)
+        return 1;
+    bad |= wal_writable(w) || wal_info(w)->records != 2;
+    while (wal_replay_next(w, &r))
+        n++;
+    bad |= n != 2 || wal_ready(w) != MESS_OK ||
+           wal_append(w, WAL_UPLOAD, body2, 3) != MESS_EINVAL;
+    wal_close(w);
+    w = NULL;
+    snprintf(missing, sizeof missing, "%s/none", dir);
+    if (wal_open(missing, GEN, 0, &w, msg, sizeof msg) != MESS_OK)
+        return 1;
+    bad |= wal_writable(w) || wal_info(w)->records != 0 || access(missing, F_OK) == 0;
+    wal_close(w);
+    return bad;
+}
+
+static void test_readonly_fallback(void)
+{
+    pid_t pid;
+    int status = 0;
+    CHECK(write_file(path, log3, log3_len - 7) == 0); /* two records, a torn tail */
+    if (geteuid() != 0) {
+        printf("  (not root: the read-only fallback is not checked)\n");
+        return;
+    }
+    CHECK(chmod(dir, 0755) == 0);
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0)
+        _exit(as_nobody());
+    waitpid(pid, &status, 0);
+    chmod(dir, 0700);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(file_size(path) == (long)log3_len - 7);
+}
+
 static void cleanup(void)
 {
     DIR *d = opendir(dir);
@@ -475,6 +528,7 @@ int main(void)
     RUN(test_empty_and_missing);
     RUN(test_failed_append);
     RUN(test_hostile_lengths);
+    RUN(test_readonly_fallback);
     free(log3);
     cleanup();
     HARNESS_END();
