@@ -540,7 +540,8 @@ int hnsw_delete(struct hnsw *h, struct hnsw_label label)
     if (*del) /* a hostile file's map names a deleted node */
         return MESS_ENOTFOUND;
     *del = 1;
-    h->n_deleted++;
+    if (h->n_deleted < h->n) /* a hostile header's count stays <= n */
+        h->n_deleted++;
     map_remove(h, s);
     return MESS_OK;
 }
