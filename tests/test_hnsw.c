@@ -1043,6 +1043,43 @@ static void test_graph_hostile(void)
     hnsw_free(a);
 }
 
+/* Attach is O(1): with every page of the sections but the one holding
+ * the entry point's level byte made inaccessible, it still succeeds (a
+ * read of any other section page would fault).  Write errors are
+ * MESS_EIO. */
+static void test_graph_attach_o1(void)
+{
+    struct hnsw *a = build(3000, 16, 32), *b = NULL;
+    size_t len = 0, levels_off, entry_page;
+    uint8_t d[32], *map;
+    int fd;
+    CHECK(a != NULL);
+    if (!a)
+        return;
+    map = (uint8_t *)graph_map(a, &len, d);
+    CHECK(map != NULL);
+    if (map) {
+        levels_off = (size_t)mess_load_u64(map + 104 + 16 * 2);
+        entry_page = (levels_off + hnsw_entry_point(a)) / 4096 * 4096;
+        CHECK_OK(mprotect(map + 4096, entry_page - 4096, PROT_NONE));
+        CHECK_OK(mprotect(map + entry_page + 4096, len - entry_page - 4096, PROT_NONE));
+        CHECK_OK(hnsw_attach(map, len, NULL, &b));
+        CHECK(b && hnsw_count(b) == 3000 && hnsw_entry_point(b) == hnsw_entry_point(a));
+        hnsw_free(b);
+        munmap(map, len);
+    }
+    fd = open("/dev/null", O_RDONLY);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        CHECK_RC(hnsw_write_graph(a, fd, d), MESS_EIO);
+        close(fd);
+    }
+    CHECK_RC(hnsw_write_graph(NULL, 1, d), MESS_EINVAL);
+    CHECK_RC(hnsw_write_graph(a, -1, d), MESS_EINVAL);
+    CHECK_RC(hnsw_write_graph(a, 1, NULL), MESS_EINVAL);
+    hnsw_free(a);
+}
+
 /* Layout figure of the mapped form at kappa 128, M 16 (docs/HNSW.md). */
 static void test_graph_layout_bytes(void)
 {
@@ -1103,6 +1140,7 @@ int main(void)
     RUN(test_graph_file_roundtrip);
     RUN(test_graph_attach_then_insert);
     RUN(test_graph_hostile);
+    RUN(test_graph_attach_o1);
     RUN(test_graph_layout_bytes);
     hnsw_free(g);
     free(codes);
