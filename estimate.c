@@ -28,8 +28,6 @@
 #define EST_PAGE 4096.0
 /* sizeof(struct hnsw) is private to hnsw_bin.c; it is below this. */
 #define EST_HNSW_STRUCT 256.0
-/* A graph file has a header page and nine page-aligned sections (D15). */
-#define EST_GRAPH_SECTIONS 9
 /* MANIFEST: a header and one record per shard (server_store.c). */
 #define EST_MANIFEST_HEAD 128.0
 #define EST_MANIFEST_SHARD 96.0
@@ -53,17 +51,20 @@ static double shard_cdf(double a, double mu, double var)
     return normal_cdf((f + 0.5 - mu) / sqrt(var));
 }
 
-/* E[slots] of a label map of `num/den * (n + add)` wanted entries rounded
- * up to a power of two of at least 16 (map_rebuild in hnsw_bin.c), over
- * n ~ N(mu, var). */
-static double expected_map_slots(double mu, double var, double factor, double add)
+/* E[f(slots)] of a label map rounded up to a power of two of at least 16
+ * slots >= factor (n + add) (map_rebuild in hnsw_bin.c), over n ~ N(mu,
+ * var); f(slots) = 4 slots bytes, page-aligned if paged. */
+static double expected_map_bytes(double mu, double var, double factor, double add,
+                                 int paged)
 {
     double e = 0.0, lo_p = 0.0, size;
-    /* size is the smallest power of two >= max(16, factor (n + add)):
-     * size = s exactly when factor (n + add) in (s/2, s] (s > 16). */
+    /* size = s exactly when factor (n + add) in (s/2, s] (s > 16) */
     for (size = 16.0; size < 1e19; size *= 2.0) {
         double hi_p = shard_cdf(size / factor - add, mu, var);
-        e += size * (hi_p - lo_p);
+        double b = 4.0 * size;
+        if (paged)
+            b = ceil(b / EST_PAGE) * EST_PAGE;
+        e += b * (hi_p - lo_p);
         lo_p = hi_p;
         if (hi_p >= 1.0 - 1e-15 && size / factor - add > mu)
             break;
@@ -71,10 +72,22 @@ static double expected_map_slots(double mu, double var, double factor, double ad
     return e;
 }
 
-/* Bytes of a page-aligned section of `bytes` (expected over the rounding). */
-static double page_round(double bytes)
+/* E[bytes rounded up to whole pages] for a section of X bytes, X normal
+ * (mean, sd) and at least 0: sum over pages k >= 1 of Pr[X > (k-1) page]. */
+static double expected_pages(double mean, double sd)
 {
-    return bytes > 0.0 ? ceil(bytes / EST_PAGE) * EST_PAGE : 0.0;
+    double k, e, hi;
+    if (mean <= 0.0)
+        return 0.0;
+    if (sd <= 0.0)
+        return ceil(mean / EST_PAGE) * EST_PAGE;
+    /* pages below mean - 8 sd are full for certain; none past mean + 8 sd */
+    k = floor((mean - 8.0 * sd > 0.0 ? mean - 8.0 * sd : 0.0) / EST_PAGE);
+    e = k;
+    hi = mean + 8.0 * sd;
+    for (k += 1.0; (k - 1.0) * EST_PAGE < hi; k += 1.0)
+        e += 1.0 - normal_cdf(((k - 1.0) * EST_PAGE - mean) / sd);
+    return e * EST_PAGE;
 }
 
 int mess_estimate_sized(const mess_params *in, uint64_t items,
@@ -127,20 +140,27 @@ int mess_estimate_sized(const mess_params *in, uint64_t items,
     r.label_bytes = (uint64_t)llround((double)r.entries * per_label);
     r.link_bytes = (uint64_t)llround((double)r.entries * per_links);
     /* the mapped form keeps the map of a loaded graph: >= 2 (n + 1) slots */
-    map_file = shards * 4.0 * expected_map_slots(mu, var, 2.0, 1.0);
+    map_file = shards * expected_map_bytes(mu, var, 2.0, 1.0, 0);
     r.map_bytes = (uint64_t)llround(map_file);
 
-    /* mapped graph file of one shard of mu entries: a header page, codes,
-     * labels, levels, deleted, layer-0 links, an upper-offset table (u64 per
-     * node), the upper blob, the label map, each page-aligned; the rounding
-     * of each section costs half a page on average */
+    /* the graph file of a shard of mu entries (hnsw_bin.c, docs/HNSW.md,
+     * "Graph file"): a header page, then codes, labels, levels, deleted
+     * flags, layer-0 links, upper-link offsets (u32 per node), upper links
+     * and the label map, each starting on a page */
     graph_file = EST_PAGE;
     if (mu > 0.0) {
-        graph_file += page_round(mu * per_code) + page_round(mu * per_label) +
-                      page_round(mu) + page_round(mu) +
-                      page_round(mu * (1.0 + m0) * 4.0) + page_round(mu * 8.0) +
-                      page_round(mu * upper) +
-                      page_round(map_file / shards);
+        /* per shard, each section's size varies with n_j (sd sqrt(var)); the
+         * upper links also with the levels drawn: Var[level] = m/(m-1)^2 */
+        double sd = sqrt(var), ublock = (1.0 + m) * 4.0;
+        double sd_upper = sqrt(mu * ublock * ublock * m / ((m - 1.0) * (m - 1.0)) +
+                               upper * upper * var);
+        graph_file += expected_pages(mu * per_code, sd * per_code) +
+                      expected_pages(mu * per_label, sd * per_label) +
+                      2.0 * expected_pages(mu, sd) +
+                      expected_pages(mu * (1.0 + m0) * 4.0, sd * (1.0 + m0) * 4.0) +
+                      expected_pages(mu * 4.0, sd * 4.0) +
+                      expected_pages(mu * upper, sd_upper) +
+                      expected_map_bytes(mu, var, 2.0, 1.0, 1);
     }
     r.resident_bytes = (uint64_t)llround(shards * graph_file);
     r.arena_bytes = r.entries * (uint64_t)r.payload_bytes;

@@ -1,17 +1,43 @@
 /*
  * test_estimate.c - mess_estimate (mess_experimental.h) against real
  * servers built from the bundled SIFT set: entry and payload counts
- * exactly, the link arrays (upper layers are random) within 2%, the
- * in-memory server after a save and load (mess_server_stats bytes less the
- * payloads) within 2%, the travel file between its ciphertexts and its bound; then the error
+ * exactly; the link arrays (upper layers are random) and the shards'
+ * graph files (hnsw_write_graph) within 2%; the in-memory server after a
+ * save and load (mess_server_stats bytes less the payloads) within 2%;
+ * the travel file between its ciphertexts and its bound; then the error
  * paths and the growable-struct contract (mess.h, "Growable structs").
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../hnsw_bin.h"
 #include "../mess_experimental.h"
+#include "../protocol.h"
 #include "harness.h"
+
+/* Bytes of the graph files of s's shards (hnsw_write_graph: the hot part
+ * of a file-backed server), written to path; 0 on a failure. */
+static double graph_file_bytes(const mess_server *s, const char *path)
+{
+    double total = 0;
+    uint8_t digest[32];
+    uint32_t j;
+    for (j = 0; j < s->p.shards; j++) {
+        struct stat sb;
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600), rc;
+        if (fd < 0)
+            return 0;
+        rc = hnsw_write_graph(s->shards[j].graph, fd, digest);
+        close(fd);
+        if (rc != MESS_OK || stat(path, &sb) != 0)
+            return 0;
+        total += (double)sb.st_size;
+    }
+    unlink(path);
+    return total;
+}
 
 static float *base, *train;
 static size_t n_base, n_train, dim;
@@ -84,6 +110,9 @@ static void check_real(mess_client *c, const mess_params *p, size_t items)
     links = (double)nodes_sum * (2.0 + (1.0 + 2.0 * p->hnsw_m) * 4.0) +
             (double)levels_sum * (1.0 + p->hnsw_m) * 4.0;
     CHECK(rel_close(links, (double)e.link_bytes, 0.02));
+
+    /* the graph files: each section page-aligned after a header page */
+    CHECK(rel_close(graph_file_bytes(s, path), (double)e.resident_bytes, 0.02));
 
     /* the travel file: at most the bound (its layer-0 lists are 35-75%
      * full here, by M_hnsw and efConstruction), at least the ciphertexts
