@@ -12,6 +12,8 @@
 #   make bench      benchmarks against the baselines (see docs/)
 #   make eval       the paper's evaluation on the bundled set (docs/EVALUATION.md)
 #   make eval-large the same on the large set (after make data)
+#   make eval-1m    issue 15: hnswlib and the file-backed server on the 1M and
+#                   large sets (hours; docs/EVALUATION.md, "File-backed server")
 #   make eval-leakage  cross-shard inference attack, xi_link (docs/LEAKAGE.md)
 #   make data       the large SIFT set (not committed; see datasets/README.md)
 #   make data-1m    the 1M SIFT set (not committed; DATA_1M=DIR, GT_BLAS=DIR)
@@ -97,7 +99,7 @@ VALGRIND   ?= valgrind
 
 MESS = build/mess
 
-.PHONY: FORCE all lib tools check test-release demo bench data data-1m data-text data-wordnet eval-text install uninstall \
+.PHONY: FORCE all lib tools check test-release demo bench data data-1m data-text data-wordnet eval-text eval-1m eval-1m-ready eval-1m-hnswlib eval-1m-mess eval-1m-large eval-1m-append install uninstall \
         clean deps deps-check deps-data deps-bench python-check examples \
         fuzz fuzz-build fuzz-seeds valgrind tsan crash-test eval eval-large \
         eval-leakage oom-test deb
@@ -337,6 +339,51 @@ eval-large:
 	@$(MAKE) --no-print-directory -s build/libmess.so
 	$(EVAL) --data datasets/large --out docs/eval/large $(EVAL_LARGE_ARGS) $(EVAL_ARGS)
 	$(PYTHON) eval/fill_doc.py docs/EVALUATION.md large
+
+# Issue 15's measurements (docs/EVALUATION.md, "File-backed server"), not
+# tests: hnswlib on the raw 1M vectors (1 thread, niced), then file-backed
+# servers (M 64, t 16, kappa 128) under EVAL_1M_DIR: the 1M set for
+# No-Noise, d8q8 and d8q12 (build, Recall@10 vs B; about 11.6 GB of disk
+# each, only d8q8 is kept), open cold/warm, mapped vs in-memory search on
+# the large set, appends of 10,000 items to 10k / 100k / 1M bases.  Hours
+# on 2 shared cores.  Results go to docs/eval/1m/results.jsonl (one JSON
+# object per measurement, with its command and the load).  ONEM_QUERIES:
+# queries per recall point.
+EVAL_1M_DIR  ?= build/eval-1m
+ONEM_QUERIES ?= 1000
+ONEM = MESS_LIBRARY=$(CURDIR)/build/libmess.so nice -n 19 $(PYTHON) eval/onem.py
+eval-1m: eval-1m-hnswlib eval-1m-mess eval-1m-large eval-1m-append
+eval-1m-ready:
+	@sh scripts/deps.sh build eval
+	@test -f $(DATA_1M)/groundtruth.ivecs || { echo "$(DATA_1M) is not ready: make data-1m" >&2; exit 1; }
+	@$(MAKE) --no-print-directory -s build/libmess.so
+eval-1m-hnswlib: eval-1m-ready
+	$(ONEM) hnswlib --data $(DATA_1M)
+eval-1m-mess: eval-1m-ready
+	@mkdir -p $(EVAL_1M_DIR)
+	for c in d8q8 nonoise d8q12; do \
+	  rm -rf $(EVAL_1M_DIR)/1m-$$c $(EVAL_1M_DIR)/1m-$$c.client && \
+	  $(ONEM) build --data $(DATA_1M) --dir $(EVAL_1M_DIR)/1m-$$c --config $$c && \
+	  $(ONEM) query --data $(DATA_1M) --dir $(EVAL_1M_DIR)/1m-$$c --config $$c --queries $(ONEM_QUERIES) && \
+	  { [ $$c = d8q8 ] || rm -rf $(EVAL_1M_DIR)/1m-$$c; } || exit 1; \
+	done
+	$(ONEM) open --dir $(EVAL_1M_DIR)/1m-d8q8
+eval-1m-large: eval-1m-ready
+	@test -f $(DATA_LARGE)/groundtruth.ivecs || { echo "$(DATA_LARGE) is not ready: make data" >&2; exit 1; }
+	@mkdir -p $(EVAL_1M_DIR)
+	rm -rf $(EVAL_1M_DIR)/large-d8q8 $(EVAL_1M_DIR)/large-d8q8.client $(EVAL_1M_DIR)/large-d8q8.travel
+	$(ONEM) build --data $(DATA_LARGE) --dir $(EVAL_1M_DIR)/large-d8q8
+	$(ONEM) open --dir $(EVAL_1M_DIR)/large-d8q8
+	$(ONEM) compare --data $(DATA_LARGE) --dir $(EVAL_1M_DIR)/large-d8q8 --queries $(ONEM_QUERIES)
+	$(ONEM) query --data $(DATA_LARGE) --dir $(EVAL_1M_DIR)/large-d8q8 --queries $(ONEM_QUERIES)
+# appends go last: they change the servers (10,000 learn vectors, new ids)
+eval-1m-append: eval-1m-ready
+	for n in 10000 100000; do \
+	  rm -rf $(EVAL_1M_DIR)/base-$$n $(EVAL_1M_DIR)/base-$$n.client && \
+	  $(ONEM) build --data $(DATA_1M) --base $$n --dir $(EVAL_1M_DIR)/base-$$n && \
+	  $(ONEM) append --data $(DATA_1M) --dir $(EVAL_1M_DIR)/base-$$n || exit 1; \
+	done
+	$(ONEM) append --data $(DATA_1M) --dir $(EVAL_1M_DIR)/1m-d8q8
 
 # The empirical cross-shard inference evaluation (docs/LEAKAGE.md): the
 # replay attacks (re-inserts, query retries; about 40 s), then a bounded

@@ -1,0 +1,564 @@
+"""Issue 15's measurements on the 1M and large SIFT sets (docs/EVALUATION.md,
+"File-backed server").  Benchmarks, not tests: every number is printed with
+the command line, the load (os.getloadavg) and the time, and appended as
+one JSON object per line to OUT/results.jsonl.
+
+    onem.py hnswlib --data datasets/1m --out docs/eval/1m
+        plaintext hnswlib (M 16, efConstruction 300 as the paper's
+        Appendix) on the raw vectors, one thread, Recall@10 vs ef.
+
+    onem.py build --data datasets/1m --dir S --config d8q8
+        a file-backed server directory (mess_server_create, uploads of
+        --batch items applied with 2 threads, a checkpoint every
+        --checkpoint items and at the end): build rate, checkpoint time,
+        file sizes beside mess_estimate.  The client is saved as S.client
+        (deterministic experiment mode: runs repeat).
+    onem.py build ... --in-memory; onem.py import --dir S
+        the same server built in memory and saved as the travel file
+        S.travel, then turned into the directory S (mess_server_import).
+    onem.py query --data datasets/1m --dir S --config d8q8 --pools ...
+        Recall@10 vs B, server and client ms per query, bytes per query,
+        resident bytes (/proc/self/smaps: the mappings of S's files, and
+        the process) after the queries.
+    onem.py open --dir S
+        mess_server_open time, cold (every file of S dropped from the page
+        cache with posix_fadvise(POSIX_FADV_DONTNEED): no root needed) and
+        warm, and resident bytes right after the open.
+    onem.py compare --data datasets/large --dir S --config d8q8
+        server search time at one B, one thread, the directory opened
+        (mapped) vs the same server loaded in memory from its exported
+        travel file, in one process, the same requests; warm and cold.
+    onem.py append --data D --dir S --config d8q8 --count 10000
+        time to append --count new items (uploads applied + one
+        checkpoint) to the server in S; run it on servers of different
+        sizes (10k, 100k, 1M base) to see it scale with the items added.
+
+Configurations (M = 64, t = 16, kappa = 128, M_hnsw = 16, efConstruction
+300, f32 payloads): nonoise (p_D = p_q = 0), d8q8 (0.08, 0.08), d8q12
+(0.08, 0.12).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+K = 10
+EF_GRID = (10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+_T0 = time.perf_counter()
+
+
+def log(msg):
+    t = time.perf_counter() - _T0
+    print("[%3d:%02d] %s" % (t // 60, t % 60, msg), file=sys.stderr, flush=True)
+
+
+def read_vecs(path, dtype):
+    """A TEXMEX file (.bvecs uint8, .ivecs int32, .fvecs float32): n x dim."""
+    raw = np.fromfile(path, dtype=np.uint8)
+    dim = int(raw[:4].view(np.int32)[0])
+    item = np.dtype(dtype).itemsize
+    rec = 4 + dim * item
+    if dim <= 0 or raw.size % rec:
+        raise SystemExit("%s: not a whole number of %d-d records" % (path, dim))
+    return raw.reshape(-1, rec)[:, 4:].copy().view(dtype).reshape(-1, dim)
+
+
+def recall(ids, truth):
+    hits = 0
+    for a, b in zip(ids, truth):
+        hits += len(set(int(x) for x in a[:K]) & set(int(x) for x in b[:K]))
+    return hits / (K * len(truth))
+
+
+def load():
+    return "%.2f %.2f %.2f" % os.getloadavg()
+
+
+def record(out, row):
+    row = dict(row)
+    row["time_utc"] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    row["load"] = load()
+    row["command"] = " ".join(sys.argv)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.jsonl"), "a") as f:
+        f.write(json.dumps(row, sort_keys=True) + "\n")
+    log(json.dumps(row, sort_keys=True))
+
+
+def rss_kb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def cmd_hnswlib(a):
+    import hnswlib
+    base = read_vecs(os.path.join(a.data, "base.bvecs"), np.uint8)
+    if a.base:
+        base = base[:a.base]
+    queries = read_vecs(os.path.join(a.data, "query.bvecs"), np.uint8)
+    truth = read_vecs(os.path.join(a.data, "groundtruth.ivecs"), np.int32)[:, :K]
+    if a.queries:
+        queries, truth = queries[:a.queries], truth[:a.queries]
+    if a.base and a.base < 1000000 and not a.truth:
+        raise SystemExit("--base needs --truth FILE (the prefix's own ground truth)")
+    if a.truth:
+        truth = read_vecs(a.truth, np.int32)[:len(queries), :K]
+    n, dim = base.shape
+    log("hnswlib: %d x %d base, %d queries, M=%d efConstruction=%d, %d thread(s)"
+        % (n, dim, len(queries), a.m, a.ef_construction, a.threads))
+    rss0 = rss_kb()
+    idx = hnswlib.Index(space="l2", dim=dim)
+    idx.init_index(max_elements=n, ef_construction=a.ef_construction, M=a.m,
+                   random_seed=100)
+    idx.set_num_threads(a.threads)
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    step = 50000
+    for i in range(0, n, step):
+        idx.add_items(base[i:i + step].astype(np.float32), np.arange(i, min(n, i + step)))
+        log("hnswlib: %d / %d added (%.0f s)" % (min(n, i + step), n, time.perf_counter() - t0))
+    build_s = time.perf_counter() - t0
+    build_cpu = time.process_time() - c0
+    record(a.out, dict(kind="hnswlib_build", data=a.data, n=n, m=a.m,
+                       ef_construction=a.ef_construction, threads=a.threads,
+                       build_s=build_s, build_cpu_s=build_cpu, rate=n / build_s,
+                       index_rss_bytes=1024 * (rss_kb() - rss0)))
+    idx.set_num_threads(1)
+    qf = queries.astype(np.float32)
+    for ef in EF_GRID:
+        idx.set_ef(max(ef, K))
+        t0 = time.perf_counter()
+        lab, _ = idx.knn_query(qf, k=K, num_threads=1)
+        ms = 1e3 * (time.perf_counter() - t0) / len(qf)
+        record(a.out, dict(kind="hnswlib_query", data=a.data, n=n, ef=ef,
+                           queries=len(qf), recall=recall(lab, truth), ms_per_query=ms))
+
+
+# ---- MESS (file-backed server) ---------------------------------------------
+
+CONFIGS = {"nonoise": (0.0, 0.0), "d8q8": (0.08, 0.08), "d8q12": (0.08, 0.12)}
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+_M = None
+
+
+def lib():
+    """The Python bindings (python/mess) plus the directory calls of
+    mess.h and mess_estimate, declared here through ctypes."""
+    global _M
+    if _M is not None:
+        return _M
+    import ctypes
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    import mess
+    from mess import _lib as L
+    c = ctypes
+    P = c.c_void_p
+
+    def proto(name, args):
+        f = getattr(L.lib, name, None)
+        if f is None:
+            return None
+        f.argtypes, f.restype = args, c.c_int
+        return f
+    mess.x_create = proto("mess_server_create", [c.c_char_p, P, c.POINTER(P)])
+    mess.x_open = proto("mess_server_open", [c.c_char_p, P, P, c.c_size_t, c.POINTER(P)])
+    mess.x_checkpoint = proto("mess_server_checkpoint", [P])
+    mess.x_export = proto("mess_server_export", [P, c.c_char_p])
+    mess.x_import = proto("mess_server_import", [c.c_char_p, c.c_char_p])
+    mess.x_estimate = proto("mess_estimate_sized", [P, c.c_uint64, P, c.c_size_t])
+    _M = mess
+    return mess
+
+
+def ok(rc, what):
+    if rc != 0:
+        m = lib()
+        raise SystemExit("%s: %s" % (what, m._lib.error(rc, what)))
+
+
+def params_for(m, dim, config):
+    p_d, p_q = CONFIGS[config]
+    return m.Params(dim, p_store=p_d, p_query=p_q, per_item=16, shards=64, kappa=128,
+                    hnsw_m=16, ef_construction=300, payload="f32")
+
+
+def seed():
+    import hashlib
+    return hashlib.sha256(b"libmess-eval").digest()
+
+
+def open_dir(m, path, params=None):
+    import ctypes
+    out = ctypes.c_void_p()
+    ok(m.x_open(path.encode(), ctypes.byref(params) if params is not None else None,
+                None, 0, ctypes.byref(out)), "mess_server_open " + path)
+    return m.Server(None, _ptr=out.value)
+
+
+def estimate(m, params, items):
+    """mess_estimate as a dict (its struct read by field offsets)."""
+    import ctypes
+    if m.x_estimate is None:
+        return {}
+    fields = [("size", ctypes.c_uint32), ("payload_bytes", ctypes.c_uint32),
+              ("items", ctypes.c_uint64), ("entries", ctypes.c_uint64),
+              ("shard_entries", ctypes.c_double)] + \
+        [(n, ctypes.c_uint64) for n in ("code_bytes", "label_bytes", "link_bytes",
+                                        "map_bytes", "resident_bytes", "arena_bytes",
+                                        "disk_bytes", "travel_bytes", "memory_bytes")] + \
+        [(n, ctypes.c_double) for n in ("resident_per_entry", "disk_per_entry",
+                                        "memory_per_entry")]
+    R = type("R", (ctypes.Structure,), {"_fields_": fields})
+    r = R()
+    ok(m.x_estimate(ctypes.byref(params), items, ctypes.byref(r), ctypes.sizeof(r)),
+       "mess_estimate")
+    return {n: getattr(r, n) for n, _ in fields[1:]}
+
+
+def dir_files(path):
+    """{name: bytes} of the files in a server directory."""
+    return {f: os.path.getsize(os.path.join(path, f)) for f in sorted(os.listdir(path))
+            if os.path.isfile(os.path.join(path, f))}
+
+
+def file_kinds(files):
+    out = {"graph": 0, "arena": 0, "other": 0}
+    for f, n in files.items():
+        k = "graph" if f.endswith(".graph") else "arena" if f.endswith(".arena") else "other"
+        out[k] += n
+    return out
+
+
+def drop_cache(path):
+    """Drops the pages of every file under path from the page cache
+    (posix_fadvise DONTNEED after fdatasync: works without root on files
+    we can open; pages mapped by a live process stay)."""
+    for dp, _, fs in os.walk(path):
+        for f in fs:
+            fd = os.open(os.path.join(dp, f), os.O_RDONLY)
+            try:
+                os.fdatasync(fd)
+            except OSError:
+                pass
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+
+
+def smaps(path):
+    """Resident bytes of this process: total (smaps_rollup), and of the
+    mappings of files under `path` by kind (graph, arena, other)."""
+    path = os.path.abspath(path)
+    res = {"rss": 0, "graph": 0, "arena": 0, "other": 0}
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Rss:"):
+                res["rss"] = 1024 * int(line.split()[1])
+    cur = None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if parts and "-" in parts[0] and len(parts) >= 5 and ":" in parts[3]:
+                name = parts[5] if len(parts) > 5 else ""
+                cur = None
+                if name.startswith(path):
+                    cur = "graph" if name.endswith(".graph") else \
+                        "arena" if name.endswith(".arena") else "other"
+            elif cur and line.startswith("Rss:"):
+                res[cur] += 1024 * int(parts[1])
+    return res
+
+
+def load_set(a, need_base=True, need_queries=True):
+    d = {}
+    if need_base:
+        d["base"] = read_vecs(os.path.join(a.data, "base.bvecs"), np.uint8)
+        if a.base:
+            d["base"] = d["base"][:a.base]
+    d["learn"] = read_vecs(os.path.join(a.data, "learn.bvecs"), np.uint8)
+    if not need_queries:
+        return d
+    q = read_vecs(os.path.join(a.data, "query.bvecs"), np.uint8)
+    t = read_vecs(a.truth or os.path.join(a.data, "groundtruth.ivecs"), np.int32)[:, :K]
+    n = a.queries or len(q)
+    d["queries"], d["truth"] = q[:n].astype(np.float32), t[:n]
+    return d
+
+
+def cmd_build(a):
+    import ctypes
+    m = lib()
+    d = load_set(a, need_queries=False)
+    base = d["base"]
+    n = len(base)
+    p = params_for(m, base.shape[1], a.config)
+    t0 = time.perf_counter()
+    client = m.Client(p, d["learn"].astype(np.float32), seed=seed(), threads=a.threads)
+    train_s = time.perf_counter() - t0
+    client.save(a.dir + ".client")
+    if a.in_memory:  # a server in memory, saved as the travel file DIR.travel
+        server = m.Server(p)
+    else:
+        out = ctypes.c_void_p()
+        ok(m.x_create(a.dir.encode(), ctypes.byref(p), ctypes.byref(out)),
+           "mess_server_create")
+        server = m.Server(None, _ptr=out.value)
+    enc = app = ckpt = 0.0
+    since = 0
+    t_build = time.perf_counter()
+    for i in range(0, n, a.batch):
+        x = base[i:i + a.batch].astype(np.float32)
+        ids = np.arange(i, i + len(x), dtype=np.uint64)
+        t1 = time.perf_counter()
+        buf = client.upload(ids, x, a.threads)
+        t2 = time.perf_counter()
+        server.apply_upload(buf, a.threads)
+        t3 = time.perf_counter()
+        buf.close()
+        enc += t2 - t1
+        app += t3 - t2
+        since += len(x)
+        if not a.in_memory and (since >= a.checkpoint or i + a.batch >= n):
+            ok(m.x_checkpoint(server.ptr), "mess_server_checkpoint")
+            ckpt += time.perf_counter() - t3
+            since = 0
+        log("build %s: %d / %d items (encode %.0f s, apply %.0f s, checkpoints %.0f s)"
+            % (a.config, min(n, i + a.batch), n, enc, app, ckpt))
+    wall = time.perf_counter() - t_build
+    entries = server.stats().entries
+    if a.in_memory:
+        t1 = time.perf_counter()
+        server.save(a.dir + ".travel")
+        ckpt = time.perf_counter() - t1
+        files = {"travel": os.path.getsize(a.dir + ".travel")}
+    else:
+        files = dir_files(a.dir)
+    kinds = file_kinds(files)
+    est = estimate(m, p, n)
+    record(a.out, dict(kind="mess_build", data=a.data, dir=a.dir, config=a.config, items=n,
+                       in_memory=bool(a.in_memory),
+                       entries=entries, threads=a.threads, batch=a.batch,
+                       checkpoint_every=a.checkpoint, train_s=train_s, encode_s=enc,
+                       apply_s=app, checkpoint_s=ckpt, wall_s=wall,
+                       rate_entries_per_s=entries / wall,
+                       rate_without_checkpoints=entries / (enc + app),
+                       graph_file_bytes=kinds["graph"], arena_file_bytes=kinds["arena"],
+                       other_file_bytes=kinds["other"], disk_bytes=sum(files.values()),
+                       disk_per_entry=sum(files.values()) / entries,
+                       graph_per_entry=kinds["graph"] / entries,
+                       est_resident_bytes=est.get("resident_bytes"),
+                       est_arena_bytes=est.get("arena_bytes"),
+                       est_disk_bytes=est.get("disk_bytes"),
+                       peak_rss_bytes=peak_rss()))
+    server.close()
+    client.close()
+
+
+def peak_rss():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return 1024 * int(line.split()[1])
+    return 0
+
+
+def cmd_query(a):
+    m = lib()
+    d = load_set(a, need_base=False)
+    client = m.Client.load(a.dir + ".client")
+    before = smaps(a.dir)
+    t0 = time.perf_counter()
+    server = open_dir(m, a.dir, client.params)
+    open_ms = 1e3 * (time.perf_counter() - t0)
+    entries = server.stats().entries
+    for B in [int(x) for x in a.pools.split(",")]:
+        got, srv, cli, nbytes, uniq = [], 0.0, 0.0, 0, 0
+        for q in d["queries"]:
+            r = client.query(server, q, K, B, 1)
+            got.append(r.ids)
+            srv += r.server_seconds
+            cli += r.client_seconds
+            nbytes += r.request_bytes + r.response_bytes
+            uniq += r.stats.unique
+        nq = len(d["queries"])
+        res = smaps(a.dir)
+        record(a.out, dict(kind="mess_query", data=a.data, dir=a.dir, config=a.config,
+                           entries=entries, pool=B, queries=nq,
+                           recall=recall(got, d["truth"]), server_ms=1e3 * srv / nq,
+                           client_ms=1e3 * cli / nq, bytes_per_query=nbytes / nq,
+                           unique=uniq / nq, open_ms=open_ms,
+                           rss_delta_bytes=res["rss"] - before["rss"],
+                           graph_resident_bytes=res["graph"],
+                           arena_resident_bytes=res["arena"],
+                           resident_per_entry=(res["rss"] - before["rss"]) / entries))
+    server.close()
+    client.close()
+
+
+def cmd_import(a):
+    m = lib()
+    travel = a.dir + ".travel"
+    t0 = time.perf_counter()
+    ok(m.x_import(travel.encode(), a.dir.encode()), "mess_server_import")
+    record(a.out, dict(kind="mess_import", dir=a.dir, travel_bytes=os.path.getsize(travel),
+                       import_s=time.perf_counter() - t0, peak_rss_bytes=peak_rss(),
+                       disk_bytes=sum(dir_files(a.dir).values())))
+
+
+def cmd_open(a):
+    m = lib()
+    rows = {"cold": [], "warm": []}
+    res = None
+    for i in range(a.repeat):
+        for mode in ("cold", "warm"):
+            if mode == "cold":
+                drop_cache(a.dir)
+            before = smaps(a.dir)
+            t0 = time.perf_counter()
+            s = open_dir(m, a.dir)
+            rows[mode].append(1e3 * (time.perf_counter() - t0))
+            if res is None:
+                res = smaps(a.dir)
+                res["rss"] -= before["rss"]
+                entries = s.stats().entries
+            s.close()
+    record(a.out, dict(kind="mess_open", dir=a.dir, entries=entries, repeat=a.repeat,
+                       cold_ms_median=float(np.median(rows["cold"])),
+                       warm_ms_median=float(np.median(rows["warm"])),
+                       cold_ms=rows["cold"], warm_ms=rows["warm"],
+                       rss_after_open_bytes=res["rss"],
+                       graph_resident_after_open=res["graph"],
+                       arena_resident_after_open=res["arena"]))
+
+
+def time_search(server, reqs, threads=1):
+    t0 = time.perf_counter()
+    for r in reqs:
+        server.search(r, threads).close()
+    return 1e3 * (time.perf_counter() - t0) / len(reqs)
+
+
+def cmd_compare(a):
+    m = lib()
+    d = load_set(a, need_base=False)
+    client = m.Client.load(a.dir + ".client")
+    reqs = []
+    for q in d["queries"]:
+        qs, req = client.request(q, a.pool)
+        qs.close()
+        reqs.append(req)
+    travel = a.dir + ".travel"
+    s = open_dir(m, a.dir, client.params)
+    if not os.path.exists(travel):
+        ok(m.x_export(s.ptr, travel.encode()), "mess_server_export")
+    s.close()
+    out = dict(kind="mess_compare", data=a.data, dir=a.dir, config=a.config, pool=a.pool,
+               queries=len(reqs), threads=1)
+    # mapped, cold: the directory's files dropped from the page cache first
+    drop_cache(a.dir)
+    t0 = time.perf_counter()
+    s = open_dir(m, a.dir, client.params)
+    out["mmap_open_cold_ms"] = 1e3 * (time.perf_counter() - t0)
+    out["mmap_cold_ms"] = time_search(s, reqs)
+    out["mmap_warm_ms"] = min(time_search(s, reqs) for _ in range(a.repeat))
+    out["mmap_resident"] = smaps(a.dir)
+    s.close()
+    drop_cache(travel)
+    t0 = time.perf_counter()
+    h = m.Server.load(travel, client.params)
+    out["memory_load_s"] = time.perf_counter() - t0
+    out["memory_first_ms"] = time_search(h, reqs)
+    out["memory_warm_ms"] = min(time_search(h, reqs) for _ in range(a.repeat))
+    out["memory_bytes"] = h.stats().bytes
+    h.close()
+    out["ratio_warm"] = out["mmap_warm_ms"] / out["memory_warm_ms"]
+    out["ratio_cold"] = out["mmap_cold_ms"] / out["memory_warm_ms"]
+    record(a.out, out)
+    for r in reqs:
+        r.close()
+    client.close()
+
+
+def cmd_append(a):
+    m = lib()
+    d = load_set(a, need_base=False, need_queries=False)
+    client = m.Client.load(a.dir + ".client")
+    s = open_dir(m, a.dir, client.params)
+    base_items = s.stats().entries // 16
+    # new items: learn vectors (never in the base), ids past the base's
+    x = d["learn"][:a.count].astype(np.float32)
+    if len(x) < a.count:
+        raise SystemExit("only %d learn vectors for --count %d" % (len(x), a.count))
+    ids = np.arange(a.first_id, a.first_id + a.count, dtype=np.uint64)
+    t0 = time.perf_counter()
+    buf = client.upload(ids, x, a.threads)
+    t1 = time.perf_counter()
+    s.apply_upload(buf, a.threads)
+    t2 = time.perf_counter()
+    ok(m.x_checkpoint(s.ptr), "mess_server_checkpoint")
+    t3 = time.perf_counter()
+    buf.close()
+    record(a.out, dict(kind="mess_append", dir=a.dir, base_items=base_items, count=a.count,
+                       threads=a.threads, encode_s=t1 - t0, apply_s=t2 - t1,
+                       checkpoint_s=t3 - t2, total_s=t3 - t0,
+                       disk_bytes=sum(dir_files(a.dir).values())))
+    s.close()
+    client.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    h = sub.add_parser("hnswlib", help="plaintext hnswlib on the raw vectors")
+    h.add_argument("--data", default="datasets/1m")
+    h.add_argument("--out", default="docs/eval/1m")
+    h.add_argument("--base", type=int, default=0, help="first N base vectors only")
+    h.add_argument("--truth", help="ground truth of the prefix (with --base)")
+    h.add_argument("--queries", type=int, default=0)
+    h.add_argument("--m", type=int, default=16)
+    h.add_argument("--ef-construction", type=int, default=300)
+    h.add_argument("--threads", type=int, default=1)
+    def common(x, data="datasets/1m"):
+        x.add_argument("--data", default=data)
+        x.add_argument("--out", default="docs/eval/1m")
+        x.add_argument("--dir", required=True, help="the server directory")
+        x.add_argument("--config", choices=sorted(CONFIGS), default="d8q8")
+        x.add_argument("--threads", type=int, default=2)
+        x.add_argument("--queries", type=int, default=1000)
+        x.add_argument("--truth", help="ground truth (default DATA/groundtruth.ivecs)")
+        x.add_argument("--base", type=int, default=0, help="first N base vectors only")
+    b = sub.add_parser("build", help="build a server directory")
+    common(b)
+    b.add_argument("--batch", type=int, default=20000)
+    b.add_argument("--checkpoint", type=int, default=200000)
+    b.add_argument("--in-memory", action="store_true",
+                   help="build in memory and save DIR.travel (then: import)")
+    i = sub.add_parser("import", help="DIR.travel -> DIR (mess_server_import)")
+    common(i)
+    q = sub.add_parser("query", help="Recall@10 vs B, ms, bytes, resident")
+    common(q)
+    q.add_argument("--pools", default="250,500,1000,1500,3000")
+    o = sub.add_parser("open", help="open time cold / warm")
+    common(o)
+    o.add_argument("--repeat", type=int, default=5)
+    c = sub.add_parser("compare", help="mapped vs in-memory search, one thread")
+    common(c)
+    c.add_argument("--pool", type=int, default=1500)
+    c.add_argument("--repeat", type=int, default=3)
+    p = sub.add_parser("append", help="append --count items + checkpoint")
+    common(p)
+    p.add_argument("--count", type=int, default=10000)
+    p.add_argument("--first-id", type=int, default=10 ** 9)
+    a = ap.parse_args()
+    {"hnswlib": cmd_hnswlib, "build": cmd_build, "import": cmd_import, "query": cmd_query, "open": cmd_open,
+     "compare": cmd_compare, "append": cmd_append}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
