@@ -4,6 +4,7 @@
 #include <math.h>
 #include <sodium.h>
 
+#include "chacha_lanes.h"
 #include "payload.h"
 
 static const uint8_t payload_domain[8] = {'M', 'E', 'S', 'S', 'p', 'a', 'y', '4'};
@@ -287,4 +288,96 @@ int payload_open(const mess_params *p, const struct payload_keys *k,
     *id = mess_load_u64(plain);
     payload_decode_vector(p, plain + 8, x);
     return MESS_OK;
+}
+
+/* ---- batched forms ------------------------------------------------------ */
+
+void payload_peek_ids(size_t n, const struct payload_keys *const *k,
+                      const uint8_t *const *entry, uint64_t *id)
+{
+    enum { G = 64 };
+    const uint8_t *key[G], *nonce[G];
+    uint32_t ctr[G];
+    uint64_t pad[G];
+    size_t i, m, l;
+    for (i = 0; i < n; i += m) {
+        m = n - i < G ? n - i : G;
+        for (l = 0; l < m; l++) {
+            key[l] = k[i + l]->enc;
+            nonce[l] = entry[i + l];
+            ctr[l] = siv_counter(entry[i + l]);
+        }
+        chacha_pad8_many(m, key, ctr, nonce, pad);
+        for (l = 0; l < m; l++)
+            id[i + l] = mess_load_u64(entry[i + l] + PAYLOAD_SIV_BYTES) ^ pad[l];
+    }
+    sodium_memzero(pad, sizeof pad);
+}
+
+/* Vector keystream: whole runs of LONG_RUN bytes (4 blocks) go to
+ * libsodium, whose 4- and 8-block SIMD paths are as fast per block as the
+ * lane core on full lanes (docs/PERFORMANCE.md); the blocks after them,
+ * which libsodium would compute one at a time (all of a 128-d i8 vector's
+ * three), run in the lanes with the other entries'. */
+#define LONG_RUN 256
+
+/* The entries' keystream (above), then each one's Poly1305 (libsodium),
+ * then their SIVs' HChaCha20 in one pass over the lanes. */
+void payload_vector_xor_many(const mess_params *p, size_t n,
+                             const struct payload_keys *const *k,
+                             const uint8_t *const *entry, uint8_t *plain)
+{
+    size_t plen = payload_plain_bytes(p), head = (plen - 8) / LONG_RUN * LONG_RUN, i, m, l;
+    struct chacha_job job[PAYLOAD_BATCH];
+    for (i = 0; i < n; i += m) {
+        m = n - i < PAYLOAD_BATCH ? n - i : PAYLOAD_BATCH;
+        for (l = 0; l < m; l++) {
+            const uint8_t *e = entry[i + l];
+            uint8_t *pl = plain + (i + l) * plen;
+            if (head)
+                crypto_stream_chacha20_ietf_xor_ic(pl + 8, e + PAYLOAD_SIV_BYTES + 8, head, e,
+                                                   siv_counter(e) + 1, k[i + l]->enc);
+            job[l].key = k[i + l]->enc;
+            job[l].nonce = e;
+            job[l].ctr = siv_counter(e) + 1 + (uint32_t)(head / 64);
+            job[l].src = e + PAYLOAD_SIV_BYTES + 8 + head;
+            job[l].dst = pl + 8 + head;
+            job[l].len = plen - 8 - head;
+        }
+        chacha_xor_many(m, job);
+    }
+}
+
+void payload_open_peeked_many(const mess_params *p, size_t n,
+                              const struct payload_keys *const *k,
+                              const uint64_t *ctx, const uint8_t *const *entry,
+                              const uint64_t *id, uint8_t *plain, int *ok)
+{
+    size_t plen = payload_plain_bytes(p), i;
+    const uint8_t *prf[PAYLOAD_BATCH];
+    uint8_t h[PAYLOAD_BATCH][16], siv[PAYLOAD_BATCH][32];
+    if (n > PAYLOAD_BATCH)
+        n = PAYLOAD_BATCH; /* the caller's contract; never more */
+    for (i = 0; i < n; i++)
+        mess_store_u64(plain + i * plen, id[i]);
+    payload_vector_xor_many(p, n, k, entry, plain);
+    for (i = 0; i < n; i++) {
+        crypto_onetimeauth_state st;
+        uint8_t ad[PAYLOAD_AD_BYTES];
+        make_ad(ctx[i], ad);
+        crypto_onetimeauth_init(&st, k[i]->mac);
+        crypto_onetimeauth_update(&st, ad, PAYLOAD_AD_BYTES);
+        crypto_onetimeauth_update(&st, plain + i * plen, plen);
+        crypto_onetimeauth_final(&st, h[i]);
+        sodium_memzero(&st, sizeof st);
+        prf[i] = k[i]->prf;
+    }
+    chacha_hchacha_many(n, prf, (const uint8_t(*)[16])h, siv);
+    for (i = 0; i < n; i++) {
+        ok[i] = crypto_verify_16(siv[i], entry[i]) == 0;
+        if (!ok[i])
+            sodium_memzero(plain + i * plen, plen);
+    }
+    sodium_memzero(h, sizeof h);
+    sodium_memzero(siv, sizeof siv);
 }

@@ -87,6 +87,32 @@ int payload_open(const mess_params *p, const struct payload_keys *k,
                  uint64_t ctx, const uint8_t *entry, uint8_t *plain,
                  uint64_t *id, float *x);
 
+/* Batched forms: the ChaCha20 and HChaCha20 blocks of many entries run
+ * side by side in chacha_lanes.c's SIMD core instead of one libsodium call
+ * per block; results bit for bit those of the one-entry calls above
+ * (tests/test_payload.c).  Poly1305 stays libsodium's. */
+
+/* id[i] = payload_peek_id(k[i], entry[i]) for i < n. */
+void payload_peek_ids(size_t n, const struct payload_keys *const *k,
+                      const uint8_t *const *entry, uint64_t *id);
+
+/* At most this many entries per payload_open_peeked_many call. */
+#define PAYLOAD_BATCH 32
+
+/* The vectors of n entries decrypted into plain + i * payload_plain_bytes
+ * + 8 (the keystream step of opening; no authentication). */
+void payload_vector_xor_many(const mess_params *p, size_t n,
+                             const struct payload_keys *const *k,
+                             const uint8_t *const *entry, uint8_t *plain);
+
+/* ok[i] = payload_open_peeked(p, k[i], ctx[i], entry[i], id[i],
+ * plain + i * payload_plain_bytes(p)) == MESS_OK for i < n <= PAYLOAD_BATCH
+ * (a failed entry's plaintext wiped). */
+void payload_open_peeked_many(const mess_params *p, size_t n,
+                              const struct payload_keys *const *k,
+                              const uint64_t *ctx, const uint8_t *const *entry,
+                              const uint64_t *id, uint8_t *plain, int *ok);
+
 /* IEEE 754 half precision conversions (round to nearest, ties to even). */
 uint16_t payload_f32_to_f16(float f);
 float payload_f16_to_f32(uint16_t h);

@@ -16,6 +16,7 @@ struct bench {
 /* One line per benchmark; each lives in cli/bench_<name>.c. */
 static const struct bench benches[] = {
     {"batch", bench_batch, "many queries: per-call (threads started per call) vs batch calls on persistent workers"},
+    {"client", bench_client, "the client's per-query steps (encode, peek, open, rerank) beside their floors"},
     {"encode", bench_encode, "client encoding: IsoHash and randomized-response throughput, --quality recall"},
     {"hnsw", bench_hnsw, "binary HNSW engine on given codes: build, recall, QPS"},
     {"payload", bench_payload, "opening response entries: SIV one copy per id or all, vs a stored-nonce AEAD"},

@@ -36,6 +36,10 @@ EXEMPT = {
                                           "bench payload; fails only on a bug",
     "the mapped graph returned other hits than the heap graph":
         "an internal consistency check of bench hnsw --mapped; fails only on a bug",
+    "%zu entries failed to open or SIVs to match (a bug)":
+        "an internal consistency check of bench client; fails only on a bug",
+    "bench client: <reason>": "printed only when sodium_init or the client's "
+                              "training fails, or out of memory (cli/bench_client.c)",
     "%s: %zu queries ranked differently with verify-all":
         "an internal consistency check of bench protocol; fails only on a bug",
 }

@@ -98,6 +98,62 @@ static void test_open_known_entries(void)
     }
 }
 
+/* The batched calls (payload_peek_ids, payload_open_peeked_many: the lane
+ * core) on the known entries: each one in a full batch whose other lanes
+ * hold copies with one bit changed, so lanes of one call must not mix. */
+static void test_batched_known_entries(void)
+{
+    size_t i, l;
+    for (i = 0; i < sizeof payload_kats / sizeof payload_kats[0]; i++) {
+        const struct payload_kat *v = &payload_kats[i];
+        mess_params p;
+        struct payload_keys k;
+        const struct payload_keys *kp[PAYLOAD_BATCH];
+        const uint8_t *ep[PAYLOAD_BATCH];
+        uint64_t ctx[PAYLOAD_BATCH], id[PAYLOAD_BATCH];
+        int ok[PAYLOAD_BATCH];
+        uint8_t *entries, *plain, *ref;
+        size_t pb, good = 0;
+        kat_params(v, &p);
+        kat_keys(v, &k);
+        pb = payload_plain_bytes(&p);
+        entries = (uint8_t *)malloc(PAYLOAD_BATCH * v->entry_bytes);
+        plain = (uint8_t *)malloc(PAYLOAD_BATCH * pb);
+        ref = (uint8_t *)malloc(pb);
+        if (!entries || !plain || !ref) {
+            CHECK(0);
+            free(entries), free(plain), free(ref);
+            return;
+        }
+        CHECK_OK(payload_open_raw(&p, &k, KAT_CTX(v), (const uint8_t *)KAT_ENTRY(v), ref));
+        for (l = 0; l < PAYLOAD_BATCH; l++) {
+            uint8_t *e = entries + l * v->entry_bytes;
+            memcpy(e, KAT_ENTRY(v), v->entry_bytes);
+            if (l % 3 != 1) /* lanes 1, 4, 7, ... stay authentic */
+                e[(l * 37) % v->entry_bytes] ^= (uint8_t)(1u << (l % 8));
+            kp[l] = &k;
+            ep[l] = e;
+            ctx[l] = KAT_CTX(v);
+        }
+        payload_peek_ids(PAYLOAD_BATCH, kp, ep, id);
+        CHECK(id[1] == v->id);
+        for (l = 0; l < PAYLOAD_BATCH; l++)
+            CHECK(id[l] == payload_peek_id(&k, ep[l]));
+        payload_open_peeked_many(&p, PAYLOAD_BATCH, kp, ctx, ep, id, plain, ok);
+        for (l = 0; l < PAYLOAD_BATCH; l++) {
+            CHECK(ok[l] == (l % 3 == 1));
+            if (ok[l]) {
+                good++;
+                CHECK(memcmp(plain + l * pb, ref, pb) == 0);
+            }
+        }
+        CHECK(good == (PAYLOAD_BATCH + 1) / 3);
+        free(entries);
+        free(plain);
+        free(ref);
+    }
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -112,5 +168,6 @@ int main(void)
     );
     RUN(test_seal_matches);
     RUN(test_open_known_entries);
+    RUN(test_batched_known_entries);
     HARNESS_END();
 }

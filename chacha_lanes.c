@@ -1,0 +1,252 @@
+/*
+ * chacha_lanes.c - the ChaCha20 block function on CHACHA_LANES independent
+ * states at once (chacha_lanes.h).
+ *
+ * The state of lane l is x[0..16)[l]: rows are the 16 words, columns the
+ * lanes, so each step of a quarter round is one loop over the lanes with
+ * unit stride, which the compiler vectorises (one SIMD register per row
+ * and group of lanes).  The body is written once (ROUNDS_BODY) and
+ * compiled into one function per instruction set: baseline (4 lanes per
+ * group: SSE2 on x86-64, whatever the target has elsewhere), AVX2 (8) and
+ * AVX-512F (16, whose rotate is one instruction).  A run-time check picks
+ * one; all compute the same function.
+ */
+#include <sodium.h>
+
+#include "chacha_lanes.h"
+#include "internal.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && \
+    !defined(MESS_NO_POPCNT_DISPATCH)
+#define CHACHA_DISPATCH 1
+#define TARGET_AVX2 __attribute__((target("avx2")))
+#define TARGET_AVX512 __attribute__((target("avx512f")))
+#endif
+
+typedef uint32_t lanes_t[16][CHACHA_LANES];
+
+static const uint32_t sigma[4] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206574u};
+
+#define ROTL32(v, n) ((uint32_t)((v) << (n)) | ((v) >> (32 - (n))))
+#define QR(v, a, b, c, d, l)                                                   \
+    do {                                                                       \
+        v[a][l] += v[b][l];                                                    \
+        v[d][l] = ROTL32(v[d][l] ^ v[a][l], 16);                               \
+        v[c][l] += v[d][l];                                                    \
+        v[b][l] = ROTL32(v[b][l] ^ v[c][l], 12);                               \
+        v[a][l] += v[b][l];                                                    \
+        v[d][l] = ROTL32(v[d][l] ^ v[a][l], 8);                                \
+        v[c][l] += v[d][l];                                                    \
+        v[b][l] = ROTL32(v[b][l] ^ v[c][l], 7);                                \
+    } while (0)
+
+/* The 20 rounds (no feed-forward) on every lane of x, W lanes at a time:
+ * each group is copied into a local W-lane state so the rows can live in
+ * registers across the rounds. */
+#define ROUNDS_BODY(W)                                                         \
+    {                                                                          \
+        uint32_t v[16][W];                                                     \
+        size_t g, l, w;                                                        \
+        int r;                                                                 \
+        for (g = 0; g < CHACHA_LANES; g += (W)) {                              \
+            for (w = 0; w < 16; w++)                                           \
+                for (l = 0; l < (W); l++)                                      \
+                    v[w][l] = x[w][g + l];                                     \
+            for (r = 0; r < 10; r++) {                                         \
+                for (l = 0; l < (W); l++) {                                    \
+                    QR(v, 0, 4, 8, 12, l);                                     \
+                    QR(v, 1, 5, 9, 13, l);                                     \
+                    QR(v, 2, 6, 10, 14, l);                                    \
+                    QR(v, 3, 7, 11, 15, l);                                    \
+                    QR(v, 0, 5, 10, 15, l);                                    \
+                    QR(v, 1, 6, 11, 12, l);                                    \
+                    QR(v, 2, 7, 8, 13, l);                                     \
+                    QR(v, 3, 4, 9, 14, l);                                     \
+                }                                                              \
+            }                                                                  \
+            for (w = 0; w < 16; w++)                                           \
+                for (l = 0; l < (W); l++)                                      \
+                    x[w][g + l] = v[w][l];                                     \
+        }                                                                      \
+    }
+
+static void rounds_base(lanes_t x) ROUNDS_BODY(4)
+
+#ifdef CHACHA_DISPATCH
+TARGET_AVX2 static void rounds_avx2(lanes_t x) ROUNDS_BODY(8)
+TARGET_AVX512 static void rounds_avx512(lanes_t x) ROUNDS_BODY(16)
+#endif
+
+static int isa_forced = -1;
+
+static int isa_cpu(void)
+{
+#ifdef CHACHA_DISPATCH
+    if (__builtin_cpu_supports("avx512f"))
+        return 2;
+    if (__builtin_cpu_supports("avx2"))
+        return 1;
+#endif
+    return 0;
+}
+
+int chacha_lanes_isa(void)
+{
+    return isa_forced >= 0 ? isa_forced : isa_cpu();
+}
+
+int chacha_lanes_force(int isa)
+{
+    if (isa < -1 || isa > 2 || isa > isa_cpu())
+        return MESS_EINVAL;
+    isa_forced = isa;
+    return MESS_OK;
+}
+
+static void rounds(lanes_t x)
+{
+#ifdef CHACHA_DISPATCH
+    switch (chacha_lanes_isa()) {
+    case 2:
+        rounds_avx512(x);
+        return;
+    case 1:
+        rounds_avx2(x);
+        return;
+    default:
+        break;
+    }
+#endif
+    rounds_base(x);
+}
+
+/* Constants and key of lane l. */
+static void set_key(lanes_t x, size_t l, const uint8_t *key)
+{
+    int w;
+    for (w = 0; w < 4; w++)
+        x[w][l] = sigma[w];
+    for (w = 0; w < 8; w++)
+        x[4 + w][l] = mess_load_u32(key + 4 * w);
+}
+
+/* Unused lanes of a last, partial group compute a copy of lane 0. */
+static void fill_rest(lanes_t x, size_t used)
+{
+    size_t l;
+    int w;
+    for (l = used; l < CHACHA_LANES; l++)
+        for (w = 0; w < 16; w++)
+            x[w][l] = x[w][0];
+}
+
+void chacha_hchacha_many(size_t n, const uint8_t *const *key,
+                         const uint8_t (*in)[16], uint8_t (*out)[32])
+{
+    lanes_t x;
+    size_t i, m, l;
+    int w;
+    for (i = 0; i < n; i += m) {
+        m = n - i < CHACHA_LANES ? n - i : CHACHA_LANES;
+        for (l = 0; l < m; l++) {
+            set_key(x, l, key[i + l]);
+            for (w = 0; w < 4; w++)
+                x[12 + w][l] = mess_load_u32(in[i + l] + 4 * w);
+        }
+        fill_rest(x, m);
+        rounds(x);
+        for (l = 0; l < m; l++)
+            for (w = 0; w < 4; w++) {
+                mess_store_u32(out[i + l] + 4 * w, x[w][l]);
+                mess_store_u32(out[i + l] + 16 + 4 * w, x[12 + w][l]);
+            }
+    }
+    sodium_memzero(x, sizeof x);
+}
+
+void chacha_pad8_many(size_t n, const uint8_t *const *key, const uint32_t *ctr,
+                      const uint8_t *const *nonce, uint64_t *pad)
+{
+    lanes_t x;
+    size_t i, m, l;
+    int w;
+    for (i = 0; i < n; i += m) {
+        m = n - i < CHACHA_LANES ? n - i : CHACHA_LANES;
+        for (l = 0; l < m; l++) {
+            set_key(x, l, key[i + l]);
+            x[12][l] = ctr[i + l];
+            for (w = 0; w < 3; w++)
+                x[13 + w][l] = mess_load_u32(nonce[i + l] + 4 * w);
+        }
+        fill_rest(x, m);
+        rounds(x);
+        for (l = 0; l < m; l++)
+            pad[i + l] = (uint64_t)(uint32_t)(x[0][l] + sigma[0]) |
+                         (uint64_t)(uint32_t)(x[1][l] + sigma[1]) << 32;
+    }
+    sodium_memzero(x, sizeof x);
+}
+
+/* One pending keystream block: where its bytes go. */
+struct lane_out {
+    const uint8_t *src;
+    uint8_t *dst;
+    size_t len; /* 1..64 */
+};
+
+/* Runs the `m` filled lanes of x (input in x0) and XORs each lane's block
+ * into its destination. */
+static void flush(lanes_t x, lanes_t x0, const struct lane_out *o, size_t m)
+{
+    size_t l, b;
+    int w;
+    uint8_t ks[64];
+    fill_rest(x, m);
+    memcpy(x0, x, sizeof(lanes_t));
+    rounds(x);
+    for (w = 0; w < 16; w++)
+        for (l = 0; l < CHACHA_LANES; l++)
+            x[w][l] += x0[w][l];
+    for (l = 0; l < m; l++) {
+        if (o[l].len == 64) {
+            for (w = 0; w < 16; w++)
+                mess_store_u32(o[l].dst + 4 * w,
+                               mess_load_u32(o[l].src + 4 * w) ^ x[w][l]);
+            continue;
+        }
+        for (w = 0; w < 16; w++)
+            mess_store_u32(ks + 4 * w, x[w][l]);
+        for (b = 0; b < o[l].len; b++)
+            o[l].dst[b] = (uint8_t)(o[l].src[b] ^ ks[b]);
+    }
+    sodium_memzero(ks, sizeof ks);
+}
+
+void chacha_xor_many(size_t n, const struct chacha_job *jobs)
+{
+    lanes_t x, x0;
+    struct lane_out o[CHACHA_LANES];
+    size_t i, m = 0, off;
+    int w;
+    for (i = 0; i < n; i++) {
+        const struct chacha_job *j = &jobs[i];
+        uint32_t ctr = j->ctr;
+        for (off = 0; off < j->len; off += 64, ctr++) {
+            set_key(x, m, j->key);
+            x[12][m] = ctr;
+            for (w = 0; w < 3; w++)
+                x[13 + w][m] = mess_load_u32(j->nonce + 4 * w);
+            o[m].src = j->src + off;
+            o[m].dst = j->dst + off;
+            o[m].len = j->len - off < 64 ? j->len - off : 64;
+            if (++m == CHACHA_LANES) {
+                flush(x, x0, o, m);
+                m = 0;
+            }
+        }
+    }
+    if (m)
+        flush(x, x0, o, m);
+    sodium_memzero(x, sizeof x);
+    sodium_memzero(x0, sizeof x0);
+}

@@ -1,0 +1,38 @@
+#!/bin/sh
+# tests/cli_bench_client.sh - `mess bench client`: every step of encode and
+# finish is timed (positive), both finish paths open every entry (the
+# command fails otherwise), the floors are positive, and bad options are
+# refused.  Last line: "N passed, N failed".
+set -u
+MESS=${MESS:-build/mess}
+. tests/shlib.sh
+json() { tail -n 1 "$tmp/out" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
+positive() { awk -v v="$1" 'BEGIN { exit !(v + 0 > 0) }'; }
+
+if "$MESS" bench client --shards 4 --learn 300 --queries 5 --pool 300 --unique 100 --repeat 3 \
+    >"$tmp/out" 2>"$tmp/err"; then
+    ok "bench client runs"
+    for k in hash_ms rr_ms encode_ms hash_floor_ms peek_entry_ms peek_batch_ms \
+        keystream_entry_ms keystream_batch_ms poly1305_entry_ms siv_batch_ms \
+        open_entry_ms open_batch_ms rerank_entry_ms finish_entry_ms finish_batch_ms \
+        finish_floor_ms block_ns_sodium block_ns_lanes block_ns_rounds; do
+        v=$(json $k)
+        if positive "$v"; then ok "$k = $v"; else bad "$k: '$v'"; fi
+    done
+    [ "$(json pool)" = 300 ] && [ "$(json unique)" = 100 ] && ok "pool and unique" ||
+        bad "pool and unique: $(tail -n 1 "$tmp/out")"
+else
+    bad "bench client failed: $(cat "$tmp/err")"
+fi
+# learn and query vectors of different dimensions: refused
+mkdir -p "$tmp/mixed"
+printf '\004\000\000\000\001\002\003\004' >"$tmp/mixed/learn.bvecs"
+printf '\003\000\000\000\001\002\003' >"$tmp/mixed/query.bvecs"
+refuse "1" "learn and query dimensions differ" "$MESS" bench client --data "$tmp/mixed"
+grep -q "dimensions differ" "$tmp/err" && ok "the message names the mismatch" ||
+    bad "mismatch message: $(cat "$tmp/err")"
+for args in "--unique 10 --pool 5" "--pool 0" "--learn x" "--data /nonexistent" "--bogus"; do
+    # shellcheck disable=SC2086
+    refuse "1 2" "$args" "$MESS" bench client $args
+done
+finish
