@@ -117,7 +117,8 @@ static size_t claim_map_get(struct claim_map *m, struct claim *claims,
  * process.  An entry is opened into its worker's scratch plaintext and,
  * when `rerank` (not in the verify-only pass), decoded into the worker's
  * vector and its exact distance to q stored in its claim: no plaintext
- * outlives its worker's next entry. */
+ * outlives its worker's next batch of PAYLOAD_BATCH entries (and the
+ * scratch is wiped when the finish returns). */
 struct open_job {
     const mess_client *c;
     struct entry_ref *e;
@@ -125,7 +126,7 @@ struct open_job {
     const size_t *list;
     const float *q;
     size_t n, chunk;
-    uint8_t *scratch; /* workers x payload_plain_bytes */
+    uint8_t *scratch; /* workers x PAYLOAD_BATCH x payload_plain_bytes */
     float *xs;        /* workers x dim */
     int rerank;
 };
@@ -138,41 +139,87 @@ static size_t job_chunks(struct open_job *o, unsigned workers)
     return (o->n + o->chunk - 1) / o->chunk;
 }
 
+/* The old per-entry path (one libsodium call per block) when 0: kept so a
+ * benchmark can time both in one process (client_finish_set_batched). */
+static int finish_batched = 1;
+
+void client_finish_set_batched(int on)
+{
+    finish_batched = on != 0;
+}
+
 static int peek_chunk(void *ctx, size_t i, unsigned worker)
 {
+    enum { G = 64 };
     struct open_job *o = (struct open_job *)ctx;
-    size_t k, end = (i + 1) * o->chunk;
+    const struct payload_keys *kp[G];
+    const uint8_t *ep[G];
+    uint64_t id[G];
+    size_t k, m, l, end = (i + 1) * o->chunk;
     (void)worker;
     if (end > o->n)
         end = o->n;
-    for (k = i * o->chunk; k < end; k++) {
-        struct entry_ref *e = &o->e[k];
-        e->claimed = payload_peek_id(aead_key(o->c, e->shard), e->entry);
-        e->gen = client_gen_current(o->c, e->claimed);
+    for (k = i * o->chunk; k < end; k += m) {
+        m = end - k < G ? end - k : G;
+        for (l = 0; l < m; l++) {
+            kp[l] = aead_key(o->c, o->e[k + l].shard);
+            ep[l] = o->e[k + l].entry;
+        }
+        if (finish_batched)
+            payload_peek_ids(m, kp, ep, id);
+        else
+            for (l = 0; l < m; l++)
+                id[l] = payload_peek_id(kp[l], ep[l]);
+        for (l = 0; l < m; l++) {
+            o->e[k + l].claimed = id[l];
+            o->e[k + l].gen = client_gen_current(o->c, id[l]);
+        }
     }
     return MESS_OK;
 }
 
 /* Authenticates and decrypts the listed entries and reranks the authentic
- * ones; independent per entry (each claim has at most one listed entry). */
+ * ones; independent per entry (each claim has at most one listed entry).
+ * PAYLOAD_BATCH entries at a time: their keystream and SIV blocks run
+ * together in the lane core, then each authentic one is reranked while
+ * its plaintext is still in cache. */
 static int open_chunk(void *ctx, size_t i, unsigned worker)
 {
     struct open_job *o = (struct open_job *)ctx;
     const mess_params *p = &o->c->p;
-    size_t pb = payload_plain_bytes(p), k, end = (i + 1) * o->chunk;
-    uint8_t *pl = o->scratch + (size_t)worker * pb;
+    size_t pb = payload_plain_bytes(p), k, m, l, end = (i + 1) * o->chunk;
+    uint8_t *pl = o->scratch + (size_t)worker * PAYLOAD_BATCH * pb;
     float *x = o->xs + (size_t)worker * p->dim;
+    const struct payload_keys *kp[PAYLOAD_BATCH];
+    const uint8_t *ep[PAYLOAD_BATCH];
+    uint64_t cx[PAYLOAD_BATCH], id[PAYLOAD_BATCH];
+    int ok[PAYLOAD_BATCH];
     if (end > o->n)
         end = o->n;
-    for (k = i * o->chunk; k < end; k++) {
-        struct entry_ref *e = &o->e[o->list[k]];
-        e->opened = 1;
-        e->ok = payload_open_peeked(p, aead_key(o->c, e->shard),
-                                    payload_ctx(e->shard, e->gen), e->entry,
-                                    e->claimed, pl) == MESS_OK;
-        if (e->ok && o->rerank) {
-            payload_decode_vector(p, pl + 8, x);
-            o->claims[e->claim].dist = (float)metric_distance(p->metric, o->q, x, p->dim);
+    for (k = i * o->chunk; k < end; k += m) {
+        m = end - k < PAYLOAD_BATCH ? end - k : PAYLOAD_BATCH;
+        for (l = 0; l < m; l++) {
+            struct entry_ref *e = &o->e[o->list[k + l]];
+            kp[l] = aead_key(o->c, e->shard);
+            ep[l] = e->entry;
+            cx[l] = payload_ctx(e->shard, e->gen);
+            id[l] = e->claimed;
+        }
+        if (finish_batched)
+            payload_open_peeked_many(p, m, kp, cx, ep, id, pl, ok);
+        else
+            for (l = 0; l < m; l++)
+                ok[l] = payload_open_peeked(p, kp[l], cx[l], ep[l], id[l],
+                                            pl + l * pb) == MESS_OK;
+        for (l = 0; l < m; l++) {
+            struct entry_ref *e = &o->e[o->list[k + l]];
+            e->opened = 1;
+            e->ok = ok[l];
+            if (e->ok && o->rerank) {
+                payload_decode_vector(p, pl + l * pb + 8, x);
+                o->claims[e->claim].dist =
+                    (float)metric_distance(p->metric, o->q, x, p->dim);
+            }
         }
     }
     return MESS_OK;
@@ -226,7 +273,8 @@ static int finish_alloc(struct finish *f, size_t k, struct scored **best)
     f->ent = (struct entry_ref *)mess_malloc_array(n, sizeof *f->ent);
     f->claims = (struct claim *)mess_malloc_array(n, sizeof *f->claims);
     f->list = (size_t *)mess_malloc_array(n, sizeof *f->list);
-    f->oj.scratch = (uint8_t *)mess_malloc_array(f->workers, payload_plain_bytes(f->p));
+    f->oj.scratch = (uint8_t *)mess_malloc_array((size_t)f->workers * PAYLOAD_BATCH,
+                                                 payload_plain_bytes(f->p));
     f->oj.xs = (float *)mess_malloc_array((size_t)f->workers * f->p->dim, sizeof(float));
     if (!*best || !f->ent || !f->claims || !f->list || !f->oj.scratch || !f->oj.xs ||
         claim_map_init(&f->map, f->total) != MESS_OK)
@@ -395,7 +443,8 @@ int client_finish(const mess_client *c, const mess_query *q,
     if (stats)
         *stats = f.st;
     if (f.oj.scratch)
-        sodium_memzero(f.oj.scratch, (size_t)f.workers * payload_plain_bytes(f.p));
+        sodium_memzero(f.oj.scratch,
+                       (size_t)f.workers * PAYLOAD_BATCH * payload_plain_bytes(f.p));
     if (f.oj.xs)
         sodium_memzero(f.oj.xs, (size_t)f.workers * f.p->dim * sizeof(float));
     free(f.oj.scratch);

@@ -157,6 +157,11 @@ int client_finish(const mess_client *c, const mess_query *q,
                   const uint8_t *resp, size_t resp_len, size_t k,
                   uint64_t *ids, float *dists, size_t *n_out,
                   mess_finish_stats *stats, unsigned workers);
+/* 1 (default): peeks and openings batched in the lane core
+ * (payload_peek_ids, payload_open_peeked_many); 0: one libsodium call per
+ * block, the path before them, kept for benchmarks that time both in one
+ * process.  Same results either way.  Process-wide, not thread-safe. */
+void client_finish_set_batched(int on);
 /* state.c */
 int client_save(const mess_client *c, const char *path,
                 const char *passphrase, size_t passphrase_len);

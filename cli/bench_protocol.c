@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../mess.h"
+#include "../protocol.h"
 #include "cli.h"
 
 #define MAX_POOLS 32
@@ -53,6 +54,7 @@ struct result {
     int timed;
     double srv_cpu_ms, srv_wall_ms, enc_cpu_ms, fin_cpu_ms, cli_wall_ms;
     double fin_all_cpu_ms; /* finish with verify-all, the same responses */
+    double fin_entry_cpu_ms; /* finish on the per-entry libsodium path */
     size_t differs;        /* queries whose results differed from it (bug) */
     double t_bytes, t_recall;
 };
@@ -190,27 +192,42 @@ static int build(const struct dataset *d, const mess_params *p,
 
 /* Timers of one timed pool, summed over its queries. */
 struct timers {
-    double enc_c, srv_c, srv_w, fin_c, fin_all_c, cli_w;
+    double enc_c, srv_c, srv_w, fin_c, fin_all_c, fin_entry_c, cli_w;
 };
 
-/* Finishes responses [0, n) of a batch with verify-all off or on; CPU (and
+/* Finishes responses [0, n) of a batch with verify-all off or on, on the
+ * batched path or the per-entry one (client_finish_set_batched); CPU (and
  * wall) time added to the timers given. */
 static int finish_batch(mess_client *c, mess_query **qs, const uint8_t *hold,
                         size_t cap, const size_t *sl, size_t n, int verify_all,
-                        uint64_t *ids, float *dists, size_t *got,
+                        int batched, uint64_t *ids, float *dists, size_t *got,
                         mess_finish_stats *st, double *cpu, double *wall)
 {
     size_t i;
-    double c0 = cli_cpu_s(), w0 = cli_wall_s();
+    double c0, w0;
     int rc = mess_client_set_verify_all(c, verify_all);
+    client_finish_set_batched(batched);
+    c0 = cli_cpu_s();
+    w0 = cli_wall_s();
     for (i = 0; i < n && rc == MESS_OK; i++)
         rc = mess_client_finish(c, qs[i], hold + i * cap, sl[i], K, ids + i * K,
                                 dists + i * K, &got[i], &st[i]);
-    mess_client_set_verify_all(c, 0);
     *cpu += cli_cpu_s() - c0;
     if (wall)
         *wall += cli_wall_s() - w0;
+    client_finish_set_batched(1);
+    mess_client_set_verify_all(c, 0);
     return rc;
+}
+
+/* Whether query i of the batch got the same results in two finishes. */
+static int same_results(size_t i, const size_t *got_a, const uint64_t *ids_a,
+                        const float *d_a, const size_t *got_b, const uint64_t *ids_b,
+                        const float *d_b)
+{
+    return got_a[i] == got_b[i] &&
+           memcmp(ids_a + i * K, ids_b + i * K, got_a[i] * sizeof *ids_a) == 0 &&
+           memcmp(d_a + i * K, d_b + i * K, got_a[i] * sizeof *d_a) == 0;
 }
 
 /* Recall and bytes at every pool; timing at `tpool` when timed.
@@ -220,18 +237,20 @@ static int finish_batch(mess_client *c, mess_query **qs, const uint8_t *hold,
  * the client's receive area and freed, so the server allocator reaches the
  * steady state of a serving loop), then the client's finishes.  At the
  * timing pool the finishes are also run with verify-all, the default's
- * baseline, first in every other batch so neither side always finds the
- * responses in cache; the two must rank the same (res->differs if not). */
+ * baseline, and on the per-entry libsodium path (the finish before the
+ * lane core), the three in an order that rotates per batch so none always
+ * finds the responses in cache; all must rank the same (res->differs if
+ * not). */
 static int evaluate(const struct dataset *d, mess_client *c, const mess_server *s,
                     const mess_params *p, const long *pools, size_t npools,
                     long tpool, int timed, struct result *res)
 {
     enum { BATCH = 32 };
     mess_query *qs[BATCH];
-    size_t rl[BATCH], sl[BATCH], got[BATCH], got_all[BATCH];
-    mess_finish_stats st[BATCH], st_all[BATCH];
-    uint64_t ids[BATCH * K], ids_all[BATCH * K];
-    float dists[BATCH * K], dists_all[BATCH * K];
+    size_t rl[BATCH], sl[BATCH], got[BATCH], got_all[BATCH], got_ent[BATCH];
+    mess_finish_stats st[BATCH], st_all[BATCH], st_ent[BATCH];
+    uint64_t ids[BATCH * K], ids_all[BATCH * K], ids_ent[BATCH * K];
+    float dists[BATCH * K], dists_all[BATCH * K], dists_ent[BATCH * K];
     uint8_t *hold = NULL;
     size_t b, q0, i, n = 0, cap;
     int rc = MESS_OK;
@@ -254,7 +273,7 @@ static int evaluate(const struct dataset *d, mess_client *c, const mess_server *
             break;
         }
         for (q0 = 0; q0 < d->nq && rc == MESS_OK; q0 += n) {
-            int all_first = timing && (q0 / BATCH) % 2;
+            size_t v, rot = (q0 / BATCH) % 3;
             n = d->nq - q0 < BATCH ? d->nq - q0 : BATCH;
             c0 = cli_cpu_s();
             w0 = cli_wall_s();
@@ -281,21 +300,29 @@ static int evaluate(const struct dataset *d, mess_client *c, const mess_server *
                     memcpy(hold + i * cap, resp, sl[i]);
                 mess_buf_free(resp);
             }
-            if (rc == MESS_OK && all_first)
-                rc = finish_batch(c, qs, hold, cap, sl, n, 1, ids_all, dists_all,
-                                  got_all, st_all, &t.fin_all_c, NULL);
-            if (rc == MESS_OK)
-                rc = finish_batch(c, qs, hold, cap, sl, n, 0, ids, dists, got, st,
-                                  &t.fin_c, &t.cli_w);
-            if (rc == MESS_OK && timing && !all_first)
-                rc = finish_batch(c, qs, hold, cap, sl, n, 1, ids_all, dists_all,
-                                  got_all, st_all, &t.fin_all_c, NULL);
+            for (v = 0; v < 3 && rc == MESS_OK; v++) {
+                switch ((v + rot) % 3) {
+                case 0:
+                    rc = finish_batch(c, qs, hold, cap, sl, n, 0, 1, ids, dists, got, st,
+                                      &t.fin_c, &t.cli_w);
+                    break;
+                case 1:
+                    if (timing)
+                        rc = finish_batch(c, qs, hold, cap, sl, n, 1, 1, ids_all,
+                                          dists_all, got_all, st_all, &t.fin_all_c, NULL);
+                    break;
+                default:
+                    if (timing)
+                        rc = finish_batch(c, qs, hold, cap, sl, n, 0, 0, ids_ent,
+                                          dists_ent, got_ent, st_ent, &t.fin_entry_c, NULL);
+                    break;
+                }
+            }
             for (i = 0; i < n && rc == MESS_OK; i++) {
                 if (timing &&
-                    (got_all[i] != got[i] ||
-                     memcmp(ids_all + i * K, ids + i * K, got[i] * sizeof *ids) != 0 ||
-                     memcmp(dists_all + i * K, dists + i * K,
-                            got[i] * sizeof *dists) != 0))
+                    (!same_results(i, got, ids, dists, got_all, ids_all, dists_all) ||
+                     !same_results(i, got, ids, dists, got_ent, ids_ent, dists_ent) ||
+                     memcmp(&st[i], &st_ent[i], sizeof st[i]) != 0))
                     res->differs++;
                 hits += hits_at_k(d->gt + (q0 + i) * d->gk, ids + i * K, got[i]);
                 bytes += (double)(rl[i] + sl[i]);
@@ -319,6 +346,7 @@ static int evaluate(const struct dataset *d, mess_client *c, const mess_server *
             res->enc_cpu_ms = 1e3 * t.enc_c / nq;
             res->fin_cpu_ms = 1e3 * t.fin_c / nq;
             res->fin_all_cpu_ms = 1e3 * t.fin_all_c / nq;
+            res->fin_entry_cpu_ms = 1e3 * t.fin_entry_c / nq;
             res->cli_wall_ms = 1e3 * t.cli_w / nq;
             res->t_bytes = res->bytes[b];
             res->t_recall = res->recall[b];
@@ -423,10 +451,13 @@ static void print_result(const struct result *r, const long *pools, size_t np,
     if (r->timed)
         printf("  timing: server %.3f ms/query CPU (%.3f wall, 1 thread); client "
                "encode %.3f + finish %.3f = %.3f ms/query CPU (%.3f wall); "
-               "finish with verify-all %.3f (%.2fx)\n",
+               "finish with verify-all %.3f (%.2fx); finish per entry (libsodium "
+               "calls, no lane core) %.3f (%.2fx)\n",
                r->srv_cpu_ms, r->srv_wall_ms, r->enc_cpu_ms, r->fin_cpu_ms,
                r->enc_cpu_ms + r->fin_cpu_ms, r->cli_wall_ms, r->fin_all_cpu_ms,
-               r->fin_cpu_ms > 0 ? r->fin_all_cpu_ms / r->fin_cpu_ms : 0.0);
+               r->fin_cpu_ms > 0 ? r->fin_all_cpu_ms / r->fin_cpu_ms : 0.0,
+               r->fin_entry_cpu_ms,
+               r->fin_cpu_ms > 0 ? r->fin_entry_cpu_ms / r->fin_cpu_ms : 0.0);
 }
 
 static void json_result(FILE *f, const struct result *r, const long *pools,
@@ -451,9 +482,10 @@ static void json_result(FILE *f, const struct result *r, const long *pools,
         fprintf(f, ",\"server_ms_per_query\":%.4f,\"server_wall_ms_per_query\":%.4f,"
                    "\"client_encode_ms\":%.4f,\"client_finish_ms\":%.4f,"
                    "\"client_ms_per_query\":%.4f,\"client_wall_ms_per_query\":%.4f,"
-                   "\"client_finish_verify_all_ms\":%.4f",
+                   "\"client_finish_verify_all_ms\":%.4f,\"client_finish_per_entry_ms\":%.4f",
                 r->srv_cpu_ms, r->srv_wall_ms, r->enc_cpu_ms, r->fin_cpu_ms,
-                r->enc_cpu_ms + r->fin_cpu_ms, r->cli_wall_ms, r->fin_all_cpu_ms);
+                r->enc_cpu_ms + r->fin_cpu_ms, r->cli_wall_ms, r->fin_all_cpu_ms,
+                r->fin_entry_cpu_ms);
     fprintf(f, "}");
 }
 
@@ -587,7 +619,7 @@ int bench_protocol(int argc, char **argv)
                 err = evaluate(&d, c, s, &p, pools, np, tpool,
                                i == tcfg || i >= nc, r);
             if (err == MESS_OK && r->differs) {
-                cli_error("%s: %zu queries ranked differently with verify-all",
+                cli_error("%s: %zu queries ranked differently with verify-all or per entry",
                           cf->name, r->differs);
                 rc = CLI_FAIL;
             } else if (err != MESS_OK) {

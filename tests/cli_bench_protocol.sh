@@ -56,6 +56,12 @@ if "$MESS" bench protocol --data "$tmp" --configs nonoise --payloads f32,i8 --sh
     else
         bad "no verify-all timing in: $last"
     fi
+    # and the per-entry libsodium path (the finish before the lane core)
+    if printf '%s\n' "$last" | grep -q '"client_finish_per_entry_ms":[0-9.]*[1-9]'; then
+        ok "finish timed against the per-entry path"
+    else
+        bad "no per-entry timing in: $last"
+    fi
 else
     bad "bench protocol run failed"
     cat "$tmp/err"

@@ -3,8 +3,10 @@
  * client never crashes, never returns an id whose entry failed
  * authentication, never reports a distance other than the exact one to the
  * authenticated vector, and counts what it rejected (mess_finish_stats).
- * Every response is finished twice, opening one authentic copy per id (the
- * default) and every entry (verify-all): the results must be identical.
+ * Every response is finished three times, opening one authentic copy per id
+ * (the default), every entry (verify-all), and one copy per id on the
+ * per-entry libsodium path (client_finish_set_batched(0), the finish before
+ * the lane core): the results must be identical.
  *
  * Response layout (wire.h): header | request id | per shard: u16 count |
  * count x entry.  The helpers below split a real response into per-shard
@@ -14,6 +16,7 @@
 #include <stdint.h>
 
 #include "../mess_experimental.h"
+#include "../protocol.h"
 #include "harness.h"
 
 #define N_ITEMS 600
@@ -136,6 +139,15 @@ static void finish(const mess_query *q, const uint8_t *buf, size_t len,
     f.rc = mess_client_finish(client, q, buf, len, KMAX, f.ids, f.d, &f.n, &f.st);
     out->fast = f.st;
     CHECK(same_results(out, &f));
+    {
+        struct result e;
+        memset(&e, 0, sizeof e);
+        client_finish_set_batched(0);
+        e.rc = mess_client_finish(client, q, buf, len, KMAX, e.ids, e.d, &e.n, &e.st);
+        client_finish_set_batched(1);
+        CHECK(same_results(&f, &e));
+        CHECK(memcmp(&f.st, &e.st, sizeof f.st) == 0);
+    }
     CHECK(out->st.unopened == 0 && f.st.candidates == out->st.candidates &&
           f.st.unique == out->st.unique && f.st.auth_failures <= out->st.auth_failures);
     if (f.rc == MESS_OK || f.rc == MESS_EAUTH)
