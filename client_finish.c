@@ -127,7 +127,7 @@ struct open_job {
     const float *q;
     size_t n, chunk;
     uint8_t *scratch; /* workers x PAYLOAD_BATCH x payload_plain_bytes */
-    float *xs;        /* workers x dim */
+    float *xs;        /* workers x PAYLOAD_BATCH x dim */
     int rerank;
 };
 
@@ -181,16 +181,19 @@ static int peek_chunk(void *ctx, size_t i, unsigned worker)
 /* Authenticates and decrypts the listed entries and reranks the authentic
  * ones; independent per entry (each claim has at most one listed entry).
  * PAYLOAD_BATCH entries at a time: their keystream and SIV blocks run
- * together in the lane core, then each authentic one is reranked while
- * its plaintext is still in cache. */
+ * together in the lane core, then the authentic ones are decoded and
+ * reranked together (metric_distance_many) while their plaintexts are
+ * still in cache. */
 static int open_chunk(void *ctx, size_t i, unsigned worker)
 {
     struct open_job *o = (struct open_job *)ctx;
     const mess_params *p = &o->c->p;
     size_t pb = payload_plain_bytes(p), k, m, l, end = (i + 1) * o->chunk;
     uint8_t *pl = o->scratch + (size_t)worker * PAYLOAD_BATCH * pb;
-    float *x = o->xs + (size_t)worker * p->dim;
+    float *x = o->xs + (size_t)worker * PAYLOAD_BATCH * p->dim;
     const struct payload_keys *kp[PAYLOAD_BATCH];
+    size_t rerank[PAYLOAD_BATCH], nx;
+    double dist[PAYLOAD_BATCH];
     const uint8_t *ep[PAYLOAD_BATCH];
     uint64_t cx[PAYLOAD_BATCH], id[PAYLOAD_BATCH];
     int ok[PAYLOAD_BATCH];
@@ -211,16 +214,22 @@ static int open_chunk(void *ctx, size_t i, unsigned worker)
             for (l = 0; l < m; l++)
                 ok[l] = payload_open_peeked(p, kp[l], cx[l], ep[l], id[l],
                                             pl + l * pb) == MESS_OK;
-        for (l = 0; l < m; l++) {
+        for (l = 0, nx = 0; l < m; l++) {
             struct entry_ref *e = &o->e[o->list[k + l]];
             e->opened = 1;
             e->ok = ok[l];
             if (e->ok && o->rerank) {
-                payload_decode_vector(p, pl + l * pb + 8, x);
-                o->claims[e->claim].dist =
-                    (float)metric_distance(p->metric, o->q, x, p->dim);
+                payload_decode_vector(p, pl + l * pb + 8, x + nx * p->dim);
+                rerank[nx++] = e->claim;
             }
         }
+        if (finish_batched)
+            metric_distance_many(p->metric, o->q, x, nx, p->dim, dist);
+        else
+            for (l = 0; l < nx; l++)
+                dist[l] = metric_distance(p->metric, o->q, x + l * p->dim, p->dim);
+        for (l = 0; l < nx; l++)
+            o->claims[rerank[l]].dist = (float)dist[l];
     }
     return MESS_OK;
 }
@@ -275,7 +284,8 @@ static int finish_alloc(struct finish *f, size_t k, struct scored **best)
     f->list = (size_t *)mess_malloc_array(n, sizeof *f->list);
     f->oj.scratch = (uint8_t *)mess_malloc_array((size_t)f->workers * PAYLOAD_BATCH,
                                                  payload_plain_bytes(f->p));
-    f->oj.xs = (float *)mess_malloc_array((size_t)f->workers * f->p->dim, sizeof(float));
+    f->oj.xs = (float *)mess_malloc_array((size_t)f->workers * PAYLOAD_BATCH * f->p->dim,
+                                          sizeof(float));
     if (!*best || !f->ent || !f->claims || !f->list || !f->oj.scratch || !f->oj.xs ||
         claim_map_init(&f->map, f->total) != MESS_OK)
         return MESS_ENOMEM;
@@ -446,7 +456,8 @@ int client_finish(const mess_client *c, const mess_query *q,
         sodium_memzero(f.oj.scratch,
                        (size_t)f.workers * PAYLOAD_BATCH * payload_plain_bytes(f.p));
     if (f.oj.xs)
-        sodium_memzero(f.oj.xs, (size_t)f.workers * f.p->dim * sizeof(float));
+        sodium_memzero(f.oj.xs,
+                       (size_t)f.workers * PAYLOAD_BATCH * f.p->dim * sizeof(float));
     free(f.oj.scratch);
     free(f.oj.xs);
     free(f.list);

@@ -62,3 +62,36 @@ double metric_distance(uint32_t metric, const float *q, const float *x,
         return (acc[0] + acc[1]) + (acc[2] + acc[3]);
     }
 }
+
+/* Four squared L2 distances, each exactly as metric_distance's L2 branch
+ * computes it (same accumulator split, same order of additions): the four
+ * chains of dependent additions overlap. */
+static void l2_four(const float *q, const float *x, uint32_t dim, double out[4])
+{
+    double acc[4][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+    uint32_t i, l, v;
+    for (i = 0; i + 4 <= dim; i += 4)
+        for (v = 0; v < 4; v++)
+            for (l = 0; l < 4; l++) {
+                double d = (double)q[i + l] - x[(size_t)v * dim + i + l];
+                acc[v][l] += d * d;
+            }
+    for (; i < dim; i++)
+        for (v = 0; v < 4; v++) {
+            double d = (double)q[i] - x[(size_t)v * dim + i];
+            acc[v][0] += d * d;
+        }
+    for (v = 0; v < 4; v++)
+        out[v] = (acc[v][0] + acc[v][1]) + (acc[v][2] + acc[v][3]);
+}
+
+void metric_distance_many(uint32_t metric, const float *q, const float *x,
+                          size_t n, uint32_t dim, double *out)
+{
+    size_t v = 0;
+    if (metric == MESS_METRIC_L2)
+        for (; v + 4 <= n; v += 4)
+            l2_four(q, x + v * dim, dim, out + v);
+    for (; v < n; v++)
+        out[v] = metric_distance(metric, q, x + v * dim, dim);
+}

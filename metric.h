@@ -14,4 +14,11 @@
 double metric_distance(uint32_t metric, const float *q, const float *x,
                        uint32_t dim);
 
+/* out[v] = metric_distance(metric, q, x + v * dim, dim) for v < n, bit for
+ * bit: the same operations in the same order for each vector, four
+ * vectors interleaved so their additions overlap (one distance's sum is a
+ * chain of dependent adds; four chains keep the units busy). */
+void metric_distance_many(uint32_t metric, const float *q, const float *x,
+                          size_t n, uint32_t dim, double *out);
+
 #endif

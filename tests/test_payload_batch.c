@@ -7,6 +7,7 @@
 #include <sodium.h>
 
 #include "../chacha_lanes.h"
+#include "../metric.h"
 #include "../payload.h"
 #include "harness.h"
 
@@ -224,6 +225,47 @@ static void test_batch_open(void)
     CHECK(bad_plain == 0);
 }
 
+/* metric_distance_many gives metric_distance's bits for every metric, any
+ * dimension (tails of 1-3 components included) and any count (groups of
+ * four and the rest). */
+static void test_distance_many(void)
+{
+    size_t round, bad = 0, total = 0;
+    for (round = 0; round < 300; round++) {
+        uint32_t dim = 1 + rnd(300), metric = (uint32_t)(round % 3), i;
+        size_t n = rnd(14), v;
+        float *q = (float *)malloc(dim * sizeof *q);
+        float *x = (float *)malloc((n ? n : 1) * dim * sizeof *x);
+        double out[14];
+        if (!q || !x) {
+            CHECK(0);
+            free(q), free(x);
+            return;
+        }
+        for (i = 0; i < dim; i++)
+            q[i] = ((float)rnd(1u << 20) - 524288.0f) / (float)(1 + rnd(1000));
+        for (i = 0; i < n * dim; i++)
+            x[i] = ((float)rnd(1u << 20) - 524288.0f) / (float)(1 + rnd(1000));
+        metric_distance_many(metric == 0   ? MESS_METRIC_L2
+                             : metric == 1 ? MESS_METRIC_IP
+                                           : MESS_METRIC_COSINE,
+                             q, x, n, dim, out);
+        for (v = 0; v < n; v++) {
+            double one = metric_distance(metric == 0   ? MESS_METRIC_L2
+                                         : metric == 1 ? MESS_METRIC_IP
+                                                       : MESS_METRIC_COSINE,
+                                         q, x + v * dim, dim);
+            bad += memcmp(&one, &out[v], sizeof one) != 0;
+            total++;
+        }
+        free(q);
+        free(x);
+    }
+    printf("# %zu distances compared\n", total);
+    CHECK(total > 1000);
+    CHECK(bad == 0);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -232,5 +274,6 @@ int main(void)
     RUN(test_hchacha_pad_kat);
     RUN(test_xor_kat);
     RUN(test_batch_open);
+    RUN(test_distance_many);
     HARNESS_END();
 }
