@@ -445,6 +445,15 @@ workers_free = _proto("mess_workers_free", [c_void_p], None)
 workers_threads = _proto("mess_workers_threads", [c_void_p], c_uint)
 server_search_batch = _proto("mess_server_search_batch", [c_void_p, c_void_p, c_void_p, c_size_t,
                                                           c_void_p, c_void_p, c_void_p, c_void_p])
+# shard groups (mess.h, "Shard groups")
+records_split = _proto("mess_records_split", [P_params, c_void_p, c_size_t, c_void_p,
+                                              c_size_t, POINTER(c_void_p), P_size])
+server_search_shards = _proto("mess_server_search_shards", [c_void_p, c_void_p, c_size_t,
+                                                            c_void_p, c_size_t, c_uint,
+                                                            POINTER(c_void_p), P_size])
+response_merge = _proto("mess_response_merge", [P_params, c_void_p, c_size_t, c_void_p,
+                                                c_void_p, c_size_t, POINTER(c_void_p), P_size,
+                                                c_char_p, c_size_t], check=False)
 client_set_threads = _proto("mess_client_set_threads", [c_void_p, c_uint])
 client_set_verify_all = _proto("mess_client_set_verify_all", [c_void_p, c_int])
 

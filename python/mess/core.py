@@ -291,6 +291,55 @@ def _take_buf(ptr, n):
     return Buffer(ptr.value, n.value)
 
 
+def _shard_set(shards, M):
+    """A shard set as a uint32 array: checked here so that a negative or
+    huge number is a ValueError, not a wrapped integer in C."""
+    a = np.asarray(list(shards) if not isinstance(shards, np.ndarray) else shards)
+    if a.ndim != 1 or a.size == 0 or a.dtype.kind not in "iu":
+        raise ValueError("shards must be a non-empty sequence of integers")
+    if a.min() < 0 or a.max() >= M or np.unique(a).size != a.size:
+        raise ValueError("shards must be distinct numbers in 0..%d" % (M - 1))
+    return np.ascontiguousarray(a, dtype=np.uint32)
+
+
+def split_records(params, buf, shards):
+    """The records of an upload or delete buffer that belong to a shard set,
+    as a buffer of the same kind (mess_records_split): what the server of
+    that shard group applies.  Possibly without records; it still carries
+    the owner tag."""
+    ptr, n, keep = _buf_arg(buf)
+    sh = _shard_set(shards, params.shards)
+    out, m = c_void_p(), c_size_t()
+    L.records_split(byref(params), ptr, n, sh.ctypes.data, sh.size, byref(out), byref(m))
+    del keep
+    return _take_buf(out, m)
+
+
+def merge_responses(params, request, parts):
+    """Joins the partial responses of shard groups to `request` into the
+    whole response (mess_response_merge), byte for byte what one server
+    holding every shard returns.  The parts must cover every shard once;
+    an overlap, a gap, a part of another request (AuthenticationError) or a
+    malformed part raise, with the library's sentence as the message."""
+    rp, rn, rkeep = _buf_arg(request)
+    args = [_buf_arg(x) for x in parts]
+    k = len(args)
+    ptrs = (c_void_p * max(k, 1))(*[a[0] for a in args])
+    lens = (c_size_t * max(k, 1))(*[a[1] for a in args])
+    out, m = c_void_p(), c_size_t()
+    msg = ctypes.create_string_buffer(256)
+    rc = L.response_merge(byref(params), rp, rn, ptrs, lens, k, byref(out), byref(m),
+                          msg, len(msg))
+    del rkeep, args
+    if rc != 0:
+        e = L.error(rc, "mess_response_merge")
+        text = msg.value.decode(errors="replace")
+        e.message = text or e.message
+        e.args = ("mess_response_merge: %s (%s)" % (e.message, L.CODE_NAMES.get(rc, rc)),)
+        raise e
+    return _take_buf(out, m)
+
+
 class Query(_Handle):
     """The client-side state of one outstanding query (mess_query)."""
     _free = staticmethod(L.query_free)
@@ -632,6 +681,18 @@ class Server(_Handle):
                 w.close()
         del args
         return [Buffer(outs[i], out_lens[i]) for i in range(n)]
+
+    def search_shards(self, request, shards, threads=1):
+        """Answers a request on a shard set only (mess_server_search_shards):
+        a partial response Buffer covering exactly those shards, for
+        merge_responses.  shards: distinct shard numbers, any order."""
+        ptr, n, keep = _buf_arg(request)
+        sh = _shard_set(shards, self.params.shards)
+        out, m = c_void_p(), c_size_t()
+        L.server_search_shards(self.ptr, ptr, n, sh.ctypes.data, sh.size, _threads(threads),
+                               byref(out), byref(m))
+        del keep
+        return _take_buf(out, m)
 
     def stats(self):
         st = L.mess_server_stats()

@@ -1,0 +1,202 @@
+"""mess.dask on a LocalCluster (127.0.0.1, 2 worker processes): responses of
+1, 2 and 4 shard groups identical to one server's, uploads and deletes
+routed to the groups, a killed worker (its group reopened from its files
+and the query retried, or a clear error when it cannot be), hostile partial
+responses through the bindings (split_records, Server.search_shards,
+merge_responses).  Needs Debian's python3-distributed and python3-dask."""
+import os
+import signal
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+import mess
+from mess import wire
+
+try:
+    import mess.dask as md
+    import distributed  # noqa: F401
+    MISSING = None
+except ImportError as e:  # the packages are in scripts/deps.sh's check group
+    MISSING = "mess.dask needs python3-distributed and python3-dask (apt-get install " \
+              "python3-distributed python3-dask): %s" % e
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SIFT = os.path.join(ROOT, "datasets", "sift")
+N, NQ, POOL = 1000, 8, 160
+
+
+def params():
+    return mess.Params(128, shards=16, per_item=4, ef_construction=40, hnsw_m=8,
+                       train_sample=1000, kappa=64)
+
+
+class Data:
+    base = mess.read_f32(os.path.join(SIFT, "base.bvecs"))[:N].copy()
+    train = mess.read_f32(os.path.join(SIFT, "learn.bvecs"))[:2000].copy()
+    queries = mess.read_f32(os.path.join(SIFT, "query.bvecs"))[:NQ].copy()
+
+
+class Fixture:
+    """One client and one whole server holding N items, then N/10 deleted."""
+    p = params()
+    client = mess.Client(p, Data.train, seed=bytes(range(32)))
+    single = mess.Server(p)
+    ups = [client.upload(np.arange(0, 600), Data.base[:600]),
+           client.upload(np.arange(600, N), Data.base[600:])]
+    dels = [client.delete(np.arange(0, N, 10))]
+    for u in ups:
+        single.apply_upload(u)
+    for d in dels:
+        single.apply_delete(d)
+
+    @classmethod
+    def requests(cls, pool=POOL):
+        out = []
+        for q in Data.queries:
+            qs, r = cls.client.request(q, pool)
+            out.append((qs, bytes(r)))
+            r.close()
+        return out
+
+
+class TestBindings(unittest.TestCase):
+    """split_records, search_shards and merge_responses without Dask."""
+
+    def test_split_search_merge(self):
+        p, f = Fixture.p, Fixture
+        sets = [[3, 1, 0], list(range(4, 16)), [2]]
+        groups = []
+        for s in sets:
+            srv = mess.Server(p)
+            for u in f.ups:
+                srv.apply_upload(mess.split_records(p, u, s))
+            self.assertEqual(srv.apply_delete(mess.split_records(p, f.dels[0], s)), 0)
+            groups.append(srv)
+        for qs, req in f.requests():
+            whole = bytes(f.single.search(req))
+            parts = [g.search_shards(req, s) for g, s in zip(groups, sets)]
+            merged = mess.merge_responses(p, req, parts[::-1])
+            self.assertEqual(bytes(merged), whole)
+            ids, _, _ = f.client.finish(qs, merged, 10)
+            self.assertEqual(len(ids), 10)
+        for g in groups:
+            g.close()
+
+    def test_refusals(self):
+        p, f = Fixture.p, Fixture
+        (qa, ra), (qb, rb) = f.requests()[:2]
+        lo = f.single.search_shards(ra, range(8))
+        hi = f.single.search_shards(ra, range(8, 16))
+        other = f.single.search_shards(rb, range(8, 16))
+        with self.assertRaisesRegex(mess.FormatError, "overlap: shard 0"):
+            mess.merge_responses(p, ra, [lo, hi, lo])
+        with self.assertRaisesRegex(mess.FormatError, "gap: 8 shard"):
+            mess.merge_responses(p, ra, [lo])
+        with self.assertRaisesRegex(mess.AuthenticationError, "part 1 answers another request"):
+            mess.merge_responses(p, ra, [lo, other])
+        cut = bytes(hi)[:-1]
+        with self.assertRaisesRegex(mess.FormatError, "cut short"):
+            mess.merge_responses(p, ra, [lo, cut])
+        # a well-formed part over its budget (POOL / 16 = 10 per shard)
+        hdr, rid, budgets, _ = wire.parse_request(ra, 16, p.kappa // 8)
+        sections = wire.partial_sections(hi, p.payload_size())
+        shard, entries = sections[0]
+        forged = wire.build_partial(hdr, rid, [(shard, entries * 2)] + sections[1:])
+        with self.assertRaisesRegex(mess.FormatError, "over its budget"):
+            mess.merge_responses(p, ra, [lo, forged])
+        with self.assertRaises(ValueError):
+            f.single.search_shards(ra, [1, 1])
+        with self.assertRaises(ValueError):
+            mess.split_records(p, f.ups[0], [16])
+        with self.assertRaises(mess.FormatError):
+            mess.split_records(p, ra, [1])  # a request is not an upload
+
+
+@unittest.skipIf(MISSING is not None, MISSING or "")
+class TestDask(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # timeout: also how long a worker may take to start on a loaded machine
+        cls._cm = md.local_cluster(workers=2, threads_per_worker=1, timeout=60,
+                                   memory_limit="1GB")
+        cls.dc = cls._cm.__enter__()
+        cls.tmp = tempfile.TemporaryDirectory(prefix="mess-dask-test-")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._cm.__exit__(None, None, None)
+        cls.tmp.cleanup()
+
+    def deployment(self, groups, name, **kw):
+        self.dc.wait_for_workers(1, timeout=30)  # after a kill: the nanny restarts it
+        d = md.Deployment(self.dc, Fixture.p, groups, os.path.join(self.tmp.name, name),
+                          timeout=20, **kw)
+        for u in Fixture.ups:
+            d.apply_upload(u)
+        self.assertEqual(d.apply_delete(Fixture.dels[0]), 0)
+        return d
+
+    def check_identical(self, d, in_flight):
+        reqs = Fixture.requests()
+        got = d.search_many([r for _, r in reqs], in_flight=in_flight)
+        for (qs, r), resp in zip(reqs, got):
+            self.assertEqual(bytes(resp), bytes(Fixture.single.search(r)))
+        ids, _, _ = Fixture.client.finish(reqs[0][0], got[0], 10)
+        self.assertEqual(len(ids), 10)
+        self.assertFalse(set(int(x) for x in ids) & set(range(0, N, 10)))  # deleted
+
+    def test_a_groups_identical(self):
+        for g in (1, 2, 4):
+            with self.subTest(groups=g), self.deployment(g, "g%d" % g) as d:
+                self.check_identical(d, in_flight=1 if g == 1 else 4)
+                info = d.info()
+                self.assertEqual(sum(i["entries"] for i in info), Fixture.single.stats().entries)
+                self.assertEqual(sorted(j for i in info for j in i["shards"]), list(range(16)))
+
+    def test_b_upload_and_delete_after_serving(self):
+        with self.deployment(2, "later") as d, mess.Server(Fixture.p) as s:
+            # a second client's life on a fresh pair: same changes both ways
+            for u in Fixture.ups:
+                s.apply_upload(u)
+            s.apply_delete(Fixture.dels[0])
+            more = Fixture.client.delete(np.arange(1, 200, 7))
+            self.assertEqual(d.apply_delete(more), s.apply_delete(more))
+            reqs = Fixture.requests()
+            for (qs, r), resp in zip(reqs, d.search_many([r for _, r in reqs])):
+                self.assertEqual(bytes(resp), bytes(s.search(r)))
+            # a refused change: the library's error, nothing pending
+            with self.assertRaises(mess.StateError):
+                d.apply_upload(Fixture.ups[0])  # those items are stored already
+
+    def test_c_killed_worker(self):
+        with self.deployment(2, "kill") as d:
+            reqs = Fixture.requests()
+            pid = d.info()[0]["pid"]
+            self.assertNotEqual(pid, os.getpid())
+            # calls in flight when the worker dies
+            g0 = d.groups[0]
+            issued = {g.k: d._call(g, "search", reqs[0][1]) for g in d.groups}
+            os.kill(pid, signal.SIGKILL)  # a worker process this test's cluster started
+            resp = d._merge(reqs[0][1], issued)
+            self.assertEqual(bytes(resp), bytes(Fixture.single.search(reqs[0][1])))
+            self.assertGreaterEqual(d.reopened, 1)
+            self.assertNotEqual(d.info()[0]["pid"], pid)
+            self.assertEqual(g0.seq, 3)
+            self.check_identical(d, in_flight=4)
+
+    def test_d_killed_worker_without_files(self):
+        with self.deployment(2, "nofiles", persist=False) as d:
+            req = Fixture.requests()[0][1]
+            self.assertEqual(bytes(d.search(req)), bytes(Fixture.single.search(req)))
+            os.kill(d.info()[1]["pid"], signal.SIGKILL)
+            with self.assertRaisesRegex(md.GroupUnavailableError,
+                                        r"shard group [01] \(shards [08]\.\.[71]5?\) unavailable "
+                                        r"during search: .*memory only"):
+                d.search(req)
+
+
+if __name__ == "__main__":
+    unittest.main()
