@@ -119,9 +119,12 @@ class TestBindings(unittest.TestCase):
 class TestDask(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        # timeout: also how long a worker may take to start on a loaded machine
-        cls._cm = md.local_cluster(workers=2, threads_per_worker=1, timeout=60,
-                                   memory_limit="1GB")
+        # fork: a worker starts in a fraction of a second (no imports; the
+        # workers use no BLAS), where spawn or forkserver took over a minute
+        # under make -j2 check on the loaded machine.  timeout: also how
+        # long a worker may take to start.
+        cls._cm = md.local_cluster(workers=2, threads_per_worker=1, timeout=120,
+                                   memory_limit="1GB", start_method="fork")
         cls.dc = cls._cm.__enter__()
         cls.tmp = tempfile.TemporaryDirectory(prefix="mess-dask-test-")
 
@@ -132,8 +135,9 @@ class TestDask(unittest.TestCase):
 
     def deployment(self, groups, name, **kw):
         self.dc.wait_for_workers(1, timeout=30)  # after a kill: the nanny restarts it
-        d = md.Deployment(self.dc, Fixture.p, groups, os.path.join(self.tmp.name, name),
-                          timeout=20, **kw)
+        # timeout: a call that takes longer counts as a lost group (reopened)
+        d = md.Deployment(self.dc, Fixture.p, groups,
+                          tempfile.mkdtemp(prefix=name, dir=self.tmp.name), timeout=10, **kw)
         for u in Fixture.ups:
             d.apply_upload(u)
         self.assertEqual(d.apply_delete(Fixture.dels[0]), 0)
@@ -186,6 +190,11 @@ class TestDask(unittest.TestCase):
             self.assertNotEqual(d.info()[0]["pid"], pid)
             self.assertEqual(g0.seq, 3)
             self.check_identical(d, in_flight=4)
+            # killed between requests: the fan-out path finds out and retries
+            before = d.reopened
+            os.kill(d.info()[1]["pid"], signal.SIGKILL)
+            self.check_identical(d, in_flight=4)
+            self.assertGreater(d.reopened, before)
 
     def test_d_killed_worker_without_files(self):
         with self.deployment(2, "nofiles", persist=False) as d:
