@@ -33,6 +33,7 @@
 #include "isohash.h"
 #include "parallel.h"
 #include "protocol.h"
+#include "server_store.h"
 
 /* The lock of a client handle, also taken through a const pointer: the
  * state it guards is not the handle's logical value. */
@@ -346,7 +347,9 @@ void mess_server_free(mess_server *s)
         for (j = 0; j < s->p.shards; j++) {
             hnsw_free(s->shards[j].graph);
             free(s->shards[j].entries);
+            store_unmap_arena(&s->shards[j]);
         }
+    free(s->dir);
     while (s->npool > 0)
         hnsw_scratch_free(s->pool[--s->npool]);
     pthread_mutex_destroy(&s->pool_lock);
@@ -406,6 +409,7 @@ int server_alloc(const mess_params *p, int with_graphs, mess_server **out)
     if (!s)
         return MESS_ENOMEM;
     s->p = *p;
+    s->held = p->shards;
     s->entry_bytes = payload_entry_bytes(p);
     s->shards = (struct shard_store *)calloc(p->shards, sizeof *s->shards);
     if (!s->shards || pthread_mutex_init(&s->pool_lock, NULL) != 0) {
@@ -451,7 +455,10 @@ int mess_server_stats_get_sized(const mess_server *s, mess_server_stats *caller,
     out->bytes = sizeof *s + (size_t)s->p.shards * sizeof *s->shards;
     for (j = 0; j < s->p.shards; j++) {
         const struct shard_store *st = &s->shards[j];
-        size_t live = hnsw_live(st->graph);
+        size_t live;
+        if (!st->graph)
+            continue; /* a subset server: not held */
+        live = hnsw_live(st->graph);
         out->entries += hnsw_count(st->graph);
         out->live += live;
         out->deleted += hnsw_deleted(st->graph);

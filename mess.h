@@ -179,9 +179,9 @@ extern "C" {
  * the header it was compiled against.
  * ---------------------------------------------------------------------- */
 #define MESS_VERSION_MAJOR 0
-#define MESS_VERSION_MINOR 2
+#define MESS_VERSION_MINOR 3
 #define MESS_VERSION_PATCH 0
-#define MESS_VERSION_STRING "0.2.0"
+#define MESS_VERSION_STRING "0.3.0"
 #define MESS_VERSION_NUMBER (MESS_VERSION_MAJOR * 10000 + MESS_VERSION_MINOR * 100 \
                              + MESS_VERSION_PATCH)
 
@@ -889,6 +889,66 @@ int mess_server_save(const mess_server *s, const char *path);
 MESS_API MESS_NODISCARD
 int mess_server_load(const char *path, const mess_params *expect,
                      mess_server **out);
+
+/* ------------------------------------------------------------------------
+ * Server directories (docs/PROTOCOL.md, "Server directory")
+ *
+ * A server's working form is a directory: a MANIFEST (generation,
+ * parameters, owner tag, per shard the names, lengths and digest of its
+ * files; BLAKE2b-256 checksummed) and, per shard, a graph file and a
+ * payload arena (the ciphertexts, mapped read-only and read only for the
+ * entries a search returns).  Opening costs O(shards), not O(entries).
+ * The single compressed file of mess_server_save is the travel form:
+ * mess_server_export writes it (byte for byte the same for the same
+ * server), mess_server_import turns it into a directory.
+ *
+ * Uploads, deletes and compactions applied to a directory-backed server
+ * change the handle; mess_server_checkpoint writes them: the changed
+ * shards' files for the next generation (the arena is appended to, the
+ * graph written anew), fsync, then MANIFEST.tmp, fsync, rename over
+ * MANIFEST, fsync of the directory.  A crash leaves the old generation or
+ * the new one; unnamed files of an unfinished checkpoint are replaced by
+ * the next one.  One process writes a directory at a time, and nothing
+ * else may truncate its files while they are mapped.
+ *
+ * A directory, its files or its MANIFEST that is missing, truncated or
+ * modified is MESS_EIO (errno kept) or MESS_EFORMAT (a length, a
+ * checksum or a field the manifest or a graph does not bear out);
+ * mess_server_verify names the file and the reason.
+ * ---------------------------------------------------------------------- */
+/* Creates directory `dir` (or fills an existing empty one) with an empty
+ * server of parameters p (generation 1) and returns the handle, backed by
+ * it.  A non-empty directory is MESS_EIO with errno EEXIST. */
+MESS_API MESS_NODISCARD
+int mess_server_create(const char *dir, const mess_params *p, mess_server **out);
+/* Opens the server in `dir`.  expect: NULL, or parameters it must match
+ * (else MESS_EPARAM).  shards, nshards: the shards to hold (NULL, 0: all);
+ * a shard out of range or listed twice is MESS_EINVAL.  A server opened on
+ * a subset maps only those shards' files; an upload or delete with a
+ * record for another shard is MESS_EINVAL (nothing applied), and so, for
+ * now, is a search (a subset's partial search is issue 16's).  A travel
+ * file given as `dir` is MESS_EFORMAT. */
+MESS_API MESS_NODISCARD
+int mess_server_open(const char *dir, const mess_params *expect,
+                     const uint32_t *shards, size_t nshards, mess_server **out);
+/* Makes what was applied since the last checkpoint durable (above); on
+ * failure the directory keeps its last generation and the handle its
+ * contents.  MESS_EINVAL for a server in memory (mess_server_new, _load). */
+MESS_API MESS_NODISCARD
+int mess_server_checkpoint(mess_server *s);
+/* Checks the directory in full: the MANIFEST, every file's length, every
+ * graph file's digest and structure.  msg (msg_cap bytes, may be 0) gets
+ * one line: the file and the reason on failure, a summary on MESS_OK. */
+MESS_API MESS_NODISCARD
+int mess_server_verify(const char *dir, char *msg, size_t msg_cap);
+/* The travel form: mess_server_save under its documented name; a server
+ * opened on a subset of its shards is MESS_EINVAL. */
+MESS_API MESS_NODISCARD
+int mess_server_export(const mess_server *s, const char *file);
+/* Reads a travel file (mess_server_load's checks) and writes it as a new
+ * directory (as mess_server_create does). */
+MESS_API MESS_NODISCARD
+int mess_server_import(const char *file, const char *dir);
 
 typedef struct mess_server_stats {
     uint32_t size;         /* sizeof as the caller compiled it (set by the getter) */

@@ -63,11 +63,37 @@ struct mess_client {
     size_t ngens;
 };
 
+/* One shard's graph and ciphertexts.  Node i's ciphertext is in the
+ * mapped payload arena for i < base (a directory-backed server, read only
+ * for the entries a search returns) and in the heap tail `entries` at
+ * (i - base) * entry_bytes otherwise (a server in memory has base 0).
+ * The file fields belong to server_store.c (docs/PROTOCOL.md, "Server
+ * directory"). */
 struct shard_store {
-    struct hnsw *graph;
-    uint8_t *entries; /* node i's ciphertext at i * entry_bytes */
-    size_t cap;       /* entries allocated (in entries) */
+    struct hnsw *graph;   /* NULL: a shard this (subset) server does not hold */
+    uint8_t *entries;     /* heap tail: nodes base .. count-1 */
+    size_t cap;           /* tail entries allocated */
+    size_t base;          /* nodes whose ciphertexts are in the arena */
+    const uint8_t *arena; /* the arena mapping (MAP_SHARED, PROT_READ) or NULL */
+    size_t arena_map;     /* its length in bytes */
+    uint64_t graph_gen;   /* generation in the graph file's name */
+    uint64_t graph_bytes; /* its length */
+    uint8_t graph_digest[32]; /* its BLAKE2b-256 */
+    uint64_t nodes;       /* node count the manifest records */
+    uint64_t arena_gen;   /* generation in the arena file's name */
+    uint64_t arena_bytes; /* valid arena bytes (nodes * entry_bytes) */
+    int dirty;            /* graph changed since the last checkpoint */
+    int rewrite;          /* arena to be rewritten whole (after compact) */
 };
+
+/* Node `node`'s ciphertext (node < hnsw_count(st->graph)). */
+static inline const uint8_t *shard_entry(const struct shard_store *st,
+                                         size_t entry_bytes, size_t node)
+{
+    if (node < st->base)
+        return st->arena + node * entry_bytes;
+    return st->entries + (node - st->base) * entry_bytes;
+}
 
 #define SCRATCH_POOL 64
 
@@ -82,7 +108,18 @@ struct mess_server {
     size_t npool;
     int owned;                       /* an upload has been applied */
     uint8_t owner[MESS_OWNER_BYTES]; /* its client's owner tag */
+    /* Directory-backed (server_store.c): NULL for a server in memory. */
+    char *dir;
+    uint64_t generation;             /* the MANIFEST's */
+    uint32_t held;                   /* shards held (p.shards unless a subset) */
+    int owner_dirty;                 /* owner set since the last checkpoint */
 };
+
+/* 1 if the server holds shard j (every shard, unless opened on a subset). */
+static inline int server_holds(const mess_server *s, uint32_t j)
+{
+    return j < s->p.shards && s->shards[j].graph != NULL;
+}
 
 struct mess_query {
     float *q;      /* the clean query (secret: wiped on free) */

@@ -7,6 +7,7 @@
 
 #include "parallel.h"
 #include "protocol.h"
+#include "server_store.h"
 
 /* Makes room for `more` ciphertexts in shard j. */
 static int store_reserve(mess_server *s, struct shard_store *st, size_t more)
@@ -16,6 +17,7 @@ static int store_reserve(mess_server *s, struct shard_store *st, size_t more)
     int rc = hnsw_reserve(st->graph, need); /* the same policy for the graph */
     if (rc != MESS_OK)
         return rc;
+    need -= st->base; /* the heap holds the nodes past the arena */
     if (need <= st->cap)
         return MESS_OK;
     /* geometric (x1.25) so many small uploads stay amortized O(1), but an
@@ -74,8 +76,11 @@ static int apply_shard(void *ctx, size_t jj, unsigned worker)
         rc = hnsw_add(st->graph, code, label_load(wire_record_label(rec)), &node);
         if (rc != MESS_OK)
             return rc;
-        memcpy(st->entries + (size_t)node * s->entry_bytes, entry, s->entry_bytes);
+        memcpy(st->entries + ((size_t)node - st->base) * s->entry_bytes, entry,
+               s->entry_bytes);
     }
+    if (a->start[jj + 1] > a->start[jj])
+        st->dirty = 1;
     return MESS_OK;
 }
 
@@ -104,6 +109,10 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
         const uint8_t *rec = wire_record(&a.recs, i);
         uint32_t shard = wire_record_shard(rec);
         const uint8_t *label = wire_record_label(rec);
+        if (shard < s->p.shards && !server_holds(s, shard)) {
+            free(a.start);
+            return MESS_EINVAL; /* a subset server: another holder's shard */
+        }
         if (shard >= s->p.shards ||
             (i > 0 && (shard < prev_shard ||
                        (shard == prev_shard &&
@@ -122,11 +131,14 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
     for (i = 0; i < s->p.shards; i++)
         a.start[i + 1] += a.start[i];
     for (i = 0; i < s->p.shards; i++) {
+        if (a.start[i + 1] == a.start[i])
+            continue; /* also every shard a subset server does not hold */
         rc = store_reserve(s, &s->shards[i], a.start[i + 1] - a.start[i]);
         if (rc != MESS_OK) {
             size_t k;
             for (k = 0; k <= i; k++)
-                hnsw_unreserve(s->shards[k].graph);
+                if (server_holds(s, (uint32_t)k))
+                    hnsw_unreserve(s->shards[k].graph);
             free(a.start);
             return rc;
         }
@@ -134,12 +146,22 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
     /* Every allocation the inserts need is made above (store_reserve:
      * arrays, label map, scratch and link blocks of the nodes to come),
      * and the checks above exclude every other error of hnsw_add, so
-     * nothing below fails half-way. */
+     * nothing below fails half-way.  A directory-backed server logs the
+     * buffer before it changes anything (server_store.h). */
+    rc = store_log(s, WIRE_UPLOAD, buf, len);
+    if (rc != MESS_OK) {
+        for (i = 0; i < s->p.shards; i++)
+            if (server_holds(s, (uint32_t)i))
+                hnsw_unreserve(s->shards[i].graph);
+        free(a.start);
+        return rc;
+    }
     rc = parallel_for(s->p.shards, threads, apply_shard, &a);
     free(a.start);
     if (rc == MESS_OK && !s->owned) {
         memcpy(s->owner, owner, MESS_OWNER_BYTES);
         s->owned = 1;
+        s->owner_dirty = 1;
     }
     return rc;
 }
@@ -162,14 +184,22 @@ int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
     for (i = 0; i < recs.n; i++)
         if (wire_record_shard(wire_record(&recs, i)) >= s->p.shards)
             return MESS_EFORMAT;
+    for (i = 0; i < recs.n; i++)
+        if (!server_holds(s, wire_record_shard(wire_record(&recs, i))))
+            return MESS_EINVAL; /* a subset server: another holder's shard */
+    rc = store_log(s, WIRE_DELETE, buf, len);
+    if (rc != MESS_OK)
+        return rc;
     for (i = 0; i < recs.n; i++) {
         const uint8_t *rec = wire_record(&recs, i);
-        rc = hnsw_delete(s->shards[wire_record_shard(rec)].graph,
-                         label_load(wire_record_label(rec)));
+        struct shard_store *st = &s->shards[wire_record_shard(rec)];
+        rc = hnsw_delete(st->graph, label_load(wire_record_label(rec)));
         if (rc == MESS_ENOTFOUND)
             miss++;
         else if (rc != MESS_OK)
             return rc;
+        else
+            st->dirty = 1;
     }
     if (missing)
         *missing = miss;
@@ -195,7 +225,7 @@ static int compact_shard(void *ctx, size_t jj, unsigned worker)
     int rc;
     (void)worker;
 
-    if (hnsw_deleted(st->graph) == 0)
+    if (!st->graph || hnsw_deleted(st->graph) == 0)
         return MESS_OK;
     map = (uint32_t *)mess_malloc_array(n ? n : 1, sizeof *map);
     if (!map)
@@ -215,7 +245,7 @@ static int compact_shard(void *ctx, size_t jj, unsigned worker)
     for (i = 0; i < n; i++)
         if (map[i] != UINT32_MAX)
             memcpy(entries + (size_t)map[i] * s->entry_bytes,
-                   st->entries + i * s->entry_bytes, s->entry_bytes);
+                   shard_entry(st, s->entry_bytes, i), s->entry_bytes);
     free(map);
     a->fresh[jj].graph = fresh;
     a->fresh[jj].entries = entries;
@@ -242,9 +272,17 @@ int mess_server_compact(mess_server *s, unsigned threads)
         if (!f->graph)
             continue;
         if (rc == MESS_OK) {
+            /* the new shard lives in the heap; a directory-backed server
+             * writes it to fresh files at the next checkpoint */
             hnsw_free(st->graph);
             free(st->entries);
-            *st = *f;
+            store_unmap_arena(st);
+            st->graph = f->graph;
+            st->entries = f->entries;
+            st->cap = f->cap;
+            st->base = 0;
+            st->dirty = 1;
+            st->rewrite = 1;
         } else {
             hnsw_free(f->graph);
             free(f->entries);

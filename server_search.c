@@ -139,6 +139,8 @@ static int server_search(const mess_server *s, const uint8_t *req,
             return rc;
         }
         sj.list = list;
+    } else if (s->held != M) {
+        return MESS_ESTATE; /* opened on a subset: only a partial search */
     }
     rc = wire_request_parse(&s->p, req, req_len, &rq);
     if (rc == MESS_OK)
@@ -199,14 +201,15 @@ static int server_search(const mess_server *s, const uint8_t *req,
     dst = list ? wire_partial_start(out, &s->p, rq.request_id, (uint32_t)n)
                : wire_response_start(out, &s->p, rq.request_id);
     for (i = 0; i < n; i++) {
-        const uint8_t *base;
+        const struct shard_store *st;
         size_t e;
         j = list ? list[i] : (uint32_t)i;
-        base = s->shards[j].entries;
+        st = &s->shards[j];
         dst = list ? wire_partial_put_section(dst, j, sj.found[j])
                    : wire_response_put_count(dst, sj.found[j]);
+        /* a mapped arena is read here only, for the entries returned */
         for (e = 0; e < sj.found[j]; e++, dst += s->entry_bytes)
-            memcpy(dst, base + (size_t)sj.hits[j][e].node * s->entry_bytes,
+            memcpy(dst, shard_entry(st, s->entry_bytes, sj.hits[j][e].node),
                    s->entry_bytes);
     }
     if (resp)

@@ -15,7 +15,7 @@ static const struct hnsw *view_graph(const mess_server *s, uint32_t shard,
 {
     const struct hnsw *g;
     *rc = MESS_EINVAL;
-    if (!s || !out || shard >= s->p.shards)
+    if (!s || !out || !server_holds(s, shard))
         return NULL;
     g = s->shards[shard].graph;
     if (cap < hnsw_count(g)) {
@@ -28,7 +28,7 @@ static const struct hnsw *view_graph(const mess_server *s, uint32_t shard,
 
 int mess_server_shard_nodes(const mess_server *s, uint32_t shard, size_t *nodes)
 {
-    if (!s || !nodes || shard >= s->p.shards)
+    if (!s || !nodes || !server_holds(s, shard))
         return MESS_EINVAL;
     *nodes = hnsw_count(s->shards[shard].graph);
     return MESS_OK;
@@ -37,7 +37,7 @@ int mess_server_shard_nodes(const mess_server *s, uint32_t shard, size_t *nodes)
 int mess_server_shard_entry_point(const mess_server *s, uint32_t shard,
                                   uint32_t *node)
 {
-    if (!s || !node || shard >= s->p.shards)
+    if (!s || !node || !server_holds(s, shard))
         return MESS_EINVAL;
     *node = hnsw_entry_point(s->shards[shard].graph);
     return *node == UINT32_MAX ? MESS_ENOTFOUND : MESS_OK;
@@ -110,8 +110,13 @@ int mess_server_shard_entries(const mess_server *s, uint32_t shard,
     const struct hnsw *g = view_graph(s, shard, entries, cap, &rc);
     if (!g)
         return rc;
-    if (hnsw_count(g))
-        memcpy(entries, s->shards[shard].entries, hnsw_count(g) * s->entry_bytes);
+    {
+        const struct shard_store *st = &s->shards[shard];
+        size_t i, n = hnsw_count(g);
+        for (i = 0; i < n; i++)
+            memcpy(entries + i * s->entry_bytes, shard_entry(st, s->entry_bytes, i),
+                   s->entry_bytes);
+    }
     return MESS_OK;
 }
 
@@ -122,7 +127,7 @@ int mess_server_shard_neighbors(const mess_server *s, uint32_t shard,
     const uint32_t *l;
     size_t cnt;
     int rc;
-    if (!s || !n || shard >= s->p.shards || (cap && !ids))
+    if (!s || !n || !server_holds(s, shard) || (cap && !ids))
         return MESS_EINVAL;
     rc = hnsw_neighbors(s->shards[shard].graph, node, level, &l, &cnt);
     if (rc != MESS_OK)
@@ -141,7 +146,7 @@ int mess_server_shard_links(const mess_server *s, uint32_t shard,
 {
     const struct hnsw *g;
     size_t i, n, total = 0;
-    if (!s || !offsets || !n_ids || shard >= s->p.shards || (cap && !ids))
+    if (!s || !offsets || !n_ids || !server_holds(s, shard) || (cap && !ids))
         return MESS_EINVAL;
     g = s->shards[shard].graph;
     n = hnsw_count(g);

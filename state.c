@@ -155,17 +155,20 @@ int mess_server_save(const mess_server *s, const char *path)
     struct mess_wr w;
     uint32_t j;
     int rc = MESS_OK;
-    if (!s || !path)
-        return MESS_EINVAL;
+    if (!s || !path || s->held != s->p.shards)
+        return MESS_EINVAL; /* the travel form holds every shard */
     mess_wr_init(&w);
     mess_wr_u32(&w, SERVER_BODY_VERSION);
     mess_wr_u8(&w, (uint8_t)s->owned);
     mess_wr_bytes(&w, s->owner, MESS_OWNER_BYTES);
     for (j = 0; j < s->p.shards && rc == MESS_OK; j++) {
-        size_t n = hnsw_count(s->shards[j].graph);
-        rc = hnsw_serialize(s->shards[j].graph, &w);
+        const struct shard_store *st = &s->shards[j];
+        size_t n = hnsw_count(st->graph);
+        rc = hnsw_serialize(st->graph, &w);
         mess_wr_u64(&w, n);
-        mess_wr_bytes(&w, s->shards[j].entries, n * s->entry_bytes);
+        /* the arena's nodes, then the heap tail's: node order */
+        mess_wr_bytes(&w, st->arena, st->base * s->entry_bytes);
+        mess_wr_bytes(&w, st->entries, (n - st->base) * s->entry_bytes);
     }
     if (rc == MESS_OK)
         rc = w.err;

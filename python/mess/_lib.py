@@ -223,7 +223,7 @@ lib, path = _load()
 # the package exports (mess.MAX_SHARDS, ...) are the library's.
 # python/tests/test_library_check.py compares these with the headers.
 
-VERSION_NUMBER = 200  # MESS_VERSION_NUMBER (0.2.0): any 0.2.x library is accepted
+VERSION_NUMBER = 300  # MESS_VERSION_NUMBER (0.3.0): any 0.3.x library is accepted
 
 LIMITS = {  # name without MESS_ -> value
     "MAX_DIM": 65536,

@@ -1,0 +1,889 @@
+/*
+ * server_store.c - the server directory (server_store.h, PLAN D14):
+ * MANIFEST, per-shard graph files and payload arenas; create, open (all
+ * shards or a subset), checkpoint, export, import, verify.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "params.h"
+#include "server_store.h"
+#include "statefile.h"
+
+/* ---- messages and names -------------------------------------------------- */
+
+static int fail(char *msg, size_t cap, int rc, const char *fmt, ...)
+{
+    if (msg && cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, cap, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* "DIR/NAME" or "DIR/shard-JJJJ-GGGGGGGG.EXT" (ext != NULL), malloc'd. */
+static char *store_path(const char *dir, const char *name, uint32_t shard,
+                        uint64_t gen, const char *ext)
+{
+    size_t n = strlen(dir) + 64 + (name ? strlen(name) : 0);
+    char *p = (char *)malloc(n);
+    if (!p)
+        return NULL;
+    if (ext)
+        snprintf(p, n, "%s/shard-%04u-%08llu.%s", dir, (unsigned)shard,
+                 (unsigned long long)gen, ext);
+    else
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+/* The file name alone (for messages): the part after the last '/'. */
+static const char *base_name(const char *path)
+{
+    const char *q = strrchr(path, '/');
+    return q ? q + 1 : path;
+}
+
+static int host_little_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const uint8_t *)&one == 1;
+}
+
+void store_unmap_arena(struct shard_store *st)
+{
+    if (st->arena && st->arena_map)
+        munmap((void *)(uintptr_t)st->arena, st->arena_map);
+    st->arena = NULL;
+    st->arena_map = 0;
+}
+
+/* ---- MANIFEST ------------------------------------------------------------- */
+
+static void manifest_encode(const mess_server *s, uint64_t gen,
+                            const struct store_shard *rec, struct mess_wr *w)
+{
+    uint32_t j;
+    uint8_t *sum;
+    mess_wr_bytes(w, STORE_MAGIC, 8);
+    mess_wr_u32(w, STORE_VERSION);
+    mess_wr_u32(w, s->owned ? STORE_FLAG_OWNED : 0);
+    mess_wr_u64(w, gen);
+    params_encode(&s->p, w);
+    mess_wr_bytes(w, s->owner, MESS_OWNER_BYTES);
+    mess_wr_u32(w, (uint32_t)s->entry_bytes);
+    mess_wr_u32(w, s->p.shards);
+    for (j = 0; j < s->p.shards; j++) {
+        mess_wr_u64(w, rec[j].graph_gen);
+        mess_wr_u64(w, rec[j].graph_bytes);
+        mess_wr_bytes(w, rec[j].graph_digest, STORE_DIGEST_BYTES);
+        mess_wr_u64(w, rec[j].nodes);
+        mess_wr_u64(w, rec[j].arena_gen);
+        mess_wr_u64(w, rec[j].arena_bytes);
+    }
+    sum = mess_wr_reserve(w, STORE_DIGEST_BYTES);
+    if (sum)
+        crypto_generichash(sum, STORE_DIGEST_BYTES, w->p, w->len - STORE_DIGEST_BYTES,
+                           NULL, 0);
+}
+
+int store_manifest_parse(const uint8_t *buf, size_t len, struct store_manifest *m,
+                         char *msg, size_t cap)
+{
+    struct mess_rd r;
+    uint8_t sum[STORE_DIGEST_BYTES];
+    uint32_t version, flags, entry_bytes, shards, j;
+    static const uint8_t none[MESS_OWNER_BYTES];
+    int rc = MESS_OK;
+    memset(m, 0, sizeof *m);
+    if (!buf || len < 12 || memcmp(buf, STORE_MAGIC, 8) != 0)
+        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: not a server manifest (magic)");
+    version = mess_load_u32(buf + 8);
+    if (version != STORE_VERSION)
+        return fail(msg, cap, MESS_EVERSION,
+                    "MANIFEST: format version %u (this library reads %u)",
+                    (unsigned)version, (unsigned)STORE_VERSION);
+    if (len < STORE_HEADER_BYTES + STORE_DIGEST_BYTES)
+        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: truncated (%zu bytes)", len);
+    crypto_generichash(sum, sizeof sum, buf, len - STORE_DIGEST_BYTES, NULL, 0);
+    if (sodium_memcmp(sum, buf + len - STORE_DIGEST_BYTES, sizeof sum) != 0)
+        return fail(msg, cap, MESS_EFORMAT,
+                    "MANIFEST: checksum mismatch (truncated or modified)");
+    mess_rd_init(&r, buf, len - STORE_DIGEST_BYTES);
+    r.off = 12;
+    if (mess_rd_u32(&r, &flags) || mess_rd_u64(&r, &m->generation))
+        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: truncated header");
+    if (flags & ~STORE_FLAG_OWNED)
+        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: unknown flags 0x%x",
+                    (unsigned)flags);
+    if (m->generation == 0)
+        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: generation 0");
+    if (params_decode(&r, &m->p) != MESS_OK)
+        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: invalid parameters");
+    m->owned = (flags & STORE_FLAG_OWNED) != 0;
+    if (mess_rd_bytes(&r, m->owner, MESS_OWNER_BYTES) || mess_rd_u32(&r, &entry_bytes) ||
+        mess_rd_u32(&r, &shards))
+        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: truncated header");
+    if (!m->owned && memcmp(m->owner, none, MESS_OWNER_BYTES) != 0)
+        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: owner tag without the owned flag");
+    if (entry_bytes != payload_entry_bytes(&m->p) || shards != m->p.shards)
+        return fail(msg, cap, MESS_EFORMAT,
+                    "MANIFEST: entry size %u or shard count %u disagrees with the parameters",
+                    (unsigned)entry_bytes, (unsigned)shards);
+    if (mess_rd_left(&r) != (size_t)shards * STORE_SHARD_BYTES)
+        return fail(msg, cap, MESS_EFORMAT,
+                    "MANIFEST: %zu bytes of shard records, %u shards need %zu",
+                    mess_rd_left(&r), (unsigned)shards,
+                    (size_t)shards * STORE_SHARD_BYTES);
+    m->shard = (struct store_shard *)mess_calloc_array(shards, sizeof *m->shard);
+    if (!m->shard)
+        return fail(msg, cap, MESS_ENOMEM, "out of memory");
+    for (j = 0; j < shards; j++) {
+        struct store_shard *e = &m->shard[j];
+        uint64_t need;
+        mess_rd_u64(&r, &e->graph_gen);
+        mess_rd_u64(&r, &e->graph_bytes);
+        mess_rd_bytes(&r, e->graph_digest, STORE_DIGEST_BYTES);
+        mess_rd_u64(&r, &e->nodes);
+        mess_rd_u64(&r, &e->arena_gen);
+        mess_rd_u64(&r, &e->arena_bytes);
+        if (e->graph_gen == 0 || e->graph_gen > m->generation || e->arena_gen == 0 ||
+            e->arena_gen > m->generation || e->graph_bytes == 0 ||
+            e->graph_bytes > SIZE_MAX || e->nodes > HNSW_MAX_NODES ||
+            e->arena_bytes > SIZE_MAX) {
+            rc = fail(msg, cap, MESS_EFORMAT,
+                      "MANIFEST: shard %u: a generation, length or node count out of range",
+                      (unsigned)j);
+            break;
+        }
+        need = e->nodes * (uint64_t)entry_bytes; /* nodes < 2^32, entry < 2^32 */
+        if (e->arena_bytes != need) {
+            rc = fail(msg, cap, MESS_EFORMAT,
+                      "MANIFEST: shard %u: arena length %llu for %llu nodes of %u bytes",
+                      (unsigned)j, (unsigned long long)e->arena_bytes,
+                      (unsigned long long)e->nodes, (unsigned)entry_bytes);
+            break;
+        }
+    }
+    if (rc != MESS_OK) {
+        free(m->shard);
+        m->shard = NULL;
+    }
+    return rc;
+}
+
+/* ---- file helpers -------------------------------------------------------- */
+
+/* Reads the whole of a regular file of exactly `want` bytes. */
+static int read_exact(const char *path, uint64_t want, uint8_t **out, char *msg,
+                      size_t cap)
+{
+    struct stat st;
+    uint8_t *b;
+    size_t got = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    *out = NULL;
+    if (fd < 0)
+        return fail(msg, cap, MESS_EIO, "%s: %s", base_name(path), strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", base_name(path));
+    }
+    if ((uint64_t)st.st_size != want) {
+        close(fd);
+        return fail(msg, cap, MESS_EFORMAT, "%s: %llu bytes, the manifest says %llu",
+                    base_name(path), (unsigned long long)st.st_size,
+                    (unsigned long long)want);
+    }
+    b = (uint8_t *)malloc(want ? (size_t)want : 1);
+    if (!b) {
+        close(fd);
+        return fail(msg, cap, MESS_ENOMEM, "out of memory");
+    }
+    while (got < want) {
+        ssize_t k = read(fd, b + got, (size_t)want - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            int err = k < 0 ? errno : 0;
+            free(b);
+            close(fd);
+            return fail(msg, cap, MESS_EIO, "%s: %s", base_name(path),
+                        err ? strerror(err) : "shorter than its size");
+        }
+        got += (size_t)k;
+    }
+    close(fd);
+    *out = b;
+    return MESS_OK;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return MESS_EIO;
+        p += k;
+        n -= (size_t)k;
+    }
+    return MESS_OK;
+}
+
+/* A new file with `data` (two pieces), fsync'd; an old file of that name
+ * (a checkpoint that crashed before its MANIFEST) is replaced. */
+static int write_new(const char *path, const uint8_t *a, size_t alen,
+                     const uint8_t *b, size_t blen)
+{
+    int fd, rc;
+    if (unlink(path) != 0 && errno != ENOENT)
+        return MESS_EIO;
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return MESS_EIO;
+    rc = write_all(fd, a, alen);
+    if (rc == MESS_OK)
+        rc = write_all(fd, b, blen);
+    if (rc == MESS_OK && fsync(fd) != 0)
+        rc = MESS_EIO;
+    if (close(fd) != 0 && rc == MESS_OK)
+        rc = MESS_EIO;
+    if (rc != MESS_OK) {
+        int err = errno;
+        unlink(path);
+        errno = err;
+    }
+    return rc;
+}
+
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_CLOEXEC), rc = MESS_OK;
+    if (fd < 0)
+        return MESS_EIO;
+    if (fsync(fd) != 0)
+        rc = MESS_EIO;
+    close(fd);
+    return rc;
+}
+
+/* ---- graph files ---------------------------------------------------------
+ * The only two functions that know the graph file's format: today the
+ * hnsw_serialize encoding read back onto the heap; the mapped section of
+ * hnsw_write_graph / hnsw_attach (D15) replaces them. */
+
+static int graph_encode(const struct hnsw *g, struct mess_wr *w)
+{
+    int rc = hnsw_serialize(g, w);
+    return rc == MESS_OK ? w->err : rc;
+}
+
+static int graph_load(const mess_params *p, uint32_t j, const uint8_t *buf,
+                      size_t len, struct hnsw **out)
+{
+    struct hnsw_params hp = server_graph_params(p, j);
+    struct mess_rd r;
+    int rc;
+    mess_rd_init(&r, buf, len);
+    rc = hnsw_deserialize(&r, &hp, out);
+    if (rc == MESS_OK && mess_rd_left(&r) != 0) {
+        hnsw_free(*out);
+        *out = NULL;
+        rc = MESS_EFORMAT;
+    }
+    return rc;
+}
+
+/* ---- open ------------------------------------------------------------------ */
+
+/* 1 if path is a regular file that starts like an exported server. */
+static int is_travel_file(const char *path)
+{
+    char head[8];
+    int fd = open(path, O_RDONLY | O_CLOEXEC), yes = 0;
+    if (fd < 0)
+        return 0;
+    yes = read(fd, head, sizeof head) == (ssize_t)sizeof head &&
+          memcmp(head, "MESSSTAT", 8) == 0;
+    close(fd);
+    return yes;
+}
+
+static int read_manifest(const char *dir, struct store_manifest *m, char *msg,
+                         size_t cap)
+{
+    struct stat st;
+    char *path;
+    uint8_t *buf;
+    int rc;
+    memset(m, 0, sizeof *m);
+    if (stat(dir, &st) != 0)
+        return fail(msg, cap, MESS_EIO, "%s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) {
+        if (is_travel_file(dir))
+            return fail(msg, cap, MESS_EFORMAT,
+                        "%s is an exported server (one file); import it into a "
+                        "directory first (mess_server_import, `mess import FILE DIR`)",
+                        dir);
+        return fail(msg, cap, MESS_EFORMAT, "%s is not a server directory", dir);
+    }
+    path = store_path(dir, "MANIFEST", 0, 0, NULL);
+    if (!path)
+        return fail(msg, cap, MESS_ENOMEM, "out of memory");
+    if (stat(path, &st) != 0) {
+        int err = errno;
+        free(path);
+        errno = err;
+        return fail(msg, cap, MESS_EIO, "%s/MANIFEST: %s%s", dir, strerror(err),
+                    err == ENOENT ? " (not a server directory, or its MANIFEST is lost)"
+                                  : "");
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size < STORE_HEADER_BYTES + STORE_DIGEST_BYTES ||
+        st.st_size > STORE_HEADER_BYTES + (off_t)MESS_MAX_SHARDS * STORE_SHARD_BYTES +
+                         STORE_DIGEST_BYTES) {
+        free(path);
+        return fail(msg, cap, MESS_EFORMAT, "%s/MANIFEST: %lld bytes is not a manifest's size",
+                    dir, (long long)st.st_size);
+    }
+    rc = read_exact(path, (uint64_t)st.st_size, &buf, msg, cap);
+    free(path);
+    if (rc != MESS_OK)
+        return rc;
+    rc = store_manifest_parse(buf, (size_t)st.st_size, m, msg, cap);
+    free(buf);
+    return rc;
+}
+
+/* Loads shard j of s (its manifest record e): graph and arena mapping. */
+static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
+                      int full, char *msg, size_t cap)
+{
+    struct shard_store *st = &s->shards[j];
+    struct stat sb;
+    uint8_t *buf;
+    char *path;
+    int rc, fd;
+
+    path = store_path(s->dir, NULL, j, e->graph_gen, "graph");
+    if (!path)
+        return fail(msg, cap, MESS_ENOMEM, "out of memory");
+    rc = read_exact(path, e->graph_bytes, &buf, msg, cap);
+    if (rc == MESS_OK && full) {
+        uint8_t sum[STORE_DIGEST_BYTES];
+        crypto_generichash(sum, sizeof sum, buf, (size_t)e->graph_bytes, NULL, 0);
+        if (sodium_memcmp(sum, e->graph_digest, sizeof sum) != 0)
+            rc = fail(msg, cap, MESS_EFORMAT, "%s: digest differs from the manifest's "
+                      "(modified)", base_name(path));
+    }
+    if (rc == MESS_OK) {
+        rc = graph_load(&s->p, j, buf, (size_t)e->graph_bytes, &st->graph);
+        if (rc == MESS_OK && hnsw_count(st->graph) != e->nodes)
+            rc = MESS_EFORMAT;
+        if (rc != MESS_OK)
+            rc = fail(msg, cap, rc, "%s: %s", base_name(path),
+                      rc == MESS_EPARAM ? "graph made for other parameters"
+                                        : "malformed graph or node count unlike the manifest's");
+    }
+    free(buf);
+    free(path);
+    if (rc != MESS_OK)
+        return rc;
+
+    path = store_path(s->dir, NULL, j, e->arena_gen, "arena");
+    if (!path)
+        return fail(msg, cap, MESS_ENOMEM, "out of memory");
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        rc = fail(msg, cap, MESS_EIO, "%s: %s", base_name(path), strerror(errno));
+    else if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        rc = fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", base_name(path));
+    else if ((uint64_t)sb.st_size < e->arena_bytes)
+        rc = fail(msg, cap, MESS_EFORMAT, "%s: %llu bytes, the manifest says %llu "
+                  "(truncated)", base_name(path), (unsigned long long)sb.st_size,
+                  (unsigned long long)e->arena_bytes);
+    else if (e->arena_bytes > 0) {
+        void *m = mmap(NULL, (size_t)e->arena_bytes, PROT_READ, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED)
+            rc = fail(msg, cap, errno == ENOMEM ? MESS_ENOMEM : MESS_EIO,
+                      "%s: cannot map: %s", base_name(path), strerror(errno));
+        else {
+            st->arena = (const uint8_t *)m;
+            st->arena_map = (size_t)e->arena_bytes;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    free(path);
+    if (rc != MESS_OK)
+        return rc;
+    st->base = (size_t)e->nodes;
+    return MESS_OK;
+}
+
+static void shard_take_record(struct shard_store *st, const struct store_shard *e)
+{
+    st->graph_gen = e->graph_gen;
+    st->graph_bytes = e->graph_bytes;
+    memcpy(st->graph_digest, e->graph_digest, STORE_DIGEST_BYTES);
+    st->nodes = e->nodes;
+    st->arena_gen = e->arena_gen;
+    st->arena_bytes = e->arena_bytes;
+}
+
+int store_open(const char *dir, const mess_params *expect, const uint32_t *shards,
+               size_t nshards, int full, mess_server **out, char *msg, size_t cap)
+{
+    struct store_manifest m;
+    mess_server *s = NULL;
+    uint8_t *want = NULL;
+    size_t i;
+    uint32_t j;
+    int rc;
+
+    if (msg && cap)
+        msg[0] = '\0';
+    if (out)
+        *out = NULL;
+    if (!dir || !out || (nshards && !shards))
+        return fail(msg, cap, MESS_EINVAL, "invalid argument");
+    if (sodium_init() < 0)
+        return MESS_ECRYPTO;
+    if (!host_little_endian())
+        return fail(msg, cap, MESS_EFORMAT, "server directories need a little-endian host");
+    rc = read_manifest(dir, &m, msg, cap);
+    if (rc != MESS_OK)
+        return rc;
+    if (expect) {
+        mess_params e;
+        uint8_t fa[MESS_FINGERPRINT_BYTES], fb[MESS_FINGERPRINT_BYTES];
+        if (params_import(expect, &e) != MESS_OK) {
+            rc = fail(msg, cap, MESS_EINVAL, "invalid expected parameters");
+            goto done;
+        }
+        params_fingerprint(&m.p, fa);
+        params_fingerprint(&e, fb);
+        if (memcmp(fa, fb, sizeof fa) != 0) {
+            rc = fail(msg, cap, MESS_EPARAM, "%s was made for other parameters", dir);
+            goto done;
+        }
+    }
+    want = (uint8_t *)calloc(m.p.shards, 1);
+    if (!want) {
+        rc = fail(msg, cap, MESS_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (i = 0; i < nshards; i++) {
+        if (shards[i] >= m.p.shards || want[shards[i]]) {
+            rc = fail(msg, cap, MESS_EINVAL,
+                      shards[i] >= m.p.shards ? "shard %u out of range (%u shards)"
+                                              : "shard %u listed twice",
+                      (unsigned)shards[i], (unsigned)m.p.shards);
+            goto done;
+        }
+        want[shards[i]] = 1;
+    }
+    if (nshards == 0)
+        memset(want, 1, m.p.shards);
+    rc = server_alloc(&m.p, 0, &s);
+    if (rc != MESS_OK) {
+        rc = fail(msg, cap, rc, "cannot make the server handle");
+        goto done;
+    }
+    s->dir = (char *)malloc(strlen(dir) + 1);
+    if (!s->dir) {
+        rc = fail(msg, cap, MESS_ENOMEM, "out of memory");
+        goto done;
+    }
+    strcpy(s->dir, dir);
+    s->generation = m.generation;
+    s->owned = m.owned;
+    memcpy(s->owner, m.owner, MESS_OWNER_BYTES);
+    s->held = 0;
+    for (j = 0; j < m.p.shards; j++) {
+        shard_take_record(&s->shards[j], &m.shard[j]);
+        if (!want[j])
+            continue;
+        rc = load_shard(s, j, &m.shard[j], full, msg, cap);
+        if (rc != MESS_OK)
+            goto done;
+        s->held++;
+    }
+    /* WAL: replay the log of generation m.generation here (D16). */
+done:
+    free(want);
+    free(m.shard);
+    if (rc == MESS_OK)
+        *out = s;
+    else
+        mess_server_free(s);
+    return rc;
+}
+
+int mess_server_open(const char *dir, const mess_params *expect,
+                     const uint32_t *shards, size_t nshards, mess_server **out)
+{
+    return store_open(dir, expect, shards, nshards, 0, out, NULL, 0);
+}
+
+int mess_server_verify(const char *dir, char *msg, size_t msg_cap)
+{
+    mess_server *s = NULL;
+    mess_server_stats st;
+    int rc;
+    if (!dir || (msg_cap && !msg))
+        return MESS_EINVAL;
+    rc = store_open(dir, NULL, NULL, 0, 1, &s, msg, msg_cap);
+    if (rc != MESS_OK)
+        return rc;
+    st.size = sizeof st;
+    mess_server_stats_get(s, &st);
+    fail(msg, msg_cap, MESS_OK,
+         "ok: generation %llu, %u shards, %zu entries (%zu live), every file "
+         "matches the manifest", (unsigned long long)s->generation,
+         (unsigned)s->p.shards, st.entries, st.live);
+    mess_server_free(s);
+    return MESS_OK;
+}
+
+/* ---- checkpoint ------------------------------------------------------------ */
+
+/* The shard's new arena content as two pieces (arena part, heap tail) from
+ * node `from` on. */
+static void arena_pieces(const mess_server *s, const struct shard_store *st,
+                         size_t from, const uint8_t **a, size_t *alen,
+                         const uint8_t **b, size_t *blen)
+{
+    size_t n = hnsw_count(st->graph), eb = s->entry_bytes;
+    size_t split = from < st->base ? st->base : from;
+    *a = from < st->base ? st->arena + from * eb : NULL;
+    *alen = from < st->base ? (st->base - from) * eb : 0;
+    *b = st->entries + (split - st->base) * eb;
+    *blen = (n - split) * eb;
+}
+
+/* Appends the heap tail to the current arena file after its valid bytes
+ * (whatever a crashed checkpoint left past them is cut first). */
+static int arena_append(const mess_server *s, const struct shard_store *st,
+                        const char *path)
+{
+    const uint8_t *a, *b;
+    size_t alen, blen;
+    int fd, rc = MESS_OK;
+    arena_pieces(s, st, (size_t)st->nodes, &a, &alen, &b, &blen);
+    fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return MESS_EIO;
+    if (ftruncate(fd, (off_t)st->arena_bytes) != 0 ||
+        lseek(fd, (off_t)st->arena_bytes, SEEK_SET) < 0)
+        rc = MESS_EIO;
+    if (rc == MESS_OK)
+        rc = write_all(fd, a, alen);
+    if (rc == MESS_OK)
+        rc = write_all(fd, b, blen);
+    if (rc == MESS_OK && fsync(fd) != 0)
+        rc = MESS_EIO;
+    if (close(fd) != 0 && rc == MESS_OK)
+        rc = MESS_EIO;
+    return rc;
+}
+
+/* Writes every changed shard's files for generation gen + 1, then the
+ * MANIFEST, and only then changes the handle (mess.h). */
+static int checkpoint(mess_server *s)
+{
+    uint32_t M = s->p.shards, j;
+    uint64_t gen = s->generation + 1;
+    struct store_shard *rec;
+    uint8_t *made; /* 1: new graph file, 2: new arena file (to remove on failure) */
+    struct mess_wr w;
+    char *path = NULL, *tmp = NULL;
+    int rc = MESS_OK, committed = 0;
+
+    rec = (struct store_shard *)mess_calloc_array(M, sizeof *rec);
+    made = (uint8_t *)calloc(M, 1);
+    if (!rec || !made) {
+        free(rec);
+        free(made);
+        return MESS_ENOMEM;
+    }
+    for (j = 0; j < M && rc == MESS_OK; j++) {
+        struct shard_store *st = &s->shards[j];
+        rec[j].graph_gen = st->graph_gen;
+        rec[j].graph_bytes = st->graph_bytes;
+        memcpy(rec[j].graph_digest, st->graph_digest, STORE_DIGEST_BYTES);
+        rec[j].nodes = st->nodes;
+        rec[j].arena_gen = st->arena_gen;
+        rec[j].arena_bytes = st->arena_bytes;
+        if (!st->graph)
+            continue; /* not held: its files stay as they are */
+        rec[j].nodes = hnsw_count(st->graph);
+        rec[j].arena_bytes = rec[j].nodes * (uint64_t)s->entry_bytes;
+        if (st->rewrite || st->arena_gen == 0) {
+            const uint8_t *a, *b;
+            size_t alen, blen;
+            arena_pieces(s, st, 0, &a, &alen, &b, &blen);
+            rec[j].arena_gen = gen;
+            path = store_path(s->dir, NULL, j, gen, "arena");
+            rc = path ? write_new(path, a, alen, b, blen) : MESS_ENOMEM;
+            if (rc == MESS_OK)
+                made[j] |= 2;
+        } else if (rec[j].nodes > st->nodes) {
+            path = store_path(s->dir, NULL, j, st->arena_gen, "arena");
+            rc = path ? arena_append(s, st, path) : MESS_ENOMEM;
+        }
+        free(path);
+        path = NULL;
+        if (rc == MESS_OK && (st->dirty || st->graph_gen == 0)) {
+            mess_wr_init(&w);
+            rc = graph_encode(st->graph, &w);
+            path = store_path(s->dir, NULL, j, gen, "graph");
+            if (rc == MESS_OK && !path)
+                rc = MESS_ENOMEM;
+            if (rc == MESS_OK)
+                rc = write_new(path, w.p, w.len, NULL, 0);
+            if (rc == MESS_OK) {
+                made[j] |= 1;
+                rec[j].graph_gen = gen;
+                rec[j].graph_bytes = w.len;
+                crypto_generichash(rec[j].graph_digest, STORE_DIGEST_BYTES, w.p, w.len,
+                                   NULL, 0);
+            }
+            mess_wr_free(&w);
+            free(path);
+            path = NULL;
+        }
+    }
+    if (rc == MESS_OK) {
+        mess_wr_init(&w);
+        manifest_encode(s, gen, rec, &w);
+        rc = w.err;
+        tmp = store_path(s->dir, "MANIFEST.tmp", 0, 0, NULL);
+        path = store_path(s->dir, "MANIFEST", 0, 0, NULL);
+        if (rc == MESS_OK && (!tmp || !path))
+            rc = MESS_ENOMEM;
+        if (rc == MESS_OK)
+            rc = write_new(tmp, w.p, w.len, NULL, 0);
+        mess_wr_free(&w);
+        if (rc == MESS_OK && rename(tmp, path) != 0) {
+            int err = errno;
+            unlink(tmp);
+            errno = err;
+            rc = MESS_EIO;
+        }
+        if (rc == MESS_OK) {
+            committed = 1;
+            /* A failed directory fsync after the rename is reported, but
+             * the new MANIFEST and every file it names are complete. */
+            rc = fsync_dir(s->dir);
+            /* WAL: start the log of generation gen here (D16). */
+        }
+    }
+    free(tmp);
+    free(path);
+    if (!committed) {
+        /* nothing names the new files: remove them, the handle stays */
+        int err = errno;
+        for (j = 0; j < M; j++) {
+            char *p;
+            if (made[j] & 1) {
+                p = store_path(s->dir, NULL, j, gen, "graph");
+                if (p)
+                    unlink(p);
+                free(p);
+            }
+            if (made[j] & 2) {
+                p = store_path(s->dir, NULL, j, gen, "arena");
+                if (p)
+                    unlink(p);
+                free(p);
+            }
+        }
+        free(rec);
+        free(made);
+        errno = err;
+        return rc;
+    }
+    /* Committed: old files go, the handle takes the new generation and
+     * maps what it wrote (a mapping that fails keeps the heap copy). */
+    for (j = 0; j < M; j++) {
+        struct shard_store *st = &s->shards[j];
+        if (!st->graph)
+            continue;
+        if ((made[j] & 1) && st->graph_gen != 0) {
+            char *p = store_path(s->dir, NULL, j, st->graph_gen, "graph");
+            if (p)
+                unlink(p);
+            free(p);
+        }
+        if ((made[j] & 2) && st->arena_gen != 0) {
+            char *p = store_path(s->dir, NULL, j, st->arena_gen, "arena");
+            if (p)
+                unlink(p);
+            free(p);
+        }
+        if (rec[j].arena_bytes != st->arena_map || (made[j] & 2)) {
+            char *p = store_path(s->dir, NULL, j, rec[j].arena_gen, "arena");
+            int fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+            void *mp = MAP_FAILED;
+            if (fd >= 0 && rec[j].arena_bytes > 0)
+                mp = mmap(NULL, (size_t)rec[j].arena_bytes, PROT_READ, MAP_SHARED, fd, 0);
+            if (fd >= 0)
+                close(fd);
+            free(p);
+            if (mp != MAP_FAILED) {
+                store_unmap_arena(st);
+                st->arena = (const uint8_t *)mp;
+                st->arena_map = (size_t)rec[j].arena_bytes;
+                st->base = (size_t)rec[j].nodes;
+                free(st->entries);
+                st->entries = NULL;
+                st->cap = 0;
+            }
+        }
+        shard_take_record(st, &rec[j]);
+        st->dirty = 0;
+        st->rewrite = 0;
+    }
+    s->generation = gen;
+    s->owner_dirty = 0;
+    free(rec);
+    free(made);
+    return rc;
+}
+
+int mess_server_checkpoint(mess_server *s)
+{
+    if (!s || !s->dir)
+        return MESS_EINVAL;
+    return checkpoint(s);
+}
+
+/* ---- create, import, export ---------------------------------------------- */
+
+/* An empty directory to write a new server into: made (*made = 1), or
+ * an existing empty one. */
+static int new_dir(const char *dir, int *made)
+{
+    DIR *d;
+    struct dirent *e;
+    int empty = 1;
+    *made = 0;
+    if (mkdir(dir, 0755) == 0) {
+        *made = 1;
+        return MESS_OK;
+    }
+    if (errno != EEXIST)
+        return MESS_EIO;
+    d = opendir(dir);
+    if (!d)
+        return MESS_EIO; /* errno: ENOTDIR for a file */
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            empty = 0;
+    closedir(d);
+    if (!empty) {
+        errno = EEXIST;
+        return MESS_EIO;
+    }
+    return MESS_OK;
+}
+
+/* Writes server s (in memory, every shard) as generation 1 of a new
+ * directory; s becomes backed by it. */
+static int store_write_new(mess_server *s, const char *dir)
+{
+    uint32_t j;
+    int made, rc;
+    if (!host_little_endian())
+        return MESS_EFORMAT;
+    if (s->dir || s->held != s->p.shards)
+        return MESS_EINVAL;
+    rc = new_dir(dir, &made);
+    if (rc != MESS_OK)
+        return rc;
+    s->dir = (char *)malloc(strlen(dir) + 1);
+    if (!s->dir) {
+        if (made)
+            rmdir(dir);
+        return MESS_ENOMEM;
+    }
+    strcpy(s->dir, dir);
+    s->generation = 0; /* graph_gen / arena_gen 0: no file yet */
+    rc = checkpoint(s);
+    if (rc != MESS_OK) {
+        int err = errno;
+        for (j = 0; j < s->p.shards; j++)
+            s->shards[j].graph_gen = s->shards[j].arena_gen = 0;
+        free(s->dir);
+        s->dir = NULL;
+        if (made)
+            rmdir(dir);
+        errno = err;
+    }
+    return rc;
+}
+
+int mess_server_create(const char *dir, const mess_params *p, mess_server **out)
+{
+    mess_server *s = NULL;
+    int rc;
+    if (out)
+        *out = NULL;
+    if (!dir || !p || !out)
+        return MESS_EINVAL;
+    rc = mess_server_new(p, &s);
+    if (rc == MESS_OK)
+        rc = store_write_new(s, dir);
+    if (rc != MESS_OK) {
+        int err = errno;
+        mess_server_free(s);
+        errno = err;
+        return rc;
+    }
+    *out = s;
+    return MESS_OK;
+}
+
+int mess_server_export(const mess_server *s, const char *file)
+{
+    return mess_server_save(s, file);
+}
+
+int mess_server_import(const char *file, const char *dir)
+{
+    mess_server *s = NULL;
+    int rc;
+    if (!file || !dir)
+        return MESS_EINVAL;
+    rc = mess_server_load(file, NULL, &s);
+    if (rc == MESS_OK)
+        rc = store_write_new(s, dir);
+    {
+        int err = errno;
+        mess_server_free(s);
+        errno = err;
+    }
+    return rc;
+}
+
+int store_log(mess_server *s, enum wire_kind kind, const uint8_t *buf, size_t len)
+{
+    /* WAL: append (kind, buf, len) and fdatasync when s->dir (D16). */
+    MESS_UNUSED(s);
+    MESS_UNUSED(kind);
+    MESS_UNUSED(buf);
+    MESS_UNUSED(len);
+    return MESS_OK;
+}

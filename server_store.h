@@ -1,0 +1,73 @@
+/*
+ * server_store.h - the server's working form: a directory (PLAN D14,
+ * docs/PROTOCOL.md "Server directory").  Internal header.
+ *
+ *   S/MANIFEST                    generation, parameters, owner tag and,
+ *                                 per shard, its two files (below);
+ *                                 BLAKE2b-256 checksummed, replaced by
+ *                                 MANIFEST.tmp + fsync + rename + fsync(S)
+ *   S/shard-JJJJ-GGGGGGGG.graph   shard JJJJ's HNSW graph, written at
+ *                                 generation GGGGGGGG
+ *   S/shard-JJJJ-GGGGGGGG.arena   shard JJJJ's ciphertexts, node i at
+ *                                 i * entry_bytes; appended to between
+ *                                 rewrites, mapped read-only
+ *
+ * Opening costs O(shards) system calls: the arena is mapped, never read
+ * whole; every length the manifest gives is checked against the file.
+ * Uploads and deletes change the handle in memory (new ciphertexts in a
+ * heap tail) until mess_server_checkpoint writes them.
+ */
+#ifndef MESS_SERVER_STORE_H
+#define MESS_SERVER_STORE_H
+
+#include "protocol.h"
+
+#define STORE_MAGIC "MESSSMAN"
+#define STORE_VERSION 1
+#define STORE_HEADER_BYTES 112
+#define STORE_SHARD_BYTES 72
+#define STORE_DIGEST_BYTES 32
+#define STORE_FLAG_OWNED 1u
+
+/* One shard's record in the MANIFEST. */
+struct store_shard {
+    uint64_t graph_gen, graph_bytes;
+    uint8_t graph_digest[STORE_DIGEST_BYTES];
+    uint64_t nodes, arena_gen, arena_bytes;
+};
+
+struct store_manifest {
+    uint64_t generation;
+    mess_params p;
+    int owned;
+    uint8_t owner[MESS_OWNER_BYTES];
+    struct store_shard *shard; /* p.shards records, malloc'd */
+};
+
+/* Parses and checks a MANIFEST's bytes (hostile input): magic, version
+ * (MESS_EVERSION), checksum, parameters, every per-shard field's range.
+ * msg (may be NULL) gets the reason of a failure.  On MESS_OK free
+ * m->shard with free(). */
+int store_manifest_parse(const uint8_t *buf, size_t len, struct store_manifest *m,
+                         char *msg, size_t msg_cap);
+
+/* Releases a shard's arena mapping (nothing if none). */
+void store_unmap_arena(struct shard_store *st);
+
+/* mess_server_open with a reason in msg on failure; full: also checks
+ * every graph file's digest (mess_server_verify). */
+int store_open(const char *dir, const mess_params *expect, const uint32_t *shards,
+               size_t nshards, int full, mess_server **out, char *msg,
+               size_t msg_cap);
+
+/* ---- hook points of the write-ahead log (D16, wal.c) -------------------
+ * store_log: called by mess_server_apply_upload/_delete after the buffer
+ * is validated and before anything changes; MESS_OK for a server in
+ * memory.  Today a directory-backed server's applies are in memory until
+ * the next checkpoint (this returns MESS_OK); the log makes them durable
+ * when it returns.  The replay belongs at the end of store_open (after
+ * the shards are loaded) and the log's restart right after the MANIFEST
+ * rename in mess_server_checkpoint (marked "WAL:" in server_store.c). */
+int store_log(mess_server *s, enum wire_kind kind, const uint8_t *buf, size_t len);
+
+#endif
