@@ -151,6 +151,22 @@ int cli_cmd_query(int argc, char **argv);
 int cli_cmd_delete(int argc, char **argv);
 int cli_cmd_compact(int argc, char **argv);
 int cli_cmd_info(int argc, char **argv);
+/* server.c: the server directory (docs/PROTOCOL.md, "Server directory").
+ * cli_server_open: mess_server_open with a message naming the file and the
+ * reason (an exported server, a damaged or missing file, other
+ * parameters when expect is given: then other_role names the client).
+ * cli_server_write: mess_server_checkpoint, with a message.  Both return
+ * CLI_OK or CLI_FAIL. */
+int cli_server_open(const char *dir, const mess_params *expect,
+                    const char *client, mess_server **s);
+int cli_server_write(mess_server *s, const char *dir);
+/* CLI_OK if dir does not exist or is an empty directory (init makes the
+ * server there), else a message and CLI_FAIL. */
+int cli_server_fresh(const char *dir);
+int cli_cmd_export(int argc, char **argv);
+int cli_cmd_import(int argc, char **argv);
+int cli_cmd_verify(int argc, char **argv);
+int cli_cmd_checkpoint(int argc, char **argv);
 /* account.c: mess account access|search|stored|random-lsh|report */
 int cli_cmd_account(int argc, char **argv);
 /* plan.c: mess plan (correctness model, predicted recall) */

@@ -26,7 +26,7 @@ static const char init_help[] =
     "usage: mess init --client C --server S --train FILE [options]\n"
     "\n"
     "Creates a client state (secret: keys, per-shard IsoHash) and\n"
-    "an empty server state for the same public parameters.  FILE (.fvecs or\n"
+    "an empty server directory S (new, or empty) for the same public parameters.  FILE (.fvecs or\n"
     ".bvecs) trains the hashes; it should be public data or data outside the\n"
     "protected set (the privacy analysis treats the hash as fixed).\n"
     "\n";
@@ -72,25 +72,27 @@ int cli_cmd_init(int argc, char **argv)
         cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
         cli_passphrase(&a, &pass) || cli_check_unused(&a))
         return CLI_USAGE;
+    /* before the training and before the client file is written: an
+     * existing server is never replaced (its client would be lost) */
+    if (cli_server_fresh(spath) != CLI_OK)
+        return CLI_FAIL;
     t0 = cli_wall_s();
     rc = cli_train_client(train, &p, have_seed ? seed : NULL, threads, &c, &n);
     if (rc != CLI_OK)
         return rc;
-    rc = mess_server_new(&p, &s);
     errno = 0;
-    if (rc == MESS_OK)
-        rc = mess_client_save(c, cpath, pass);
-    if (rc != MESS_OK) {
-        mess_client_free(c);
-        mess_server_free(s);
-        return cli_fail("cannot write client state", cpath, rc);
-    }
-    errno = 0;
-    rc = mess_server_save(s, spath);
+    rc = mess_client_save(c, cpath, pass);
     mess_client_free(c);
-    mess_server_free(s);
     if (rc != MESS_OK)
-        return cli_fail("cannot write server state", spath, rc);
+        return cli_fail("cannot write client state", cpath, rc);
+    errno = 0;
+    rc = mess_server_create(spath, &p, &s);
+    if (rc != MESS_OK) {
+        cli_error("cannot create server directory '%s': %s", spath,
+                  rc == MESS_EIO && errno ? strerror(errno) : mess_strerror(rc));
+        return CLI_FAIL;
+    }
+    mess_server_free(s);
     printf("{\"dim\":%u,\"shards\":%u,\"per_item\":%u,\"bits\":%u,"
            "\"p_store\":%.6g,\"p_prr\":%.6g,\"p_irr\":%.6g,\"p_query\":%.6g,"
            "\"train\":%zu,\"deterministic\":%s,\"seconds\":%.3f}\n",
@@ -116,18 +118,9 @@ static int load_both(struct cli_args *a, const char *cpath, const char *spath,
     if (rc != MESS_OK)
         return cli_fail("cannot load client state", cpath, rc);
     mess_client_params(*c, &p);
-    errno = 0;
-    rc = mess_server_load(spath, &p, s);
-    if (rc != MESS_OK) {
-        int err = errno;
+    if (cli_server_open(spath, &p, cpath, s) != CLI_OK) {
         mess_client_free(*c);
         *c = NULL;
-        errno = err;
-        if (rc == MESS_EPARAM)
-            cli_error("server state '%s' was made for other parameters than client '%s'",
-                      spath, cpath);
-        else
-            cli_fail("cannot load server state", spath, rc);
         return CLI_FAIL;
     }
     /* Before any work: a server another client has written into would
@@ -149,7 +142,7 @@ static int load_both(struct cli_args *a, const char *cpath, const char *spath,
 }
 
 static int save_both(struct cli_args *a, const mess_client *c, const char *cpath,
-                     const mess_server *s, const char *spath)
+                     mess_server *s, const char *spath)
 {
     const char *pass;
     int rc;
@@ -161,12 +154,8 @@ static int save_both(struct cli_args *a, const mess_client *c, const char *cpath
         if (rc != MESS_OK)
             return cli_fail("cannot write client state", cpath, rc);
     }
-    if (s) {
-        errno = 0;
-        rc = mess_server_save(s, spath);
-        if (rc != MESS_OK)
-            return cli_fail("cannot write server state", spath, rc);
-    }
+    if (s && cli_server_write(s, spath) != CLI_OK)
+        return CLI_FAIL;
     return CLI_OK;
 }
 
@@ -575,7 +564,8 @@ int cli_cmd_delete(int argc, char **argv)
 static const char compact_help[] =
     "usage: mess compact --server S [--threads N]\n"
     "\n"
-    "Rebuilds every shard without its deleted entries and saves the server.\n";
+    "Rebuilds every shard without its deleted entries and writes them as the\n"
+    "server directory's next generation.\n";
 
 static int print_stats(const mess_server *s, const char *lead)
 {
@@ -620,19 +610,16 @@ int cli_cmd_compact(int argc, char **argv)
     }
     if (cli_check_unused(&a))
         return CLI_USAGE;
-    errno = 0;
-    rc = mess_server_load(spath, NULL, &s);
-    if (rc != MESS_OK)
-        return cli_fail("cannot load server state", spath, rc);
+    if (cli_server_open(spath, NULL, NULL, &s) != CLI_OK)
+        return CLI_FAIL;
     rc = mess_server_compact(s, (unsigned)threads);
-    errno = 0;
-    if (rc == MESS_OK)
-        rc = mess_server_save(s, spath);
     if (rc != MESS_OK) {
-        int err = errno;
         mess_server_free(s);
-        errno = err;
         return cli_fail("compact", spath, rc);
+    }
+    if (cli_server_write(s, spath) != CLI_OK) {
+        mess_server_free(s);
+        return CLI_FAIL;
     }
     print_stats(s, "\"compacted\":true,");
     mess_server_free(s);
@@ -694,7 +681,6 @@ int cli_cmd_info(int argc, char **argv)
     struct cli_args a;
     const char *spath, *cpath;
     mess_server *s;
-    int rc;
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -711,10 +697,8 @@ int cli_cmd_info(int argc, char **argv)
         return client_info(&a, cpath);
     if (cli_check_unused(&a))
         return CLI_USAGE;
-    errno = 0;
-    rc = mess_server_load(spath, NULL, &s);
-    if (rc != MESS_OK)
-        return cli_fail("cannot load server state", spath, rc);
+    if (cli_server_open(spath, NULL, NULL, &s) != CLI_OK)
+        return CLI_FAIL;
     print_stats(s, "");
     mess_server_free(s);
     return CLI_OK;

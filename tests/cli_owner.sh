@@ -1,9 +1,9 @@
 #!/bin/sh
 # tests/cli_owner.sh - a server belongs to the client of its first insert:
 # another client's insert, query and delete are refused before any work
-# with "this server belongs to another client" and leave the server file
-# as it was; ef_search is the server's tuning (a server made with another
-# --ef-search serves the client; `mess query --ef-search` sets it for a
+# with "this server belongs to another client" and leave the server
+# directory as it was; ef_search is the server's tuning (a server made with
+# another --ef-search serves the client; `mess query --ef-search` sets it for a
 # run); vectors with NaN or infinity are refused on insert.
 set -u
 MESS=${MESS:-build/mess}
@@ -32,7 +32,7 @@ check "init client B (same parameters)" $MESS init --client "$tmp/b.client" \
 check "A inserts into its server" $MESS insert --client "$tmp/a.client" \
     --server "$tmp/a.server" "$tmp/base.bvecs"
 
-cp "$tmp/a.server" "$tmp/a.before"
+snap "$tmp/a.server" >"$tmp/a.before"
 for cmd in "insert --first-id 1000 $tmp/base.bvecs" "query --pool 40 $tmp/q.bvecs" \
     "delete --ids 1,2,3"; do
     set -- $cmd
@@ -45,10 +45,10 @@ for cmd in "insert --first-id 1000 $tmp/base.bvecs" "query --pool 40 $tmp/q.bvec
     else
         bad "B's $verb: message: $(cat "$tmp/err")"
     fi
-    if cmp -s "$tmp/a.server" "$tmp/a.before"; then
-        ok "B's $verb left the server file unchanged"
+    if snap "$tmp/a.server" | cmp -s - "$tmp/a.before"; then
+        ok "B's $verb left the server directory unchanged"
     else
-        bad "B's $verb changed the server file"
+        bad "B's $verb changed the server directory"
     fi
 done
 check "A still queries its server" $MESS query --client "$tmp/a.client" \
@@ -81,12 +81,12 @@ for path, bad in ((sys.argv[2], float("nan")), (sys.argv[3], float("inf"))):
                 v[7] = bad
             f.write(struct.pack("<i", 128) + struct.pack("<128f", *v))
 EOF
-cp "$tmp/a.server" "$tmp/a.before"
+snap "$tmp/a.server" >"$tmp/a.before"
 for f in nan inf; do
     refuse "1 2" "insert of a vector with $f" $MESS insert --client "$tmp/a.client" \
         --server "$tmp/a.server" "$tmp/$f.fvecs" --first-id 5000
     grep -q "row 2" "$tmp/err" && ok "$f: the message names row 2" || bad "$f message: $(cat "$tmp/err")"
-    cmp -s "$tmp/a.server" "$tmp/a.before" && ok "$f insert left the server unchanged" \
+    snap "$tmp/a.server" | cmp -s - "$tmp/a.before" && ok "$f insert left the server unchanged" \
         || bad "$f insert changed the server"
 done
 

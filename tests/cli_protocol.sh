@@ -99,7 +99,7 @@ check "info" $MESS info --server "$S"
 has_keys info entries live deleted bytes bytes_per_entry shards per_item bits payload_bytes
 
 # --help of every command
-for cmd in init insert query delete compact info; do
+for cmd in init insert query delete compact info export import verify checkpoint; do
     check "$cmd --help" $MESS $cmd --help
 done
 
@@ -114,12 +114,20 @@ $MESS init --client "$tmp/c2" --server "$tmp/s2" --train $D/learn.bvecs --seed 1
 # hostile input files: never a signal, always a message
 printf 'garbage' >"$tmp/garbage"
 : >"$tmp/empty"
-head -c 1000 "$S" >"$tmp/trunc_server"
+# server directories: an arena cut short, a MANIFEST byte flipped, a graph
+# file gone, the exported (one-file) form
+cp -r "$S" "$tmp/trunc_server"
+a=$(ls "$tmp/trunc_server"/shard-0001-*.arena)
+truncate -s -1 "$a"
+cp -r "$S" "$tmp/flipped"
+printf '\001' | dd of="$tmp/flipped/MANIFEST" bs=1 seek=150 conv=notrunc 2>/dev/null
+cp -r "$S" "$tmp/nograph"
+rm "$tmp/nograph"/shard-0000-*.graph
+$MESS export --server "$S" "$tmp/exported" >/dev/null 2>&1
 head -c 200 "$tmp/q.bvecs" >"$tmp/trunc.bvecs"
 printf '\377\377\377\177' >"$tmp/huge_dim.fvecs"
-cp "$S" "$tmp/flipped"
-printf '\001' | dd of="$tmp/flipped" bs=1 seek=150 conv=notrunc 2>/dev/null
-for f in "$tmp/garbage" "$tmp/empty" "$tmp/trunc_server" "$tmp/flipped" "$C" /nonexistent "$tmp"; do
+for f in "$tmp/garbage" "$tmp/empty" "$tmp/trunc_server" "$tmp/flipped" "$tmp/nograph" \
+    "$tmp/exported" "$C" /nonexistent "$tmp"; do
     refuse "1 2" "server file $(basename "$f")" $MESS info --server "$f"
     refuse "1 2" "server file $(basename "$f") in query" $MESS query --client "$C" --server "$f" "$tmp/q.bvecs" --pool 100
 done

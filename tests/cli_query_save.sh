@@ -66,10 +66,10 @@ for mode in production deterministic; do
     # before any request, with no --out file.
     ro=$tmp/ro-$mode
     mkdir -p "$ro"
-    cp "$c" "$s" "$ro/"
+    cp -r "$c" "$s" "$ro/"
     if [ "$(id -u)" = 0 ]; then
         # shellcheck disable=SC2016
-        unshare -m sh -c 'mount -t tmpfs tmpfs "$1" && cp "$2" "$3" "$1/" &&
+        unshare -m sh -c 'mount -t tmpfs tmpfs "$1" && cp -r "$2" "$3" "$1/" &&
             mount -o remount,ro "$1" && shift 3 && exec "$@"' sh \
             "$ro" "$c" "$s" "$MESS" query --client "$ro/${c##*/}" --server "$ro/${s##*/}" \
             --pool 40 --out "$tmp/ro-$mode.ivecs" "$tmp/q.bvecs" >"$tmp/out" 2>"$tmp/err"

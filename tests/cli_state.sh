@@ -38,7 +38,10 @@ says "missing client file" "mess: $tmp/nope.mess: No such file or directory" \
 says "missing directory" "mess: $tmp/no/dir/c.mess: No such file or directory" \
     $MESS init --client "$tmp/no/dir/c.mess" --server "$tmp/s2.mess" \
     --train "$tmp/few.bvecs" --shards 1 --per-item 1 --bits 64
-says "a directory given as the file" "mess: $tmp: Is a directory" \
+says "a directory given as the client file" "mess: $tmp: Is a directory" \
+    $MESS insert --client "$tmp" --server "$S" "$tmp/few.bvecs"
+says "a directory that is not a server" \
+    "mess: cannot open server '$tmp': $tmp/MANIFEST: No such file or directory (not a server directory, or its MANIFEST is lost)" \
     $MESS info --server "$tmp"
 
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then

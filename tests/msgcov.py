@@ -60,7 +60,6 @@ KNOWN_GAPS = [
     "PATH: <reason> (cannot write)", "bench payload: <reason>",
     "invalid parameters: %s", "plan: %s",
     "PATH: <reason> (cannot write client state)",
-    "PATH: <reason> (cannot write server state)",
     "insert: <reason>", "client upload: <reason>", "server apply: <reason>",
     "query: <reason>", "client request: <reason>", "server search: <reason>",
     "client finish: <reason>", "delete: <reason>", "PATH: <reason> (compact)",

@@ -48,4 +48,7 @@ refuse() {
         bad "not refused: $name (exit $rc, stderr: $(head -c 200 "$tmp/err"))"
     fi
 }
+# snap DIR: one line per file of a server directory (name, checksum, size),
+# to compare a directory before and after a command.
+snap() { (cd "$1" && for f in *; do printf '%s ' "$f"; cksum <"$f"; done); }
 finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; }

@@ -1,0 +1,253 @@
+/*
+ * server.c - the server directory from the command line: opening one with
+ * a message that names the file and the reason, and `mess export |
+ * import | verify | checkpoint` (docs/PROTOCOL.md, "Server directory").
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../mess.h"
+#include "cli.h"
+
+/* The reason of a failed call: the system's for MESS_EIO with errno set,
+ * else the library's. */
+static const char *reason(int rc, int err)
+{
+    return rc == MESS_EIO && err ? strerror(err) : mess_strerror(rc);
+}
+
+/* A file where a directory is expected: an exported server (travel form)
+ * or a client file get their own message. */
+static int refuse_file(const char *dir)
+{
+    struct stat st;
+    uint32_t version, role;
+    int sealed;
+    if (stat(dir, &st) != 0) {
+        cli_error("%s: %s", dir, strerror(errno));
+        return 1;
+    }
+    if (S_ISDIR(st.st_mode))
+        return 0;
+    if (mess_state_file_peek(dir, &version, &role, &sealed) == MESS_OK && role == 2)
+        cli_error("%s: this is an exported server; run `mess import %s DIR` and give "
+                  "DIR as --server", dir, dir);
+    else if (mess_state_file_peek(dir, &version, &role, &sealed) == MESS_OK && role == 1)
+        cli_error("%s: this is a client file, not a server directory", dir);
+    else
+        cli_error("%s: not a server directory (--server takes the directory "
+                  "`mess init` made)", dir);
+    return 1;
+}
+
+int cli_server_open(const char *dir, const mess_params *expect,
+                    const char *client, mess_server **s)
+{
+    char msg[512];
+    int rc, err;
+    *s = NULL;
+    if (refuse_file(dir))
+        return CLI_FAIL;
+    errno = 0;
+    rc = mess_server_open(dir, expect, NULL, 0, s);
+    if (rc == MESS_OK)
+        return CLI_OK;
+    err = errno;
+    if (rc == MESS_EPARAM && client) {
+        cli_error("server state '%s' was made for other parameters than client '%s'",
+                  dir, client);
+        return CLI_FAIL;
+    }
+    /* the full check names the file and the reason */
+    msg[0] = '\0';
+    if (mess_server_verify(dir, msg, sizeof msg) == MESS_OK || !msg[0])
+        snprintf(msg, sizeof msg, "%s", reason(rc, err));
+    cli_error("cannot open server '%s': %s", dir, msg);
+    return CLI_FAIL;
+}
+
+int cli_server_fresh(const char *dir)
+{
+    struct stat st;
+    DIR *d;
+    struct dirent *e;
+    int empty = 1;
+    if (stat(dir, &st) != 0)
+        return CLI_OK; /* made by mess_server_create (its errors are its own) */
+    if (S_ISDIR(st.st_mode) && (d = opendir(dir)) != NULL) {
+        while ((e = readdir(d)) != NULL)
+            if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+                empty = 0;
+        closedir(d);
+        if (empty)
+            return CLI_OK;
+    }
+    cli_error("%s exists%s: the server is a new directory (remove it, or choose "
+              "another --server)", dir, S_ISDIR(st.st_mode) ? " and is not empty" : "");
+    return CLI_FAIL;
+}
+
+int cli_server_write(mess_server *s, const char *dir)
+{
+    int rc;
+    errno = 0;
+    rc = mess_server_checkpoint(s);
+    if (rc == MESS_OK)
+        return CLI_OK;
+    cli_error("cannot write server '%s' (it keeps its last checkpoint): %s", dir,
+              reason(rc, errno));
+    return CLI_FAIL;
+}
+
+static const char export_help[] =
+    "usage: mess export --server S FILE\n"
+    "\n"
+    "Writes server directory S as one compressed file (the travel form: the\n"
+    "same server always gives the same bytes), for copying it elsewhere;\n"
+    "`mess import FILE DIR` makes a directory of it again.\n";
+
+int cli_cmd_export(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *spath, *file;
+    mess_server *s;
+    int rc, err;
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(export_help, stdout);
+        return CLI_OK;
+    }
+    spath = cli_opt(&a, "--server");
+    file = cli_positional(&a, 0);
+    if (!spath || !file) {
+        cli_error("export needs --server and FILE (see --help)");
+        return CLI_USAGE;
+    }
+    if (cli_check_unused(&a))
+        return CLI_USAGE;
+    if (cli_server_open(spath, NULL, NULL, &s) != CLI_OK)
+        return CLI_FAIL;
+    errno = 0;
+    rc = mess_server_export(s, file);
+    err = errno;
+    mess_server_free(s);
+    if (rc != MESS_OK) {
+        cli_error("cannot export to '%s': %s", file, reason(rc, err));
+        return CLI_FAIL;
+    }
+    printf("{\"exported\":\"%s\"}\n", file);
+    return CLI_OK;
+}
+
+static const char import_help[] =
+    "usage: mess import FILE DIR\n"
+    "\n"
+    "Makes server directory DIR (new, or empty) from FILE, a server `mess\n"
+    "export` wrote (or a server file of libmess 0.2).\n";
+
+int cli_cmd_import(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *file, *dir;
+    int rc, err;
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(import_help, stdout);
+        return CLI_OK;
+    }
+    file = cli_positional(&a, 0);
+    dir = cli_positional(&a, 0); /* the next one: file is taken */
+    if (!file || !dir) {
+        cli_error("import needs FILE and DIR (see --help)");
+        return CLI_USAGE;
+    }
+    if (cli_check_unused(&a))
+        return CLI_USAGE;
+    errno = 0;
+    rc = mess_server_import(file, dir);
+    err = errno;
+    if (rc == MESS_EIO && err == EEXIST) {
+        cli_error("%s: the directory exists and is not empty", dir);
+        return CLI_FAIL;
+    }
+    if (rc != MESS_OK) {
+        cli_error("cannot import '%s' into '%s': %s", file, dir, reason(rc, err));
+        return CLI_FAIL;
+    }
+    printf("{\"imported\":\"%s\"}\n", dir);
+    return CLI_OK;
+}
+
+static const char verify_help[] =
+    "usage: mess verify --server S\n"
+    "\n"
+    "Checks server directory S in full: the MANIFEST, every file's length,\n"
+    "every graph file's digest and structure.  Prints one line, exits 0 if\n"
+    "the directory is sound and 1 (with the file and the reason) if not.\n";
+
+int cli_cmd_verify(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *spath;
+    char msg[512];
+    int rc;
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(verify_help, stdout);
+        return CLI_OK;
+    }
+    spath = cli_opt(&a, "--server");
+    if (!spath) {
+        cli_error("verify needs --server (see --help)");
+        return CLI_USAGE;
+    }
+    if (cli_check_unused(&a))
+        return CLI_USAGE;
+    if (refuse_file(spath))
+        return CLI_FAIL;
+    msg[0] = '\0';
+    rc = mess_server_verify(spath, msg, sizeof msg);
+    if (rc != MESS_OK) {
+        cli_error("server '%s' is damaged: %s", spath, msg[0] ? msg : mess_strerror(rc));
+        return CLI_FAIL;
+    }
+    printf("%s: %s\n", spath, msg);
+    return CLI_OK;
+}
+
+static const char checkpoint_help[] =
+    "usage: mess checkpoint --server S\n"
+    "\n"
+    "Writes what was applied to server directory S since its last checkpoint\n"
+    "as a new generation of its files (the commands that change S do this\n"
+    "before they return).\n";
+
+int cli_cmd_checkpoint(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *spath;
+    mess_server *s;
+    int rc;
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(checkpoint_help, stdout);
+        return CLI_OK;
+    }
+    spath = cli_opt(&a, "--server");
+    if (!spath) {
+        cli_error("checkpoint needs --server (see --help)");
+        return CLI_USAGE;
+    }
+    if (cli_check_unused(&a))
+        return CLI_USAGE;
+    if (cli_server_open(spath, NULL, NULL, &s) != CLI_OK)
+        return CLI_FAIL;
+    rc = cli_server_write(s, spath);
+    mess_server_free(s);
+    if (rc == CLI_OK)
+        printf("{\"checkpoint\":\"%s\"}\n", spath);
+    return rc;
+}
