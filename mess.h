@@ -925,9 +925,10 @@ int mess_server_create(const char *dir, const mess_params *p, mess_server **out)
  * (else MESS_EPARAM).  shards, nshards: the shards to hold (NULL, 0: all);
  * a shard out of range or listed twice is MESS_EINVAL.  A server opened on
  * a subset maps only those shards' files; an upload or delete with a
- * record for another shard is MESS_EINVAL (nothing applied), and so, for
- * now, is a search (a subset's partial search is issue 16's).  A travel
- * file given as `dir` is MESS_EFORMAT. */
+ * record for another shard is MESS_ESTATE (nothing applied: give it its
+ * part, mess_records_split), and so is mess_server_search (it answers
+ * mess_server_search_shards on its shards).  mess_server_export of a
+ * subset is MESS_EINVAL.  A travel file given as `dir` is MESS_EFORMAT. */
 MESS_API MESS_NODISCARD
 int mess_server_open(const char *dir, const mess_params *expect,
                      const uint32_t *shards, size_t nshards, mess_server **out);

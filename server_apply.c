@@ -111,7 +111,7 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
         const uint8_t *label = wire_record_label(rec);
         if (shard < s->p.shards && !server_holds(s, shard)) {
             free(a.start);
-            return MESS_EINVAL; /* a subset server: another holder's shard */
+            return MESS_ESTATE; /* a subset server: another holder's shard */
         }
         if (shard >= s->p.shards ||
             (i > 0 && (shard < prev_shard ||
@@ -186,7 +186,7 @@ int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
             return MESS_EFORMAT;
     for (i = 0; i < recs.n; i++)
         if (!server_holds(s, wire_record_shard(wire_record(&recs, i))))
-            return MESS_EINVAL; /* a subset server: another holder's shard */
+            return MESS_ESTATE; /* a subset server: another holder's shard */
     rc = store_log(s, WIRE_DELETE, buf, len);
     if (rc != MESS_OK)
         return rc;

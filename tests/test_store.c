@@ -250,14 +250,22 @@ static void test_compact_export_import(void)
     unlink(fs3);
 }
 
-/* A subset server holds only its shards: stats, view, refusals. */
+static const uint32_t *one_shard(uint32_t j)
+{
+    static uint32_t v[1];
+    v[0] = j;
+    return v;
+}
+
+/* A subset server holds only its shards: stats, view, refusals, its own
+ * part of an upload (mess_records_split) and its partial search. */
 static void test_subset(void)
 {
     char dir[256], fs[256];
     mess_server *s = NULL, *sub = NULL, *x;
     mess_server_stats all, part;
     uint32_t pick[2] = {2, 0}, dup[2] = {1, 1}, far[1] = {99};
-    size_t n0 = 0, n2 = 0, n;
+    size_t n0 = 0, n2 = 0, n1_orig = 0, n;
     uint8_t *resp = NULL;
     size_t resp_len = 0;
     path_of(dir, sizeof dir, "sub");
@@ -267,6 +275,7 @@ static void test_subset(void)
     CHECK_OK(mess_server_checkpoint(s));
     CHECK_OK(mess_server_shard_nodes(s, 0, &n0));
     CHECK_OK(mess_server_shard_nodes(s, 2, &n2));
+    CHECK_OK(mess_server_shard_nodes(s, 1, &n1_orig));
     all.size = sizeof all;
     CHECK_OK(mess_server_stats_get(s, &all));
     mess_server_free(s);
@@ -278,21 +287,74 @@ static void test_subset(void)
     CHECK(n == n2);
     CHECK_RC(mess_server_shard_nodes(sub, 1, &n), MESS_EINVAL);
     /* an upload touching shards 1 and 3 changes nothing */
-    CHECK_RC(mess_server_apply_upload(sub, up2, up2_len, 1), MESS_EINVAL);
-    CHECK_RC(mess_server_apply_delete(sub, del, del_len, NULL), MESS_EINVAL);
+    CHECK_RC(mess_server_apply_upload(sub, up2, up2_len, 1), MESS_ESTATE);
+    CHECK_RC(mess_server_apply_delete(sub, del, del_len, NULL), MESS_ESTATE);
     CHECK_OK(mess_server_stats_get(sub, &part));
     CHECK(part.entries == n0 + n2 && part.deleted == 0);
     CHECK_RC(mess_server_search(sub, req[0], req_len[0], 1, &resp, &resp_len),
-             MESS_EINVAL);
+             MESS_ESTATE);
+    CHECK_RC(mess_server_search_shards(sub, req[0], req_len[0], far, 1, 1, &resp,
+                                       &resp_len), MESS_EINVAL);
+    {
+        uint32_t one[1] = {1};
+        CHECK_RC(mess_server_search_shards(sub, req[0], req_len[0], one, 1, 1, &resp,
+                                           &resp_len), MESS_ESTATE);
+    }
     CHECK_RC(mess_server_export(sub, fs), MESS_EINVAL);
     CHECK(access(fs, F_OK) != 0);
-    CHECK_OK(mess_server_checkpoint(sub)); /* other shards' records kept */
-    mess_server_free(sub);
-    x = NULL;
-    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
-    CHECK_OK(mess_server_stats_get(x, &part));
-    CHECK(part.entries == all.entries);
-    mess_server_free(x);
+    /* its own part of the upload and the delete: applied, checkpointed,
+     * and the other shards' files and records stay as they were */
+    {
+        uint8_t *mine = NULL, *mine_del = NULL;
+        size_t mine_len = 0, mine_del_len = 0, n1 = 0, n1_after = 0;
+        CHECK_OK(mess_records_split(&P, up2, up2_len, pick, 2, &mine, &mine_len));
+        CHECK_OK(mess_records_split(&P, del, del_len, pick, 2, &mine_del, &mine_del_len));
+        CHECK_OK(mess_server_apply_upload(sub, mine, mine_len, 1));
+        CHECK_OK(mess_server_apply_delete(sub, mine_del, mine_del_len, NULL));
+        CHECK_OK(mess_server_checkpoint(sub));
+        mess_server_free(sub);
+        sub = NULL;
+        /* the whole server, fed the same buffers in memory, answers the
+         * two shards with the same bytes as the subset reopened */
+        CHECK_OK(mess_server_new(&P, &x));
+        CHECK_OK(mess_server_apply_upload(x, up1, up1_len, 1));
+        CHECK_OK(mess_server_apply_upload(x, up2, up2_len, 1));
+        CHECK_OK(mess_server_apply_delete(x, del, del_len, NULL));
+        CHECK_OK(mess_server_open(dir, &P, pick, 2, &sub));
+        {
+            int q;
+            for (q = 0; q < NQ; q++) {
+                uint8_t *pa = NULL, *pb = NULL;
+                size_t la = 0, lb = 0;
+                CHECK_OK(mess_server_search_shards(x, req[q], req_len[q], pick, 2, 1,
+                                                   &pa, &la));
+                CHECK_OK(mess_server_search_shards(sub, req[q], req_len[q], pick, 2, 2,
+                                                   &pb, &lb));
+                CHECK(la == lb && la > 0 && pa && pb && memcmp(pa, pb, la) == 0);
+                mess_buf_free(pa);
+                mess_buf_free(pb);
+            }
+        }
+        mess_server_free(x);
+        mess_server_free(sub);
+        x = NULL;
+        CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+        CHECK_OK(mess_server_stats_get(x, &part));
+        CHECK(part.entries > all.entries && part.deleted > 0);
+        CHECK_OK(mess_server_shard_nodes(x, 1, &n1_after));
+        mess_server_free(x);
+        x = NULL;
+        CHECK_OK(mess_server_open(dir, &P, one_shard(1), 1, &x));
+        CHECK_OK(mess_server_shard_nodes(x, 1, &n1));
+        CHECK(n1 == n1_after && n1 == n1_orig); /* not the subset's shard */
+        mess_server_free(x);
+        mess_buf_free(mine);
+        mess_buf_free(mine_del);
+        {
+            char msg[256];
+            CHECK_OK(mess_server_verify(dir, msg, sizeof msg));
+        }
+    }
     x = (mess_server *)&x;
     CHECK_RC(mess_server_open(dir, &P, dup, 2, &x), MESS_EINVAL);
     CHECK(x == NULL);
