@@ -345,7 +345,7 @@ void mess_server_free(mess_server *s)
         return;
     if (s->shards)
         for (j = 0; j < s->p.shards; j++) {
-            hnsw_free(s->shards[j].graph);
+            store_free_graph(&s->shards[j]);
             free(s->shards[j].entries);
             store_unmap_arena(&s->shards[j]);
         }

@@ -71,6 +71,9 @@ struct mess_client {
  * directory"). */
 struct shard_store {
     struct hnsw *graph;   /* NULL: a shard this (subset) server does not hold */
+    void *graph_map;      /* the graph file's mapping the graph is attached to
+                             (MAP_PRIVATE, copy-on-write) or NULL */
+    size_t graph_map_len;
     uint8_t *entries;     /* heap tail: nodes base .. count-1 */
     size_t cap;           /* tail entries allocated */
     size_t base;          /* nodes whose ciphertexts are in the arena */

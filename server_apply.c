@@ -274,7 +274,7 @@ int mess_server_compact(mess_server *s, unsigned threads)
         if (rc == MESS_OK) {
             /* the new shard lives in the heap; a directory-backed server
              * writes it to fresh files at the next checkpoint */
-            hnsw_free(st->graph);
+            store_free_graph(st);
             free(st->entries);
             store_unmap_arena(st);
             st->graph = f->graph;

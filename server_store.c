@@ -68,6 +68,16 @@ void store_unmap_arena(struct shard_store *st)
     st->arena_map = 0;
 }
 
+void store_free_graph(struct shard_store *st)
+{
+    hnsw_free(st->graph);
+    st->graph = NULL;
+    if (st->graph_map && st->graph_map_len)
+        munmap(st->graph_map, st->graph_map_len);
+    st->graph_map = NULL;
+    st->graph_map_len = 0;
+}
+
 /* ---- MANIFEST ------------------------------------------------------------- */
 
 static void manifest_encode(const mess_server *s, uint64_t gen,
@@ -280,30 +290,91 @@ static int fsync_dir(const char *dir)
 }
 
 /* ---- graph files ---------------------------------------------------------
- * The only two functions that know the graph file's format: today the
- * hnsw_serialize encoding read back onto the heap; the mapped section of
- * hnsw_write_graph / hnsw_attach (D15) replaces them. */
+ * The graph file is hnsw_bin.c's (D15, docs/HNSW.md "Graph file"): written
+ * by hnsw_write_graph, mapped MAP_PRIVATE read-write (a mutation copies
+ * the page, the file never changes) and attached in O(1). */
 
-static int graph_encode(const struct hnsw *g, struct mess_wr *w)
+/* Writes graph g to a new file at path (fsync'd); its length and digest. */
+static int graph_write(const struct hnsw *g, const char *path, uint64_t *bytes,
+                       uint8_t digest[STORE_DIGEST_BYTES])
 {
-    int rc = hnsw_serialize(g, w);
-    return rc == MESS_OK ? w->err : rc;
+    struct stat st;
+    int fd, rc;
+    if (unlink(path) != 0 && errno != ENOENT)
+        return MESS_EIO;
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return MESS_EIO;
+    rc = hnsw_write_graph(g, fd, digest);
+    if (rc == MESS_OK && (fsync(fd) != 0 || fstat(fd, &st) != 0))
+        rc = MESS_EIO;
+    if (close(fd) != 0 && rc == MESS_OK)
+        rc = MESS_EIO;
+    if (rc != MESS_OK) {
+        int err = errno;
+        unlink(path);
+        errno = err;
+        return rc;
+    }
+    *bytes = (uint64_t)st.st_size;
+    return MESS_OK;
 }
 
-static int graph_load(const mess_params *p, uint32_t j, const uint8_t *buf,
-                      size_t len, struct hnsw **out)
+/* Maps the graph file at path (exactly `want` bytes) and attaches shard
+ * j's graph to it; full: also its digest and hnsw_check (verify). */
+static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_t want,
+                     const uint8_t *digest, int full, struct hnsw **g, void **map,
+                     size_t *map_len, char *msg, size_t cap)
 {
     struct hnsw_params hp = server_graph_params(p, j);
-    struct mess_rd r;
-    int rc;
-    mess_rd_init(&r, buf, len);
-    rc = hnsw_deserialize(&r, &hp, out);
-    if (rc == MESS_OK && mess_rd_left(&r) != 0) {
-        hnsw_free(*out);
-        *out = NULL;
-        rc = MESS_EFORMAT;
+    struct stat st;
+    char why[160];
+    void *m;
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+    *g = NULL;
+    *map = NULL;
+    *map_len = 0;
+    if (fd < 0)
+        return fail(msg, cap, MESS_EIO, "%s: %s", base_name(path), strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", base_name(path));
     }
-    return rc;
+    if ((uint64_t)st.st_size != want) {
+        close(fd);
+        return fail(msg, cap, MESS_EFORMAT, "%s: %llu bytes, the manifest says %llu",
+                    base_name(path), (unsigned long long)st.st_size,
+                    (unsigned long long)want);
+    }
+    m = mmap(NULL, (size_t)want, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return fail(msg, cap, errno == ENOMEM ? MESS_ENOMEM : MESS_EIO,
+                    "%s: cannot map: %s", base_name(path), strerror(errno));
+    if (full) {
+        uint8_t sum[STORE_DIGEST_BYTES];
+        hnsw_graph_digest(m, (size_t)want, sum);
+        if (sodium_memcmp(sum, digest, sizeof sum) != 0) {
+            munmap(m, (size_t)want);
+            return fail(msg, cap, MESS_EFORMAT,
+                        "%s: digest differs from the manifest's (modified)",
+                        base_name(path));
+        }
+    }
+    why[0] = '\0';
+    rc = hnsw_attach_msg(m, (size_t)want, &hp, g, why, sizeof why);
+    if (rc == MESS_OK && full && (rc = hnsw_check_msg(*g, why, sizeof why)) != MESS_OK) {
+        hnsw_free(*g);
+        *g = NULL;
+    }
+    if (rc != MESS_OK) {
+        munmap(m, (size_t)want);
+        return fail(msg, cap, rc, "%s: %s", base_name(path),
+                    why[0] ? why : mess_strerror(rc));
+    }
+    *map = m;
+    *map_len = (size_t)want;
+    return MESS_OK;
 }
 
 /* ---- open ------------------------------------------------------------------ */
@@ -372,31 +443,17 @@ static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
 {
     struct shard_store *st = &s->shards[j];
     struct stat sb;
-    uint8_t *buf;
     char *path;
     int rc, fd;
 
     path = store_path(s->dir, NULL, j, e->graph_gen, "graph");
     if (!path)
         return fail(msg, cap, MESS_ENOMEM, "out of memory");
-    rc = read_exact(path, e->graph_bytes, &buf, msg, cap);
-    if (rc == MESS_OK && full) {
-        uint8_t sum[STORE_DIGEST_BYTES];
-        crypto_generichash(sum, sizeof sum, buf, (size_t)e->graph_bytes, NULL, 0);
-        if (sodium_memcmp(sum, e->graph_digest, sizeof sum) != 0)
-            rc = fail(msg, cap, MESS_EFORMAT, "%s: digest differs from the manifest's "
-                      "(modified)", base_name(path));
-    }
-    if (rc == MESS_OK) {
-        rc = graph_load(&s->p, j, buf, (size_t)e->graph_bytes, &st->graph);
-        if (rc == MESS_OK && hnsw_count(st->graph) != e->nodes)
-            rc = MESS_EFORMAT;
-        if (rc != MESS_OK)
-            rc = fail(msg, cap, rc, "%s: %s", base_name(path),
-                      rc == MESS_EPARAM ? "graph made for other parameters"
-                                        : "malformed graph or node count unlike the manifest's");
-    }
-    free(buf);
+    rc = graph_map(&s->p, j, path, e->graph_bytes, e->graph_digest, full, &st->graph,
+                   &st->graph_map, &st->graph_map_len, msg, cap);
+    if (rc == MESS_OK && hnsw_count(st->graph) != e->nodes)
+        rc = fail(msg, cap, MESS_EFORMAT, "%s: %zu nodes, the manifest says %llu",
+                  base_name(path), hnsw_count(st->graph), (unsigned long long)e->nodes);
     free(path);
     if (rc != MESS_OK)
         return rc;
@@ -646,21 +703,14 @@ static int checkpoint(mess_server *s)
         free(path);
         path = NULL;
         if (rc == MESS_OK && (st->dirty || st->graph_gen == 0)) {
-            mess_wr_init(&w);
-            rc = graph_encode(st->graph, &w);
             path = store_path(s->dir, NULL, j, gen, "graph");
-            if (rc == MESS_OK && !path)
-                rc = MESS_ENOMEM;
-            if (rc == MESS_OK)
-                rc = write_new(path, w.p, w.len, NULL, 0);
+            rc = path ? graph_write(st->graph, path, &rec[j].graph_bytes,
+                                    rec[j].graph_digest)
+                      : MESS_ENOMEM;
             if (rc == MESS_OK) {
                 made[j] |= 1;
                 rec[j].graph_gen = gen;
-                rec[j].graph_bytes = w.len;
-                crypto_generichash(rec[j].graph_digest, STORE_DIGEST_BYTES, w.p, w.len,
-                                   NULL, 0);
             }
-            mess_wr_free(&w);
             free(path);
             path = NULL;
         }
@@ -725,6 +775,22 @@ static int checkpoint(mess_server *s)
             char *p = store_path(s->dir, NULL, j, st->graph_gen, "graph");
             if (p)
                 unlink(p);
+            free(p);
+        }
+        if (made[j] & 1) {
+            /* the graph attached to its new file: its heap tail goes (a
+             * graph that cannot be mapped keeps the heap; same content) */
+            char *p = store_path(s->dir, NULL, j, gen, "graph");
+            struct hnsw *g = NULL;
+            void *gm = NULL;
+            size_t gl = 0;
+            if (p && graph_map(&s->p, j, p, rec[j].graph_bytes, rec[j].graph_digest, 0,
+                               &g, &gm, &gl, NULL, 0) == MESS_OK) {
+                store_free_graph(st);
+                st->graph = g;
+                st->graph_map = gm;
+                st->graph_map_len = gl;
+            }
             free(p);
         }
         if ((made[j] & 2) && st->arena_gen != 0) {

@@ -53,6 +53,8 @@ int store_manifest_parse(const uint8_t *buf, size_t len, struct store_manifest *
 
 /* Releases a shard's arena mapping (nothing if none). */
 void store_unmap_arena(struct shard_store *st);
+/* Frees a shard's graph, then the mapping it was attached to. */
+void store_free_graph(struct shard_store *st);
 
 /* mess_server_open with a reason in msg on failure; full: also checks
  * every graph file's digest (mess_server_verify). */

@@ -19,6 +19,7 @@ static const struct bench benches[] = {
     {"client", bench_client, "the client's per-query steps (encode, peek, open, rerank) beside their floors"},
     {"encode", bench_encode, "client encoding: IsoHash and randomized-response throughput, --quality recall"},
     {"hnsw", bench_hnsw, "binary HNSW engine on given codes: build, recall, QPS"},
+    {"open", bench_open, "opening a server directory vs loading its exported file, cold and warm cache"},
     {"payload", bench_payload, "opening response entries: SIV one copy per id or all, vs a stored-nonce AEAD"},
     {"protocol", bench_protocol, "MESS protocol: recall vs pool, time, bytes, build rate, server memory"},
     {NULL, NULL, NULL},

@@ -99,6 +99,15 @@ says "open: an arena cut short" "cannot open server '$tmp/d2': $(basename "$a"):
     $MESS query --client "$C" --server "$tmp/d2" "$tmp/q.bvecs" --pool 40
 grep -q "(truncated)" "$tmp/err" && ok "the message says truncated" || bad "$(cat "$tmp/err")"
 
+# the open benchmark: the directory against its exported file
+check "bench open" $MESS bench open --server "$S" --repeat 1
+tail -n 1 "$tmp/out" | grep -q '^{"open_cold_ms":[0-9.]*,"open_warm_ms":[0-9.]*,"load_cold_ms":[0-9.]*,"load_warm_ms":[0-9.]*,"dir_bytes":[0-9]*,"travel_bytes":[0-9]*,"entries":1200,"shards":4,' &&
+    ok "bench open: JSON line" || bad "bench open: $(tail -n 1 "$tmp/out")"
+[ -z "$(ls "$tmp" | grep '\.bench\.')" ] && ok "bench open removed its exported file" ||
+    bad "left: $(ls "$tmp")"
+refuse "2" "usage: bench open" $MESS bench open
+grep -q "bench open needs --server" "$tmp/err" && ok "bench open usage message" || bad "$(cat "$tmp/err")"
+
 # usage
 for cmd in "export --server $S" "export $tmp/x.mess" "import $tmp/e1.mess" "verify" "checkpoint"; do
     # shellcheck disable=SC2086

@@ -30,6 +30,8 @@ EXEMPT = {
         "only on a CPU without POPCNT (hnsw_popcount_force; the build and test "
         "machines have it)",
     "bench batch: <reason>": "printed only with MESS_ENOMEM (cli/bench_batch.c)",
+    "bench open: %s": "a directory that opened once fails to open or load again "
+                      "within the run (files changed under it); cli/bench_open.c",
     "%zu queries returned no result (a bug)": "an internal consistency check of "
                                               "bench batch; fails only on a bug",
     "%zu entries failed to open (a bug)": "an internal consistency check of "
