@@ -465,6 +465,14 @@ client_load_pass = _proto("mess_client_load_pass", [c_char_p, c_char_p, c_size_t
                                                     POINTER(c_void_p)])
 server_save = _proto("mess_server_save", [c_void_p, c_char_p])
 server_load = _proto("mess_server_load", [c_char_p, P_params, POINTER(c_void_p)])
+# server directories (mess.h, "Server directories")
+server_create = _proto("mess_server_create", [c_char_p, P_params, POINTER(c_void_p)])
+server_open = _proto("mess_server_open", [c_char_p, P_params, c_void_p, c_size_t,
+                                          POINTER(c_void_p)])
+server_checkpoint = _proto("mess_server_checkpoint", [c_void_p])
+server_verify = _proto("mess_server_verify", [c_char_p, c_char_p, c_size_t], check=False)
+server_export = _proto("mess_server_export", [c_void_p, c_char_p])
+server_import = _proto("mess_server_import", [c_char_p, c_char_p])
 server_stats_get = _proto("mess_server_stats_get_sized", [c_void_p, POINTER(mess_server_stats),
                                                           c_size_t])
 

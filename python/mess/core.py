@@ -586,7 +586,75 @@ class Server(_Handle):
         return cls(None, _ptr=out.value)
 
     def save(self, path):
+        """The travel form: one compressed file (the same as export)."""
         L.server_save(self.ptr, _path(path))
+
+    # ---- server directories (docs/PROTOCOL.md, "Server directory") ----
+
+    @classmethod
+    def create(cls, path, params):
+        """A new server directory at `path` (new, or an empty directory)
+        for params, generation 1, and its handle (mess_server_create)."""
+        out = c_void_p()
+        L.server_create(_path(path), byref(params), byref(out))
+        return cls(None, _ptr=out.value)
+
+    @classmethod
+    def open(cls, path, expect=None, shards=None):
+        """Opens the server directory at `path`: every shard, or only
+        `shards` (shard numbers, any order, no repeats).  A server opened on
+        a subset maps only those shards' files; it refuses a search and any
+        upload or delete with a record of another shard (StateError), and
+        cannot be exported.  A damaged directory raises the library's error
+        with verify()'s reason (file and cause) appended."""
+        out = c_void_p()
+        arr, n = None, 0
+        if shards is not None:
+            idx = [int(j) for j in shards]
+            if not idx or any(j < 0 or j > 0xffffffff for j in idx):
+                raise ValueError("shards: a non-empty list of shard numbers")
+            arr, n = (ctypes.c_uint32 * len(idx))(*idx), len(idx)
+        try:
+            L.server_open(_path(path), byref(expect) if expect is not None else None,
+                          arr, n, byref(out))
+        except (L.FormatError, L.IOFailureError, L.VersionError) as e:
+            try:
+                Server.verify(path)
+            except L.MessError as why:
+                e.args = ("%s: %s" % (e.args[0], why.args[0]),)
+            raise e
+        return cls(None, _ptr=out.value)
+
+    def checkpoint(self):
+        """Writes what was applied since the last checkpoint as the
+        directory's next generation (mess_server_checkpoint)."""
+        L.server_checkpoint(self.ptr)
+
+    def export(self, path):
+        """The travel form: one compressed file, byte for byte the same for
+        the same server (mess_server_export)."""
+        L.server_export(self.ptr, _path(path))
+
+    @classmethod
+    def import_(cls, path, directory):
+        """Makes server directory `directory` (new, or empty) from the
+        travel file `path` (mess_server_import) and opens it."""
+        L.server_import(_path(path), _path(directory))
+        return cls.open(directory)
+
+    @staticmethod
+    def verify(path):
+        """Checks the directory in full (every file's length, every graph
+        file's digest and structure): returns the summary line, or raises
+        the library's error whose message names the file and the reason."""
+        msg = ctypes.create_string_buffer(512)
+        rc = L.server_verify(_path(path), msg, len(msg))
+        text = msg.value.decode("utf-8", "replace")
+        if rc != 0:
+            e = L.error(rc, "mess_server_verify")
+            e.args = ("mess_server_verify: %s: %s" % (os.fsdecode(path), text),)
+            raise e
+        return text
 
     @property
     def params(self):

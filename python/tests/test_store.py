@@ -1,0 +1,115 @@
+"""Server directories through the bindings (docs/PROTOCOL.md, "Server
+directory"): create, open (all shards or a subset), checkpoint, export
+(byte for byte reproducible), import, verify; a damaged directory is
+refused with the file and the reason."""
+import glob
+import os
+import tempfile
+import unittest
+
+import numpy as np
+
+import mess
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SIFT = os.path.join(ROOT, "datasets", "sift")
+N = 400
+
+
+def params():
+    return mess.Params(128, shards=4, per_item=2, ef_construction=40, hnsw_m=8,
+                       train_sample=1000)
+
+
+class Data:
+    base = mess.read_f32(os.path.join(SIFT, "base.bvecs"))[:N].copy()
+    train = mess.read_f32(os.path.join(SIFT, "learn.bvecs"))[:2000].copy()
+    queries = mess.read_f32(os.path.join(SIFT, "query.bvecs"))[:4].copy()
+
+
+class TestStore(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.d = self.tmp.name
+        self.c = mess.Client(params(), Data.train, seed=bytes(range(32)))
+
+    def tearDown(self):
+        self.c.close()
+        self.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.d, name)
+
+    def build(self):
+        s = mess.Server.create(self.path("s"), params())
+        self.c.insert(s, np.arange(N), Data.base)
+        s.checkpoint()
+        return s
+
+    def answers(self, s):
+        reqs = [self.c.request(q, 64) for q in Data.queries]
+        return [bytes(s.search(r[1])) for r in reqs]
+
+    def test_create_checkpoint_open(self):
+        with self.build() as s, mess.Server(params()) as m:
+            self.c.insert(m, np.arange(N), Data.base)
+            self.assertEqual(s.stats().entries, N * 2)
+            req = self.c.request(Data.queries[0], 64)[1]
+            self.assertEqual(bytes(s.search(req)), bytes(m.search(req)))
+        with mess.Server.open(self.path("s"), expect=params()) as s:
+            self.assertEqual(s.stats().entries, N * 2)
+            self.assertTrue(s.belongs_to(self.c))
+        self.assertTrue(mess.Server.verify(self.path("s")).startswith("ok: generation 2,"))
+        with self.assertRaises(mess.ParamsMismatchError):
+            mess.Server.open(self.path("s"), expect=mess.Params(128, shards=8))
+
+    def test_export_import_bytes(self):
+        with self.build() as s:
+            s.export(self.path("a.mess"))
+            s.export(self.path("b.mess"))
+        with open(self.path("a.mess"), "rb") as f:
+            a = f.read()
+        with open(self.path("b.mess"), "rb") as f:
+            self.assertEqual(f.read(), a)
+        with mess.Server.import_(self.path("a.mess"), self.path("copy")) as t:
+            t.export(self.path("c.mess"))
+        with open(self.path("c.mess"), "rb") as f:
+            self.assertEqual(f.read(), a)
+        with self.assertRaises(OSError):  # not an empty directory
+            mess.Server.import_(self.path("a.mess"), self.path("copy"))
+        # the travel file is not a directory
+        with self.assertRaises(mess.FormatError) as e:
+            mess.Server.open(self.path("a.mess"))
+        self.assertIn("exported server", str(e.exception))
+
+    def test_subset(self):
+        self.build().close()
+        with mess.Server.open(self.path("s"), shards=[2, 0]) as s:
+            req = self.c.request(Data.queries[0], 64)[1]
+            with self.assertRaises(mess.StateError):
+                s.search(req)
+            with self.assertRaises(mess.InvalidArgumentError):
+                s.export(self.path("x.mess"))
+        for bad in ([], [4], [1, 1]):
+            with self.assertRaises((ValueError, mess.InvalidArgumentError)):
+                mess.Server.open(self.path("s"), shards=bad)
+
+    def test_damage_named(self):
+        self.build().close()
+        arena = sorted(glob.glob(self.path("s/shard-0001-*.arena")))[0]
+        with open(arena, "r+b") as f:
+            f.truncate(os.path.getsize(arena) - 1)
+        with self.assertRaises(mess.FormatError) as e:
+            mess.Server.open(self.path("s"))
+        self.assertIn(os.path.basename(arena), str(e.exception))
+        self.assertIn("truncated", str(e.exception))
+        with self.assertRaises(mess.FormatError) as e:
+            mess.Server.verify(self.path("s"))
+        self.assertIn(os.path.basename(arena), str(e.exception))
+        os.unlink(self.path("s/MANIFEST"))
+        with self.assertRaises(mess.IOFailureError):
+            mess.Server.open(self.path("s"))
+
+
+if __name__ == "__main__":
+    unittest.main()
