@@ -4,6 +4,7 @@
  * from the repository root.  Seeds are small on purpose: libFuzzer mutates
  * faster on small inputs and the repository stays light.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,6 +259,38 @@ static void wal_seeds(const struct fuzz_fixture *fx)
     mess_wr_free(&w);
 }
 
+/* The fixture server's MANIFEST (server_store.c, through export and
+ * import) as seeds of the manifest target: as it is, and mode 1 (its
+ * checksum recomputed by the target). */
+static void manifest_seeds(const struct fuzz_fixture *fx)
+{
+    const char *travel = "build/seed.travel", *dir = "build/seed.dir";
+    char path[512];
+    uint8_t *file;
+    size_t len;
+    DIR *d;
+    struct dirent *e;
+    int rc;
+    if ((rc = mess_server_export(fx->server, travel)) != MESS_OK ||
+        (rc = mess_server_import(travel, dir)) != MESS_OK)
+        die("fixture directory", rc);
+    snprintf(path, sizeof path, "%s/MANIFEST", dir);
+    file = slurp(path, &len);
+    put("manifest", "fixture", 0, 1, file, len);
+    put("manifest", "fixture-resum", 1, 1, file, len);
+    free(file);
+    remove(travel);
+    if ((d = opendir(dir)) != NULL) {
+        while ((e = readdir(d)) != NULL)
+            if (e->d_name[0] != '.') {
+                snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+                remove(path);
+            }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct fuzz_fixture *fx = fuzz_fixture();
@@ -356,5 +389,6 @@ int main(void)
     vecs_seeds();
     hnsw_seeds(fx);
     wal_seeds(fx);
+    manifest_seeds(fx);
     return 0;
 }
