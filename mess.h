@@ -908,8 +908,10 @@ int mess_server_load(const char *path, const mess_params *expect,
  * graph written anew), fsync, then MANIFEST.tmp, fsync, rename over
  * MANIFEST, fsync of the directory.  A crash leaves the old generation or
  * the new one; unnamed files of an unfinished checkpoint are replaced by
- * the next one.  One process writes a directory at a time, and nothing
- * else may truncate its files while they are mapped.
+ * the next one.  Checkpoints of one directory run one at a time (a lock
+ * on S/LOCK); servers opened on disjoint shard sets of one directory may
+ * each checkpoint (each keeps the others' records), but two handles must
+ * never write the same shard, and nothing else may write its files.
  *
  * A directory, its files or its MANIFEST that is missing, truncated or
  * modified is MESS_EIO (errno kept) or MESS_EFORMAT (a length, a

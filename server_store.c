@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -656,9 +657,11 @@ static int arena_append(const mess_server *s, const struct shard_store *st,
     return rc;
 }
 
-/* Writes every changed shard's files for generation gen + 1, then the
- * MANIFEST, and only then changes the handle (mess.h). */
-static int checkpoint(mess_server *s)
+/* Writes every changed shard's files for the next generation, then the
+ * MANIFEST, and only then changes the handle (mess.h).  fresh: the
+ * directory's MANIFEST as it is now (a subset server: the other shards'
+ * records come from it, not from what this handle read at open) or NULL. */
+static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
 {
     uint32_t M = s->p.shards, j;
     uint64_t gen = s->generation + 1;
@@ -668,6 +671,8 @@ static int checkpoint(mess_server *s)
     char *path = NULL, *tmp = NULL;
     int rc = MESS_OK, committed = 0;
 
+    if (fresh && fresh->generation >= gen)
+        gen = fresh->generation + 1;
     rec = (struct store_shard *)mess_calloc_array(M, sizeof *rec);
     made = (uint8_t *)calloc(M, 1);
     if (!rec || !made) {
@@ -683,8 +688,12 @@ static int checkpoint(mess_server *s)
         rec[j].nodes = st->nodes;
         rec[j].arena_gen = st->arena_gen;
         rec[j].arena_bytes = st->arena_bytes;
-        if (!st->graph)
-            continue; /* not held: its files stay as they are */
+        if (!st->graph) {
+            /* not held: its files and record are its holder's */
+            if (fresh)
+                rec[j] = fresh->shard[j];
+            continue;
+        }
         rec[j].nodes = hnsw_count(st->graph);
         rec[j].arena_bytes = rec[j].nodes * (uint64_t)s->entry_bytes;
         if (st->rewrite || st->arena_gen == 0) {
@@ -829,6 +838,61 @@ static int checkpoint(mess_server *s)
     return rc;
 }
 
+/* One checkpoint at a time per directory: a write lock on S/LOCK (fcntl:
+ * other processes) and a mutex (other handles in this process), held from
+ * reading the MANIFEST to renaming the new one.  Servers opened on
+ * disjoint shard sets of one directory so checkpoint in turn, each
+ * keeping the others' records. */
+static pthread_mutex_t store_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static int checkpoint(mess_server *s)
+{
+    struct store_manifest m;
+    struct flock fl;
+    char *p;
+    int fd, rc, err;
+    memset(&m, 0, sizeof m);
+    p = store_path(s->dir, "LOCK", 0, 0, NULL);
+    if (!p)
+        return MESS_ENOMEM;
+    pthread_mutex_lock(&store_mutex);
+    fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    free(p);
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    rc = fd < 0 ? MESS_EIO : MESS_OK;
+    while (rc == MESS_OK && fcntl(fd, F_SETLKW, &fl) != 0)
+        if (errno != EINTR)
+            rc = MESS_EIO;
+    if (rc == MESS_OK && s->held != s->p.shards && s->generation > 0) {
+        uint8_t fa[MESS_FINGERPRINT_BYTES], fb[MESS_FINGERPRINT_BYTES];
+        rc = read_manifest(s->dir, &m, NULL, 0);
+        if (rc == MESS_OK) {
+            params_fingerprint(&m.p, fa);
+            params_fingerprint(&s->p, fb);
+            if (memcmp(fa, fb, sizeof fa) != 0)
+                rc = MESS_EPARAM;
+            else if (m.owned && s->owned &&
+                     sodium_memcmp(m.owner, s->owner, MESS_OWNER_BYTES) != 0)
+                rc = MESS_EOWNER; /* another holder's client owns it */
+            else if (m.owned && !s->owned) {
+                s->owned = 1; /* another holder's first upload: the same client's */
+                memcpy(s->owner, m.owner, MESS_OWNER_BYTES);
+            }
+        }
+    }
+    if (rc == MESS_OK)
+        rc = checkpoint_locked(s, s->held != s->p.shards && m.shard ? &m : NULL);
+    err = errno;
+    free(m.shard);
+    if (fd >= 0)
+        close(fd); /* releases the lock */
+    pthread_mutex_unlock(&store_mutex);
+    errno = err;
+    return rc;
+}
+
 int mess_server_checkpoint(mess_server *s)
 {
     if (!s || !s->dir)
@@ -892,10 +956,15 @@ static int store_write_new(mess_server *s, const char *dir)
         int err = errno;
         for (j = 0; j < s->p.shards; j++)
             s->shards[j].graph_gen = s->shards[j].arena_gen = 0;
+        if (made) {
+            char *lock = store_path(dir, "LOCK", 0, 0, NULL);
+            if (lock)
+                unlink(lock);
+            free(lock);
+            rmdir(dir);
+        }
         free(s->dir);
         s->dir = NULL;
-        if (made)
-            rmdir(dir);
         errno = err;
     }
     return rc;

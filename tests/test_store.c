@@ -363,6 +363,53 @@ static void test_subset(void)
     rm_tree(dir);
 }
 
+/* Two servers on disjoint shard sets of one directory, each fed its part,
+ * checkpoint in turn: each keeps the other's records, and the directory
+ * is the whole server's (its export equals an in-memory server's save). */
+static void test_two_holders(void)
+{
+    static const uint32_t lo[2] = {0, 1}, hi[2] = {3, 2};
+    char dir[256], fm[256], fs[256], msg[256];
+    mess_server *s = NULL, *a = NULL, *b = NULL, *m = NULL;
+    uint8_t *pa = NULL, *pb = NULL;
+    size_t la = 0, lb = 0;
+    path_of(dir, sizeof dir, "two");
+    path_of(fm, sizeof fm, "two-mem.mess");
+    path_of(fs, sizeof fs, "two-dir.mess");
+    CHECK_OK(mess_server_create(dir, &P, &s));
+    CHECK_OK(mess_server_apply_upload(s, up1, up1_len, 1));
+    CHECK_OK(mess_server_checkpoint(s));
+    mess_server_free(s);
+    s = NULL;
+    CHECK_OK(mess_server_open(dir, &P, lo, 2, &a));
+    CHECK_OK(mess_server_open(dir, &P, hi, 2, &b));
+    CHECK_OK(mess_records_split(&P, up2, up2_len, lo, 2, &pa, &la));
+    CHECK_OK(mess_records_split(&P, up2, up2_len, hi, 2, &pb, &lb));
+    CHECK_OK(mess_server_apply_upload(a, pa, la, 1));
+    CHECK_OK(mess_server_apply_upload(b, pb, lb, 1));
+    CHECK_OK(mess_server_checkpoint(b));
+    CHECK_OK(mess_server_checkpoint(a)); /* read at open, before b's checkpoint */
+    CHECK_OK(mess_server_checkpoint(b)); /* nothing new: keeps a's records */
+    mess_server_free(a);
+    mess_server_free(b);
+    CHECK_OK(mess_server_verify(dir, msg, sizeof msg));
+    CHECK_OK(mess_server_new(&P, &m));
+    CHECK_OK(mess_server_apply_upload(m, up1, up1_len, 1));
+    CHECK_OK(mess_server_apply_upload(m, up2, up2_len, 1));
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &s));
+    CHECK(s && same_answers(m, s));
+    CHECK_OK(mess_server_save(m, fm));
+    CHECK_OK(mess_server_export(s, fs));
+    CHECK(files_equal(fm, fs));
+    mess_server_free(s);
+    mess_server_free(m);
+    mess_buf_free(pa);
+    mess_buf_free(pb);
+    unlink(fm);
+    unlink(fs);
+    rm_tree(dir);
+}
+
 static void write_file(const char *path, const uint8_t *b, size_t n)
 {
     FILE *f = fopen(path, "wb");
@@ -593,6 +640,7 @@ int main(void)
     RUN(test_roundtrip_append);
     RUN(test_compact_export_import);
     RUN(test_subset);
+    RUN(test_two_holders);
     RUN(test_hostile);
     RUN(test_create_rules);
     for (i = 0; i < NQ; i++)
