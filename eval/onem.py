@@ -16,6 +16,10 @@ one JSON object per line to OUT/results.jsonl.
     onem.py build ... --in-memory; onem.py import --dir S
         the same server built in memory and saved as the travel file
         S.travel, then turned into the directory S (mess_server_import).
+    onem.py memory --data datasets/large --dir S
+        today's in-memory server: S.travel loaded (mess_server_load), then
+        Recall@10 vs B, server ms (one thread; and again warm over the
+        same requests), client ms, bytes per query.
     onem.py query --data datasets/1m --dir S --config d8q8 --pools ...
         Recall@10 vs B, server and client ms per query, bytes per query,
         resident bytes (/proc/self/smaps: the mappings of S's files, and
@@ -484,6 +488,47 @@ def cmd_compare(a):
     client.close()
 
 
+def cmd_memory(a):
+    """The in-memory server of today (mess_server_load of DIR.travel): load
+    time, then per pool Recall@10, server ms (one thread), client ms,
+    bytes; server search time again over the same requests (warm)."""
+    m = lib()
+    d = load_set(a, need_base=False)
+    client = m.Client.load(a.dir + ".client")
+    travel = a.dir + ".travel"
+    drop_cache(travel)
+    rss0 = smaps(a.dir)["rss"]
+    t0 = time.perf_counter()
+    h = m.Server.load(travel, client.params)
+    load_s = time.perf_counter() - t0
+    st = h.stats()
+    for B in [int(x) for x in a.pools.split(",")]:
+        got, srv, cli, nbytes = [], 0.0, 0.0, 0
+        reqs = []
+        for q in d["queries"]:
+            r = client.query(h, q, K, B, 1)
+            got.append(r.ids)
+            srv += r.server_seconds
+            cli += r.client_seconds
+            nbytes += r.request_bytes + r.response_bytes
+        for q in d["queries"]:
+            qs, req = client.request(q, B)
+            qs.close()
+            reqs.append(req)
+        warm = min(time_search(h, reqs) for _ in range(a.repeat))
+        for r in reqs:
+            r.close()
+        nq = len(d["queries"])
+        record(a.out, dict(kind="mess_memory", data=a.data, dir=a.dir, config=a.config,
+                           entries=st.entries, memory_bytes=st.bytes, load_s=load_s,
+                           rss_delta_bytes=smaps(a.dir)["rss"] - rss0, pool=B, queries=nq,
+                           recall=recall(got, d["truth"]), server_ms=1e3 * srv / nq,
+                           server_warm_ms=warm, client_ms=1e3 * cli / nq,
+                           bytes_per_query=nbytes / nq))
+    h.close()
+    client.close()
+
+
 def cmd_append(a):
     m = lib()
     d = load_set(a, need_base=False, need_queries=False)
@@ -551,12 +596,16 @@ def main():
     common(c)
     c.add_argument("--pool", type=int, default=1500)
     c.add_argument("--repeat", type=int, default=3)
+    mm = sub.add_parser("memory", help="today's in-memory server (load of DIR.travel)")
+    common(mm)
+    mm.add_argument("--pools", default="250,500,1000,1500,3000")
+    mm.add_argument("--repeat", type=int, default=2)
     p = sub.add_parser("append", help="append --count items + checkpoint")
     common(p)
     p.add_argument("--count", type=int, default=10000)
     p.add_argument("--first-id", type=int, default=10 ** 9)
     a = ap.parse_args()
-    {"hnswlib": cmd_hnswlib, "build": cmd_build, "import": cmd_import, "query": cmd_query, "open": cmd_open,
+    {"hnswlib": cmd_hnswlib, "build": cmd_build, "import": cmd_import, "memory": cmd_memory, "query": cmd_query, "open": cmd_open,
      "compare": cmd_compare, "append": cmd_append}[a.cmd](a)
 
 
