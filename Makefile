@@ -266,10 +266,16 @@ tsan: deps-check
 	@TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" \
 	  sh tests/run.sh $(TSAN_TESTS:%=build/tsan/tests/%)
 
-# The full crash-safety run: 100 kills per role on a ~10 MB server state.
+# The full crash-safety runs (release builds): 100 kills per role while a
+# ~10 MB state file is saved (tests/test_crash.c), and 100 kills per kind
+# on a server directory: inserts, checkpoints, compactions
+# (tests/test_crash_dir.c; make check runs 8 of each).  About 1-1.5
+# minutes here; MESS_CRASH_SEED=S repeats the directory test's kill
+# delays.  The last line is the total "N passed, N failed".
 crash-test: deps-check
-	@$(DEVMAKE) build/rel/tests/test_crash
-	MESS_CRASH_ROUNDS=100 MESS_CRASH_ITEMS=8000 build/rel/tests/test_crash
+	@$(DEVMAKE) -s build/rel/tests/test_crash build/rel/tests/test_crash_dir
+	@MESS_CRASH_ROUNDS=100 MESS_CRASH_ITEMS=8000 sh tests/crash_test.sh \
+	  build/rel/tests/test_crash build/rel/tests/test_crash_dir
 
 # Allocation-failure injection, full run (tests/test_oom.c): one-shot and
 # persistent failures, one and two threads, sealed client files; on the

@@ -34,6 +34,7 @@
 #include "parallel.h"
 #include "protocol.h"
 #include "server_store.h"
+#include "wal.h"
 
 /* The lock of a client handle, also taken through a const pointer: the
  * state it guards is not the handle's logical value. */
@@ -350,6 +351,7 @@ void mess_server_free(mess_server *s)
             store_unmap_arena(&s->shards[j]);
         }
     free(s->dir);
+    wal_close(s->wal);
     while (s->npool > 0)
         hnsw_scratch_free(s->pool[--s->npool]);
     pthread_mutex_destroy(&s->pool_lock);

@@ -903,15 +903,21 @@ int mess_server_load(const char *path, const mess_params *expect,
  * server), mess_server_import turns it into a directory.
  *
  * Uploads, deletes and compactions applied to a directory-backed server
- * change the handle; mess_server_checkpoint writes them: the changed
- * shards' files for the next generation (the arena is appended to, the
- * graph written anew), fsync, then MANIFEST.tmp, fsync, rename over
- * MANIFEST, fsync of the directory.  A crash leaves the old generation or
+ * are first appended to its write-ahead log (S/wal; one write and one
+ * fdatasync), then change the handle: once the call returns MESS_OK the
+ * change survives a crash, and the next open replays it.  If the append
+ * fails nothing changes (MESS_EIO, errno kept).  mess_server_checkpoint
+ * folds them into the files: the changed shards' files for the next
+ * generation (the arena is appended to, the graph written anew), fsync,
+ * then MANIFEST.tmp, fsync, rename over MANIFEST, fsync of the directory,
+ * then an empty log.  A crash leaves the old generation with its log or
  * the new one; unnamed files of an unfinished checkpoint are replaced by
  * the next one.  Checkpoints of one directory run one at a time (a lock
  * on S/LOCK); servers opened on disjoint shard sets of one directory may
  * each checkpoint (each keeps the others' records), but two handles must
  * never write the same shard, and nothing else may write its files.
+ * A directory this process may not write opens read-only: updates are
+ * MESS_EIO (errno EACCES, EPERM or EROFS).
  *
  * A directory, its files or its MANIFEST that is missing, truncated or
  * modified is MESS_EIO (errno kept) or MESS_EFORMAT (a length, a
@@ -930,7 +936,14 @@ int mess_server_create(const char *dir, const mess_params *p, mess_server **out)
  * record for another shard is MESS_ESTATE (nothing applied: give it its
  * part, mess_records_split), and so is mess_server_search (it answers
  * mess_server_search_shards on its shards).  mess_server_export of a
- * subset is MESS_EINVAL.  A travel file given as `dir` is MESS_EFORMAT. */
+ * subset is MESS_EINVAL.  A travel file given as `dir` is MESS_EFORMAT.
+ * The log is replayed (a subset applies its shards' part of each record;
+ * a torn record at its end, from a crash in the middle of an append, is
+ * cut); a record that cannot be applied, or a damaged record followed by
+ * a complete one, fails the open (MESS_EFORMAT; mess_server_verify says
+ * where).  A subset server does not write the log (its updates are
+ * durable at its checkpoint), and may not checkpoint while the log holds
+ * records of shards it does not hold (MESS_ESTATE). */
 MESS_API MESS_NODISCARD
 int mess_server_open(const char *dir, const mess_params *expect,
                      const uint32_t *shards, size_t nshards, mess_server **out);
@@ -940,7 +953,8 @@ int mess_server_open(const char *dir, const mess_params *expect,
 MESS_API MESS_NODISCARD
 int mess_server_checkpoint(mess_server *s);
 /* Checks the directory in full: the MANIFEST, every file's length, every
- * graph file's digest and structure.  msg (msg_cap bytes, may be 0) gets
+ * graph file's digest and structure, and the write-ahead log (replayed on
+ * a copy in memory; the directory is not changed).  msg (msg_cap bytes, may be 0) gets
  * one line: the file and the reason on failure, a summary on MESS_OK. */
 MESS_API MESS_NODISCARD
 int mess_server_verify(const char *dir, char *msg, size_t msg_cap);

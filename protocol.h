@@ -100,6 +100,8 @@ static inline const uint8_t *shard_entry(const struct shard_store *st,
 
 #define SCRATCH_POOL 64
 
+struct wal;
+
 struct mess_server {
     mess_params p;
     size_t entry_bytes;
@@ -116,6 +118,11 @@ struct mess_server {
     uint64_t generation;             /* the MANIFEST's */
     uint32_t held;                   /* shards held (p.shards unless a subset) */
     int owner_dirty;                 /* owner set since the last checkpoint */
+    struct wal *wal;                 /* its write-ahead log (wal.h; read-only
+                                        for a subset or verify) or NULL */
+    int replaying;                   /* applying the log's records: not logged again */
+    int log_foreign;                 /* a subset whose log holds records of other
+                                        shards: it may not checkpoint (fold) it */
 };
 
 /* 1 if the server holds shard j (every shard, unless opened on a subset). */

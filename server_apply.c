@@ -267,6 +267,16 @@ int mess_server_compact(mess_server *s, unsigned threads)
     if (!a.fresh)
         return MESS_ENOMEM;
     rc = parallel_for(s->p.shards, threads, compact_shard, &a);
+    if (rc == MESS_OK) {
+        /* a directory-backed server logs the compaction before the
+         * handle takes the new shards (server_store.h); nothing to
+         * compact is nothing to log */
+        int any = 0;
+        for (j = 0; j < s->p.shards; j++)
+            any |= a.fresh[j].graph != NULL;
+        if (any)
+            rc = store_log_compact(s);
+    }
     for (j = 0; j < s->p.shards; j++) {
         struct shard_store *st = &s->shards[j], *f = &a.fresh[j];
         if (!f->graph)

@@ -18,6 +18,7 @@
 #include "params.h"
 #include "server_store.h"
 #include "statefile.h"
+#include "wal.h"
 
 /* ---- messages and names -------------------------------------------------- */
 
@@ -500,6 +501,77 @@ static void shard_take_record(struct shard_store *st, const struct store_shard *
     st->arena_bytes = e->arena_bytes;
 }
 
+/* ---- the write-ahead log (D16, wal.c) ------------------------------------- */
+
+/* Record r of the log applied to s.  A subset server applies the part
+ * of it that falls on its shards (mess_records_split). */
+static int replay_record(mess_server *s, const struct wal_record *r)
+{
+    uint32_t *held = NULL, j, n = 0;
+    uint8_t *part = NULL;
+    const uint8_t *buf = r->body;
+    size_t len = r->len, missing;
+    int rc = MESS_OK;
+    if (s->held != s->p.shards && r->kind != WAL_COMPACT) {
+        held = (uint32_t *)mess_malloc_array(s->p.shards, sizeof *held);
+        if (!held)
+            return MESS_ENOMEM;
+        for (j = 0; j < s->p.shards; j++)
+            if (server_holds(s, j))
+                held[n++] = j;
+        rc = mess_records_split(&s->p, r->body, r->len, held, n, &part, &len);
+        free(held);
+        buf = part;
+        if (rc == MESS_OK && len != r->len)
+            s->log_foreign = 1; /* records of shards it does not hold */
+    }
+    if (s->held != s->p.shards && r->kind == WAL_COMPACT)
+        s->log_foreign = 1;     /* compacts the shards it does not hold too */
+    if (rc == MESS_OK)
+        rc = r->kind == WAL_UPLOAD ? mess_server_apply_upload(s, buf, len, 1)
+           : r->kind == WAL_DELETE ? mess_server_apply_delete(s, buf, len, &missing)
+                                   : mess_server_compact(s, 1);
+    mess_buf_free(part);
+    return rc;
+}
+
+/* Opens S/wal for the server's generation, applies its records, and keeps
+ * it as the server's log: writable (a torn tail is cut, a stale log
+ * emptied), or read-only for a verification (the directory is not
+ * changed).  A subset server applies its shards' part of each record. */
+static int open_log(mess_server *s, int writable, char *msg, size_t cap)
+{
+    struct wal *w = NULL;
+    struct wal_record r;
+    char *path = store_path(s->dir, "wal", 0, 0, NULL);
+    char why[256] = "";
+    int rc;
+    if (!path)
+        return fail(msg, cap, MESS_ENOMEM, "out of memory");
+    rc = wal_open(path, s->generation, writable ? 0 : WAL_READONLY, &w, why, sizeof why);
+    free(path);
+    if (rc != MESS_OK)
+        return fail(msg, cap, rc, "%s", why[0] ? why : "cannot open the write-ahead log");
+    s->replaying = 1;
+    while (rc == MESS_OK && wal_replay_next(w, &r)) {
+        rc = replay_record(s, &r);
+        if (rc != MESS_OK)
+            rc = fail(msg, cap, rc, "write-ahead log: record %llu at byte %zu cannot be "
+                      "applied: %s", (unsigned long long)r.seq, r.offset,
+                      mess_strerror(rc));
+    }
+    s->replaying = 0;
+    if (rc == MESS_OK && (rc = wal_ready(w)) != MESS_OK)
+        rc = fail(msg, cap, rc, "write-ahead log: cannot cut its torn tail: %s",
+                  strerror(errno));
+    if (rc != MESS_OK) {
+        wal_close(w);
+        return rc;
+    }
+    s->wal = w;
+    return MESS_OK;
+}
+
 int store_open(const char *dir, const mess_params *expect, const uint32_t *shards,
                size_t nshards, int full, mess_server **out, char *msg, size_t cap)
 {
@@ -578,7 +650,7 @@ int store_open(const char *dir, const mess_params *expect, const uint32_t *shard
             goto done;
         s->held++;
     }
-    /* WAL: replay the log of generation m.generation here (D16). */
+    rc = open_log(s, !full, msg, cap);
 done:
     free(want);
     free(m.shard);
@@ -746,7 +818,13 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
             /* A failed directory fsync after the rename is reported, but
              * the new MANIFEST and every file it names are complete. */
             rc = fsync_dir(s->dir);
-            /* WAL: start the log of generation gen here (D16). */
+            /* the log's records are in the files now: an empty log for
+             * gen (a failure refuses later appends: MESS_EIO) */
+            if (wal_writable(s->wal)) {
+                int lrc = wal_reset(s->wal, gen);
+                if (rc == MESS_OK)
+                    rc = lrc;
+            }
         }
     }
     free(tmp);
@@ -897,6 +975,14 @@ int mess_server_checkpoint(mess_server *s)
 {
     if (!s || !s->dir)
         return MESS_EINVAL;
+    /* folding the log would drop the records of the shards a subset
+     * does not hold: the whole server (or their holder) checkpoints */
+    if (s->log_foreign)
+        return MESS_ESTATE;
+    if (s->wal && !wal_writable(s->wal) && wal_count(s->wal) > 0) {
+        errno = wal_readonly_errno(s->wal);
+        return MESS_EIO; /* a log it cannot empty */
+    }
     return checkpoint(s);
 }
 
@@ -981,6 +1067,8 @@ int mess_server_create(const char *dir, const mess_params *p, mess_server **out)
     rc = mess_server_new(p, &s);
     if (rc == MESS_OK)
         rc = store_write_new(s, dir);
+    if (rc == MESS_OK)
+        rc = open_log(s, 1, NULL, 0);
     if (rc != MESS_OK) {
         int err = errno;
         mess_server_free(s);
@@ -1013,12 +1101,29 @@ int mess_server_import(const char *file, const char *dir)
     return rc;
 }
 
+static int log_record(mess_server *s, uint32_t kind, const uint8_t *buf, size_t len)
+{
+    /* a subset server does not log: holders of disjoint shard sets may
+     * write one directory at once, and would interleave one log; its
+     * updates are durable at its checkpoint */
+    if (!s->dir || s->replaying || s->held != s->p.shards)
+        return MESS_OK;
+    if (!wal_writable(s->wal)) {
+        if (!wal_readonly_errno(s->wal))
+            return MESS_ESTATE; /* a verification's handle */
+        errno = wal_readonly_errno(s->wal); /* a directory it may not write */
+        return MESS_EIO;
+    }
+    return wal_append(s->wal, kind, buf, len);
+}
+
 int store_log(mess_server *s, enum wire_kind kind, const uint8_t *buf, size_t len)
 {
-    /* WAL: append (kind, buf, len) and fdatasync when s->dir (D16). */
-    MESS_UNUSED(s);
-    MESS_UNUSED(kind);
-    MESS_UNUSED(buf);
-    MESS_UNUSED(len);
-    return MESS_OK;
+    return log_record(s, kind == WIRE_UPLOAD ? WAL_UPLOAD : WAL_DELETE, buf, len);
+}
+
+int store_log_compact(mess_server *s)
+{
+    static const uint8_t none[1] = {0};
+    return log_record(s, WAL_COMPACT, none, 0);
 }

@@ -71,5 +71,9 @@ int store_open(const char *dir, const mess_params *expect, const uint32_t *shard
  * the shards are loaded) and the log's restart right after the MANIFEST
  * rename in mess_server_checkpoint (marked "WAL:" in server_store.c). */
 int store_log(mess_server *s, enum wire_kind kind, const uint8_t *buf, size_t len);
+/* The same for a compaction (mess_server_compact, once its new shards
+ * are built and before the handle takes them).  A subset server logs
+ * nothing (its updates are durable at its checkpoint). */
+int store_log_compact(mess_server *s);
 
 #endif

@@ -34,7 +34,7 @@ static void say(char *msg, size_t cap, const char *fmt, ...)
 
 static int kind_known(uint32_t kind)
 {
-    return kind == WAL_UPLOAD || kind == WAL_DELETE;
+    return kind == WAL_UPLOAD || kind == WAL_DELETE || kind == WAL_COMPACT;
 }
 
 /* Whether a complete record starts at pos (magic, a length that fits,
@@ -238,6 +238,7 @@ struct wal {
     uint64_t count;   /* records of gen in the log */
     uint64_t end;     /* bytes in the file (after wal_ready) */
     int ready, broken;
+    int ro_errno;     /* why a writable open fell back to read-only (0: none) */
 };
 
 static void unmap(struct wal *w)
@@ -287,11 +288,17 @@ int wal_open(const char *path, uint64_t gen, unsigned flags, struct wal **out,
         rc = atomicfile_replace(path, none, 0, 0644);
         if (rc == MESS_OK)
             w->fd = open(path, O_RDWR | O_CLOEXEC);
-        else if (errno == EACCES || errno == EROFS || errno == EPERM)
+        else if (errno == EACCES || errno == EROFS || errno == EPERM) {
             rc = MESS_OK; /* a directory we may not write: read-only below */
+            w->ro_errno = errno;
+            w->flags |= WAL_READONLY;
+            ro = 1;
+            errno = ENOENT; /* and no log to read */
+        }
     }
     if (w->fd < 0 && !ro && (errno == EACCES || errno == EROFS || errno == EPERM)) {
         /* a log (or directory) we may not write: read it, refuse appends */
+        w->ro_errno = errno;
         w->flags |= WAL_READONLY;
         ro = 1;
         w->fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -426,6 +433,11 @@ static int write_all(int fd, struct iovec *iov, int n)
 int wal_writable(const struct wal *w)
 {
     return w && !(w->flags & WAL_READONLY) && w->fd >= 0;
+}
+
+int wal_readonly_errno(const struct wal *w)
+{
+    return w ? w->ro_errno : 0;
 }
 
 int wal_append(struct wal *w, uint32_t kind, const uint8_t *body, size_t len)

@@ -6,7 +6,7 @@
  * applied since its manifest's generation, one record each:
  *
  *   offset  0  magic       u32  0x314c574d ("MWL1": format 1)
- *           4  kind        u32  1 upload, 2 delete
+ *           4  kind        u32  1 upload, 2 delete, 3 compaction
  *           8  generation  u64  the manifest generation it follows
  *          16  seq         u64  0, 1, 2, ... within the generation
  *          24  len         u64  body bytes, at most WAL_MAX_BODY
@@ -48,6 +48,7 @@
 #define WAL_MAGIC 0x314c574dU /* "MWL1" */
 #define WAL_UPLOAD 1U
 #define WAL_DELETE 2U
+#define WAL_COMPACT 3U /* mess_server_compact; empty body */
 #define WAL_HEAD_BYTES 32
 #define WAL_SUM_BYTES 32
 #define WAL_OVERHEAD (WAL_HEAD_BYTES + WAL_SUM_BYTES)
@@ -120,6 +121,9 @@ int wal_ready(struct wal *w);
 
 /* 1 if appends are possible (not opened or fallen back to read-only). */
 int wal_writable(const struct wal *w);
+/* The errno (EACCES, EPERM, EROFS) that made a writable open fall back to
+ * read-only, 0 if it did not. */
+int wal_readonly_errno(const struct wal *w);
 
 /* Appends one record (one writev + fdatasync) after wal_ready.  If it fails
  * the file is cut back to where it was (else every later append is refused:

@@ -161,6 +161,9 @@ int cli_cmd_info(int argc, char **argv);
 int cli_server_open(const char *dir, const mess_params *expect,
                     const char *client, mess_server **s);
 int cli_server_write(mess_server *s, const char *dir);
+/* "cannot write server 'DIR' (it keeps its last checkpoint): <reason>"
+ * (err: errno of a MESS_EIO); CLI_FAIL. */
+int cli_server_failed(const char *dir, int rc, int err);
 /* CLI_OK if dir does not exist or is an empty directory (init makes the
  * server there), else a message and CLI_FAIL. */
 int cli_server_fresh(const char *dir);

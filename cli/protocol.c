@@ -180,7 +180,7 @@ int cli_cmd_insert(int argc, char **argv)
     uint64_t *ids = NULL;
     size_t n, dim, i, bytes = 0;
     double t0, t_client = 0, t_server = 0, t;
-    int rc;
+    int rc, err;
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -246,12 +246,16 @@ int cli_cmd_insert(int argc, char **argv)
             goto done;
         }
         t = cli_wall_s();
+        errno = 0;
         rc = mess_server_apply_upload(s, buf, len, (unsigned)threads);
+        err = errno;
         t_server += cli_wall_s() - t;
         mess_buf_free(buf);
         bytes += len;
         if (rc != MESS_OK) {
-            if (rc == MESS_ESTATE)
+            if (rc == MESS_EIO) /* its write-ahead log cannot be written */
+                cli_server_failed(spath, rc, err);
+            else if (rc == MESS_ESTATE)
                 cli_error("server refused the upload: an id in [%zu, %zu) is already stored",
                           (size_t)first + i, (size_t)first + i + m);
             else
@@ -513,7 +517,7 @@ int cli_cmd_delete(int argc, char **argv)
     uint8_t *buf;
     size_t n, len, missing;
     mess_params p;
-    int rc;
+    int rc, err;
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -541,10 +545,16 @@ int cli_cmd_delete(int argc, char **argv)
     }
     rc = mess_client_delete(c, ids, n, &buf, &len);
     if (rc == MESS_OK) {
+        errno = 0;
         rc = mess_server_apply_delete(s, buf, len, &missing);
+        err = errno;
         mess_buf_free(buf);
+        if (rc == MESS_EIO) /* its write-ahead log cannot be written */
+            rc = cli_server_failed(spath, rc, err);
     }
-    if (rc != MESS_OK) {
+    if (rc == CLI_FAIL) {
+        /* said above */
+    } else if (rc != MESS_OK) {
         rc = rc == MESS_EINVAL ? (cli_error("--ids: an id is repeated"), CLI_USAGE)
                                : cli_fail("delete", NULL, rc);
     } else {

@@ -90,6 +90,13 @@ int cli_server_fresh(const char *dir)
     return CLI_FAIL;
 }
 
+int cli_server_failed(const char *dir, int rc, int err)
+{
+    cli_error("cannot write server '%s' (it keeps its last checkpoint): %s", dir,
+              reason(rc, err));
+    return CLI_FAIL;
+}
+
 int cli_server_write(mess_server *s, const char *dir)
 {
     int rc;
@@ -97,9 +104,7 @@ int cli_server_write(mess_server *s, const char *dir)
     rc = mess_server_checkpoint(s);
     if (rc == MESS_OK)
         return CLI_OK;
-    cli_error("cannot write server '%s' (it keeps its last checkpoint): %s", dir,
-              reason(rc, errno));
-    return CLI_FAIL;
+    return cli_server_failed(dir, rc, errno);
 }
 
 static const char export_help[] =

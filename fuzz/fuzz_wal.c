@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_fail("generation rule");
     while (wal_scan_next(data, &sc, &pos, &r)) {
         if (r.offset != end || r.body != data + end + WAL_HEAD_BYTES || r.seq != n ||
-            (r.kind != WAL_UPLOAD && r.kind != WAL_DELETE) || r.len > sc.valid ||
+            (r.kind != WAL_UPLOAD && r.kind != WAL_DELETE && r.kind != WAL_COMPACT) || r.len > sc.valid ||
             pos > sc.valid || pos - end != WAL_OVERHEAD + r.len)
             fuzz_fail("a yielded record is inconsistent");
         end = pos;

@@ -235,7 +235,7 @@ static void merge_seeds(const struct fuzz_fixture *fx)
 
 /* Write-ahead logs of generation 7 (fuzz_wal.c): empty, three records
  * (bodies from the fixture's real buffers), the same with a torn tail,
- * and a stale log of generation 6. */
+ * a stale log of generation 6, and a delete followed by a compaction. */
 static void wal_seeds(const struct fuzz_fixture *fx)
 {
     struct mess_wr w;
@@ -256,6 +256,13 @@ static void wal_seeds(const struct fuzz_fixture *fx)
     if (w.err)
         die("wal_encode", w.err);
     put("wal", "stale", 0, 0, w.p, w.len);
+    mess_wr_free(&w);
+    mess_wr_init(&w);
+    wal_encode(&w, WAL_DELETE, 7, 0, fx->del, fx->del_len);
+    wal_encode(&w, WAL_COMPACT, 7, 1, NULL, 0);
+    if (w.err)
+        die("wal_encode", w.err);
+    put("wal", "compact", 0, 0, w.p, w.len);
     mess_wr_free(&w);
 }
 
