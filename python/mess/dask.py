@@ -40,7 +40,6 @@ queries_per_second, bytes_per_query, ...).
 """
 import argparse
 import asyncio
-import collections
 import concurrent.futures
 import ctypes
 import contextlib

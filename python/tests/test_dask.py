@@ -7,7 +7,6 @@ merge_responses).  Needs Debian's python3-distributed and python3-dask."""
 import os
 import signal
 import tempfile
-import time
 import unittest
 
 import numpy as np
@@ -17,7 +16,7 @@ from mess import wire
 
 try:
     import mess.dask as md
-    import distributed  # noqa: F401
+    md.require()
     MISSING = None
 except ImportError as e:  # the packages are in scripts/deps.sh's check group
     MISSING = "mess.dask needs python3-distributed and python3-dask (apt-get install " \
