@@ -120,12 +120,20 @@ def queries(c, p, path, qs, repeats, reload):
     return single / nbits, vote / nbits, nbits
 
 
+def vecs(data, stem):
+    """DIR/stem.bvecs (SIFT sets) or, failing that, DIR/stem.fvecs (text)."""
+    path = os.path.join(data, stem + ".bvecs")
+    return mess.read_f32(path if os.path.exists(path) else path[:-5] + "fvecs")
+
+
 def run(data, items=8, insert_repeats=25, nqueries=4, query_repeats=41, shards=64,
-        per_item=16, train_rows=5000, log=print):
-    base = mess.read_f32(os.path.join(data, "base.bvecs"))
-    train = mess.read_f32(os.path.join(data, "learn.bvecs"))[:train_rows]
-    qv = mess.read_f32(os.path.join(data, "query.bvecs"))
-    p = mess.Params(base.shape[1], shards=shards, per_item=per_item,
+        per_item=16, train_rows=5000, log=print, metric="l2"):
+    base = vecs(data, "base")
+    train = vecs(data, "learn")[:train_rows]
+    qv = vecs(data, "query")
+    # the metric's defaults (l2: the paper's kappa 128, p_D = p_q = 0.08;
+    # ip/cos: 64 and 0.016)
+    p = mess.Params(base.shape[1], metric=metric, shards=shards, per_item=per_item,
                     train_sample=train_rows)
     rows = []
     tmp = tempfile.mkdtemp(prefix="replay-")
@@ -172,8 +180,9 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--items", type=int, default=8)
     ap.add_argument("--queries", type=int, default=4)
+    ap.add_argument("--metric", default="l2", help="l2, ip or cos (that metric's defaults)")
     a = ap.parse_args()
-    rows = run(a.data, items=a.items, nqueries=a.queries,
+    rows = run(a.data, items=a.items, nqueries=a.queries, metric=a.metric,
                log=lambda m: print(m, file=sys.stderr))
     if a.out:
         os.makedirs(a.out, exist_ok=True)

@@ -58,8 +58,15 @@ def parse(argv):
     ap.add_argument("--seed-frac", type=float, default=0.2)
     ap.add_argument("--shards", type=int, default=64)
     ap.add_argument("--per-item", type=int, default=16)
-    ap.add_argument("--bits", type=int, default=128)
-    ap.add_argument("--p-store", type=float, default=0.08)
+    ap.add_argument("--metric", default="l2",
+                    help="l2, ip or cos; kappa and the flips start from that metric's "
+                         "defaults (mess_params_default_for: l2 the paper's 128 and 0.08, "
+                         "ip/cos 64 and 0.016)")
+    ap.add_argument("--bits", type=int, default=None, help="kappa (default: the metric's)")
+    ap.add_argument("--p-store", type=float, default=None,
+                    help="p_D (default: the metric's)")
+    ap.add_argument("--p-query", type=float, default=None,
+                    help="effective query flip p_q (default: the metric's)")
     ap.add_argument("--train-sample", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=7, help="experiment seed")
@@ -170,11 +177,9 @@ def evaluate_pair(ex, a, n, pi, base, i, j, dth, t_start=None):
 def main(argv=None):
     a = parse(argv)
     ds = os.path.abspath(a.data)
-    base_all = mess.read_f32(os.path.join(ds, "base.bvecs"))
-    train = mess.read_f32(os.path.join(ds, "learn.bvecs"))
-    p = mess.Params(base_all.shape[1], shards=a.shards, per_item=a.per_item, kappa=a.bits,
-                    p_store=a.p_store, train_sample=a.train_sample)
-    p.check()
+    base_all = mess.read_f32(vecs_path(ds, "base"))
+    train = mess.read_f32(vecs_path(ds, "learn"))
+    p = params(a, base_all.shape[1])
     cdir = a.client_dir or os.path.join(HERE, "..", "..", "build", "leakage")
     os.makedirs(cdir, exist_ok=True)
     rows, detail = [], []
@@ -188,8 +193,7 @@ def main(argv=None):
         if not pairs:
             log("prefix %d: no pair within d_theta <= %g" % (n, a.angle))
             continue
-        cpath = os.path.join(cdir, ".leakage-client-%d-%d-%d-%d.bin" %
-                             (a.shards, a.per_item, a.bits, a.train_sample))
+        cpath = client_path(a, ds, cdir)
         ex = W.Experiment(p, train, base, cpath, threads=a.threads)
         for pi, (dth, i, j) in enumerate(pairs):
             if pi < a.first_pair:
@@ -206,6 +210,40 @@ def main(argv=None):
                                        if "xi_link_ci" in r else {}))
                                for r in rows]}))
     return 0
+
+
+def client_path(a, ds, cdir):
+    """The saved client holds the hashes AND the flips it applies: its name
+    carries the data set and every parameter that shapes it (it used to
+    carry only M, t, kappa and the sample, so a SIFT client at p_D 0.08
+    would have been reused for another set or another p_D)."""
+    return os.path.join(cdir, ".leakage-client-%s-%s-%d-%d-%d-%d-%g-%g.bin" %
+                        (os.path.basename(os.path.normpath(ds)), a.metric, a.shards,
+                         a.per_item, a.bits, a.train_sample, a.p_store, a.p_query))
+
+
+def vecs_path(ds, stem):
+    """DIR/stem.bvecs (SIFT sets) or DIR/stem.fvecs (the text sets)."""
+    for ext in ("bvecs", "fvecs"):
+        path = os.path.join(ds, stem + "." + ext)
+        if os.path.exists(path):
+            return path
+    raise SystemExit("%s: neither %s.bvecs nor %s.fvecs" % (ds, stem, stem))
+
+
+def params(a, dim):
+    """The metric's defaults (mess.Params without kappa), then the flags that
+    were given; a.bits, a.p_store and a.p_query are set to what is used."""
+    kw = {} if a.p_query is None else {"p_query": a.p_query}
+    p = mess.Params(dim, metric=a.metric, shards=a.shards, per_item=a.per_item,
+                    train_sample=a.train_sample, **kw)
+    if a.bits is not None:
+        p.kappa = a.bits
+    if a.p_store is not None:
+        p.p_store = a.p_store
+    p.check()
+    a.bits, a.p_store, a.p_query = int(p.kappa), float(p.p_store), float(p.p_query)
+    return p
 
 
 def ordering_line(rows):
@@ -225,7 +263,7 @@ def ordering_line(rows):
 def write(a, ds, rows, detail, t_start):
     config = {k: getattr(a, k) for k in ("prefix", "pairs", "calib", "trials", "angle",
                                          "delta", "seed_frac", "shards", "per_item",
-                                         "bits", "p_store", "seed")}
+                                         "metric", "bits", "p_store", "p_query", "seed")}
     config["data"] = os.path.basename(os.path.normpath(ds))
     config["seconds"] = round(time.time() - t_start, 1)
     if a.out:

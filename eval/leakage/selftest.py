@@ -20,7 +20,11 @@ bundled SIFT set, 20% seeds), one real pair at d_theta <= 0.05:
     0.000 before storage coins became a PRF of (shard, id)), and the vote
     over 15 requests of a query by a client reloaded before each (a retry
     after a failure) within 4 sigma of p_PRR (issue 12 item 2: 0.000 before
-    the permanent report became a PRF of the query).
+    the permanent report became a PRF of the query);
+  - run.py's options: --metric cos starts from the cosine defaults (kappa
+    64, p_D = p_q = 0.016), l2 from the paper's (128, 0.08), given flags
+    override them, the saved client's name carries them, and a set of
+    .fvecs files (the text sets) is found.
 Last line: "N passed, N failed".
 """
 import os
@@ -51,7 +55,46 @@ def check(ok, what):
         print("not ok - " + what)
 
 
+def options():
+    """run.py's parameter flags (no library work beyond mess.Params)."""
+    cases = ((["--metric", "cos"], 512, (2, 64, 0.016, 0.016)),
+             ([], 128, (0, 128, 0.08, 0.08)),
+             (["--metric", "cos", "--bits", "128", "--p-store", "0.08", "--p-query", "0.08"],
+              512, (2, 128, 0.08, 0.08)))
+    for argv, dim, (metric, kappa, pd, pq) in cases:
+        a = R.parse(argv)
+        p = R.params(a, dim)
+        got = (int(p.metric), int(p.kappa), float(p.p_store), float(p.p_query))
+        check(got[:2] == (metric, kappa) and abs(got[2] - pd) < 1e-9
+              and abs(got[3] - pq) < 1e-9 and (a.bits, a.p_store) == (kappa, p.p_store)
+              and abs(a.p_query - pq) < 1e-9,
+              "run.py %s: metric, kappa, p_D, p_q = %s (want %s)"
+              % (" ".join(argv) or "(defaults)", got, (metric, kappa, pd, pq)))
+    names = set()
+    for argv in (["--metric", "cos"], ["--metric", "cos", "--p-store", "0.08"],
+                 ["--metric", "cos", "--bits", "128"], ["--metric", "l2"]):
+        for ds in ("/x/sift", "/x/debian"):
+            a = R.parse(argv)
+            R.params(a, 512)
+            names.add(R.client_path(a, ds, "/c"))
+    check(len(names) == 8, "run.py: 8 settings, %d saved-client names" % len(names))
+    tmp = tempfile.mkdtemp(prefix="leakvecs-")
+    try:
+        path = os.path.join(tmp, "learn.fvecs")
+        open(path, "wb").close()
+        check(R.vecs_path(tmp, "learn") == path, "run.py finds learn.fvecs")
+        try:
+            R.vecs_path(tmp, "base")
+            check(False, "run.py refuses a set without base.{bvecs,fvecs}")
+        except SystemExit as e:
+            check("base.bvecs" in str(e), "run.py refuses a set without base: %s" % e)
+    finally:
+        os.unlink(path)
+        os.rmdir(tmp)
+
+
 def main():
+    options()
     data = os.path.join(HERE, "..", "..", "datasets", "sift")
     base = mess.read_f32(os.path.join(data, "base.bvecs"))[:1000]
     train = mess.read_f32(os.path.join(data, "learn.bvecs"))[:2000]
