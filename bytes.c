@@ -48,6 +48,8 @@ uint8_t *mess_wr_reserve(struct mess_wr *w, size_t n)
         w->p = q;
         w->cap = cap;
     }
+    if (!w->p)          /* nothing reserved yet and n == 0: no NULL + 0 */
+        return NULL;
     q = w->p + w->len;
     w->len = need;
     return q;

@@ -166,7 +166,9 @@ void mess_wr_init(struct mess_wr *w);
  * writing past cap is MESS_ELIMIT (sticky), nothing is reallocated, and
  * mess_wr_free leaves the buffer alone. */
 void mess_wr_init_fixed(struct mess_wr *w, uint8_t *buf, size_t cap);
-/* Makes room for n more bytes; returns a pointer to them or NULL (err set). */
+/* Makes room for n more bytes; returns a pointer to them, or NULL: on an
+ * error (err set) and, with err still MESS_OK, for n == 0 before anything
+ * was written (there is no buffer to point into yet). */
 uint8_t *mess_wr_reserve(struct mess_wr *w, size_t n);
 void mess_wr_bytes(struct mess_wr *w, const void *src, size_t n);
 void mess_wr_u8(struct mess_wr *w, uint8_t v);
