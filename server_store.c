@@ -197,26 +197,40 @@ int store_manifest_parse(const uint8_t *buf, size_t len, struct store_manifest *
 /* ---- file helpers -------------------------------------------------------- */
 
 /* Reads the whole of a regular file of exactly `want` bytes. */
+/* Opens path for reading into *fd, refusing anything but a regular file
+ * of exactly `want` bytes (at least `want` when at_least: an arena may
+ * carry bytes a crash left past the manifest's length). */
+static int open_sized(const char *path, uint64_t want, int at_least, int *fd,
+                      char *msg, size_t cap)
+{
+    struct stat st;
+    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (*fd < 0)
+        return fail(msg, cap, MESS_EIO, "%s: %s", base_name(path), strerror(errno));
+    if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(*fd);
+        *fd = -1;
+        return fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", base_name(path));
+    }
+    if (at_least ? (uint64_t)st.st_size < want : (uint64_t)st.st_size != want) {
+        close(*fd);
+        *fd = -1;
+        return fail(msg, cap, MESS_EFORMAT, "%s: %llu bytes, the manifest says %llu%s",
+                    base_name(path), (unsigned long long)st.st_size,
+                    (unsigned long long)want, at_least ? " (truncated)" : "");
+    }
+    return MESS_OK;
+}
+
 static int read_exact(const char *path, uint64_t want, uint8_t **out, char *msg,
                       size_t cap)
 {
-    struct stat st;
     uint8_t *b;
     size_t got = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd, rc;
     *out = NULL;
-    if (fd < 0)
-        return fail(msg, cap, MESS_EIO, "%s: %s", base_name(path), strerror(errno));
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", base_name(path));
-    }
-    if ((uint64_t)st.st_size != want) {
-        close(fd);
-        return fail(msg, cap, MESS_EFORMAT, "%s: %llu bytes, the manifest says %llu",
-                    base_name(path), (unsigned long long)st.st_size,
-                    (unsigned long long)want);
-    }
+    if ((rc = open_sized(path, want, 0, &fd, msg, cap)) != MESS_OK)
+        return rc;
     b = (uint8_t *)malloc(want ? (size_t)want : 1);
     if (!b) {
         close(fd);
@@ -329,25 +343,14 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
                      size_t *map_len, char *msg, size_t cap)
 {
     struct hnsw_params hp = server_graph_params(p, j);
-    struct stat st;
     char why[160];
     void *m;
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+    int fd, rc;
     *g = NULL;
     *map = NULL;
     *map_len = 0;
-    if (fd < 0)
-        return fail(msg, cap, MESS_EIO, "%s: %s", base_name(path), strerror(errno));
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", base_name(path));
-    }
-    if ((uint64_t)st.st_size != want) {
-        close(fd);
-        return fail(msg, cap, MESS_EFORMAT, "%s: %llu bytes, the manifest says %llu",
-                    base_name(path), (unsigned long long)st.st_size,
-                    (unsigned long long)want);
-    }
+    if ((rc = open_sized(path, want, 0, &fd, msg, cap)) != MESS_OK)
+        return rc;
     m = mmap(NULL, (size_t)want, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED)
@@ -444,7 +447,6 @@ static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
                       int full, char *msg, size_t cap)
 {
     struct shard_store *st = &s->shards[j];
-    struct stat sb;
     char *path;
     int rc, fd;
 
@@ -463,16 +465,8 @@ static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
     path = store_path(s->dir, NULL, j, e->arena_gen, "arena");
     if (!path)
         return fail(msg, cap, MESS_ENOMEM, "out of memory");
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        rc = fail(msg, cap, MESS_EIO, "%s: %s", base_name(path), strerror(errno));
-    else if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
-        rc = fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", base_name(path));
-    else if ((uint64_t)sb.st_size < e->arena_bytes)
-        rc = fail(msg, cap, MESS_EFORMAT, "%s: %llu bytes, the manifest says %llu "
-                  "(truncated)", base_name(path), (unsigned long long)sb.st_size,
-                  (unsigned long long)e->arena_bytes);
-    else if (e->arena_bytes > 0) {
+    rc = open_sized(path, e->arena_bytes, 1, &fd, msg, cap);
+    if (rc == MESS_OK && e->arena_bytes > 0) {
         void *m = mmap(NULL, (size_t)e->arena_bytes, PROT_READ, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED)
             rc = fail(msg, cap, errno == ENOMEM ? MESS_ENOMEM : MESS_EIO,
