@@ -268,20 +268,20 @@ static int write_all(int fd, const uint8_t *p, size_t n)
     return MESS_OK;
 }
 
-/* A new file with `data` (two pieces), fsync'd; an old file of that name
- * (a checkpoint that crashed before its MANIFEST) is replaced. */
-static int write_new(const char *path, const uint8_t *a, size_t alen,
-                     const uint8_t *b, size_t blen)
+/* Creates path afresh for writing into *fd, replacing an old file of that
+ * name (a checkpoint that crashed before its MANIFEST). */
+static int create_new(const char *path, int *fd)
 {
-    int fd, rc;
     if (unlink(path) != 0 && errno != ENOENT)
         return MESS_EIO;
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return MESS_EIO;
-    rc = write_all(fd, a, alen);
-    if (rc == MESS_OK)
-        rc = write_all(fd, b, blen);
+    *fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    return *fd < 0 ? MESS_EIO : MESS_OK;
+}
+
+/* Ends a file create_new made, given the writing's status rc: fsync and
+ * close it, or on any failure close and remove it (errno kept). */
+static int finish_new(const char *path, int fd, int rc)
+{
     if (rc == MESS_OK && fsync(fd) != 0)
         rc = MESS_EIO;
     if (close(fd) != 0 && rc == MESS_OK)
@@ -292,6 +292,20 @@ static int write_new(const char *path, const uint8_t *a, size_t alen,
         errno = err;
     }
     return rc;
+}
+
+/* A new file with `data` (two pieces), fsync'd; an old file of that name
+ * (a checkpoint that crashed before its MANIFEST) is replaced. */
+static int write_new(const char *path, const uint8_t *a, size_t alen,
+                     const uint8_t *b, size_t blen)
+{
+    int fd, rc = create_new(path, &fd);
+    if (rc != MESS_OK)
+        return rc;
+    rc = write_all(fd, a, alen);
+    if (rc == MESS_OK)
+        rc = write_all(fd, b, blen);
+    return finish_new(path, fd, rc);
 }
 
 static int fsync_dir(const char *dir)
@@ -315,25 +329,16 @@ static int graph_write(const struct hnsw *g, const char *path, uint64_t *bytes,
                        uint8_t digest[STORE_DIGEST_BYTES])
 {
     struct stat st;
-    int fd, rc;
-    if (unlink(path) != 0 && errno != ENOENT)
-        return MESS_EIO;
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return MESS_EIO;
-    rc = hnsw_write_graph(g, fd, digest);
-    if (rc == MESS_OK && (fsync(fd) != 0 || fstat(fd, &st) != 0))
-        rc = MESS_EIO;
-    if (close(fd) != 0 && rc == MESS_OK)
-        rc = MESS_EIO;
-    if (rc != MESS_OK) {
-        int err = errno;
-        unlink(path);
-        errno = err;
+    int fd, rc = create_new(path, &fd);
+    if (rc != MESS_OK)
         return rc;
-    }
-    *bytes = (uint64_t)st.st_size;
-    return MESS_OK;
+    rc = hnsw_write_graph(g, fd, digest);
+    if (rc == MESS_OK && fstat(fd, &st) != 0)
+        rc = MESS_EIO;
+    rc = finish_new(path, fd, rc);
+    if (rc == MESS_OK)
+        *bytes = (uint64_t)st.st_size;
+    return rc;
 }
 
 /* Maps the graph file at path (exactly `want` bytes) and attaches shard
