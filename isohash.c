@@ -554,9 +554,9 @@ static void pack_bits(const float *y, const float *b, uint32_t kappa,
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("tree-vectorize")))
 #endif
-static void project(const float *restrict p, size_t ld,
-                    const float *restrict x, size_t dim, size_t cols,
-                    float *restrict y)
+static void project_base(const float *restrict p, size_t ld,
+                         const float *restrict x, size_t dim, size_t cols,
+                         float *restrict y)
 {
     size_t i, c;
     memset(y, 0, cols * sizeof(float));
@@ -566,6 +566,110 @@ static void project(const float *restrict p, size_t ld,
         for (c = 0; c < cols; c++)
             y[c] += xi * row[c];
     }
+}
+
+/* The same product blocked by columns: a block of PROJ_ACC vectors of
+ * columns stays in registers while all dim rows stream past it, so y is
+ * written once instead of read and written dim times (the 4 MiB of
+ * projections are then read at close to the rate of a plain read,
+ * docs/PERFORMANCE.md).  Every y[c] is still 0 + x_0 p_0c + x_1 p_1c + ...
+ * in that order, one rounded multiply and one rounded add per term
+ * (separate intrinsics, never a fused multiply-add), so every bit equals
+ * project_base's (tests/test_isohash.c compares both paths exactly). */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && \
+    !defined(MESS_NO_POPCNT_DISPATCH)
+#include <immintrin.h>
+#define PROJ_DISPATCH 1
+#define PROJ_ACC 16
+
+#define PROJ_BODY(VEC, W, ZERO, SET1, LOAD, STORE, MUL, ADD)                   \
+    {                                                                          \
+        size_t i, c = 0, k;                                                    \
+        for (; c + PROJ_ACC * (W) <= cols; c += PROJ_ACC * (W)) {              \
+            VEC acc[PROJ_ACC];                                                 \
+            _Pragma("GCC unroll 16") for (k = 0; k < PROJ_ACC; k++)           \
+                acc[k] = ZERO();                                               \
+            for (i = 0; i < dim; i++) {                                        \
+                const float *row = p + i * ld + c;                             \
+                VEC xi = SET1(x[i]);                                           \
+                _Pragma("GCC unroll 16") for (k = 0; k < PROJ_ACC; k++)       \
+                    acc[k] = ADD(acc[k], MUL(xi, LOAD(row + k * (W))));        \
+            }                                                                  \
+            _Pragma("GCC unroll 16") for (k = 0; k < PROJ_ACC; k++)           \
+                STORE(y + c + k * (W), acc[k]);                                \
+        }                                                                      \
+        for (; c + (W) <= cols; c += (W)) {                                    \
+            VEC acc = ZERO();                                                  \
+            for (i = 0; i < dim; i++)                                          \
+                acc = ADD(acc, MUL(SET1(x[i]), LOAD(p + i * ld + c)));         \
+            STORE(y + c, acc);                                                 \
+        }                                                                      \
+        for (; c < cols; c++) {                                                \
+            float acc = 0.0f;                                                  \
+            for (i = 0; i < dim; i++) {                                        \
+                float t = x[i] * p[i * ld + c];                                \
+                acc += t;                                                      \
+            }                                                                  \
+            y[c] = acc;                                                        \
+        }                                                                      \
+    }
+
+__attribute__((target("avx512f"))) static void
+project_avx512(const float *restrict p, size_t ld, const float *restrict x,
+               size_t dim, size_t cols, float *restrict y)
+    PROJ_BODY(__m512, 16, _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps,
+              _mm512_storeu_ps, _mm512_mul_ps, _mm512_add_ps)
+
+__attribute__((target("avx2"))) static void
+project_avx2(const float *restrict p, size_t ld, const float *restrict x,
+             size_t dim, size_t cols, float *restrict y)
+    PROJ_BODY(__m256, 8, _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps,
+              _mm256_storeu_ps, _mm256_mul_ps, _mm256_add_ps)
+#endif
+
+static int proj_forced = -1;
+
+/* 0 portable, 1 AVX2, 2 AVX-512: what the CPU has (or what was forced). */
+static int proj_cpu(void)
+{
+#ifdef PROJ_DISPATCH
+    if (__builtin_cpu_supports("avx512f"))
+        return 2;
+    if (__builtin_cpu_supports("avx2"))
+        return 1;
+#endif
+    return 0;
+}
+
+int isohash_project_isa(void)
+{
+    return proj_forced >= 0 ? proj_forced : proj_cpu();
+}
+
+int isohash_project_force(int isa)
+{
+    if (isa < -1 || isa > 2 || isa > proj_cpu())
+        return MESS_EINVAL;
+    proj_forced = isa;
+    return MESS_OK;
+}
+
+static void project(const float *restrict p, size_t ld, const float *restrict x,
+                    size_t dim, size_t cols, float *restrict y)
+{
+#ifdef PROJ_DISPATCH
+    switch (isohash_project_isa()) {
+    case 2:
+        project_avx512(p, ld, x, dim, cols, y);
+        return;
+    case 1:
+        project_avx2(p, ld, x, dim, cols, y);
+        return;
+    default:
+        break;
+    }
+#endif
+    project_base(p, ld, x, dim, cols, y);
 }
 
 /* P_j as a contiguous dim x kappa matrix: the side-by-side rows are M kappa
@@ -612,6 +716,15 @@ int isohash_hash(const struct isohash *h, uint32_t shard, const float *x,
 /* The codes of x for all shards from one projection onto the stacked P_j:
  * the vectorized loop, or BLAS sgemv (the reference it is measured and
  * tested against). */
+int isohash_project_all(const struct isohash *h, const float *x, float *y)
+{
+    if (!h || !x || !y)
+        return MESS_EINVAL;
+    project(h->proj, (size_t)h->shards * h->kappa, x, h->dim,
+            (size_t)h->shards * h->kappa, y);
+    return MESS_OK;
+}
+
 static int hash_all(const struct isohash *h, const float *x, uint64_t *codes,
                     int blas)
 {

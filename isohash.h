@@ -99,6 +99,16 @@ int isohash_hash_sgemm(const struct isohash *h, uint32_t shard,
 int isohash_hash_all_sgemv(const struct isohash *h, const float *x,
                            uint64_t *codes);
 
+/* Which projection loop runs: 0 portable C, 1 AVX2, 2 AVX-512 (what the
+ * CPU has, or what isohash_project_force chose).  All give the same bits.
+ * Force -1 (the CPU decides, default), 0, 1 or 2 (MESS_EINVAL if the CPU
+ * lacks it); for tests and benchmarks, not thread-safe. */
+int isohash_project_isa(void);
+/* The raw projections x^T [P_0 ... P_{M-1}] behind isohash_hash_all's
+ * codes: y[M x kappa] (for the test that compares the loops bit for bit). */
+int isohash_project_all(const struct isohash *h, const float *x, float *y);
+int isohash_project_force(int isa);
+
 int isohash_serialize(const struct isohash *h, struct mess_wr *w);
 int isohash_deserialize(struct mess_rd *r, struct isohash **out);
 

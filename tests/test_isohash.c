@@ -152,6 +152,58 @@ static void test_batch_matches_single(void)
     CHECK(differ <= 6);
 }
 
+/* The projection loops (portable, AVX2, AVX-512: whichever the CPU has)
+ * give the same float bits, not only the same codes, on the set's vectors
+ * and on signed random ones, for column counts with and without a
+ * remainder after the register blocks (4 x 128 and 3 x 64 columns). */
+static void test_projection_paths_identical(void)
+{
+    struct isohash_params p3;
+    struct isohash *h3 = NULL;
+    float *y0 = (float *)malloc(512 * sizeof(float)), *y1 = (float *)malloc(512 * sizeof(float));
+    float *xr = (float *)malloc(dim * sizeof(float));
+    size_t i, r, differ = 0, compared = 0;
+    int isa, cpu = isohash_project_isa();
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    params(&p3, 64, 3);
+    CHECK_OK(isohash_train(&p3, train, n_train, &h3));
+    CHECK(y0 && y1 && xr && h3);
+    if (!y0 || !y1 || !xr || !h3) {
+        free(y0), free(y1), free(xr), isohash_free(h3);
+        return;
+    }
+    printf("# projection ISA on this CPU: %d\n", cpu);
+    for (r = 0; r < 400; r++) {
+        const struct isohash *hh = r % 2 ? h3 : h;
+        size_t cols = r % 2 ? 3 * 64 : 4 * 128;
+        const float *x = base + (r % n_base) * dim;
+        if (r >= 200) { /* signed, of several magnitudes */
+            for (i = 0; i < dim; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                xr[i] = (float)((int64_t)(s >> 11) - (1ll << 52)) * 0x1p-40f;
+            }
+            x = xr;
+        }
+        CHECK_OK(isohash_project_force(0));
+        CHECK_OK(isohash_project_all(hh, x, y0));
+        for (isa = 1; isa <= cpu; isa++) {
+            CHECK_OK(isohash_project_force(isa));
+            CHECK_OK(isohash_project_all(hh, x, y1));
+            differ += memcmp(y0, y1, cols * sizeof(float)) != 0;
+            compared++;
+        }
+    }
+    CHECK_RC(isohash_project_force(cpu + 1 > 2 ? 3 : cpu + 1), MESS_EINVAL);
+    CHECK_OK(isohash_project_force(-1));
+    CHECK(isohash_project_isa() == cpu);
+    printf("# projections compared across ISAs: %zu, differing: %zu\n", compared, differ);
+    CHECK(differ == 0);
+    free(y0);
+    free(y1);
+    free(xr);
+    isohash_free(h3);
+}
+
 /* Spearman rank correlation of Hamming distance and angle on pairs. */
 static double rank_of(const double *v, size_t n, size_t i)
 {
@@ -428,6 +480,7 @@ int main(void)
     RUN(test_equal_variances);
     RUN(test_reproducible_and_distinct);
     RUN(test_batch_matches_single);
+    RUN(test_projection_paths_identical);
     RUN(test_hamming_tracks_angle);
     RUN(test_bad_shapes);
     RUN(test_lp_parameters);
