@@ -452,6 +452,35 @@ MESS_API int mess_estimate_sized(const mess_params *p, uint64_t items,
 #define mess_estimate(p, items, out) \
     mess_estimate_sized((p), (items), (out), sizeof(mess_estimate_result))
 
+/* ------------------------------------------------------------------------
+ * Page-cache advice for server directories
+ *
+ * How mess_server_open and mess_server_checkpoint advise the kernel
+ * (posix_madvise) about the mappings of a directory's graph files and
+ * payload arenas: a mask of the flags below, process-wide, read by every
+ * later open and checkpoint (servers already open keep theirs).  Meant for
+ * measurements (eval/onem.py cold; docs/PROTOCOL.md "Open time" has them
+ * and the reason for MESS_ADVICE_DEFAULT, what every server gets unless
+ * this is called).  mess_server_verify reads every page and takes none.
+ * ---------------------------------------------------------------------- */
+/* graph mapping: random access (no readahead) while attaching, normal after */
+#define MESS_ADVICE_GRAPH_RANDOM_OPEN 0x01u
+/* graph mapping: random access for good */
+#define MESS_ADVICE_GRAPH_RANDOM 0x02u
+/* arena mapping: random access for good */
+#define MESS_ADVICE_ARENA_RANDOM 0x04u
+/* after attaching, read in the background: the levels, upper-link offsets
+ * and upper links (what every search's descent reads) */
+#define MESS_ADVICE_GRAPH_WILLNEED_UPPER 0x08u
+/* after attaching, read the whole graph file in the background */
+#define MESS_ADVICE_GRAPH_WILLNEED 0x10u
+#define MESS_ADVICE_DEFAULT 0u
+
+/* Sets the mask (0: no advice, the kernel's readahead everywhere); the
+ * previous one goes to *previous (may be NULL).  MESS_EINVAL for an
+ * unknown bit (nothing changes). */
+MESS_API int mess_server_set_advice(unsigned mask, unsigned *previous);
+
 #ifdef __cplusplus
 }
 #endif

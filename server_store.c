@@ -15,6 +15,7 @@
 
 #include <sodium.h>
 
+#include "mess_experimental.h"
 #include "params.h"
 #include "server_store.h"
 #include "statefile.h"
@@ -341,14 +342,86 @@ static int graph_write(const struct hnsw *g, const char *path, uint64_t *bytes,
     return rc;
 }
 
+/* ---- page-cache advice (mess_server_set_advice) ----------------------------
+ *
+ * Which posix_madvise calls the open and a checkpoint make on the graph and
+ * arena mappings; docs/PROTOCOL.md "Open time" has the measurements behind
+ * the default.  Read under advice_mutex at every mapping. */
+#define ADVICE_ALL (MESS_ADVICE_GRAPH_RANDOM_OPEN | MESS_ADVICE_GRAPH_RANDOM | \
+                    MESS_ADVICE_ARENA_RANDOM | MESS_ADVICE_GRAPH_WILLNEED_UPPER | \
+                    MESS_ADVICE_GRAPH_WILLNEED)
+static pthread_mutex_t advice_mutex = PTHREAD_MUTEX_INITIALIZER;
+static unsigned advice_mask = MESS_ADVICE_DEFAULT;
+
+int mess_server_set_advice(unsigned mask, unsigned *previous)
+{
+    if (mask & ~(unsigned)ADVICE_ALL)
+        return MESS_EINVAL;
+    pthread_mutex_lock(&advice_mutex);
+    if (previous)
+        *previous = advice_mask;
+    advice_mask = mask;
+    pthread_mutex_unlock(&advice_mutex);
+    return MESS_OK;
+}
+
+static unsigned advice(void)
+{
+    unsigned a;
+    pthread_mutex_lock(&advice_mutex);
+    a = advice_mask;
+    pthread_mutex_unlock(&advice_mutex);
+    return a;
+}
+
+/* Asks the kernel to read section i of an attached graph file in the
+ * background (the header at 104 + 16 i: u64 offset, u64 bytes; hnsw_attach
+ * has checked both against the file's length). */
+static void graph_willneed(uint8_t *m, size_t len, unsigned i)
+{
+    uint64_t off, n;
+    memcpy(&off, m + 104 + 16 * i, 8);
+    memcpy(&n, m + 112 + 16 * i, 8);
+    if (off < len && n > 0 && n <= len - off)
+        posix_madvise(m + (size_t)off, (size_t)n, POSIX_MADV_WILLNEED);
+}
+
+/* The advice on a graph mapping: before = 1 before hnsw_attach reads it,
+ * 0 after a successful attach. */
+static void graph_advise(uint8_t *m, size_t len, unsigned a, int before)
+{
+    if (before) {
+        if (a & (MESS_ADVICE_GRAPH_RANDOM | MESS_ADVICE_GRAPH_RANDOM_OPEN))
+            posix_madvise(m, len, POSIX_MADV_RANDOM);
+        return;
+    }
+    if (a & MESS_ADVICE_GRAPH_WILLNEED)
+        posix_madvise(m, len, POSIX_MADV_WILLNEED);
+    else if (a & MESS_ADVICE_GRAPH_WILLNEED_UPPER) {
+        graph_willneed(m, len, 2); /* levels */
+        graph_willneed(m, len, 5); /* upper-link offsets */
+        graph_willneed(m, len, 6); /* upper links */
+    }
+    if ((a & MESS_ADVICE_GRAPH_RANDOM_OPEN) && !(a & MESS_ADVICE_GRAPH_RANDOM))
+        posix_madvise(m, len, POSIX_MADV_NORMAL);
+}
+
+static void arena_advise(void *m, size_t len)
+{
+    if (advice() & MESS_ADVICE_ARENA_RANDOM)
+        posix_madvise(m, len, POSIX_MADV_RANDOM);
+}
+
 /* Maps the graph file at path (exactly `want` bytes) and attaches shard
- * j's graph to it; full: also its digest and hnsw_check (verify). */
+ * j's graph to it; full: also its digest and hnsw_check (verify, which
+ * reads every page: no advice then). */
 static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_t want,
                      const uint8_t *digest, int full, struct hnsw **g, void **map,
                      size_t *map_len, char *msg, size_t cap)
 {
     struct hnsw_params hp = server_graph_params(p, j);
     char why[160];
+    unsigned a = full ? 0 : advice();
     void *m;
     int fd, rc;
     *g = NULL;
@@ -371,6 +444,7 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
                         base_name(path));
         }
     }
+    graph_advise((uint8_t *)m, (size_t)want, a, 1);
     why[0] = '\0';
     rc = hnsw_attach_msg(m, (size_t)want, &hp, g, why, sizeof why);
     if (rc == MESS_OK && full && (rc = hnsw_check_msg(*g, why, sizeof why)) != MESS_OK) {
@@ -382,6 +456,7 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
         return fail(msg, cap, rc, "%s: %s", base_name(path),
                     why[0] ? why : mess_strerror(rc));
     }
+    graph_advise((uint8_t *)m, (size_t)want, a, 0);
     *map = m;
     *map_len = (size_t)want;
     return MESS_OK;
@@ -477,6 +552,8 @@ static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
             rc = fail(msg, cap, errno == ENOMEM ? MESS_ENOMEM : MESS_EIO,
                       "%s: cannot map: %s", base_name(path), strerror(errno));
         else {
+            if (!full)
+                arena_advise(m, (size_t)e->arena_bytes);
             st->arena = (const uint8_t *)m;
             st->arena_map = (size_t)e->arena_bytes;
         }
@@ -895,6 +972,7 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
                 close(fd);
             free(p);
             if (mp != MAP_FAILED) {
+                arena_advise(mp, (size_t)rec[j].arena_bytes);
                 store_unmap_arena(st);
                 st->arena = (const uint8_t *)mp;
                 st->arena_map = (size_t)rec[j].arena_bytes;

@@ -28,14 +28,24 @@ one JSON object per line to OUT/results.jsonl.
         mess_server_open time, cold (every file of S dropped from the page
         cache with posix_fadvise(POSIX_FADV_DONTNEED): no root needed) and
         warm, and resident bytes right after the open.
+    onem.py cold --data datasets/large --dir S --config d8q8
+        per page-cache advice policy (mess_server_set_advice: none,
+        graph-random, arena-random, ... joined by '+'), in one process and
+        alternating: cold open, the first --queries searches (B = --pool,
+        one thread) one by one, then the same warm; the page cache filled
+        by each; picks the least open + N x cold mean among policies that
+        open in <= 50 ms.
     onem.py compare --data datasets/large --dir S --config d8q8
         server search time at one B, one thread, the directory opened
         (mapped) vs the same server loaded in memory from its exported
         travel file, in one process, the same requests; warm and cold.
     onem.py append --data D --dir S --config d8q8 --count 10000
         time to append --count new items (uploads applied + one
-        checkpoint) to the server in S; run it on servers of different
-        sizes (10k, 100k, 1M base) to see it scale with the items added.
+        checkpoint) to the server in S, and the bytes each step wrote
+        beside the bytes the items add; in the same process hnswlib's
+        add_items of the same vectors into hnswlib over the same base
+        (M 16, efConstruction 300, --threads) and its save.  Run it on
+        servers of different sizes (10k, 100k, 1M base) to see it scale.
 
 Configurations (M = 64, t = 16, kappa = 128, M_hnsw = 16, efConstruction
 300, f32 payloads): nonoise (p_D = p_q = 0), d8q8 (0.08, 0.08), d8q12
@@ -440,6 +450,149 @@ def cmd_open(a):
                        arena_resident_after_open=res["arena"]))
 
 
+# mess_server_set_advice masks (mess_experimental.h) by name, for `cold`
+ADVICE = {"graph-random-open": 0x01, "graph-random": 0x02, "arena-random": 0x04,
+          "upper-willneed": 0x08, "graph-willneed": 0x10}
+POLICIES = ("none", "graph-random+arena-random", "graph-random", "arena-random",
+            "graph-random-open", "graph-random-open+upper-willneed",
+            "graph-random+upper-willneed", "upper-willneed",
+            "graph-random-open+graph-willneed")
+
+
+def advice_mask(policy):
+    mask = 0
+    for part in policy.split("+"):
+        if part != "none":
+            if part not in ADVICE:
+                raise SystemExit("unknown advice %r (known: none, %s)"
+                                 % (part, ", ".join(sorted(ADVICE))))
+            mask |= ADVICE[part]
+    return mask
+
+
+def page_cache(path):
+    """Bytes of the files under path in the page cache (mincore over a
+    fresh read-only mapping of each file), by kind."""
+    import ctypes
+    import mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    page = mmap.PAGESIZE
+    out = {"graph": 0, "arena": 0, "other": 0}
+    for f, n in dir_files(path).items():
+        if n == 0:
+            continue
+        k = "graph" if f.endswith(".graph") else "arena" if f.endswith(".arena") else "other"
+        fd = os.open(os.path.join(path, f), os.O_RDONLY)
+        try:
+            addr = libc.mmap(None, n, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+            if addr in (None, ctypes.c_void_p(-1).value):
+                continue
+            vec = ctypes.create_string_buffer((n + page - 1) // page)
+            if libc.mincore(addr, n, vec) == 0:
+                out[k] += page * sum(b & 1 for b in vec.raw)
+            libc.munmap(addr, n)
+        finally:
+            os.close(fd)
+    return out
+
+
+def cmd_cold(a):
+    """Per page-cache advice policy (mess_server_set_advice), in one
+    process: the directory's files dropped from the page cache, the open
+    timed, then the first --queries searches one by one (cold: the mean of
+    the first 100 and of all), then the same searches again (warm); the
+    policies run in order and then in reverse (--rounds 2) so the machine's
+    drift falls on all alike.  A user who opens and then asks N queries
+    waits open + N x mean(first N): that sum picks the policy."""
+    m = lib()
+    import ctypes
+    f = getattr(m._lib.lib, "mess_server_set_advice", None)
+    if f is None:
+        raise SystemExit("this libmess has no mess_server_set_advice")
+    f.argtypes, f.restype = [ctypes.c_uint, ctypes.POINTER(ctypes.c_uint)], ctypes.c_int
+    prev = ctypes.c_uint()
+    ok(f(0, ctypes.byref(prev)), "mess_server_set_advice")
+    library_default = prev.value
+    ok(f(library_default, None), "mess_server_set_advice")
+    d = load_set(a, need_base=False)
+    client = m.Client.load(a.dir + ".client")
+    reqs = []
+    for q in d["queries"]:
+        qs, req = client.request(q, a.pool)
+        qs.close()
+        reqs.append(req)
+    policies = a.policies.split(",")
+    for pol in policies:
+        advice_mask(pol)
+    order = []
+    for r in range(a.rounds):
+        order += [(r, x) for x in (policies if r % 2 == 0 else policies[::-1])]
+    got = {}
+    for rnd, pol in order:
+        mask = advice_mask(pol)
+        ok(f(mask, None), "mess_server_set_advice")
+        drop_cache(a.dir)
+        pc0 = page_cache(a.dir)
+        l0 = load()
+        t0 = time.perf_counter()
+        s = open_dir(m, a.dir, client.params)
+        open_ms = 1e3 * (time.perf_counter() - t0)
+        pc_open = page_cache(a.dir)
+        res_open = smaps(a.dir)
+        per = []
+        for r in reqs:
+            t1 = time.perf_counter()
+            s.search(r, 1).close()
+            per.append(1e3 * (time.perf_counter() - t1))
+        pc_cold = page_cache(a.dir)
+        warm = time_search(s, reqs)
+        entries = s.stats().entries
+        s.close()
+        row = dict(kind="mess_cold", dir=a.dir, entries=entries, policy=pol, mask=mask,
+                   library_default=library_default, round=rnd, pool=a.pool,
+                   queries=len(reqs), load_before=l0, open_ms=open_ms,
+                   cold_first100_ms=float(np.mean(per[:100])),
+                   cold_mean_ms=float(np.mean(per)),
+                   cold_first_ms=per[0], warm_ms=warm,
+                   wait100_ms=open_ms + float(np.sum(per[:100])),
+                   wait_all_ms=open_ms + float(np.sum(per)),
+                   cache_before=pc0, cache_after_open=pc_open,
+                   cache_after_cold=pc_cold, graph_rss_after_open=res_open["graph"])
+        record(a.out, row)
+        got.setdefault(pol, []).append(row)
+    ok(f(library_default, None), "mess_server_set_advice")
+    print("%-34s %9s %9s %9s %8s %10s %10s %9s" % (
+        "policy", "open ms", "cold100", "coldN", "warm", "open+100q", "open+Nq",
+        "graph MB"), flush=True)
+    summary = []
+    for pol in policies:
+        rows = got[pol]
+        med = {k: float(np.median([r[k] for r in rows]))
+               for k in ("open_ms", "cold_first100_ms", "cold_mean_ms", "warm_ms",
+                         "wait100_ms", "wait_all_ms")}
+        med["graph_cache_after_open"] = float(np.median(
+            [r["cache_after_open"]["graph"] for r in rows]))
+        summary.append(dict(policy=pol, mask=advice_mask(pol), **med))
+        print("%-34s %9.1f %9.2f %9.2f %8.2f %10.0f %10.0f %9.1f" % (
+            pol, med["open_ms"], med["cold_first100_ms"], med["cold_mean_ms"],
+            med["warm_ms"], med["wait100_ms"], med["wait_all_ms"],
+            med["graph_cache_after_open"] / 1e6), flush=True)
+    ok50 = [x for x in summary if x["open_ms"] <= 50] or summary
+    best = min(ok50, key=lambda x: x["wait_all_ms"])
+    record(a.out, dict(kind="mess_cold_summary", dir=a.dir, pool=a.pool, queries=len(reqs),
+                       rounds=a.rounds, library_default=library_default, policies=summary,
+                       rule="least open + N x cold mean among policies opening in <= 50 ms",
+                       best=best["policy"]))
+    for r in reqs:
+        r.close()
+    client.close()
+
+
 def time_search(server, reqs, threads=1):
     t0 = time.perf_counter()
     for r in reqs:
@@ -535,29 +688,128 @@ def cmd_memory(a):
     client.close()
 
 
+def proc_io():
+    """/proc/self/io: wchar (bytes given to write calls), write_bytes
+    (bytes this process sent to the storage layer)."""
+    out = {}
+    with open("/proc/self/io") as f:
+        for line in f:
+            k, v = line.split(":")
+            out[k.strip()] = int(v)
+    return out
+
+
+def hnswlib_base(a, n, count, dim):
+    """hnswlib (M 16, efConstruction 300, --threads) over the first n base
+    vectors of --data, room for count more; loaded from --hnswlib-index if
+    that file exists, else built (and saved there when given)."""
+    import hnswlib
+    idx = hnswlib.Index(space="l2", dim=dim)
+    if a.hnswlib_index and os.path.exists(a.hnswlib_index):
+        t0 = time.perf_counter()
+        idx.load_index(a.hnswlib_index, max_elements=n + count)
+        log("hnswlib: %d vectors loaded from %s in %.0f s"
+            % (idx.get_current_count(), a.hnswlib_index, time.perf_counter() - t0))
+        if idx.get_current_count() != n:
+            raise SystemExit("%s holds %d vectors, the base has %d"
+                             % (a.hnswlib_index, idx.get_current_count(), n))
+        return idx, None
+    base = read_vecs(os.path.join(a.data, "base.bvecs"), np.uint8)[:n]
+    if len(base) != n:
+        raise SystemExit("%s has %d base vectors, the server %d items"
+                         % (a.data, len(base), n))
+    idx.init_index(max_elements=n + count, ef_construction=300, M=16, random_seed=100)
+    idx.set_num_threads(a.threads)
+    t0 = time.perf_counter()
+    for i in range(0, n, 50000):
+        idx.add_items(base[i:i + 50000].astype(np.float32), np.arange(i, min(n, i + 50000)))
+        log("hnswlib base: %d / %d (%.0f s)" % (min(n, i + 50000), n, time.perf_counter() - t0))
+    build_s = time.perf_counter() - t0
+    if a.hnswlib_index:
+        idx.save_index(a.hnswlib_index)
+    return idx, build_s
+
+
 def cmd_append(a):
+    """--count new items appended to the server in DIR (encode, apply with
+    --threads: a write-ahead-log append; one checkpoint), the bytes each
+    step wrote, and in the same process hnswlib's incremental add_items of
+    the same vectors into an hnswlib index over the same base (D21): the
+    growth an HNSW insert has by itself, without our storage."""
     m = lib()
     d = load_set(a, need_base=False, need_queries=False)
     client = m.Client.load(a.dir + ".client")
     s = open_dir(m, a.dir, client.params)
-    base_items = s.stats().entries // 16
+    base_items = a.base or s.stats().entries // 16
     # new items: learn vectors (never in the base), ids past the base's
     x = d["learn"][:a.count].astype(np.float32)
     if len(x) < a.count:
         raise SystemExit("only %d learn vectors for --count %d" % (len(x), a.count))
-    ids = np.arange(a.first_id, a.first_id + a.count, dtype=np.uint64)
-    t0 = time.perf_counter()
-    buf = client.upload(ids, x, a.threads)
-    t1 = time.perf_counter()
-    s.apply_upload(buf, a.threads)
-    t2 = time.perf_counter()
-    ok(m.x_checkpoint(s.ptr), "mess_server_checkpoint")
-    t3 = time.perf_counter()
-    buf.close()
-    record(a.out, dict(kind="mess_append", dir=a.dir, base_items=base_items, count=a.count,
-                       threads=a.threads, encode_s=t1 - t0, apply_s=t2 - t1,
-                       checkpoint_s=t3 - t2, total_s=t3 - t0,
-                       disk_bytes=sum(dir_files(a.dir).values())))
+    row = dict(kind="mess_append", dir=a.dir, base_items=base_items, count=a.count,
+               threads=a.threads)
+    idx = None
+    if not a.no_hnswlib:
+        idx, build_s = hnswlib_base(a, base_items, a.count, x.shape[1])
+        row["hnswlib_base_build_s"] = build_s
+    if not a.skip_mess:
+        ids = np.arange(a.first_id, a.first_id + a.count, dtype=np.uint64)
+        files0 = dir_files(a.dir)
+        row["load_before"] = load()
+        t0 = time.perf_counter()
+        buf = client.upload(ids, x, a.threads)
+        t1 = time.perf_counter()
+        upload_bytes = len(buf)
+        io1 = proc_io()
+        s.apply_upload(buf, a.threads)
+        t2 = time.perf_counter()
+        io2 = proc_io()
+        ok(m.x_checkpoint(s.ptr), "mess_server_checkpoint")
+        t3 = time.perf_counter()
+        io3 = proc_io()
+        buf.close()
+        files1 = dir_files(a.dir)
+        # what the checkpoint wrote, from the files: files it created
+        # (new graph files, new arenas, MANIFEST) and arena growth
+        new = {f: n for f, n in files1.items() if f not in files0 and f != "wal"}
+        grown = sum(n - files0[f] for f, n in files1.items()
+                    if f in files0 and f.endswith(".arena"))
+        manifest = files1.get("MANIFEST", 0)
+        no_wal = lambda fs: sum(n for f, n in fs.items() if f != "wal")
+        added = no_wal(files1) - no_wal(files0)
+        written = sum(new.values()) + grown + manifest
+        row.update(encode_s=t1 - t0, apply_s=t2 - t1, checkpoint_s=t3 - t2,
+                   total_s=t3 - t0, upload_bytes=upload_bytes,
+                   apply_wchar=io2["wchar"] - io1["wchar"],
+                   apply_write_bytes=io2["write_bytes"] - io1["write_bytes"],
+                   checkpoint_wchar=io3["wchar"] - io2["wchar"],
+                   checkpoint_write_bytes=io3["write_bytes"] - io2["write_bytes"],
+                   checkpoint_files_written=len(new),
+                   checkpoint_graph_bytes=sum(n for f, n in new.items() if f.endswith(".graph")),
+                   checkpoint_arena_bytes=grown + sum(n for f, n in new.items()
+                                                      if f.endswith(".arena")),
+                   checkpoint_bytes=written, added_bytes=added,
+                   written_per_added=written / added if added else None,
+                   disk_bytes=sum(files1.values()), entries_after=s.stats().entries)
+    if idx is not None:
+        ids = np.arange(base_items, base_items + a.count)
+        row["hnswlib_load_before"] = load()
+        idx.set_num_threads(a.threads)
+        t0 = time.perf_counter()
+        idx.add_items(x, ids)
+        row["hnswlib_add_s"] = time.perf_counter() - t0
+        # hnswlib has no incremental persistence: its save rewrites the index
+        tmp = os.path.join(a.out, ".hnswlib-append.tmp")
+        t0 = time.perf_counter()
+        idx.save_index(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        row["hnswlib_save_s"] = time.perf_counter() - t0
+        row["hnswlib_file_bytes"] = os.path.getsize(tmp)
+        row["hnswlib_added_bytes"] = os.path.getsize(tmp) * a.count // (base_items + a.count)
+        os.remove(tmp)
+        if "apply_s" in row:
+            row["apply_over_hnswlib_add"] = row["apply_s"] / row["hnswlib_add_s"]
+    record(a.out, row)
     s.close()
     client.close()
 
@@ -598,6 +850,13 @@ def main():
     o = sub.add_parser("open", help="open time cold / warm")
     common(o)
     o.add_argument("--repeat", type=int, default=5)
+    cc = sub.add_parser("cold", help="open + first queries cold, per page-cache advice")
+    common(cc, data="datasets/large")
+    cc.add_argument("--pool", type=int, default=1500)
+    cc.add_argument("--rounds", type=int, default=2)
+    cc.add_argument("--policies", default=",".join(POLICIES),
+                    help="comma-separated; each a '+'-joined set of: none, "
+                    + ", ".join(sorted(ADVICE)))
     c = sub.add_parser("compare", help="mapped vs in-memory search, one thread")
     common(c)
     c.add_argument("--pool", type=int, default=1500)
@@ -610,9 +869,15 @@ def main():
     common(p)
     p.add_argument("--count", type=int, default=10000)
     p.add_argument("--first-id", type=int, default=10 ** 9)
+    p.add_argument("--no-hnswlib", action="store_true",
+                   help="skip hnswlib's add_items of the same vectors")
+    p.add_argument("--skip-mess", action="store_true",
+                   help="hnswlib only (the server's append measured elsewhere)")
+    p.add_argument("--hnswlib-index",
+                   help="hnswlib index of the base: loaded if it exists, else built and saved")
     a = ap.parse_args()
     {"hnswlib": cmd_hnswlib, "build": cmd_build, "import": cmd_import, "memory": cmd_memory, "query": cmd_query, "open": cmd_open,
-     "compare": cmd_compare, "append": cmd_append}[a.cmd](a)
+     "compare": cmd_compare, "append": cmd_append, "cold": cmd_cold}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 #include <sodium.h>
 
 #include "../mess.h"
+#include "../mess_experimental.h"
 #include "harness.h"
 
 #define DIM 64
@@ -174,6 +175,63 @@ static void test_roundtrip_append(void)
     CHECK_OK(mess_server_open(dir, NULL, NULL, 0, &s));
     CHECK(s && same_answers(m, s));
     mess_server_free(s);
+    mess_server_free(m);
+    rm_tree(dir);
+}
+
+/* Page-cache advice (mess_server_set_advice) changes how the kernel reads
+ * the mappings, never what a server answers: under every mask the
+ * directory opens, answers as the in-memory server, checkpoints (the graph
+ * re-attached and the arena re-mapped under the advice) and reopens the
+ * same; an unknown bit is refused and changes nothing. */
+static void test_advice(void)
+{
+    static const unsigned masks[] = {
+        0, MESS_ADVICE_GRAPH_RANDOM_OPEN, MESS_ADVICE_GRAPH_RANDOM,
+        MESS_ADVICE_ARENA_RANDOM, MESS_ADVICE_GRAPH_WILLNEED_UPPER,
+        MESS_ADVICE_GRAPH_WILLNEED,
+        MESS_ADVICE_GRAPH_RANDOM_OPEN | MESS_ADVICE_GRAPH_WILLNEED_UPPER,
+        0x1f};
+    char dir[256];
+    mess_server *m = NULL, *s = NULL;
+    unsigned prev = 12345, cur = 12345;
+    size_t i;
+    CHECK_OK(mess_server_set_advice(MESS_ADVICE_DEFAULT, &prev));
+    CHECK(prev == MESS_ADVICE_DEFAULT);
+    CHECK(mess_server_set_advice(0x20, &cur) == MESS_EINVAL && cur == 12345);
+    CHECK(mess_server_set_advice(~0u, NULL) == MESS_EINVAL);
+    CHECK_OK(mess_server_set_advice(MESS_ADVICE_DEFAULT, &cur));
+    CHECK(cur == MESS_ADVICE_DEFAULT);
+    path_of(dir, sizeof dir, "advice");
+    CHECK_OK(mess_server_new(&P, &m));
+    CHECK_OK(mess_server_create(dir, &P, &s));
+    CHECK_OK(mess_server_apply_upload(m, up1, up1_len, 1));
+    CHECK_OK(mess_server_apply_upload(s, up1, up1_len, 1));
+    CHECK_OK(mess_server_checkpoint(s));
+    mess_server_free(s);
+    for (i = 0; i < sizeof masks / sizeof masks[0]; i++) {
+        s = NULL;
+        CHECK_OK(mess_server_set_advice(masks[i], NULL));
+        CHECK_OK(mess_server_open(dir, &P, NULL, 0, &s));
+        CHECK(s && same_answers(m, s));
+        if (s && masks[i] == 0x1f) {
+            CHECK_OK(mess_server_apply_upload(m, up2, up2_len, 1));
+            CHECK_OK(mess_server_apply_upload(s, up2, up2_len, 1));
+            CHECK_OK(mess_server_checkpoint(s));
+            CHECK(same_answers(m, s));
+            mess_server_free(s);
+            s = NULL;
+            CHECK_OK(mess_server_open(dir, &P, NULL, 0, &s));
+            CHECK(s && same_answers(m, s));
+        }
+        mess_server_free(s);
+    }
+    CHECK_OK(mess_server_set_advice(MESS_ADVICE_DEFAULT, &cur));
+    CHECK(cur == 0x1f);
+    {
+        char msg[256];
+        CHECK_OK(mess_server_verify(dir, msg, sizeof msg));
+    }
     mess_server_free(m);
     rm_tree(dir);
 }
@@ -641,6 +699,7 @@ int main(void)
     }
     RUN(test_roundtrip_append);
     RUN(test_compact_export_import);
+    RUN(test_advice);
     RUN(test_subset);
     RUN(test_two_holders);
     RUN(test_hostile);
