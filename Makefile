@@ -15,6 +15,7 @@
 #   make eval-1m    issue 15: hnswlib and the file-backed server on the 1M and
 #                   large sets (hours; docs/EVALUATION.md, "File-backed server")
 #   make eval-leakage  cross-shard inference attack, xi_link (docs/LEAKAGE.md)
+#   make eval-leakage-text  the same on the text set (DATA_TEXT=DIR)
 #   make data       the large SIFT set (not committed; see datasets/README.md)
 #   make data-1m    the 1M SIFT set (not committed; DATA_1M=DIR, GT_BLAS=DIR)
 #   make install    PREFIX=/usr/local DESTDIR= LIBDIR=PREFIX/lib (the Python package goes to
@@ -102,7 +103,7 @@ MESS = build/mess
 .PHONY: FORCE all lib tools check test-release demo bench data data-1m data-text data-wordnet eval-text eval-1m eval-1m-ready eval-1m-hnswlib eval-1m-mess eval-1m-large eval-1m-append install uninstall \
         clean deps deps-check deps-data deps-bench python-check examples \
         fuzz fuzz-build fuzz-seeds valgrind tsan crash-test eval eval-large \
-        eval-leakage oom-test deb
+        eval-leakage eval-leakage-text oom-test deb
 .DELETE_ON_ERROR:
 
 all: lib tools examples
@@ -405,6 +406,28 @@ eval-leakage:
 	  --data datasets/sift --out docs/eval/leakage
 	MESS_LIBRARY=$(CURDIR)/build/libmess.so nice $(PYTHON) eval/leakage/run.py \
 	  --data datasets/sift --out docs/eval/leakage $(LEAKAGE_ARGS)
+
+# The same on the text set (make data-text; DATA_TEXT=DIR for another
+# copy) at the cosine defaults (kappa 64, p_D = p_q = 0.016): the replays,
+# the bounded run (2,000-vector prefix, 2 pairs, 2 + 8 trials per world, a
+# few minutes) into LEAKAGE_TEXT_OUT, its JSON {"rows": [...]} the last
+# line, after the two parameter sets' bounds over delta (bounds.py, the
+# 2,000-prefix pairs and 100 query pairs; trains the kappa-128 client once).
+# LEAKAGE_TEXT_ARGS passes run.py options (--bits 128 --p-store 0.08
+# --p-query 0.08: the paper's flips; --prefix/--pairs/--calib/--trials).
+DATA_TEXT         ?= datasets/text/debian
+LEAKAGE_TEXT_OUT  ?= docs/eval/leakage-text/bounded
+LEAKAGE_TEXT_ARGS ?=
+eval-leakage-text:
+	@test -f $(DATA_TEXT)/base.fvecs || { echo "$(DATA_TEXT) has no base.fvecs: make data-text (or DATA_TEXT=DIR)" >&2; exit 1; }
+	@sh scripts/deps.sh build python
+	@$(MAKE) --no-print-directory -s build/libmess.so
+	MESS_LIBRARY=$(CURDIR)/build/libmess.so nice $(PYTHON) eval/leakage/replay.py \
+	  --data $(DATA_TEXT) --metric cos --out $(LEAKAGE_TEXT_OUT)
+	MESS_LIBRARY=$(CURDIR)/build/libmess.so nice $(PYTHON) eval/leakage/bounds.py \
+	  --data $(DATA_TEXT) --prefix 2000 --out $(LEAKAGE_TEXT_OUT) > /dev/null
+	MESS_LIBRARY=$(CURDIR)/build/libmess.so nice $(PYTHON) eval/leakage/run.py \
+	  --data $(DATA_TEXT) --metric cos --out $(LEAKAGE_TEXT_OUT) $(LEAKAGE_TEXT_ARGS)
 
 # The labelled text set (datasets/README.md, docs/TEXT.md): Debian's
 # package synopses and descriptions embedded offline by the Universal

@@ -48,6 +48,7 @@ class Shard:
     def __init__(self, codes_u64, offsets, ids, levels):
         n = codes_u64.shape[0]
         self.n = n
+        self.codes = np.ascontiguousarray(codes_u64, dtype=np.uint64).reshape(n, -1)
         self.bits = np.unpackbits(np.ascontiguousarray(codes_u64).view(np.uint8),
                                   axis=1, bitorder="little")
         self.kappa = self.bits.shape[1]
@@ -96,6 +97,29 @@ def hamming(a_bits, b_bits):
     a = a_bits.astype(np.float32)
     b = b_bits.astype(np.float32)
     return a.sum(1)[:, None] + b.sum(1)[None, :] - 2.0 * (a @ b.T)
+
+
+_POP16 = None
+
+
+def hamming_packed(a_u64, b_u64, chunk=1 << 21):
+    """The same distances from packed codes (n, words) uint64: XOR and a
+    16-bit popcount table, in row blocks of about `chunk` words (faster
+    than the float product on Debian's reference BLAS, and exact)."""
+    global _POP16
+    if _POP16 is None:
+        _POP16 = np.unpackbits(np.arange(65536, dtype=np.uint16).view(np.uint8)
+                               .reshape(-1, 2), axis=1).sum(1).astype(np.uint8)
+    n, w = a_u64.shape
+    m = b_u64.shape[0]
+    # distances are at most 64 * w; uint8 while that fits (kappa <= 255):
+    # a 20k prefix's seed distances are then 0.3 GB instead of 1.3
+    out = np.empty((n, m), np.uint8 if 64 * w <= 255 else np.float32)
+    step = max(1, chunk // max(m * w, 1))
+    for i in range(0, n, step):
+        x = a_u64[i:i + step, None, :] ^ b_u64[None, :, :]
+        out[i:i + step] = _POP16[x.view(np.uint16)].sum(2, dtype=np.uint16)
+    return out
 
 
 # ---- auxiliary knowledge ------------------------------------------------------
@@ -161,7 +185,7 @@ class Attack:
         self.M = M
         r, v = know.ref_shard, know.ref_node
         # distances of every node to its shard's seeds
-        self.H = [hamming(sh.bits, sh.bits[know.seed_nodes[s]]) if sh.n else
+        self.H = [hamming_packed(sh.codes, sh.codes[know.seed_nodes[s]]) if sh.n else
                   np.zeros((0, 0), np.float32) for s, sh in enumerate(shards)]
         self.cand = []
         for s, sh in enumerate(shards):
@@ -173,14 +197,32 @@ class Attack:
         self._filtered = {}
         self.r, self.v = r, v
 
+    def with_cfg(self, cfg):
+        """The same view under other hyper-parameters, sharing the seed
+        distances and filtered signals already computed (calibration tries
+        every grid value on one view)."""
+        other = object.__new__(Attack)
+        other.__dict__.update({k: v for k, v in self.__dict__.items() if k != "_all"})
+        other.cfg = dict(self.cfg, **(cfg or {}))
+        if all(other.cfg[k] == self.cfg[k] for k in ("mds_dims", "gsgm_hops")) \
+                and hasattr(self, "_all"):
+            other._all = self._all        # scores do not depend on joint_cycle
+        return other
+
     # -- helpers
     def filtered(self, s, hops):
+        """Shard s's standardised seed distances, low-pass filtered over its
+        graph (float32; only one `hops` value is cached at a time, since
+        all shards' signals at a 20k prefix take 1.3 GB)."""
         key = (s, hops)
         if key not in self._filtered:
-            X = self.H[s].astype(np.float64)
+            if any(k[1] != hops for k in self._filtered):
+                self._filtered.clear()
+            X = self.H[s].astype(np.float32)
             if X.size:
-                X = (X - X.mean(0)) / (X.std(0) + 1e-9)
-            self._filtered[key] = self.S[s].mean_filter(X, hops) if hops else X
+                X = (X - X.mean(0)) / (X.std(0) + np.float32(1e-9))
+            self._filtered[key] = self.S[s].mean_filter(X, hops).astype(np.float32, copy=False) \
+                if hops else X
         return self._filtered[key]
 
     # -- scores for destination shard s over self.cand[s]

@@ -71,6 +71,10 @@ def parse(argv):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=7, help="experiment seed")
     ap.add_argument("--no-ci", action="store_true")
+    ap.add_argument("--order", choices=("prefix", "pair"), default="prefix",
+                    help="prefix: all pairs of one prefix, then the next; pair: the "
+                         "first pair of every prefix, then the second, ... (a run "
+                         "stopped early still covers every prefix)")
     ap.add_argument("--client-dir", default=None, help="where the saved clients go")
     a = ap.parse_args(argv)
     full = dict(prefix=[5000, 10000], pairs=5, calib=30, trials=300)
@@ -83,28 +87,40 @@ def parse(argv):
 
 def calibrate(attacks, d, p):
     """Picks each hyper-parameter from GRID by the mean number of correct
-    associations of its method on the calibration views."""
+    associations of its method on the calibration views: mds_dims by MDS,
+    gsgm_hops by GSGM (each score depends on its own parameter only), then
+    joint_cycle by Joint with the two chosen.  View by view, so only one
+    view's seed distances are in memory (a 20k view's are 0.3 GB) and each
+    view's are computed twice, not once per grid value."""
     cfg = {k: v[0] for k, v in GRID.items()}
-    for key in ("mds_dims", "gsgm_hops", "joint_cycle"):
-        best, best_val = None, -1.0
-        for val in GRID[key]:
-            c = dict(cfg, **{key: val})
-            tot = 0
-            for tr in attacks:
-                at = A.Attack(tr["shards"], tr["know"], p.per_item, c)
-                chosen = at.run(OWNER[key])
-                truth = dict(tr["truth"])
-                tot += sum(truth.get(s) == node for s, node, _ in chosen)
-            val_mean = tot / max(len(attacks), 1)
-            if val_mean > best_val:
-                best, best_val = val, val_mean
-        cfg[key] = best
+    tot = {(key, val): 0 for key in GRID for val in GRID[key]}
+
+    def correct(tr, chosen):
+        truth = dict(tr["truth"])
+        return sum(truth.get(s) == node for s, node, _ in chosen)
+
+    for tr in attacks:
+        at = A.Attack(tr["shards"], tr["know"], p.per_item, cfg)
+        for key in ("mds_dims", "gsgm_hops"):
+            for val in GRID[key]:
+                tot[key, val] += correct(tr, at.with_cfg({key: val}).run(OWNER[key]))
+    for key in ("mds_dims", "gsgm_hops"):
+        cfg[key] = max(GRID[key], key=lambda v: (tot[key, v], -GRID[key].index(v)))
+    for tr in attacks:
+        at = A.Attack(tr["shards"], tr["know"], p.per_item, cfg)
+        at.all_scores()
+        for val in GRID["joint_cycle"]:
+            tot["joint_cycle", val] += correct(tr, at.with_cfg({"joint_cycle": val})
+                                               .run("Joint"))
+    key = "joint_cycle"
+    cfg[key] = max(GRID[key], key=lambda v: (tot[key, v], -GRID[key].index(v)))
     return cfg
 
 
-def evaluate_pair(ex, a, n, pi, base, i, j, dth, t_start=None):
+def evaluate_pair(ex, a, n, pi, base, i, j, dth, t_start=None, progress=None):
     """Calibration and held-out trials of pair (base[i], base[j]) in both
-    worlds; returns (rows, detail)."""
+    worlds; returns (rows, detail).  progress(rows, detail), if given, gets
+    the partial result after every held-out trial but the last."""
     p = ex.p
     t_start = t_start or time.time()
     x0, x1 = base[i], base[j]
@@ -141,6 +157,18 @@ def evaluate_pair(ex, a, n, pi, base, i, j, dth, t_start=None):
             route_u.append(int(sum(d[s] for s, _ in tr["truth"])))
         if (tno + 1) % max(1, a.trials // 4) == 0:
             log("  trial %d/%d (%.0f s)" % (tno + 1, a.trials, time.time() - t_start))
+        if progress is not None and tno + 1 < a.trials:
+            # a long pair keeps what it has: rows of the trials so far,
+            # without intervals, marked partial
+            progress(*pair_rows(a, p, n, pi, i, j, dth, d, cfg, res, ref_d, route_u,
+                                ci=False, quiet=True))
+    return pair_rows(a, p, n, pi, i, j, dth, d, cfg, res, ref_d, route_u,
+                     ci=not a.no_ci)
+
+
+def pair_rows(a, p, n, pi, i, j, dth, d, cfg, res, ref_d, route_u, ci, quiet=False):
+    """The rows (one per method) and the detail record of a pair from the
+    held-out results so far."""
     rows = []
     acct = a.p_store > 0
     xs = W.xi_single(a.p_store, d, a.delta) if acct else float("inf")
@@ -160,17 +188,20 @@ def evaluate_pair(ex, a, n, pi, base, i, j, dth, t_start=None):
                "wrong_block_dist": round(float(np.mean(r["wrong"])), 4)
                if r["wrong"] else None,
                "cfg": cfg}
-        if acct and not a.no_ci and len(r["U"]) >= 4:
+        if acct and ci and len(r["U"]) >= 4:
             lo, hi = W.bootstrap_ci(a.p_store, r["U"], a.delta)
             row["xi_link_ci"] = [round(lo, 3), round(hi, 3)]
+        if not ci:
+            row["partial"] = True
         rows.append(row)
-        log("  %-8s acc %.3f  xi single %.2f  link %.2f  complete %.2f  wrong %.3f"
-            % (m, row["accuracy"], xs, row["xi_link"], xc,
-               row["wrong_block_dist"] or float("nan")))
+        if not quiet:
+            log("  %-8s acc %.3f  xi single %.2f  link %.2f  complete %.2f  wrong %.3f"
+                % (m, row["accuracy"], xs, row["xi_link"], xc,
+                   row["wrong_block_dist"] or float("nan")))
     det = {"n": n, "pair": pi, "indices": [i, j], "d_theta": dth,
            "d": [int(v) for v in d], "cfg": cfg,
-           "U": {m: res[m]["U"] for m in A.METHODS},
-           "ref_d": ref_d, "route_u": route_u}
+           "U": {m: list(res[m]["U"]) for m in A.METHODS},
+           "ref_d": list(ref_d), "route_u": list(route_u)}
     return rows, det
 
 
@@ -184,24 +215,36 @@ def main(argv=None):
     os.makedirs(cdir, exist_ok=True)
     rows, detail = [], []
     t_start = time.time()
+    ns = []
     for n in a.prefix:
         if n > len(base_all):
             log("prefix %d: the set holds only %d vectors, skipped" % (n, len(base_all)))
-            continue
-        base = base_all[:n]
-        pairs = W.near_pairs(base, a.angle, a.pairs)
+        else:
+            ns.append(n)
+    # the near pairs of every prefix from one pass over the longest
+    cands = near_cached(ds, base_all[:max(ns)], a.angle, cdir) if ns else []
+    work = []
+    for n in ns:
+        pairs = W.near_pairs(base_all[:n], a.angle, a.pairs, cands=cands)
         if not pairs:
             log("prefix %d: no pair within d_theta <= %g" % (n, a.angle))
-            continue
-        cpath = client_path(a, ds, cdir)
-        ex = W.Experiment(p, train, base, cpath, threads=a.threads)
-        for pi, (dth, i, j) in enumerate(pairs):
-            if pi < a.first_pair:
-                continue
-            r, det = evaluate_pair(ex, a, n, pi, base, i, j, dth, t_start)
-            rows.extend(r)
-            detail.append(det)
-            write(a, ds, rows, detail, t_start)  # a long run keeps what it has
+        work.extend((n, pi, pr) for pi, pr in enumerate(pairs) if pi >= a.first_pair)
+    if a.order == "pair":     # every prefix's first pair, then every second, ...
+        work.sort(key=lambda w: (w[1], ns.index(w[0])))
+    cpath = client_path(a, ds, cdir)
+    exps = {}
+    for n, pi, (dth, i, j) in work:
+        if n not in exps:
+            exps[n] = W.Experiment(p, train, base_all[:n], cpath, threads=a.threads)
+
+        def partial(r, det):
+            write(a, ds, rows + r, detail + [det], t_start, draw=False)
+
+        r, det = evaluate_pair(exps[n], a, n, pi, base_all[:n], i, j, dth, t_start,
+                               progress=partial)
+        rows.extend(r)
+        detail.append(det)
+        write(a, ds, rows, detail, t_start)  # a long run keeps what it has
     write(a, ds, rows, detail, t_start)
     log(ordering_line(rows))
     print(json.dumps({"rows": [dict({k: r[k] for k in ("method", "n", "pair", "xi_single",
@@ -210,6 +253,27 @@ def main(argv=None):
                                        if "xi_link_ci" in r else {}))
                                for r in rows]}))
     return 0
+
+
+def near_cached(ds, base, angle, cdir):
+    """near_candidates of `base` (a prefix of DS/base), cached in cdir under
+    the set's name, the prefix, the angle and the base file's size and
+    mtime: the scan is O(n^2 dim), minutes at 20k x 512 on the reference
+    BLAS, and every piece of a grid run and eval/leakage/bounds.py need it."""
+    path = vecs_path(ds, "base")
+    st = os.stat(path)
+    name = os.path.join(cdir, ".near-%s-%d-%g-%d-%d.npz" % (
+        os.path.basename(os.path.normpath(ds)), len(base), angle, st.st_size,
+        st.st_mtime_ns))
+    if os.path.exists(name):
+        z = np.load(name)
+        return list(zip(z["d"].tolist(), z["i"].tolist(), z["j"].tolist()))
+    c = W.near_candidates(base, angle)
+    tmp = name + ".%d.tmp.npz" % os.getpid()
+    np.savez(tmp, d=np.array([t[0] for t in c], np.float64),
+             i=np.array([t[1] for t in c], np.int64), j=np.array([t[2] for t in c], np.int64))
+    os.replace(tmp, name)
+    return c
 
 
 def client_path(a, ds, cdir):
@@ -260,10 +324,11 @@ def ordering_line(rows):
             "xi_single in %d" % (pt, n, len(ci), hi, lo))
 
 
-def write(a, ds, rows, detail, t_start):
+def write(a, ds, rows, detail, t_start, draw=True):
     config = {k: getattr(a, k) for k in ("prefix", "pairs", "calib", "trials", "angle",
                                          "delta", "seed_frac", "shards", "per_item",
-                                         "metric", "bits", "p_store", "p_query", "seed")}
+                                         "metric", "bits", "p_store", "p_query", "seed",
+                                         "first_pair", "order")}
     config["data"] = os.path.basename(os.path.normpath(ds))
     config["seconds"] = round(time.time() - t_start, 1)
     if a.out:
@@ -272,7 +337,8 @@ def write(a, ds, rows, detail, t_start):
             json.dump({"config": config, "rows": rows, "detail": detail}, f, indent=1)
         with open(os.path.join(a.out, "tables.md"), "w") as f:
             f.write(tables(rows, config))
-        plot(rows, os.path.join(a.out, "xi.png"))
+        if draw:
+            plot(rows, os.path.join(a.out, "xi.png"))
 
 
 def plot(rows, path):
@@ -325,7 +391,8 @@ def tables(rows, config):
            "| wrong-block distance | xi_single | xi_link (95% CI) | xi_complete |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        ci = " (%.1f-%.1f)" % tuple(r["xi_link_ci"]) if "xi_link_ci" in r else ""
+        ci = " (%.1f-%.1f)" % tuple(r["xi_link_ci"]) if "xi_link_ci" in r else \
+            " (partial: stopped)" if r.get("partial") else ""
         wb = "%.3f" % r["wrong_block_dist"] if r["wrong_block_dist"] is not None else "-"
         out.append("| %d | %d | %.4f | %s | %d | %.3f | %.2f | %s | %.2f | %.2f%s | %.2f |"
                    % (r["n"], r["pair"], r["d_theta"], r["method"], r["trials"],

@@ -36,6 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
+import numpy as np  # noqa: E402
+
 from common import mess  # noqa: E402
 import attack as A  # noqa: E402
 import run as R  # noqa: E402
@@ -93,6 +95,56 @@ def options():
         os.rmdir(tmp)
 
 
+def naive_calibrate(views, t):
+    """run.calibrate's choice, computed the plain way: a fresh Attack for
+    every grid value, parameters chosen one after the other."""
+    cfg = {k: v[0] for k, v in R.GRID.items()}
+    for key in ("mds_dims", "gsgm_hops", "joint_cycle"):
+        best, best_val = None, -1
+        for val in R.GRID[key]:
+            c = dict(cfg, **{key: val})
+            tot = 0
+            for tr in views:
+                chosen = A.Attack(tr["shards"], tr["know"], t, c).run(R.OWNER[key])
+                truth = dict(tr["truth"])
+                tot += sum(truth.get(s) == node for s, node, _ in chosen)
+            if tot > best_val:
+                best, best_val = val, tot
+        cfg[key] = best
+    return cfg
+
+
+def helpers(base, ex, pair):
+    """The shortcuts of the grid run agree with the plain computations:
+    packed Hamming distances, near pairs from a longer prefix's scan, and
+    the view-by-view calibration."""
+    rng = np.random.default_rng(3)
+    for words in (1, 2, 4):
+        a = rng.integers(0, 2 ** 63, (37, words), dtype=np.uint64) * np.uint64(2) + \
+            rng.integers(0, 2, (37, words), dtype=np.uint64)
+        b = a[rng.choice(37, 11, replace=False)] ^ rng.integers(0, 2 ** 63, (11, words),
+                                                                 dtype=np.uint64)
+        bits = lambda x: np.unpackbits(x.view(np.uint8), axis=1, bitorder="little")
+        want = A.hamming(bits(a), bits(b))
+        got = A.hamming_packed(a, b, chunk=64)
+        check(np.array_equal(got.astype(np.float32), want),
+              "packed Hamming distances equal the bit-matrix ones (%d bits)" % (64 * words))
+    cands = W.near_candidates(base, 0.05)
+    for n in (400, 700):
+        direct = [(i, j) for _, i, j in W.near_pairs(base[:n], 0.05, 5)]
+        via = [(i, j) for _, i, j in W.near_pairs(base[:n], 0.05, 5, cands=cands)]
+        check(direct == via and len(direct) > 0,
+              "prefix %d: near pairs from the %d-prefix scan %s = direct %s"
+              % (n, len(base), via, direct))
+    x0, x1, bg = pair
+    rng = np.random.default_rng(5)
+    views = [ex.trial((x0, x1), b, 900 + k, 0.9, rng, background=bg)
+             for k in range(2) for b in (0, 1)]
+    got = R.calibrate(views, None, ex.p)
+    want = naive_calibrate(views, ex.p.per_item)
+    check(got == want, "view-by-view calibration %s = the plain one %s" % (got, want))
+
+
 def main():
     options()
     data = os.path.join(HERE, "..", "..", "datasets", "sift")
@@ -115,6 +167,8 @@ def main():
         ex = W.Experiment(p, train, base, os.path.join(tmp, "c%g.bin" % p_store),
                           threads=1)
         rows, _ = R.evaluate_pair(ex, a, len(base), 0, base, i, j, dth)
+        if p_store == 0.08:
+            helpers(base, ex, (base[i], base[j], np.delete(base, [i, j], axis=0)))
         results[(p_store, frac)] = {r["method"]: r for r in rows}
         ex.client.close()
     for m in A.METHODS:
