@@ -31,6 +31,7 @@
 #include "../mess.h"
 #include "../statefile.h"
 #include "harness.h"
+#include "sift.h"
 
 #define SHARDS 4
 #define PER_ITEM 2
@@ -698,10 +699,8 @@ out:
 
 int main(void)
 {
-    size_t d2;
-    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
-        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d2) ||
-        d2 != dim || n_base < ITEMS + BACKGROUND) {
+    if (test_read_sift(&base, &n_base, NULL, NULL, &train, &n_train, &dim) ||
+        n_base < ITEMS + BACKGROUND) {
         printf("cannot read the bundled SIFT set\n0 passed, 1 failed\n");
         return 1;
     }

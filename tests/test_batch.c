@@ -21,6 +21,7 @@
 #include "../mess_experimental.h"
 #include "../parallel.h"
 #include "harness.h"
+#include "sift.h"
 
 #define THREADS 4
 
@@ -425,13 +426,10 @@ out:
 
 int main(void)
 {
-    size_t d2, d3;
     RUN(test_workers_basics);
     RUN(test_workers_jobs);
     RUN(test_workers_shared);
-    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
-        mess_vecs_read_f32(DATA("sift/query.bvecs"), &queries, &n_query, &d2) ||
-        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d3) ||
+    if (test_read_sift(&base, &n_base, &queries, &n_query, &train, &n_train, &dim) ||
         n_base < N_ITEMS || n_query < NQ) {
         fprintf(stderr, "cannot read datasets/sift\n");
         return 1;

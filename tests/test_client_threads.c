@@ -16,6 +16,7 @@
 
 #include "../mess_experimental.h"
 #include "harness.h"
+#include "sift.h"
 
 #define N_ITEMS 800
 #define THREADS 4
@@ -170,11 +171,10 @@ int main(void)
     mess_params p;
     uint64_t *ids;
     uint8_t *buf;
-    size_t len, i, d2;
+    size_t len, i;
     int fd;
-    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
-        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d2) ||
-        d2 != dim || n_base < N_ITEMS) {
+    if (test_read_sift(&base, &n_base, NULL, NULL, &train, &n_train, &dim) ||
+        n_base < N_ITEMS) {
         fprintf(stderr, "cannot read datasets/sift\n");
         return 1;
     }

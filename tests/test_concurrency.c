@@ -17,6 +17,7 @@
 
 #include "../mess_experimental.h"
 #include "harness.h"
+#include "sift.h"
 
 #define N_ITEMS 1500
 #define N_REQ 24
@@ -226,10 +227,7 @@ static void test_concurrent_search(void)
 
 int main(void)
 {
-    size_t d2, d3;
-    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
-        mess_vecs_read_f32(DATA("sift/query.bvecs"), &queries, &n_query, &d2) ||
-        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d3) ||
+    if (test_read_sift(&base, &n_base, &queries, &n_query, &train, &n_train, &dim) ||
         n_base < N_ITEMS || n_query < N_REQ) {
         fprintf(stderr, "cannot read datasets/sift\n");
         return 1;

@@ -26,6 +26,7 @@
 
 #include "../mess_experimental.h"
 #include "harness.h"
+#include "sift.h"
 
 static float *base, *queries, *train;
 static size_t n_base, n_query, n_train, dim;
@@ -346,16 +347,13 @@ static void cleanup(void)
 
 int main(void)
 {
-    size_t d2, d3;
     const char *env = getenv("MESS_CRASH_ROUNDS");
     if (env && atoi(env) > 0)
         rounds = (unsigned)atoi(env);
     env = getenv("MESS_CRASH_ITEMS");
     if (env && atoi(env) >= 100)
         n_items = (size_t)atoi(env);
-    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
-        mess_vecs_read_f32(DATA("sift/query.bvecs"), &queries, &n_query, &d2) ||
-        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d3) ||
+    if (test_read_sift(&base, &n_base, &queries, &n_query, &train, &n_train, &dim) ||
         n_base < n_items + n_items / 10) {
         fprintf(stderr, "cannot read datasets/sift\n");
         return 1;

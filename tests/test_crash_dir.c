@@ -48,6 +48,7 @@
 #include "../mess_experimental.h"
 #include "../wal.h"
 #include "harness.h"
+#include "sift.h"
 
 #define MAX_SHARDS 16
 
@@ -771,7 +772,6 @@ static void test_compaction_kills(void)
 int main(void)
 {
     static const uint8_t seed[32] = "crash test of a server directory";
-    size_t d2, d3;
     double t0 = now();
     mess_query *q = NULL;
     const char *env = getenv("MESS_CRASH_ROUNDS");
@@ -784,9 +784,7 @@ int main(void)
         rng = 1;
     printf("  seed %llu (MESS_CRASH_SEED=%llu repeats the kill delays), %u kills per kind\n",
            (unsigned long long)rng, (unsigned long long)rng, rounds);
-    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
-        mess_vecs_read_f32(DATA("sift/query.bvecs"), &queries, &n_query, &d2) ||
-        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d3)) {
+    if (test_read_sift(&base, &n_base, &queries, &n_query, &train, &n_train, &dim)) {
         fprintf(stderr, "cannot read datasets/sift\n");
         return 1;
     }

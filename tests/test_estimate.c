@@ -16,6 +16,7 @@
 #include "../mess_experimental.h"
 #include "../protocol.h"
 #include "harness.h"
+#include "sift.h"
 
 /* Bytes of the graph files of s's shards (hnsw_write_graph: the hot part
  * of a file-backed server), written to path; 0 on a failure. */
@@ -274,10 +275,7 @@ static void test_layout(void)
 
 int main(void)
 {
-    size_t d2;
-    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
-        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d2) ||
-        d2 != dim) {
+    if (test_read_sift(&base, &n_base, NULL, NULL, &train, &n_train, &dim)) {
         printf("cannot read datasets/sift (run from the repository root)\n");
         printf("0 passed, 1 failed\n");
         return 1;

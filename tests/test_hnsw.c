@@ -16,6 +16,7 @@
 #include "../parallel.h"
 #include "../rng.h"
 #include "harness.h"
+#include "sift.h"
 
 #define BITS 128
 #define WORDS (BITS / 64)
@@ -47,11 +48,10 @@ static uint64_t *project(const float *x, size_t count, size_t dim,
 static int load_codes(void)
 {
     float *base, *q, *dirs;
-    size_t dim, d2, i;
+    size_t dim, i;
     struct mess_rng r;
     uint8_t seed[32] = {42};
-    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n, &dim) ||
-        mess_vecs_read_f32(DATA("sift/query.bvecs"), &q, &nq, &d2) || d2 != dim)
+    if (test_read_sift(&base, &n, &q, &nq, NULL, NULL, &dim))
         return -1;
     if (n > 5000)
         n = 5000;

@@ -18,6 +18,7 @@
 #include "../mess_experimental.h"
 #include "../protocol.h"
 #include "harness.h"
+#include "sift.h"
 
 #define N_ITEMS 600
 #define M_SHARDS 8
@@ -498,10 +499,8 @@ int main(void)
 {
     static const uint8_t seed[32] = "hostile server test seed 0000001";
     uint64_t ids[N_ITEMS];
-    size_t i, d2, d3;
-    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
-        mess_vecs_read_f32(DATA("sift/query.bvecs"), &queries, &n_query, &d2) ||
-        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d3) ||
+    size_t i;
+    if (test_read_sift(&base, &n_base, &queries, &n_query, &train, &n_train, &dim) ||
         n_base < N_ITEMS || n_query < 10) {
         fprintf(stderr, "cannot read datasets/sift\n");
         return 1;

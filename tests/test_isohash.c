@@ -8,6 +8,7 @@
 
 #include "../isohash.h"
 #include "harness.h"
+#include "sift.h"
 
 static float *train, *base;
 static size_t n_train, n_base, dim;
@@ -466,9 +467,7 @@ static void test_serialize(void)
 
 int main(void)
 {
-    size_t d2;
-    if (mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &dim) ||
-        mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &d2) || d2 != dim) {
+    if (test_read_sift(&base, &n_base, NULL, NULL, &train, &n_train, &dim)) {
         printf("cannot read datasets/sift\n0 passed, 1 failed\n");
         return 1;
     }

@@ -11,6 +11,7 @@
 
 #include "../mess_experimental.h"
 #include "harness.h"
+#include "sift.h"
 
 #define N_BASE 2000
 #define N_QUERY 40
@@ -40,11 +41,9 @@ static void params(mess_params *p)
 
 static int load_data(void)
 {
-    size_t d2, d3, q, i, j;
-    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
-        mess_vecs_read_f32(DATA("sift/query.bvecs"), &queries, &n_query, &d2) ||
-        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d3) ||
-        d2 != dim || d3 != dim || n_base < N_BASE || n_query < N_QUERY)
+    size_t q, i, j;
+    if (test_read_sift(&base, &n_base, &queries, &n_query, &train, &n_train, &dim) ||
+        n_base < N_BASE || n_query < N_QUERY)
         return -1;
     n_base = N_BASE;
     n_query = N_QUERY;

@@ -11,6 +11,7 @@
 #include "../mess.h"
 #include "../statefile.h"
 #include "harness.h"
+#include "sift.h"
 
 /* A scaled-down configuration so the suite stays fast under ASan. */
 #define N_BASE 3000
@@ -73,11 +74,7 @@ static void exact_truth(void)
 
 static int load_data(void)
 {
-    size_t d2, d3;
-    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
-        mess_vecs_read_f32(DATA("sift/query.bvecs"), &queries, &n_query, &d2) ||
-        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d3) ||
-        d2 != dim || d3 != dim)
+    if (test_read_sift(&base, &n_base, &queries, &n_query, &train, &n_train, &dim))
         return -1;
     if (n_base > N_BASE)
         n_base = N_BASE;

@@ -28,6 +28,7 @@
 #include "../payload.h"
 #include "../statefile.h"
 #include "harness.h"
+#include "sift.h"
 
 #define N_ITEMS 300
 #define M_SHARDS 8
@@ -484,11 +485,8 @@ static void test_tool_stderr(void)
 
 int main(void)
 {
-    size_t d2, d3;
     if (sodium_init() < 0 ||
-        mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
-        mess_vecs_read_f32(DATA("sift/query.bvecs"), &queries, &n_query, &d2) ||
-        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d3) ||
+        test_read_sift(&base, &n_base, &queries, &n_query, &train, &n_train, &dim) ||
         n_base < N_ITEMS) {
         fprintf(stderr, "cannot read datasets/sift\n");
         return 1;

@@ -9,6 +9,7 @@
 
 #include "../mess_experimental.h"
 #include "harness.h"
+#include "sift.h"
 
 #define N_ITEMS 800
 #define SHARDS 8
@@ -28,11 +29,10 @@ static int setup(void)
 {
     uint64_t ids[N_ITEMS];
     uint8_t *buf;
-    size_t len, i, d2;
+    size_t len, i;
     int rc;
-    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
-        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d2) ||
-        d2 != dim || n_base < N_ITEMS)
+    if (test_read_sift(&base, &n_base, NULL, NULL, &train, &n_train, &dim) ||
+        n_base < N_ITEMS)
         return -1;
     mess_params_default(&P, (uint32_t)dim);
     P.shards = SHARDS;

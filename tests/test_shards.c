@@ -14,6 +14,7 @@
  */
 #include "../mess_experimental.h"
 #include "harness.h"
+#include "sift.h"
 
 #define N_ITEMS 1200
 #define N_FIRST 800 /* the first upload; the rest is a second one */
@@ -58,12 +59,10 @@ static size_t group_set(uint32_t k, uint32_t g, int round_robin, uint32_t *set)
 static int setup(void)
 {
     uint64_t ids[N_ITEMS];
-    size_t i, d2, d3;
+    size_t i;
     int rc;
-    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
-        mess_vecs_read_f32(DATA("sift/query.bvecs"), &queries, &n_query, &d2) ||
-        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d3) ||
-        n_base < N_ITEMS || n_query < N_QUERIES || d2 != dim || d3 != dim)
+    if (test_read_sift(&base, &n_base, &queries, &n_query, &train, &n_train, &dim) ||
+        n_base < N_ITEMS || n_query < N_QUERIES)
         return -1;
     mess_params_default(&P, (uint32_t)dim);
     P.shards = SHARDS;
