@@ -21,6 +21,7 @@
 #define CHACHA_DISPATCH 1
 #define TARGET_AVX2 __attribute__((target("avx2")))
 #define TARGET_AVX512 __attribute__((target("avx512f")))
+#include <immintrin.h>
 #endif
 
 typedef uint32_t lanes_t[16][CHACHA_LANES];
@@ -70,11 +71,110 @@ static const uint32_t sigma[4] = {0x61707865u, 0x3320646eu, 0x79622d32u, 0x6b206
         }                                                                      \
     }
 
+/* One pending keystream block: where its bytes go. */
+struct lane_out {
+    const uint8_t *src;
+    uint8_t *dst;
+    size_t len; /* 1..64 */
+};
+
 static void rounds_base(lanes_t x) ROUNDS_BODY(4)
 
 #ifdef CHACHA_DISPATCH
 TARGET_AVX2 static void rounds_avx2(lanes_t x) ROUNDS_BODY(8)
-TARGET_AVX512 static void rounds_avx512(lanes_t x) ROUNDS_BODY(16)
+#endif
+
+#ifdef CHACHA_DISPATCH
+/* The AVX-512 core by hand: the 16 rows in 16 registers for all 20
+ * rounds (GCC's code for ROUNDS_BODY(16) reloads and spills them), and
+ * for keystream the feed-forward and a 16 x 16 word transposition in
+ * registers (64 unpacks and 128-bit shuffles for 16 blocks) so each
+ * lane's block leaves as one 64-byte register instead of 16 words
+ * written one by one. */
+#define ZQR(a, b, c, d)                                                        \
+    do {                                                                       \
+        a = _mm512_add_epi32(a, b), d = _mm512_rol_epi32(_mm512_xor_si512(d, a), 16); \
+        c = _mm512_add_epi32(c, d), b = _mm512_rol_epi32(_mm512_xor_si512(b, c), 12); \
+        a = _mm512_add_epi32(a, b), d = _mm512_rol_epi32(_mm512_xor_si512(d, a), 8);  \
+        c = _mm512_add_epi32(c, d), b = _mm512_rol_epi32(_mm512_xor_si512(b, c), 7);  \
+    } while (0)
+
+#define Z20(v)                                                                 \
+    do {                                                                       \
+        int r_;                                                                \
+        for (r_ = 0; r_ < 10; r_++) {                                          \
+            ZQR(v[0], v[4], v[8], v[12]);                                      \
+            ZQR(v[1], v[5], v[9], v[13]);                                      \
+            ZQR(v[2], v[6], v[10], v[14]);                                     \
+            ZQR(v[3], v[7], v[11], v[15]);                                     \
+            ZQR(v[0], v[5], v[10], v[15]);                                     \
+            ZQR(v[1], v[6], v[11], v[12]);                                     \
+            ZQR(v[2], v[7], v[8], v[13]);                                      \
+            ZQR(v[3], v[4], v[9], v[14]);                                      \
+        }                                                                      \
+    } while (0)
+
+TARGET_AVX512 static void rounds_avx512(lanes_t x)
+{
+    __m512i v[16];
+    int w;
+    _Pragma("GCC unroll 16") for (w = 0; w < 16; w++)
+        v[w] = _mm512_loadu_si512((const void *)x[w]);
+    Z20(v);
+    _Pragma("GCC unroll 16") for (w = 0; w < 16; w++)
+        _mm512_storeu_si512((void *)x[w], v[w]);
+}
+
+/* Keystream of the 16 lanes of x (all computed; the first m used) XORed
+ * into their destinations. */
+TARGET_AVX512 static void flush_avx512(lanes_t x, const struct lane_out *o, size_t m)
+{
+    __m512i v[16], t[16], u[16];
+    size_t l, b;
+    int w, g, j;
+    _Pragma("GCC unroll 16") for (w = 0; w < 16; w++)
+        v[w] = _mm512_loadu_si512((const void *)x[w]);
+    Z20(v);
+    _Pragma("GCC unroll 16") for (w = 0; w < 16; w++)
+        v[w] = _mm512_add_epi32(v[w], _mm512_loadu_si512((const void *)x[w]));
+    /* rows 2i, 2i+1 interleaved: word pairs of lanes 4k..4k+3 */
+    _Pragma("GCC unroll 8") for (w = 0; w < 16; w += 2) {
+        t[w] = _mm512_unpacklo_epi32(v[w], v[w + 1]);
+        t[w + 1] = _mm512_unpackhi_epi32(v[w], v[w + 1]);
+    }
+    /* u[4g + j]: in 128-bit chunk k, words 4g..4g+3 of lane 4k + j */
+    _Pragma("GCC unroll 4") for (g = 0; g < 4; g++) {
+        u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+        u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+        u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+        u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+    }
+    /* v[4k + j]: lane 4k + j's block (chunks k of u[j], u[4 + j], ...) */
+    _Pragma("GCC unroll 4") for (j = 0; j < 4; j++) {
+        __m512i a = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
+        __m512i bb = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xdd);
+        __m512i c = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
+        __m512i d = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xdd);
+        v[j] = _mm512_shuffle_i32x4(a, c, 0x88);
+        v[8 + j] = _mm512_shuffle_i32x4(a, c, 0xdd);
+        v[4 + j] = _mm512_shuffle_i32x4(bb, d, 0x88);
+        v[12 + j] = _mm512_shuffle_i32x4(bb, d, 0xdd);
+    }
+    for (l = 0; l < m; l++) {
+        if (o[l].len == 64) {
+            _mm512_storeu_si512((void *)o[l].dst,
+                                _mm512_xor_si512(v[l], _mm512_loadu_si512((const void *)o[l].src)));
+            continue;
+        }
+        {
+            uint8_t ks[64];
+            _mm512_storeu_si512((void *)ks, v[l]);
+            for (b = 0; b < o[l].len; b++)
+                o[l].dst[b] = (uint8_t)(o[l].src[b] ^ ks[b]);
+            sodium_memzero(ks, sizeof ks);
+        }
+    }
+}
 #endif
 
 static int isa_forced = -1;
@@ -187,12 +287,6 @@ void chacha_pad8_many(size_t n, const uint8_t *const *key, const uint32_t *ctr,
     sodium_memzero(x, sizeof x);
 }
 
-/* One pending keystream block: where its bytes go. */
-struct lane_out {
-    const uint8_t *src;
-    uint8_t *dst;
-    size_t len; /* 1..64 */
-};
 
 /* Runs the `m` filled lanes of x (input in x0) and XORs each lane's block
  * into its destination. */
@@ -202,6 +296,12 @@ static void flush(lanes_t x, lanes_t x0, const struct lane_out *o, size_t m)
     int w;
     uint8_t ks[64];
     fill_rest(x, m);
+#ifdef CHACHA_DISPATCH
+    if (chacha_lanes_isa() == 2) {
+        flush_avx512(x, o, m);
+        return;
+    }
+#endif
     memcpy(x0, x, sizeof(lanes_t));
     rounds(x);
     for (w = 0; w < 16; w++)

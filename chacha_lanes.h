@@ -9,8 +9,9 @@
  * CHACHA_LANES states side by side, each lane with its own key and input:
  * plain C99 loops over the lanes that the compiler turns into SIMD
  * instructions, compiled for the baseline ISA and, on x86-64 with GCC or
- * clang, again for AVX2 and AVX-512 behind a run-time CPU check (as
- * hnsw_bin.c does for popcount).  Every copy gives the same bits as
+ * clang, again for AVX2 behind a run-time CPU check (as hnsw_bin.c does
+ * for popcount); the AVX-512 copy is written with intrinsics, its state
+ * in 16 registers and its keystream transposed in registers.  Every copy gives the same bits as
  * libsodium's crypto_core_hchacha20 and crypto_stream_chacha20_ietf
  * (tests/test_payload.c compares them on random inputs).
  */

@@ -6,8 +6,10 @@
 #include <math.h>
 #include <sodium.h>
 
+#include "chacha_lanes.h"
 #include "metric.h"
 #include "parallel.h"
+#include "poly1305_lanes.h"
 #include "protocol.h"
 
 struct scored {
@@ -146,6 +148,13 @@ static int finish_batched = 1;
 void client_finish_set_batched(int on)
 {
     finish_batched = on != 0;
+}
+
+void client_finish_set_simd(int on)
+{
+    chacha_lanes_force(on ? -1 : 0);
+    poly1305_lanes_force(on ? -1 : 0);
+    metric_set_simd(on);
 }
 
 static int peek_chunk(void *ctx, size_t i, unsigned worker)

@@ -85,10 +85,73 @@ static void l2_four(const float *q, const float *x, uint32_t dim, double out[4])
         out[v] = (acc[v][0] + acc[v][1]) + (acc[v][2] + acc[v][3]);
 }
 
+/* l2_four with AVX (run-time choice): the four accumulators of one
+ * vector are the four lanes of one register, so each step is the same
+ * double conversion, subtraction, multiplication and addition per lane as
+ * above (separate instructions, never a fused multiply-add), in the same
+ * order; the tail and the final sum are the scalar code's.  Same bits
+ * (tests/test_payload_batch.c compares it with metric_distance). */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && \
+    !defined(MESS_NO_POPCNT_DISPATCH)
+#include <immintrin.h>
+#define METRIC_DISPATCH 1
+
+__attribute__((target("avx"))) static void l2_four_avx(const float *q, const float *x,
+                                                        uint32_t dim, double out[4])
+{
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    double acc[4][4];
+    uint32_t i, v;
+    for (i = 0; i + 4 <= dim; i += 4) {
+        __m256d qd = _mm256_cvtps_pd(_mm_loadu_ps(q + i)), d;
+        d = _mm256_sub_pd(qd, _mm256_cvtps_pd(_mm_loadu_ps(x + i)));
+        a0 = _mm256_add_pd(a0, _mm256_mul_pd(d, d));
+        d = _mm256_sub_pd(qd, _mm256_cvtps_pd(_mm_loadu_ps(x + (size_t)dim + i)));
+        a1 = _mm256_add_pd(a1, _mm256_mul_pd(d, d));
+        d = _mm256_sub_pd(qd, _mm256_cvtps_pd(_mm_loadu_ps(x + 2 * (size_t)dim + i)));
+        a2 = _mm256_add_pd(a2, _mm256_mul_pd(d, d));
+        d = _mm256_sub_pd(qd, _mm256_cvtps_pd(_mm_loadu_ps(x + 3 * (size_t)dim + i)));
+        a3 = _mm256_add_pd(a3, _mm256_mul_pd(d, d));
+    }
+    _mm256_storeu_pd(acc[0], a0);
+    _mm256_storeu_pd(acc[1], a1);
+    _mm256_storeu_pd(acc[2], a2);
+    _mm256_storeu_pd(acc[3], a3);
+    for (; i < dim; i++)
+        for (v = 0; v < 4; v++) {
+            double d = (double)q[i] - x[(size_t)v * dim + i];
+            acc[v][0] += d * d;
+        }
+    for (v = 0; v < 4; v++)
+        out[v] = (acc[v][0] + acc[v][1]) + (acc[v][2] + acc[v][3]);
+}
+#endif
+
+static int metric_simd = -1; /* -1: not yet asked; 0 / 1 */
+
+void metric_set_simd(int on)
+{
+    metric_simd = on ? -1 : 0;
+}
+
+#ifdef METRIC_DISPATCH
+static int use_avx(void)
+{
+    if (metric_simd < 0)
+        return __builtin_cpu_supports("avx") != 0;
+    return metric_simd;
+}
+#endif
+
 void metric_distance_many(uint32_t metric, const float *q, const float *x,
                           size_t n, uint32_t dim, double *out)
 {
     size_t v = 0;
+#ifdef METRIC_DISPATCH
+    if (metric == MESS_METRIC_L2 && use_avx())
+        for (; v + 4 <= n; v += 4)
+            l2_four_avx(q, x + v * dim, dim, out + v);
+#endif
     if (metric == MESS_METRIC_L2)
         for (; v + 4 <= n; v += 4)
             l2_four(q, x + v * dim, dim, out + v);

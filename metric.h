@@ -21,4 +21,8 @@ double metric_distance(uint32_t metric, const float *q, const float *x,
 void metric_distance_many(uint32_t metric, const float *q, const float *x,
                           size_t n, uint32_t dim, double *out);
 
+/* 1 (default): metric_distance_many uses AVX when the CPU has it; 0: the
+ * portable loop (tests compare both).  Process-wide, not thread-safe. */
+void metric_set_simd(int on);
+
 #endif

@@ -6,6 +6,7 @@
 
 #include "chacha_lanes.h"
 #include "payload.h"
+#include "poly1305_lanes.h"
 
 static const uint8_t payload_domain[8] = {'M', 'E', 'S', 'S', 'p', 'a', 'y', '4'};
 
@@ -162,8 +163,17 @@ void payload_decode_vector(const mess_params *p, const uint8_t *in, float *x)
         break;
     }
     default:
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__FLT_MANT_DIG__) && \
+    __FLT_MANT_DIG__ == 24
+        /* the encoding is the floats' own bytes on a little-endian host
+         * with IEEE binary32: one copy (the element loop cost 4x the AVX
+         * distance in the rerank, docs/PERFORMANCE.md) */
+        memcpy(x, in, (size_t)p->dim * 4);
+#else
         for (i = 0; i < p->dim; i++)
             x[i] = bits_f32(mess_load_u32(in + 4 * i));
+#endif
         break;
     }
 }
@@ -314,20 +324,22 @@ void payload_peek_ids(size_t n, const struct payload_keys *const *k,
     sodium_memzero(pad, sizeof pad);
 }
 
-/* Vector keystream: whole runs of LONG_RUN bytes (4 blocks) go to
- * libsodium, whose 4- and 8-block SIMD paths are as fast per block as the
- * lane core on full lanes (docs/PERFORMANCE.md); the blocks after them,
- * which libsodium would compute one at a time (all of a 128-d i8 vector's
- * three), run in the lanes with the other entries'. */
+/* Vector keystream.  With the AVX-512 lane core (16 lanes, its output
+ * transposed in registers: 18 ns per block against libsodium's 26 on its
+ * 8-way path, docs/PERFORMANCE.md) every block runs in the lanes.
+ * Otherwise whole runs of LONG_RUN bytes (4 blocks) go to libsodium,
+ * whose 4- and 8-block SIMD paths are faster per block than the
+ * compiler-vectorised lanes; the blocks after them, which libsodium would
+ * compute one at a time (all of a 128-d i8 vector's three), run in the
+ * lanes with the other entries'. */
 #define LONG_RUN 256
 
-/* The entries' keystream (above), then each one's Poly1305 (libsodium),
- * then their SIVs' HChaCha20 in one pass over the lanes. */
 void payload_vector_xor_many(const mess_params *p, size_t n,
                              const struct payload_keys *const *k,
                              const uint8_t *const *entry, uint8_t *plain)
 {
-    size_t plen = payload_plain_bytes(p), head = (plen - 8) / LONG_RUN * LONG_RUN, i, m, l;
+    size_t plen = payload_plain_bytes(p), i, m, l;
+    size_t head = chacha_lanes_isa() == 2 ? 0 : (plen - 8) / LONG_RUN * LONG_RUN;
     struct chacha_job job[PAYLOAD_BATCH];
     for (i = 0; i < n; i += m) {
         m = n - i < PAYLOAD_BATCH ? n - i : PAYLOAD_BATCH;
@@ -348,30 +360,31 @@ void payload_vector_xor_many(const mess_params *p, size_t n,
     }
 }
 
+/* The entries' keystream (above), then their Poly1305 hashes side by side
+ * in the lanes, then their SIVs' HChaCha20 in one pass over the lanes. */
 void payload_open_peeked_many(const mess_params *p, size_t n,
                               const struct payload_keys *const *k,
                               const uint64_t *ctx, const uint8_t *const *entry,
                               const uint64_t *id, uint8_t *plain, int *ok)
 {
     size_t plen = payload_plain_bytes(p), i;
-    const uint8_t *prf[PAYLOAD_BATCH];
-    uint8_t h[PAYLOAD_BATCH][16], siv[PAYLOAD_BATCH][32];
+    const uint8_t *prf[PAYLOAD_BATCH], *mac[PAYLOAD_BATCH], *adp[PAYLOAD_BATCH],
+        *msg[PAYLOAD_BATCH];
+    uint8_t ad[PAYLOAD_BATCH][PAYLOAD_AD_BYTES], h[PAYLOAD_BATCH][16],
+        siv[PAYLOAD_BATCH][32];
     if (n > PAYLOAD_BATCH)
         n = PAYLOAD_BATCH; /* the caller's contract; never more */
     for (i = 0; i < n; i++)
         mess_store_u64(plain + i * plen, id[i]);
     payload_vector_xor_many(p, n, k, entry, plain);
     for (i = 0; i < n; i++) {
-        crypto_onetimeauth_state st;
-        uint8_t ad[PAYLOAD_AD_BYTES];
-        make_ad(ctx[i], ad);
-        crypto_onetimeauth_init(&st, k[i]->mac);
-        crypto_onetimeauth_update(&st, ad, PAYLOAD_AD_BYTES);
-        crypto_onetimeauth_update(&st, plain + i * plen, plen);
-        crypto_onetimeauth_final(&st, h[i]);
-        sodium_memzero(&st, sizeof st);
+        make_ad(ctx[i], ad[i]);
+        adp[i] = ad[i];
+        msg[i] = plain + i * plen;
+        mac[i] = k[i]->mac;
         prf[i] = k[i]->prf;
     }
+    poly1305_many(n, mac, adp, PAYLOAD_AD_BYTES, msg, plen, h);
     chacha_hchacha_many(n, prf, (const uint8_t(*)[16])h, siv);
     for (i = 0; i < n; i++) {
         ok[i] = crypto_verify_16(siv[i], entry[i]) == 0;

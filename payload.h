@@ -88,9 +88,10 @@ int payload_open(const mess_params *p, const struct payload_keys *k,
                  uint64_t *id, float *x);
 
 /* Batched forms: the ChaCha20 and HChaCha20 blocks of many entries run
- * side by side in chacha_lanes.c's SIMD core instead of one libsodium call
- * per block; results bit for bit those of the one-entry calls above
- * (tests/test_payload.c).  Poly1305 stays libsodium's. */
+ * side by side in chacha_lanes.c's SIMD core, and their Poly1305 hashes
+ * in poly1305_lanes.c's, instead of one libsodium call per block and
+ * message; results bit for bit those of the one-entry calls above
+ * (tests/test_payload_batch.c, on every core the CPU has). */
 
 /* id[i] = payload_peek_id(k[i], entry[i]) for i < n. */
 void payload_peek_ids(size_t n, const struct payload_keys *const *k,

@@ -209,6 +209,14 @@ int client_finish(const mess_client *c, const mess_query *q,
  * block, the path before them, kept for benchmarks that time both in one
  * process.  Same results either way.  Process-wide, not thread-safe. */
 void client_finish_set_batched(int on);
+/* 1 (default): the batched path runs the SIMD cores the CPU has (the
+ * AVX-512 ChaCha20 lanes, Poly1305 in AVX-512 or AVX2 lanes, AVX
+ * distances); 0: the portable lane core, libsodium's Poly1305 and the
+ * portable distances, the fallback of a CPU without them, so tests run
+ * both on one machine.  Same results either way.  Process-wide
+ * (chacha_lanes_force, poly1305_lanes_force, metric_set_simd), not
+ * thread-safe. */
+void client_finish_set_simd(int on);
 /* state.c */
 int client_save(const mess_client *c, const char *path,
                 const char *passphrase, size_t passphrase_len);

@@ -16,11 +16,15 @@
  *   rerank    decode and exact distance of each opened vector (batched:
  *             metric_distance_many over PAYLOAD_BATCH of them)
  *   top-k     the best k = 10 of U (heap, then sort)
- * for the per-entry libsodium calls ("entry") and the batched lane core
- * ("batch", chacha_lanes.c), in one run.  Floors from rates measured in
+ * for the per-entry libsodium calls ("entry"), the batched path without
+ * the SIMD cores ("no-simd": the portable lane core and libsodium's
+ * Poly1305, client_finish_set_simd(0)) and with them ("batch":
+ * chacha_lanes.c's AVX-512 core, poly1305_lanes.c), in one run; the hash
+ * with isohash.c's portable and the CPU's projection loop.  Floors from rates measured in
  * the same run: a ChaCha20 block at the best long-stream rate (libsodium's
  * multi-block path or the lane core on full lanes), Poly1305 bytes at
- * libsodium's long-message rate, the projections' bytes at the read rate
+ * the better of libsodium's long-message rate and the lanes' on 16 long
+ * messages, the projections' bytes at the read rate
  * of a buffer of their size, a distance at its best rate (one at a time or
  * four interleaved) on vectors in cache.
  */
@@ -35,6 +39,7 @@
 #include "../isohash.h"
 #include "../lshrr.h"
 #include "../metric.h"
+#include "../poly1305_lanes.h"
 #include "../protocol.h"
 #include "cli.h"
 
@@ -201,6 +206,28 @@ static uint64_t step_poly(struct resp *s, size_t *bad)
     return s->h[16 * s->unique - 1];
 }
 
+/* As the finish runs it: PAYLOAD_BATCH messages per poly1305_many call. */
+static uint64_t step_poly_batch(struct resp *s, size_t *bad)
+{
+    const uint8_t *key[PAYLOAD_BATCH], *head[PAYLOAD_BATCH], *msg[PAYLOAD_BATCH];
+    uint8_t ad[PAYLOAD_BATCH][PAYLOAD_AD_BYTES];
+    size_t u, m, l;
+    (void)bad;
+    for (u = 0; u < s->unique; u += m) {
+        m = s->unique - u < PAYLOAD_BATCH ? s->unique - u : PAYLOAD_BATCH;
+        for (l = 0; l < m; l++) {
+            memcpy(ad[l], "MESSpay4", 8);
+            mess_store_u64(ad[l] + 8, s->ctx[s->open[u + l]]);
+            key[l] = s->kp[s->open[u + l]]->mac;
+            head[l] = ad[l];
+            msg[l] = s->pl + (u + l) * s->plain;
+        }
+        poly1305_many(m, key, head, PAYLOAD_AD_BYTES, msg, s->plain,
+                      (uint8_t(*)[16])(s->h + 16 * u));
+    }
+    return s->h[16 * s->unique - 1];
+}
+
 static uint64_t step_siv_entry(struct resp *s, size_t *bad)
 {
     size_t u;
@@ -353,7 +380,7 @@ static double time_step(step_fn f, struct resp *s, size_t repeat, size_t *bad,
 
 struct rates {
     double block_sodium, block_lanes, block_rounds, block; /* ns per ChaCha20 block */
-    double poly_byte;                        /* ns per Poly1305 byte */
+    double poly_sodium, poly_lanes, poly_byte; /* ns per Poly1305 byte */
     double read_byte;                        /* ns per byte read, projections' size */
     double dist;                             /* ns per exact distance in cache */
 };
@@ -370,6 +397,7 @@ static void measure_rates(struct rates *rt, size_t proj_bytes, const mess_params
     size_t round, r, i;
     memset(rt, 0, sizeof *rt);
     rt->block_sodium = rt->block_lanes = rt->block_rounds = rt->poly_byte = rt->read_byte = rt->dist = 1e30;
+    rt->poly_sodium = rt->poly_lanes = 1e30;
     if (!buf || !proj || !vec) {
         free(buf);
         free(proj);
@@ -409,7 +437,22 @@ static void measure_rates(struct rates *rt, size_t proj_bytes, const mess_params
         for (r = 0; r < 20; r++)
             crypto_onetimeauth(tag, buf, LONG, key);
         t = (cli_cpu_s() - t0) / 20 / LONG * 1e9;
-        rt->poly_byte = t < rt->poly_byte ? t : rt->poly_byte;
+        rt->poly_sodium = t < rt->poly_sodium ? t : rt->poly_sodium;
+        {
+            /* 16 messages of LONG / 16 bytes in the lanes */
+            const uint8_t *pk[16], *pm[16];
+            uint8_t ptag[16][16];
+            for (i = 0; i < 16; i++) {
+                pk[i] = key;
+                pm[i] = buf + i * (LONG / 16);
+            }
+            t0 = cli_cpu_s();
+            for (r = 0; r < 20; r++)
+                poly1305_many(16, pk, NULL, 0, pm, LONG / 16, ptag);
+            t = (cli_cpu_s() - t0) / 20 / LONG * 1e9;
+            rt->poly_lanes = t < rt->poly_lanes ? t : rt->poly_lanes;
+            *sink += ptag[3][0];
+        }
         *sink += tag[0];
         t0 = cli_cpu_s();
         for (r = 0; r < 50; r++) {
@@ -439,6 +482,7 @@ static void measure_rates(struct rates *rt, size_t proj_bytes, const mess_params
         t = (cli_cpu_s() - t0) / 2000 / 64 * 1e9;
         rt->dist = t < rt->dist ? t : rt->dist;
     }
+    rt->poly_byte = rt->poly_sodium < rt->poly_lanes ? rt->poly_sodium : rt->poly_lanes;
     rt->block = rt->block_sodium < rt->block_lanes ? rt->block_sodium : rt->block_lanes;
     if (rt->block_rounds < rt->block)
         rt->block = rt->block_rounds;
@@ -531,7 +575,10 @@ static const char help[] =
     "PRR+IRR, request) on a client trained on DIR's learn vectors and DIR's\n"
     "queries; finish (peek, keystream, Poly1305, SIV, open, rerank, top-k) on\n"
     "one simulated response of B f32 entries of U distinct items, for the\n"
-    "per-entry libsodium calls and the batched lane core.\n"
+    "per-entry libsodium calls, the batched path without the SIMD cores\n"
+    "(portable lane core, libsodium's Poly1305) and the batched path with\n"
+    "them (AVX-512 ChaCha20 lanes, Poly1305 lanes); encode with the portable\n"
+    "and the CPU's projection loop.\n"
     "\n"
     "  --data DIR    learn and query vectors (datasets/sift)\n"
     "  --learn N     training rows used, the first N (2000; hashing costs\n"
@@ -561,7 +608,7 @@ int bench_client(int argc, char **argv)
     struct rates rt;
     struct enc_times et;
     volatile uint64_t sink = 0;
-    double ent[7], bat[7], floor_[7], proj_bytes, enc_floor_hash, enc_floor_rr;
+    double ent[7], fbk[7], bat[7], floor_[7], proj_bytes, enc_floor_hash, enc_floor_rr;
     int rc;
 
     cli_args_init(&a, argc, argv);
@@ -625,25 +672,35 @@ int bench_client(int argc, char **argv)
         return cli_fail("bench client", NULL, rc);
     }
     /* steps in finish order, so each finds the state its predecessors
-     * leave (ids peeked, plaintexts decrypted, hashes computed) */
-    ent[0] = time_step(step_peek_entry, &s, (size_t)repeat, &junk, &sink);
-    bat[0] = time_step(step_peek_batch, &s, (size_t)repeat, &junk, &sink);
-    ent[1] = time_step(step_keystream_entry, &s, (size_t)repeat, &junk, &sink);
-    bat[1] = time_step(step_keystream_batch, &s, (size_t)repeat, &junk, &sink);
-    ent[2] = bat[2] = time_step(step_poly, &s, (size_t)repeat, &junk, &sink);
+     * leave (ids peeked, plaintexts decrypted, hashes computed); the
+     * batched steps twice: without the SIMD cores (the portable lane core
+     * and libsodium's Poly1305, client_finish_set_simd(0)), then with the
+     * CPU's */
     {
-        size_t match_e = 0, match_b = 0;
+        size_t match_e = 0, match_f = 0, match_b = 0;
+        ent[0] = time_step(step_peek_entry, &s, (size_t)repeat, &junk, &sink);
+        ent[1] = time_step(step_keystream_entry, &s, (size_t)repeat, &junk, &sink);
+        ent[2] = time_step(step_poly, &s, (size_t)repeat, &junk, &sink);
         ent[3] = time_step(step_siv_entry, &s, (size_t)repeat, &match_e, &sink);
-        bat[3] = time_step(step_siv_batch, &s, (size_t)repeat, &match_b, &sink);
-        /* every SIV must match, the same number of times either way */
-        if (match_e != match_b || match_e != 3 * (size_t)repeat * s.unique)
+        ent[4] = time_step(step_open_entry, &s, (size_t)repeat, &bad, &sink);
+        ent[5] = time_step(step_rerank_entry, &s, (size_t)repeat, &junk, &sink);
+        ent[6] = time_step(step_topk, &s, (size_t)repeat, &junk, &sink);
+        for (i = 0; i < 2; i++) {
+            double *t = i ? bat : fbk;
+            client_finish_set_simd((int)i);
+            t[0] = time_step(step_peek_batch, &s, (size_t)repeat, &junk, &sink);
+            t[1] = time_step(step_keystream_batch, &s, (size_t)repeat, &junk, &sink);
+            t[2] = time_step(step_poly_batch, &s, (size_t)repeat, &junk, &sink);
+            t[3] = time_step(step_siv_batch, &s, (size_t)repeat, i ? &match_b : &match_f, &sink);
+            t[4] = time_step(step_open_batch, &s, (size_t)repeat, &bad, &sink);
+            t[5] = time_step(step_rerank_batch, &s, (size_t)repeat, &bad, &sink);
+            t[6] = ent[6];
+        }
+        client_finish_set_simd(1);
+        /* every SIV must match, the same number of times each way */
+        if (match_e != match_b || match_e != match_f || match_e != 3 * (size_t)repeat * s.unique)
             bad++;
     }
-    ent[4] = time_step(step_open_entry, &s, (size_t)repeat, &bad, &sink);
-    bat[4] = time_step(step_open_batch, &s, (size_t)repeat, &bad, &sink);
-    ent[5] = time_step(step_rerank_entry, &s, (size_t)repeat, &junk, &sink);
-    bat[5] = time_step(step_rerank_batch, &s, (size_t)repeat, &bad, &sink);
-    ent[6] = bat[6] = time_step(step_topk, &s, (size_t)repeat, &junk, &sink);
     floor_[0] = 1e-6 * (double)s.n * rt.block;
     floor_[1] = 1e-6 * (double)(s.unique * s.vblocks) * rt.block;
     floor_[2] = 1e-6 * (double)(s.unique * (PAYLOAD_AD_BYTES + s.plain)) * rt.poly_byte;
@@ -662,38 +719,44 @@ int bench_client(int argc, char **argv)
 
     printf("mess bench client: %s, dim %zu, M %u, kappa %u; encode over %ld queries; "
            "finish: B = %ld entries of U = %ld items, f32 (%zu-byte entries, %zu "
-           "keystream blocks per vector); lane core ISA %d\n",
+           "keystream blocks per vector); lane core ISA %d, Poly1305 lanes ISA %d, "
+           "projection ISA %d\n",
            dir, dim, p.shards, p.kappa, nq, pool, unique, s.eb, s.vblocks,
-           chacha_lanes_isa());
+           chacha_lanes_isa(), poly1305_lanes_isa(), isohash_project_isa());
     printf("rates: ChaCha20 block %.1f ns (libsodium long stream) / %.1f ns (lane core, "
-           "full lanes) / %.1f ns (lane core, rounds alone); Poly1305 %.3f ns/byte; read %.3f ns/byte (%.0f-byte buffer); "
-           "distance %.1f ns\n",
-           rt.block_sodium, rt.block_lanes, rt.block_rounds, rt.poly_byte, rt.read_byte,
+           "full lanes) / %.1f ns (lane core, rounds alone); Poly1305 %.3f ns/byte (libsodium, "
+           "long message) / %.3f ns/byte (lanes, 16 long messages); read %.3f ns/byte "
+           "(%.0f-byte buffer); distance %.1f ns\n",
+           rt.block_sodium, rt.block_lanes, rt.block_rounds, rt.poly_sodium, rt.poly_lanes,
+           rt.read_byte,
            proj_bytes, rt.dist);
-    printf("%-10s %10s %10s %10s %8s %8s\n", "step", "entry ms", "batch ms", "floor ms",
-           "entry/fl", "batch/fl");
-    printf("%-10s %10.4f %10.4f %10.4f %8.1f %8.1f\n", "hash", et.hash_old, et.hash,
-           enc_floor_hash, et.hash_old / enc_floor_hash, et.hash / enc_floor_hash);
-    printf("%-10s %10.4f %10s %10.4f %8.1f\n", "prr+irr", et.rr, "", enc_floor_rr,
-           et.rr / enc_floor_rr);
-    printf("%-10s %10.4f %10.4f %10s\n", "request", et.total_old - et.hash_old - et.rr,
+    printf("%-10s %10s %10s %10s %10s %8s %8s\n", "step", "entry ms", "no-simd ms",
+           "batch ms", "floor ms", "entry/fl", "batch/fl");
+    printf("%-10s %10s %10.4f %10.4f %10.4f %8s %8.1f\n", "hash", "", et.hash_old, et.hash,
+           enc_floor_hash, "", et.hash / enc_floor_hash);
+    printf("%-10s %10s %10.4f %10.4f %10.4f %8s %8.1f\n", "prr+irr", "", et.rr, et.rr,
+           enc_floor_rr, "", et.rr / enc_floor_rr);
+    printf("%-10s %10s %10.4f %10.4f %10s\n", "request", "", et.total_old - et.hash_old - et.rr,
            et.total - et.hash - et.rr, "-");
-    printf("%-10s %10.4f %10.4f\n", "encode", et.total_old, et.total);
+    printf("%-10s %10s %10.4f %10.4f\n", "encode", "", et.total_old, et.total);
     for (i = 0; i < 7; i++) {
         if (floor_[i] > 0)
-            printf("%-10s %10.4f %10.4f %10.4f %8.1f %8.1f\n", fin_names[i], ent[i], bat[i],
-                   floor_[i], ent[i] / floor_[i], bat[i] / floor_[i]);
+            printf("%-10s %10.4f %10.4f %10.4f %10.4f %8.1f %8.1f\n", fin_names[i], ent[i],
+                   fbk[i], bat[i], floor_[i], ent[i] / floor_[i], bat[i] / floor_[i]);
         else
-            printf("%-10s %10.4f %10.4f %10s\n", fin_names[i], ent[i], bat[i], "-");
+            printf("%-10s %10.4f %10.4f %10.4f %10s\n", fin_names[i], ent[i], fbk[i], bat[i],
+                   "-");
     }
     {
         double fe = ent[0] + ent[4] + ent[5] + ent[6], fb = bat[0] + bat[4] + bat[5] + bat[6];
         double ff = floor_[0] + floor_[4] + floor_[5];
-        printf("%-10s %10.4f %10.4f %10.4f %8.1f %8.1f   (peek + open + rerank + top-k)\n",
-               "finish", fe, fb, ff, fe / ff, fb / ff);
-        printf("batch / entry: finish %.2fx faster, encode %.2fx, encode + finish %.4f -> "
-               "%.4f ms\n",
-               fe / fb, et.total_old / et.total, et.total_old + fe, et.total + fb);
+        double fn = fbk[0] + fbk[4] + fbk[5] + fbk[6];
+        printf("%-10s %10.4f %10.4f %10.4f %10.4f %8.1f %8.1f   (peek + open + rerank + top-k)\n",
+               "finish", fe, fn, fb, ff, fe / ff, fb / ff);
+        printf("encode + finish: per entry %.4f, batched without SIMD %.4f, batched %.4f ms "
+               "(floor %.4f; batched / no-SIMD %.2fx faster, / per entry %.2fx)\n",
+               et.total_old + fe, et.total_old + fn, et.total + fb, enc_floor_hash + ff,
+               (et.total_old + fn) / (et.total + fb), (et.total_old + fe) / (et.total + fb));
         if (bad) {
             cli_error("%zu entries failed to open or SIVs to match (a bug)", bad);
             resp_free(&s);
@@ -702,22 +765,25 @@ int bench_client(int argc, char **argv)
         }
         printf("{\"bench\":\"client\",\"dim\":%zu,\"pool\":%ld,\"unique\":%ld,\"isa\":%d,"
                "\"block_ns_sodium\":%.2f,\"block_ns_lanes\":%.2f,\"block_ns_rounds\":%.2f,\"poly_ns_per_byte\":%.4f,"
-               "\"read_ns_per_byte\":%.4f,\"dist_ns\":%.2f,"
+               "\"poly_lanes_ns_per_byte\":%.4f,\"read_ns_per_byte\":%.4f,\"dist_ns\":%.2f,"
                "\"hash_ms\":%.4f,\"hash_portable_ms\":%.4f,\"rr_ms\":%.4f,\"encode_ms\":%.4f,"
                "\"encode_portable_ms\":%.4f,"
                "\"hash_floor_ms\":%.4f,\"rr_floor_ms\":%.5f",
                dim, pool, unique, chacha_lanes_isa(), rt.block_sodium, rt.block_lanes,
                rt.block_rounds,
-               rt.poly_byte, rt.read_byte, rt.dist, et.hash, et.hash_old, et.rr, et.total,
+               rt.poly_sodium, rt.poly_lanes, rt.read_byte, rt.dist, et.hash, et.hash_old, et.rr, et.total,
                et.total_old, enc_floor_hash,
                enc_floor_rr);
         for (i = 0; i < 7; i++)
-            printf(",\"%s_entry_ms\":%.4f,\"%s_batch_ms\":%.4f,\"%s_floor_ms\":%.4f",
+            printf(",\"%s_entry_ms\":%.4f,\"%s_nosimd_ms\":%.4f,\"%s_batch_ms\":%.4f,"
+                   "\"%s_floor_ms\":%.4f",
                    fin_names[i][0] == 't' ? "topk" : fin_names[i], ent[i],
+                   fin_names[i][0] == 't' ? "topk" : fin_names[i], fbk[i],
                    fin_names[i][0] == 't' ? "topk" : fin_names[i], bat[i],
                    fin_names[i][0] == 't' ? "topk" : fin_names[i], floor_[i]);
-        printf(",\"finish_entry_ms\":%.4f,\"finish_batch_ms\":%.4f,\"finish_floor_ms\":%.4f}\n",
-               fe, fb, ff);
+        printf(",\"finish_entry_ms\":%.4f,\"finish_nosimd_ms\":%.4f,\"finish_batch_ms\":%.4f,"
+               "\"finish_floor_ms\":%.4f}\n",
+               fe, fn, fb, ff);
     }
     (void)sink;
     resp_free(&s);

@@ -15,7 +15,9 @@ if "$MESS" bench client --shards 4 --learn 300 --queries 5 --pool 300 --unique 1
     for k in hash_ms rr_ms encode_ms hash_floor_ms peek_entry_ms peek_batch_ms \
         keystream_entry_ms keystream_batch_ms poly1305_entry_ms siv_batch_ms \
         open_entry_ms open_batch_ms rerank_entry_ms finish_entry_ms finish_batch_ms \
-        finish_floor_ms block_ns_sodium block_ns_lanes block_ns_rounds; do
+        finish_floor_ms block_ns_sodium block_ns_lanes block_ns_rounds \
+        hash_portable_ms encode_portable_ms poly1305_batch_ms poly1305_nosimd_ms \
+        open_nosimd_ms finish_nosimd_ms poly_lanes_ns_per_byte; do
         v=$(json $k)
         if positive "$v"; then ok "$k = $v"; else bad "$k: '$v'"; fi
     done

@@ -3,10 +3,12 @@
  * client never crashes, never returns an id whose entry failed
  * authentication, never reports a distance other than the exact one to the
  * authenticated vector, and counts what it rejected (mess_finish_stats).
- * Every response is finished three times, opening one authentic copy per id
- * (the default), every entry (verify-all), and one copy per id on the
+ * Every response is finished four times, opening one authentic copy per id
+ * (the default), every entry (verify-all), one copy per id on the
  * per-entry libsodium path (client_finish_set_batched(0), the finish before
- * the lane core): the results must be identical.
+ * the lane core), and one copy per id batched without the SIMD cores
+ * (client_finish_set_simd(0): the portable lane core and libsodium's
+ * Poly1305, what a CPU without AVX2 runs): the results must be identical.
  *
  * Response layout (wire.h): header | request id | per shard: u16 count |
  * count x entry.  The helpers below split a real response into per-shard
@@ -146,6 +148,12 @@ static void finish(const mess_query *q, const uint8_t *buf, size_t len,
         client_finish_set_batched(0);
         e.rc = mess_client_finish(client, q, buf, len, KMAX, e.ids, e.d, &e.n, &e.st);
         client_finish_set_batched(1);
+        CHECK(same_results(&f, &e));
+        CHECK(memcmp(&f.st, &e.st, sizeof f.st) == 0);
+        memset(&e, 0, sizeof e);
+        client_finish_set_simd(0);
+        e.rc = mess_client_finish(client, q, buf, len, KMAX, e.ids, e.d, &e.n, &e.st);
+        client_finish_set_simd(1);
         CHECK(same_results(&f, &e));
         CHECK(memcmp(&f.st, &e.st, sizeof f.st) == 0);
     }

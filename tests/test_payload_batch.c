@@ -9,6 +9,7 @@
 #include "../chacha_lanes.h"
 #include "../metric.h"
 #include "../payload.h"
+#include "../poly1305_lanes.h"
 #include "harness.h"
 
 static uint32_t rnd(uint32_t n)
@@ -136,18 +137,31 @@ static void test_xor_kat(void)
     free(ref);
 }
 
+/* The Poly1305 paths this CPU can run: 0 (libsodium) .. max. */
+static int poly_max(void)
+{
+    int isa = 0;
+    while (isa < 2 && poly1305_lanes_force(isa + 1) == MESS_OK)
+        isa++;
+    poly1305_lanes_force(-1);
+    return isa;
+}
+
 /* payload_peek_ids and payload_open_peeked_many give what the one-entry
  * calls give, for every encoding and dimensions of 0 to 11 keystream
  * blocks, with authentic and tampered entries (a flipped bit anywhere,
  * another context, a wrong claimed id, another shard's keys) mixed in the
- * lanes of one call. */
+ * lanes of one call; every lane core with every Poly1305 path. */
 static void test_batch_open(void)
 {
     static const uint32_t payloads[3] = {MESS_PAYLOAD_F32, MESS_PAYLOAD_F16, MESS_PAYLOAD_I8};
-    int isa, max = isa_max();
+    int isa, max = isa_max(), pmax = poly_max(), combo;
     size_t round, bad_peek = 0, bad_ok = 0, bad_plain = 0, nfail = 0, nok = 0;
-    for (isa = 0; isa <= max; isa++) {
+    printf("# lane cores 0..%d x Poly1305 paths 0..%d\n", max, pmax);
+    for (combo = 0; combo < (max + 1) * (pmax + 1); combo++) {
+        isa = combo / (pmax + 1);
         CHECK_OK(chacha_lanes_force(isa));
+        CHECK_OK(poly1305_lanes_force(combo % (pmax + 1)));
         for (round = 0; round < 60; round++) {
             mess_params p;
             struct payload_keys keys[4];
@@ -218,6 +232,7 @@ static void test_batch_open(void)
         }
     }
     chacha_lanes_force(-1);
+    poly1305_lanes_force(-1);
     printf("# %zu entries opened, %zu refused\n", nok, nfail);
     CHECK(nok > 0 && nfail > 0);
     CHECK(bad_peek == 0);
@@ -227,11 +242,11 @@ static void test_batch_open(void)
 
 /* metric_distance_many gives metric_distance's bits for every metric, any
  * dimension (tails of 1-3 components included) and any count (groups of
- * four and the rest). */
+ * four and the rest), on its AVX and its portable loop alternately. */
 static void test_distance_many(void)
 {
     size_t round, bad = 0, total = 0;
-    for (round = 0; round < 300; round++) {
+    for (round = 0; round < 600; round++) {
         uint32_t dim = 1 + rnd(300), metric = (uint32_t)(round % 3), i;
         size_t n = rnd(14), v;
         float *q = (float *)malloc(dim * sizeof *q);
@@ -246,6 +261,7 @@ static void test_distance_many(void)
             q[i] = ((float)rnd(1u << 20) - 524288.0f) / (float)(1 + rnd(1000));
         for (i = 0; i < n * dim; i++)
             x[i] = ((float)rnd(1u << 20) - 524288.0f) / (float)(1 + rnd(1000));
+        metric_set_simd(round % 2 == 0); /* the AVX loop (if any), then the portable */
         metric_distance_many(metric == 0   ? MESS_METRIC_L2
                              : metric == 1 ? MESS_METRIC_IP
                                            : MESS_METRIC_COSINE,
@@ -261,6 +277,7 @@ static void test_distance_many(void)
         free(q);
         free(x);
     }
+    metric_set_simd(1);
     printf("# %zu distances compared\n", total);
     CHECK(total > 1000);
     CHECK(bad == 0);
