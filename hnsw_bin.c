@@ -85,6 +85,7 @@ struct hnsw_scratch {
     size_t out_cap;
     uint32_t *pending;   /* unvisited neighbours of the node being expanded */
     size_t pending_cap;
+    struct hnsw_counts cnt; /* work of the searches made with it */
 };
 
 #define EMPTY UINT32_MAX
@@ -637,7 +638,7 @@ static int scratch_prepare(struct hnsw_scratch *s, const struct hnsw *h,
 
 /* Greedy descent on one layer from *ep (Alg. 2 with ef = 1). */
 HNSW_INLINE void greedy(const struct hnsw *h, const uint64_t *q, int level,
-                   uint32_t *ep, uint32_t *ep_dist)
+                   uint32_t *ep, uint32_t *ep_dist, uint64_t *scored)
 {
     int changed = 1;
     /* each step lowers (distance, node): no cycle, whatever the links */
@@ -653,6 +654,7 @@ HNSW_INLINE void greedy(const struct hnsw *h, const uint64_t *q, int level,
             if (e >= h->n)
                 continue;
             d = dist_to(h, q, e);
+            ++*scored;
             if (d < *ep_dist || (d == *ep_dist && e < *ep)) {
                 *ep_dist = d;
                 *ep = e;
@@ -669,6 +671,13 @@ HNSW_INLINE void greedy(const struct hnsw *h, const uint64_t *q, int level,
 #endif
 
 #define NIL UINT32_MAX
+
+/* Cache lines holding a link list's count and its first cnt ids. */
+HNSW_INLINE uint64_t lines_of(const uint32_t *l, uint32_t cnt)
+{
+    uintptr_t a = (uintptr_t)l;
+    return (uint64_t)((a + 4 * (uintptr_t)cnt) / 64 - a / 64 + 1);
+}
 
 /* Sorts keys ascending: insertion sort for short runs (one distance bucket,
  * a link list), quicksort with median-of-three pivots above that. */
@@ -764,6 +773,9 @@ HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
         if (!l)
             continue;
         cnt = link_count(h, l, level);
+        s->cnt.expanded++;
+        s->cnt.links += cnt;
+        s->cnt.link_lines += lines_of(l, cnt);
         /* gather the unvisited neighbours and prefetch their codes before
          * computing any distance: mark and code loads are the cache misses;
          * an id past the last node (a hostile file) is skipped */
@@ -779,6 +791,7 @@ HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
                 PREFETCH(code_of(h, e));
             }
         }
+        s->cnt.scored += np;
         for (i = 0; i < np; i++) {
             e = pend[i];
             d = dist_to(h, q, e);
@@ -837,8 +850,9 @@ HNSW_INLINE int search_body(const struct hnsw *h, struct hnsw_scratch *s,
     ep = h->entry;
     epd = dist_to(h, query, ep);
     for (level = h->max_level; level > 0; level--)
-        greedy(h, query, level, &ep, &epd);
+        greedy(h, query, level, &ep, &epd, &s->cnt.upper);
     nres = search_layer(h, s, query, ep, epd, ef, 0, 1);
+    s->cnt.searches++;
     for (i = 0; i < nres && i < P; i++) {
         out[i].node = KEY_NODE(s->out[i]);
         out[i].dist = KEY_DIST(s->out[i]);
@@ -873,6 +887,304 @@ int hnsw_search(const struct hnsw *h, struct hnsw_scratch *s,
         return search_popcnt(h, s, query, P, ef, out, n_out);
 #endif
     return search_soft(h, s, query, P, ef, out, n_out);
+}
+
+/* ---- many searches interleaved (hnsw_search_many) -------------------------------
+ *
+ * The beam search of search_layer (layer 0, live nodes only) cut at its two
+ * waits: a beam stops after it has picked its next candidate and
+ * prefetched that node's link list (BEAM_GATHER follows), and after it has
+ * gathered the unvisited neighbours and prefetched their codes
+ * (BEAM_SCORE follows).  A round-robin over up to `width` beams lets the
+ * lines of one arrive while the others compute.  Each beam makes exactly
+ * the decisions search_layer makes, in the same order, on its own
+ * scratch; only the interleaving of independent searches differs. */
+enum { BEAM_DONE, BEAM_GATHER, BEAM_SCORE };
+
+struct beam {
+    struct hnsw_job *job;
+    struct hnsw_scratch *s;
+    const uint32_t *l;   /* the list being expanded */
+    size_t ef, nr, ncand;
+    uint32_t used, cmin, rmax, np;
+    int run;             /* the layer-0 search was started */
+};
+
+/* Pops candidates until one with a link list (BEAM_GATHER, its list
+ * prefetched) or the end of the search (BEAM_DONE). */
+HNSW_INLINE int beam_pick(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    uint32_t *ch = b->s->cand_head;
+    const struct bq_entry *pool = b->s->pool;
+    const size_t bytes = 4 * (size_t)(1 + h->m0);
+    while (b->ncand > 0) {
+        const uint32_t *l;
+        uint32_t c;
+        size_t off;
+        while (ch[b->cmin] == NIL)
+            b->cmin++;
+        if (b->nr >= b->ef && b->cmin > b->rmax)
+            break;
+        c = pool[ch[b->cmin]].node;
+        ch[b->cmin] = pool[ch[b->cmin]].next;
+        b->ncand--;
+        l = links_of(h, c, 0);
+        if (!l)
+            continue;
+        for (off = 0; off < bytes; off += 64)
+            PREFETCH((const char *)l + off);
+        PREFETCH((const char *)l + bytes - 1);
+        b->l = l;
+        return BEAM_GATHER;
+    }
+    return BEAM_DONE;
+}
+
+/* The unvisited neighbours of the picked node, their codes prefetched. */
+HNSW_INLINE int beam_gather(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    struct hnsw_scratch *s = b->s;
+    const uint32_t *l = b->l;
+    uint16_t *mark = s->mark, epoch = s->epoch;
+    uint32_t *pend = s->pending;
+    const size_t n = h->n;
+    uint32_t cnt = link_count(h, l, 0), i, np = 0;
+    s->cnt.expanded++;
+    s->cnt.links += cnt;
+    s->cnt.link_lines += lines_of(l, cnt);
+    for (i = 1; i <= cnt; i++)
+        if (l[i] < n)
+            PREFETCH(mark + l[i]);
+    for (i = 1; i <= cnt; i++) {
+        uint32_t e = l[i];
+        if (e < n && mark[e] != epoch) {
+            mark[e] = epoch;
+            pend[np++] = e;
+            PREFETCH(code_of(h, e));
+        }
+    }
+    s->cnt.scored += np;
+    b->np = np;
+    return np ? BEAM_SCORE : beam_pick(b);
+}
+
+/* Scores the gathered neighbours (search_layer's inner loop), then picks. */
+HNSW_INLINE int beam_score(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    struct hnsw_scratch *s = b->s;
+    const uint64_t *q = b->job->query;
+    struct bq_entry *pool = s->pool;
+    uint32_t *ch = s->cand_head, *rh = s->res_head, *pend = s->pending;
+    const size_t ef = b->ef;
+    size_t nr = b->nr, ncand = b->ncand;
+    uint32_t used = b->used, cmin = b->cmin, rmax = b->rmax, i;
+    for (i = 0; i < b->np; i++) {
+        uint32_t e = pend[i], d = dist_to(h, q, e);
+        if (nr < ef || d < rmax) {
+            pool[used].node = e;
+            pool[used].next = ch[d];
+            ch[d] = used++;
+            ncand++;
+            if (d < cmin)
+                cmin = d;
+            if (*del_ptr(h, e))
+                continue;
+            pool[used].node = e;
+            pool[used].next = rh[d];
+            rh[d] = used++;
+            if (d > rmax || nr == 0)
+                rmax = d;
+            if (++nr > ef) {
+                rh[rmax] = pool[rh[rmax]].next;
+                nr--;
+                while (rh[rmax] == NIL)
+                    rmax--;
+            }
+        }
+    }
+    b->nr = nr;
+    b->ncand = ncand;
+    b->used = used;
+    b->cmin = cmin;
+    b->rmax = rmax;
+    return beam_pick(b);
+}
+
+/* search_body up to the layer-0 search, which it starts. */
+HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scratch *s)
+{
+    const struct hnsw *h = job->h;
+    uint32_t ep, epd, *ch, *rh;
+    size_t ef;
+    int level;
+
+    b->job = job;
+    b->s = s;
+    b->run = 0;
+    job->n_out = 0;
+    job->rc = MESS_OK;
+    if (!h || !s || !job->query || (!job->out && job->P)) {
+        job->rc = MESS_EINVAL;
+        return BEAM_DONE;
+    }
+    if (job->P == 0 || h->n == 0)
+        return BEAM_DONE;
+    ef = job->ef < job->P ? job->P : job->ef;
+    if (ef > h->n)
+        ef = h->n;
+    job->rc = scratch_prepare(s, h, h->n, ef);
+    if (job->rc != MESS_OK)
+        return BEAM_DONE;
+    ep = h->entry;
+    epd = dist_to(h, job->query, ep);
+    for (level = h->max_level; level > 0; level--)
+        greedy(h, job->query, level, &ep, &epd, &s->cnt.upper);
+    s->cnt.searches++;
+    ch = s->cand_head;
+    rh = s->res_head;
+    memset(ch, 0xff, (size_t)(h->p.bits + 1) * sizeof *ch);
+    memset(rh, 0xff, (size_t)(h->p.bits + 1) * sizeof *rh);
+    b->run = 1;
+    b->ef = ef;
+    b->used = 0;
+    s->mark[ep] = s->epoch;
+    s->pool[b->used].node = ep;
+    s->pool[b->used].next = ch[epd];
+    ch[epd] = b->used++;
+    b->ncand = 1;
+    b->cmin = epd;
+    b->nr = 0;
+    b->rmax = 0;
+    if (!*del_ptr(h, ep)) {
+        s->pool[b->used].node = ep;
+        s->pool[b->used].next = rh[epd];
+        rh[epd] = b->used++;
+        b->nr = 1;
+        b->rmax = epd;
+    }
+    return beam_pick(b);
+}
+
+/* The results of a finished beam, as search_layer drains and search_body
+ * copies them. */
+HNSW_INLINE void beam_finish(struct beam *b)
+{
+    struct hnsw_job *job = b->job;
+    struct hnsw_scratch *s = b->s;
+    const uint32_t *rh = s->res_head;
+    size_t k = 0, i;
+    uint32_t d;
+    if (!b->run)
+        return;
+    for (d = 0; d <= b->rmax && k < b->nr; d++) {
+        size_t first = k;
+        uint32_t j;
+        for (j = rh[d]; j != NIL; j = s->pool[j].next)
+            s->out[k++] = KEY(d, s->pool[j].node);
+        sort_keys(s->out + first, k - first);
+    }
+    for (i = 0; i < k && i < job->P; i++) {
+        job->out[i].node = KEY_NODE(s->out[i]);
+        job->out[i].dist = KEY_DIST(s->out[i]);
+        job->out[i].label = *label_ptr(job->h, job->out[i].node);
+    }
+    job->n_out = i;
+    b->run = 0;
+}
+
+HNSW_INLINE int many_body(struct hnsw_job *jobs, size_t n,
+                          struct hnsw_scratch *const *scratch, unsigned width)
+{
+    struct beam b[HNSW_MANY_MAX];
+    int st[HNSW_MANY_MAX], any;
+    size_t next = 0, i;
+    unsigned k;
+
+    /* a slot that is done takes the next job (jobs that end at once, e.g.
+     * an empty index, are finished right away) */
+#define BEAM_REFILL(k)                                                       \
+    do {                                                                     \
+        while (st[k] == BEAM_DONE && next < n) {                             \
+            st[k] = beam_start(&b[k], &jobs[next++], scratch[k]);            \
+            if (st[k] == BEAM_DONE)                                          \
+                beam_finish(&b[k]);                                          \
+        }                                                                    \
+    } while (0)
+
+    for (k = 0; k < width; k++) {
+        st[k] = BEAM_DONE;
+        BEAM_REFILL(k);
+    }
+    do {
+        any = 0;
+        for (k = 0; k < width; k++) {
+            if (st[k] == BEAM_DONE)
+                continue;
+            st[k] = st[k] == BEAM_GATHER ? beam_gather(&b[k]) : beam_score(&b[k]);
+            if (st[k] == BEAM_DONE) {
+                beam_finish(&b[k]);
+                BEAM_REFILL(k);
+            }
+            any |= st[k] != BEAM_DONE;
+        }
+    } while (any);
+#undef BEAM_REFILL
+    for (i = 0; i < n; i++)
+        if (jobs[i].rc != MESS_OK)
+            return jobs[i].rc;
+    return MESS_OK;
+}
+
+#ifdef HNSW_DISPATCH
+static HNSW_POPCNT int many_popcnt(struct hnsw_job *jobs, size_t n,
+                                   struct hnsw_scratch *const *scratch, unsigned width)
+{
+    return many_body(jobs, n, scratch, width);
+}
+#endif
+
+static int many_soft(struct hnsw_job *jobs, size_t n,
+                     struct hnsw_scratch *const *scratch, unsigned width)
+{
+    return many_body(jobs, n, scratch, width);
+}
+
+int hnsw_search_many(struct hnsw_job *jobs, size_t n,
+                     struct hnsw_scratch *const *scratch, unsigned width)
+{
+    unsigned k;
+    if ((n && !jobs) || !scratch || width == 0 || width > HNSW_MANY_MAX)
+        return MESS_EINVAL;
+    for (k = 0; k < width; k++)
+        if (!scratch[k])
+            return MESS_EINVAL;
+    for (k = 0; k < width; k++) /* one scratch per slot */
+        if (k > 0 && scratch[k] == scratch[k - 1])
+            return MESS_EINVAL;
+#ifdef HNSW_DISPATCH
+    if (hnsw_popcount_hw())
+        return many_popcnt(jobs, n, scratch, width);
+#endif
+    return many_soft(jobs, n, scratch, width);
+}
+
+void hnsw_scratch_counts(const struct hnsw_scratch *s, struct hnsw_counts *out)
+{
+    if (!out)
+        return;
+    if (!s)
+        memset(out, 0, sizeof *out);
+    else
+        *out = s->cnt;
+}
+
+void hnsw_scratch_counts_reset(struct hnsw_scratch *s)
+{
+    if (s)
+        memset(&s->cnt, 0, sizeof s->cnt);
 }
 
 void hnsw_hamming_many(const uint64_t *q, const uint64_t *codes, size_t n,
@@ -1018,7 +1330,7 @@ HNSW_INLINE int add_body(struct hnsw *h, const uint64_t *code, struct hnsw_label
     ep = h->entry;
     epd = dist_to(h, code, ep);
     for (lc = h->max_level; lc > level; lc--)
-        greedy(h, code, lc, &ep, &epd);
+        greedy(h, code, lc, &ep, &epd, &s->cnt.upper);
     for (lc = level < h->max_level ? level : h->max_level; lc >= 0; lc--) {
         uint32_t k, i, *l;
         scratch_next_epoch(s);

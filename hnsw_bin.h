@@ -79,11 +79,45 @@ void hnsw_unreserve(struct hnsw *h);
 int hnsw_scratch_new(struct hnsw_scratch **out);
 void hnsw_scratch_free(struct hnsw_scratch *s);
 
+/* Work of the searches (and inserts) made with a scratch since it was made
+ * or the counts were reset: for the roofline of docs/PERFORMANCE.md. */
+struct hnsw_counts {
+    uint64_t searches;   /* hnsw_search / hnsw_search_many jobs run */
+    uint64_t upper;      /* distances of the greedy descent (layers >= 1) */
+    uint64_t expanded;   /* beam-search nodes whose link list was read */
+    uint64_t links;      /* link ids read in those lists */
+    uint64_t scored;     /* distances to unvisited neighbours (codes read) */
+    uint64_t link_lines; /* 64-byte lines holding the lists' count and ids */
+};
+void hnsw_scratch_counts(const struct hnsw_scratch *s, struct hnsw_counts *out);
+void hnsw_scratch_counts_reset(struct hnsw_scratch *s);
+
 /* Up to P nearest non-deleted nodes to query (ascending distance, ties by
  * node id) with beam ef' = max(P, ef).  out has room for P hits. */
 int hnsw_search(const struct hnsw *h, struct hnsw_scratch *s,
                 const uint64_t *query, size_t P, size_t ef,
                 struct hnsw_hit *out, size_t *n_out);
+
+/* Many independent searches (any mix of indexes) interleaved on the calling
+ * thread: up to `width` searches are in flight, each with its own scratch
+ * (scratch[0..width-1]), and each step of one (a link list or the codes of
+ * its neighbours awaited) is overlapped with steps of the others by
+ * prefetching, so memory latency is paid once per round rather than once
+ * per search.  Every job's hits, count and status are exactly those of
+ * hnsw_search(job.h, ..., job.query, job.P, job.ef, job.out, &job.n_out).
+ * width 1..HNSW_MANY_MAX.  Returns the first failed job's status (all jobs
+ * are run). */
+#define HNSW_MANY_MAX 16
+struct hnsw_job {
+    const struct hnsw *h;
+    const uint64_t *query;
+    size_t P, ef;
+    struct hnsw_hit *out; /* room for P hits */
+    size_t n_out;         /* set by the call */
+    int rc;               /* set by the call */
+};
+int hnsw_search_many(struct hnsw_job *jobs, size_t n,
+                     struct hnsw_scratch *const *scratch, unsigned width);
 
 /* MESS_OK and *node (may be NULL) if a live node has the label, else
  * MESS_ENOTFOUND. */

@@ -354,6 +354,7 @@ void mess_server_free(mess_server *s)
     wal_close(s->wal);
     while (s->npool > 0)
         hnsw_scratch_free(s->pool[--s->npool]);
+    mess_workers_free(s->workers);
     pthread_mutex_destroy(&s->pool_lock);
     free(s->shards);
     free(s);

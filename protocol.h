@@ -100,6 +100,19 @@ static inline const uint8_t *shard_entry(const struct shard_store *st,
 
 #define SCRATCH_POOL 64
 
+/* Shard searches in flight per worker thread (hnsw_search_many, measured
+ * in docs/PERFORMANCE.md "Server"). */
+#define SERVER_SEARCH_WIDTH 8
+/* The width searches use from now on: 1..HNSW_MANY_MAX, or 0 for the shards
+ * one after the other through hnsw_search (the path before interleaving).
+ * Not thread-safe: tests and benchmarks set it between searches. */
+int server_search_set_width(unsigned width);
+unsigned server_search_get_width(void);
+/* Entries ahead of the one being copied into a response whose lines are
+ * prefetched (0: none); for the benchmark. */
+#define SERVER_COPY_AHEAD 4
+void server_search_set_copy_ahead(unsigned ahead);
+
 struct wal;
 
 struct mess_server {
@@ -111,6 +124,10 @@ struct mess_server {
     pthread_mutex_t pool_lock;
     struct hnsw_scratch *pool[SCRATCH_POOL];
     size_t npool;
+    /* Worker threads of multi-threaded searches, started by the first and
+     * kept (under pool_lock); busy while one search uses them. */
+    mess_workers *workers;
+    int workers_busy;
     int owned;                       /* an upload has been applied */
     uint8_t owner[MESS_OWNER_BYTES]; /* its client's owner tag */
     /* Directory-backed (server_store.c): NULL for a server in memory. */

@@ -11,11 +11,54 @@
 struct search_job {
     const mess_server *s;
     const struct wire_request *req;
-    struct hnsw_scratch **scratch; /* per worker */
+    struct hnsw_scratch **scratch; /* per worker, `width` each (1 if width 0) */
     struct hnsw_hit **hits;        /* per shard, budget entries */
     size_t *found;                 /* per shard */
     const uint32_t *list;          /* the shards searched (NULL: all M) */
+    struct hnsw_job *jobs;         /* per listed shard (width > 0) */
+    unsigned width;                /* searches in flight per worker */
+    size_t chunk, n;               /* listed shards per work item, in all */
 };
+
+/* Searches in flight per worker (hnsw_search_many); 0 searches the shards
+ * one after the other with hnsw_search, as before it (kept for the tests
+ * and `mess bench server`, which compare the two). */
+static unsigned search_width = SERVER_SEARCH_WIDTH;
+
+int server_search_set_width(unsigned width)
+{
+    if (width > HNSW_MANY_MAX)
+        return MESS_EINVAL;
+    search_width = width;
+    return MESS_OK;
+}
+
+unsigned server_search_get_width(void)
+{
+    return search_width;
+}
+
+/* Entries ahead whose lines the response copy prefetches (0: none, the
+ * copy before it); server_search_set_copy_ahead for the benchmark. */
+static unsigned copy_ahead = SERVER_COPY_AHEAD;
+
+void server_search_set_copy_ahead(unsigned ahead)
+{
+    copy_ahead = ahead;
+}
+
+static void prefetch_entry(const uint8_t *p, size_t bytes)
+{
+#if defined(__GNUC__)
+    size_t off;
+    for (off = 0; off < bytes; off += 64)
+        __builtin_prefetch(p + off);
+    __builtin_prefetch(p + bytes - 1);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
 
 /* Hits shard j can return for a budget: never more than its live nodes, so
  * a request with huge budgets cannot make the server allocate more than
@@ -26,9 +69,8 @@ static size_t search_room(const mess_server *s, uint32_t j, uint32_t budget)
     return budget < live ? budget : live;
 }
 
-static int search_shard(void *ctx, size_t jj, unsigned worker)
+static int search_shard(struct search_job *sj, size_t jj, unsigned worker)
 {
-    struct search_job *sj = (struct search_job *)ctx;
     const mess_server *s = sj->s;
     uint32_t j = sj->list ? sj->list[jj] : (uint32_t)jj;
     uint32_t budget = wire_request_budget(sj->req, j);
@@ -42,6 +84,58 @@ static int search_shard(void *ctx, size_t jj, unsigned worker)
     ef = s->p.ef_search > budget ? s->p.ef_search : budget;
     return hnsw_search(s->shards[j].graph, sj->scratch[worker], code, room, ef,
                        sj->hits[j], &sj->found[j]);
+}
+
+/* One work item: listed shards [item * chunk, ...) of the request. */
+static int search_chunk(void *ctx, size_t item, unsigned worker)
+{
+    struct search_job *sj = (struct search_job *)ctx;
+    size_t lo = item * sj->chunk, hi = lo + sj->chunk, i;
+    int rc = MESS_OK;
+    if (hi > sj->n)
+        hi = sj->n;
+    if (sj->width == 0) {
+        for (i = lo; i < hi && rc == MESS_OK; i++)
+            rc = search_shard(sj, i, worker);
+        return rc;
+    }
+    rc = hnsw_search_many(sj->jobs + lo, hi - lo, sj->scratch + (size_t)worker * sj->width,
+                          hi - lo < sj->width ? (unsigned)(hi - lo) : sj->width);
+    for (i = lo; i < hi; i++)
+        sj->found[sj->list ? sj->list[i] : (uint32_t)i] = sj->jobs[i].n_out;
+    return rc;
+}
+
+/* The server's persistent workers for a search on `threads` threads, or
+ * NULL (another search holds them, or they cannot be made): the caller
+ * then starts threads for this search alone. */
+static mess_workers *workers_take(const mess_server *cs, unsigned threads)
+{
+    mess_server *s = (mess_server *)(uintptr_t)cs; /* not logical state */
+    mess_workers *w = NULL;
+    pthread_mutex_lock(&s->pool_lock);
+    if (!s->workers_busy) {
+        if (s->workers && mess_workers_threads(s->workers) != threads) {
+            mess_workers_free(s->workers);
+            s->workers = NULL;
+        }
+        if (!s->workers && mess_workers_new(threads, &s->workers) != MESS_OK)
+            s->workers = NULL;
+        if (s->workers) {
+            w = s->workers;
+            s->workers_busy = 1;
+        }
+    }
+    pthread_mutex_unlock(&s->pool_lock);
+    return w;
+}
+
+static void workers_give(const mess_server *cs)
+{
+    mess_server *s = (mess_server *)(uintptr_t)cs;
+    pthread_mutex_lock(&s->pool_lock);
+    s->workers_busy = 0;
+    pthread_mutex_unlock(&s->pool_lock);
 }
 
 static int scratch_take(const mess_server *cs, struct hnsw_scratch **out)
@@ -97,8 +191,9 @@ static int server_search(const mess_server *s, const uint8_t *req,
     struct search_job sj;
     struct hnsw_hit *hits = NULL;
     uint32_t j, M, *list = NULL;
-    size_t n, i;
-    unsigned t;
+    uint64_t *codes = NULL;
+    mess_workers *w;
+    size_t n, i, t, nscratch = 0, items;
     size_t total = 0, len, off, pool = 0;
     uint8_t *out, *dst;
     int rc;
@@ -149,18 +244,29 @@ static int server_search(const mess_server *s, const uint8_t *req,
         goto done;
     if (threads == 0)
         threads = 1;
+    if (threads > MESS_MAX_THREADS)
+        threads = MESS_MAX_THREADS;
     if (threads > n)
         threads = (unsigned)n;
     sj.s = s;
     sj.req = &rq;
-    sj.scratch = (struct hnsw_scratch **)calloc(threads, sizeof *sj.scratch);
+    sj.n = n;
+    sj.width = search_width;
+    if (sj.width > n)
+        sj.width = (unsigned)n;
+    /* one item per thread and a half (the counter balances uneven shards) */
+    sj.chunk = threads == 1 ? n : (n + 2 * threads - 1) / (2 * threads);
+    if (sj.width == 0)
+        sj.chunk = 1;
+    nscratch = (size_t)threads * (sj.width ? sj.width : 1);
+    sj.scratch = (struct hnsw_scratch **)calloc(nscratch, sizeof *sj.scratch);
     sj.hits = (struct hnsw_hit **)calloc(M, sizeof *sj.hits);
     sj.found = (size_t *)calloc(M, sizeof *sj.found);
     if (!sj.scratch || !sj.hits || !sj.found) {
         rc = MESS_ENOMEM;
         goto done;
     }
-    for (t = 0; t < threads; t++)
+    for (t = 0; t < nscratch; t++)
         if ((rc = scratch_take(s, &sj.scratch[t])) != MESS_OK)
             goto done;
     for (i = 0; i < n; i++) {
@@ -177,7 +283,34 @@ static int server_search(const mess_server *s, const uint8_t *req,
         sj.hits[j] = hits + off;
         off += search_room(s, j, wire_request_budget(&rq, j));
     }
-    rc = parallel_for(n, threads, search_shard, &sj);
+    if (sj.width > 0) {
+        /* each listed shard's job: its code from the request, its budget */
+        sj.jobs = (struct hnsw_job *)mess_calloc_array(n, sizeof *sj.jobs);
+        codes = (uint64_t *)mess_malloc_array(n, (size_t)params_words(&s->p) * 8);
+        if (!sj.jobs || !codes) {
+            rc = MESS_ENOMEM;
+            goto done;
+        }
+        for (i = 0; i < n; i++) {
+            uint32_t budget;
+            j = list ? list[i] : (uint32_t)i;
+            budget = wire_request_budget(&rq, j);
+            wire_request_code(&rq, &s->p, j, codes + i * params_words(&s->p));
+            sj.jobs[i].h = s->shards[j].graph;
+            sj.jobs[i].query = codes + i * params_words(&s->p);
+            sj.jobs[i].P = budget == 0 ? 0 : search_room(s, j, budget);
+            sj.jobs[i].ef = s->p.ef_search > budget ? s->p.ef_search : budget;
+            sj.jobs[i].out = sj.hits[j];
+        }
+    }
+    items = (n + sj.chunk - 1) / sj.chunk;
+    w = threads > 1 ? workers_take(s, threads) : NULL;
+    if (w) {
+        rc = workers_for(w, items, search_chunk, &sj);
+        workers_give(s);
+    } else {
+        rc = parallel_for(items, threads, search_chunk, &sj);
+    }
     if (rc != MESS_OK)
         goto done;
     for (j = 0; j < M; j++)
@@ -207,18 +340,27 @@ static int server_search(const mess_server *s, const uint8_t *req,
         st = &s->shards[j];
         dst = list ? wire_partial_put_section(dst, j, sj.found[j])
                    : wire_response_put_count(dst, sj.found[j]);
-        /* a mapped arena is read here only, for the entries returned */
-        for (e = 0; e < sj.found[j]; e++, dst += s->entry_bytes)
+        /* a mapped arena is read here only, for the entries returned: each
+         * entry is a random place in it, so the lines of the entry
+         * COPY_AHEAD places on are asked for while this one is copied */
+        for (e = 0; e < sj.found[j]; e++, dst += s->entry_bytes) {
+            if (copy_ahead && e + copy_ahead < sj.found[j])
+                prefetch_entry(shard_entry(st, s->entry_bytes,
+                                           sj.hits[j][e + copy_ahead].node),
+                               s->entry_bytes);
             memcpy(dst, shard_entry(st, s->entry_bytes, sj.hits[j][e].node),
                    s->entry_bytes);
+        }
     }
     if (resp)
         *resp = out;
     *resp_len = len;
 done:
     if (sj.scratch)
-        for (t = 0; t < threads; t++)
+        for (t = 0; t < nscratch; t++)
             scratch_give(s, sj.scratch[t]);
+    free(sj.jobs);
+    free(codes);
     free(hits);
     free(sj.scratch);
     free(sj.hits);

@@ -145,6 +145,7 @@ int bench_payload(int argc, char **argv);
 int bench_batch(int argc, char **argv);
 int bench_client(int argc, char **argv);
 int bench_open(int argc, char **argv);
+int bench_server(int argc, char **argv);
 /* protocol.c: the protocol driven from files */
 int cli_cmd_init(int argc, char **argv);
 int cli_cmd_insert(int argc, char **argv);

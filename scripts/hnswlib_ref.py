@@ -37,10 +37,16 @@ def main():
     ap.add_argument("--ef", default="10,50,100,200,400")
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--queries", type=int, default=0, help="the first N queries (all)")
+    ap.add_argument("--throughput", default="",
+                    help="thread counts: per ef, a batch knn_query on that many threads, "
+                         "queries/s and queries/s per core (CPU time), best of 3")
     a = ap.parse_args()
     base = read_vecs(pick(a.data, "base"))
     query = read_vecs(pick(a.data, "query"))
     gt = read_vecs(os.path.join(a.data, "groundtruth.ivecs"))[:, : a.k]
+    if a.queries:
+        query, gt = query[: a.queries], gt[: a.queries]
     t0 = time.time()
     idx = hnswlib.Index(space="l2", dim=base.shape[1])
     idx.init_index(max_elements=base.shape[0], M=16, ef_construction=300, random_seed=1)
@@ -53,8 +59,18 @@ def main():
         labels, _ = idx.knn_query(query, k=a.k)
         dt = time.time() - t0
         hits = sum(len(set(labels[i]) & set(gt[i])) for i in range(len(query)))
-        print(json.dumps({"ef": ef, "recall": round(hits / (len(query) * a.k), 4),
-                          "ms_per_query": round(1e3 * dt / len(query), 4)}))
+        row = {"ef": ef, "recall": round(hits / (len(query) * a.k), 4),
+               "ms_per_query": round(1e3 * dt / len(query), 4)}
+        for t in [int(x) for x in a.throughput.split(",") if x]:
+            wall = cpu = float("inf")
+            for _ in range(3):
+                w0, c0 = time.perf_counter(), time.process_time()
+                idx.knn_query(query, k=a.k, num_threads=t)
+                wall = min(wall, time.perf_counter() - w0)
+                cpu = min(cpu, time.process_time() - c0)
+            row["qps_t%d" % t] = round(len(query) / wall, 1)
+            row["qps_per_core_t%d" % t] = round(len(query) / cpu, 1)
+        print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

@@ -1136,6 +1136,104 @@ static void test_bad_params(void)
     CHECK(h == NULL);
 }
 
+/* hnsw_search_many: every job's hits and status are hnsw_search's, and the
+ * work counted is the same, at every width, over a mix of indexes (one
+ * with a third of its nodes deleted, an empty one, a one-node one) and of
+ * P and ef (0, below and above the live nodes). */
+static void test_search_many(void)
+{
+    enum { JOBS = 3 * NQ + 6 };
+    struct hnsw *idx[4];
+    struct hnsw_params p = {BITS, 6, 24, 3};
+    struct hnsw_job jobs[JOBS];
+    struct hnsw_hit *want[JOBS];
+    size_t want_n[JOBS], i, w, bad = 0, bad_counts = 0;
+    int want_rc[JOBS];
+    struct hnsw_scratch *ref = NULL, *sc[HNSW_MANY_MAX];
+    struct hnsw_counts c0, c1;
+    unsigned k;
+    idx[0] = g;
+    idx[1] = build(700, 6, 24);
+    idx[2] = NULL;
+    idx[3] = NULL;
+    CHECK(idx[1] != NULL);
+    CHECK_OK(hnsw_new(&p, &idx[2]));
+    CHECK_OK(hnsw_new(&p, &idx[3]));
+    if (!idx[1] || !idx[2] || !idx[3])
+        goto out;
+    for (i = 0; i < 700; i += 3)
+        hnsw_delete(idx[1], LB(1000 + i));
+    hnsw_add(idx[3], codes, LB(5), NULL);
+    CHECK_OK(hnsw_scratch_new(&ref));
+    for (k = 0; k < HNSW_MANY_MAX; k++)
+        CHECK_OK(hnsw_scratch_new(&sc[k]));
+    for (i = 0; i < JOBS; i++) {
+        static const size_t Ps[] = {1, 10, 25, 0, 700, 64};
+        static const size_t efs[] = {0, 64, 16, 10, 2000, 1};
+        jobs[i].h = i < 2 * NQ ? idx[i % 2] : idx[i % 4];
+        jobs[i].query = qcodes + (i % nq) * WORDS;
+        jobs[i].P = Ps[i % 6];
+        jobs[i].ef = efs[(i / 6) % 6];
+        jobs[i].out = (struct hnsw_hit *)malloc((jobs[i].P + 1) * sizeof(struct hnsw_hit));
+        want[i] = (struct hnsw_hit *)malloc((jobs[i].P + 1) * sizeof(struct hnsw_hit));
+        want_rc[i] = hnsw_search(jobs[i].h, ref, jobs[i].query, jobs[i].P, jobs[i].ef,
+                                 want[i], &want_n[i]);
+    }
+    hnsw_scratch_counts(ref, &c0);
+    CHECK(c0.searches > 0 && c0.expanded > 0 && c0.scored >= c0.expanded &&
+          c0.links >= c0.scored && c0.link_lines >= c0.expanded);
+    for (w = 1; w <= HNSW_MANY_MAX; w++) {
+        memset(&c1, 0, sizeof c1);
+        for (k = 0; k < w; k++)
+            hnsw_scratch_counts_reset(sc[k]);
+        CHECK_OK(hnsw_search_many(jobs, JOBS, sc, (unsigned)w));
+        for (k = 0; k < w; k++) {
+            struct hnsw_counts c;
+            hnsw_scratch_counts(sc[k], &c);
+            c1.searches += c.searches;
+            c1.upper += c.upper;
+            c1.expanded += c.expanded;
+            c1.links += c.links;
+            c1.scored += c.scored;
+            c1.link_lines += c.link_lines;
+        }
+        bad_counts += memcmp(&c0, &c1, sizeof c0) != 0;
+        for (i = 0; i < JOBS; i++) {
+            size_t h;
+            if (jobs[i].rc != want_rc[i] || jobs[i].n_out != want_n[i]) {
+                bad++;
+                continue;
+            }
+            for (h = 0; h < want_n[i]; h++)
+                bad += jobs[i].out[h].node != want[i][h].node ||
+                       jobs[i].out[h].dist != want[i][h].dist ||
+                       !hnsw_label_eq(jobs[i].out[h].label, want[i][h].label);
+        }
+    }
+    CHECK(bad == 0);
+    CHECK(bad_counts == 0);
+    /* bad calls; a bad job fails alone */
+    CHECK_RC(hnsw_search_many(jobs, JOBS, sc, 0), MESS_EINVAL);
+    CHECK_RC(hnsw_search_many(jobs, JOBS, sc, HNSW_MANY_MAX + 1), MESS_EINVAL);
+    CHECK_RC(hnsw_search_many(NULL, 1, sc, 1), MESS_EINVAL);
+    CHECK_OK(hnsw_search_many(NULL, 0, sc, 1));
+    jobs[1].query = NULL;
+    CHECK_RC(hnsw_search_many(jobs, 3, sc, 2), MESS_EINVAL);
+    CHECK(jobs[1].rc == MESS_EINVAL && jobs[0].rc == MESS_OK && jobs[2].rc == MESS_OK &&
+          jobs[0].n_out == want_n[0]);
+    for (i = 0; i < JOBS; i++) {
+        free(jobs[i].out);
+        free(want[i]);
+    }
+    for (k = 0; k < HNSW_MANY_MAX; k++)
+        hnsw_scratch_free(sc[k]);
+    hnsw_scratch_free(ref);
+out:
+    hnsw_free(idx[1]);
+    hnsw_free(idx[2]);
+    hnsw_free(idx[3]);
+}
+
 int main(void)
 {
     if (load_codes() != 0) {
@@ -1151,6 +1249,7 @@ int main(void)
     RUN(test_serialize_roundtrip);
     RUN(test_popcount_paths);
     RUN(test_concurrent_search);
+    RUN(test_search_many);
     RUN(test_label_width);
     RUN(test_delete_and_compact);
     RUN(test_reserve);

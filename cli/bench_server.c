@@ -1,0 +1,560 @@
+/*
+ * bench_server.c - `mess bench server`: the server's search on a server
+ * directory, against its floor (docs/PERFORMANCE.md, "Server").
+ *
+ * Opens server directory S and its client (S.client, as eval/onem.py
+ * build saves it), makes one request per query of a TEXMEX set at pool
+ * B, and in the same process:
+ *   - measures this machine's rates: the latency of a dependent load from
+ *     a buffer far larger than the caches (one pointer chase), the time
+ *     per line of 16 independent chases (what prefetching can reach), and
+ *     one 128-bit Hamming distance in L1;
+ *   - counts the work of the searches (hnsw_scratch_counts): distances of
+ *     the greedy descent, nodes expanded, link ids read, codes scored,
+ *     cache lines of link lists, per shard and per query;
+ *   - times mess_server_search on one and two threads for every search
+ *     width (0: the shards one after the other, the path before
+ *     hnsw_search_many; W: W shard searches interleaved per thread), the
+ *     rounds rotating the order of the variants, best round each, and
+ *     requires every variant's responses to be byte-identical;
+ *   - a throughput mode: mess_server_search_batch over one mess_workers
+ *     of T threads, queries/s per core (CPU time);
+ *   - optionally hnswlib on the raw vectors (scripts/hnswlib_ref.py
+ *     --throughput), queries/s per core at matching recall, same run.
+ * The last line is one JSON object.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "../hnsw_bin.h"
+#include "../mess.h"
+#include "../protocol.h"
+#include "../wire.h"
+#include "cli.h"
+
+#define MAXV 16
+#define K 10
+
+static const char help[] =
+    "usage: mess bench server --server S --data DIR [--client F] [--queries Q]\n"
+    "                         [--pool B] [--widths LIST] [--threads LIST]\n"
+    "                         [--rounds R] [--batch-threads LIST] [--hnswlib]\n"
+    "\n"
+    "The server's search on directory S (client S.client unless --client)\n"
+    "for the first Q queries of DIR (1000) at pool B (1500): work counts,\n"
+    "memory latency and the floor, ms/query per search width (0 = shards one\n"
+    "after the other, the former path; 8 the default) and threads (1,2),\n"
+    "best of R rotating rounds (3), responses required byte-identical; then\n"
+    "queries/s per core of mess_server_search_batch on T workers, and with\n"
+    "--hnswlib the same for hnswlib on the raw vectors (scripts/hnswlib_ref.py,\n"
+    "--python P, default /usr/bin/python3).  --ahead LIST: entries prefetched\n"
+    "ahead while a response is copied (0,4; 0 = the former copy).\n"
+    "  --chase-mib N  buffer of the pointer chase (default: the bytes of the\n"
+    "                 shards' codes and layer-0 link lists, the search's footprint)\n";
+
+static int parse_ulist(const char *s, unsigned *out, size_t max, size_t *n)
+{
+    *n = 0;
+    while (s && *s) {
+        char *end;
+        unsigned long v = strtoul(s, &end, 10);
+        if (end == s || *n == max)
+            return -1;
+        out[(*n)++] = (unsigned)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return -1;
+    }
+    return *n ? 0 : -1;
+}
+
+/* ---- machine rates ------------------------------------------------------ */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* ns per line: `ways` independent chases through one random cycle of the
+ * buffer's lines (ways 1: the latency of a dependent load). */
+static double chase(const uint64_t *buf, size_t lines, unsigned ways, size_t steps)
+{
+    size_t p[16], i;
+    unsigned w;
+    double t0;
+    uint64_t sink = 0;
+    for (w = 0; w < ways; w++)
+        p[w] = (size_t)w * (lines / ways);
+    t0 = cli_cpu_s();
+    for (i = 0; i < steps; i++)
+        for (w = 0; w < ways; w++)
+            p[w] = (size_t)buf[p[w] * 8];
+    for (w = 0; w < ways; w++)
+        sink += p[w];
+    if (sink == 1)
+        printf(" ");
+    return 1e9 * (cli_cpu_s() - t0) / ((double)steps * ways);
+}
+
+static int rates(size_t mib, double *lat, double *par, double *ham_ns)
+{
+    size_t lines = mib * 1024 * 1024 / 64, i, *perm;
+    uint64_t *buf, seed = 7, codes[2 * 64], q[2] = {0x123456789abcdefull, 42}, acc = 0;
+    uint32_t d[64];
+    double t0;
+    int r;
+    buf = (uint64_t *)malloc(lines * 64);
+    perm = (size_t *)malloc(lines * sizeof *perm);
+    if (!buf || !perm) {
+        free(buf);
+        free(perm);
+        return MESS_ENOMEM;
+    }
+    for (i = 0; i < lines; i++)
+        perm[i] = i;
+    for (i = lines - 1; i > 0; i--) { /* one random cycle (Sattolo) */
+        size_t j = (size_t)(rng_next(&seed) % i), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (i = 0; i < lines; i++)
+        buf[i * 8] = perm[i];
+    free(perm);
+    chase(buf, lines, 1, 100000); /* warm the TLB walk caches a little */
+    *lat = 1e9;
+    *par = 1e9;
+    for (r = 0; r < 3; r++) {
+        double a = chase(buf, lines, 1, 1000000), b = chase(buf, lines, 16, 200000);
+        if (a < *lat)
+            *lat = a;
+        if (b < *par)
+            *par = b;
+    }
+    free(buf);
+    for (i = 0; i < 2 * 64; i++)
+        codes[i] = rng_next(&seed);
+    *ham_ns = 1e9;
+    for (r = 0; r < 3; r++) {
+        size_t it;
+        t0 = cli_cpu_s();
+        for (it = 0; it < 200000; it++) {
+            q[0] ^= acc;
+            hnsw_hamming_many(q, codes, 64, 2, d);
+            acc += d[it & 63];
+        }
+        t0 = 1e9 * (cli_cpu_s() - t0) / (200000.0 * 64);
+        if (t0 < *ham_ns)
+            *ham_ns = t0;
+    }
+    if (acc == 1)
+        printf(" ");
+    return MESS_OK;
+}
+
+/* ---- work counts ---------------------------------------------------------- */
+
+static int count_work(const mess_server *s, uint8_t **reqs, const size_t *lens,
+                      size_t nq, struct hnsw_counts *c, double *hits)
+{
+    struct hnsw_scratch *sc;
+    struct hnsw_hit *out = NULL;
+    size_t q, cap = 0;
+    int rc = hnsw_scratch_new(&sc);
+    *hits = 0;
+    for (q = 0; q < nq && rc == MESS_OK; q++) {
+        struct wire_request rq;
+        uint32_t j;
+        rc = wire_request_parse(&s->p, reqs[q], lens[q], &rq);
+        for (j = 0; j < s->p.shards && rc == MESS_OK; j++) {
+            uint64_t code[MESS_MAX_BITS / 64];
+            uint32_t budget = wire_request_budget(&rq, j);
+            size_t live = hnsw_live(s->shards[j].graph), room, ef, got;
+            room = budget < live ? budget : live;
+            if (room == 0)
+                continue;
+            if (room > cap) {
+                free(out);
+                cap = room;
+                out = (struct hnsw_hit *)malloc(cap * sizeof *out);
+                if (!out) {
+                    rc = MESS_ENOMEM;
+                    break;
+                }
+            }
+            wire_request_code(&rq, &s->p, j, code);
+            ef = s->p.ef_search > budget ? s->p.ef_search : budget;
+            rc = hnsw_search(s->shards[j].graph, sc, code, room, ef, out, &got);
+            *hits += (double)got;
+        }
+    }
+    hnsw_scratch_counts(sc, c);
+    hnsw_scratch_free(sc);
+    free(out);
+    return rc;
+}
+
+/* ---- timing ------------------------------------------------------------------ */
+
+struct variant {
+    unsigned width, threads, ahead;
+    double cpu, wall; /* best round, seconds for all queries */
+    double rcpu, rwall; /* this round's */
+};
+
+static int run_variant(const mess_server *s, uint8_t **reqs, const size_t *lens,
+                       size_t nq, struct variant *v, uint8_t (*digest)[16],
+                       int check, size_t *differ, double *cpu, double *wall)
+{
+    size_t q;
+    int rc = server_search_set_width(v->width);
+    server_search_set_copy_ahead(v->ahead);
+    *cpu = *wall = 0;
+    for (q = 0; q < nq && rc == MESS_OK; q++) {
+        uint8_t *resp = NULL, h[16];
+        size_t len;
+        double c0 = cli_cpu_s(), w0 = cli_wall_s();
+        rc = mess_server_search(s, reqs[q], lens[q], v->threads, &resp, &len);
+        *cpu += cli_cpu_s() - c0;
+        *wall += cli_wall_s() - w0;
+        if (rc != MESS_OK)
+            break;
+        /* outside the timing */
+        crypto_generichash(h, sizeof h, resp, len, NULL, 0);
+        if (!check)
+            memcpy(digest[q], h, sizeof h);
+        else if (memcmp(digest[q], h, sizeof h) != 0)
+            ++*differ;
+        mess_buf_free(resp);
+    }
+    server_search_set_width(SERVER_SEARCH_WIDTH);
+    server_search_set_copy_ahead(SERVER_COPY_AHEAD);
+    return rc;
+}
+
+/* Throughput: the batch over persistent workers, CPU and wall seconds. */
+static int run_batch(const mess_server *s, uint8_t **reqs, const size_t *lens,
+                     size_t nq, unsigned threads, double *cpu, double *wall)
+{
+    mess_workers *w = NULL;
+    uint8_t **resps;
+    size_t *rl, q;
+    double c0, w0;
+    int rc;
+    resps = (uint8_t **)calloc(nq, sizeof *resps);
+    rl = (size_t *)calloc(nq, sizeof *rl);
+    rc = resps && rl ? mess_workers_new(threads, &w) : MESS_ENOMEM;
+    c0 = cli_cpu_s();
+    w0 = cli_wall_s();
+    if (rc == MESS_OK)
+        rc = mess_server_search_batch(s, (const uint8_t *const *)reqs, lens, nq, w,
+                                      resps, rl, NULL);
+    *cpu = cli_cpu_s() - c0;
+    *wall = cli_wall_s() - w0;
+    mess_workers_free(w);
+    for (q = 0; resps && q < nq; q++)
+        mess_buf_free(resps[q]);
+    free(resps);
+    free(rl);
+    return rc;
+}
+
+static void loadavg(char *out, size_t cap)
+{
+    FILE *f = fopen("/proc/loadavg", "r");
+    out[0] = 0;
+    if (f) {
+        if (fgets(out, (int)cap, f)) {
+            char *p = out;
+            int sp = 0;
+            for (; *p; p++)
+                if (*p == ' ' && ++sp == 3) {
+                    *p = 0;
+                    break;
+                }
+        }
+        fclose(f);
+    }
+}
+
+/* hnswlib on the raw vectors: its --throughput lines, echoed and kept. */
+static void hnswlib_run(const char *python, const char *data, size_t nq, FILE *json)
+{
+    char cmd[8192], line[1024];
+    FILE *f;
+    int first = 1;
+    snprintf(cmd, sizeof cmd,
+             "%s scripts/hnswlib_ref.py --data '%s' --queries %zu --throughput 1,2 "
+             "--ef 10,16,24,32,48,64,96,128 2>/dev/null",
+             python, data, nq);
+    f = popen(cmd, "r");
+    fprintf(json, ",\"hnswlib\":[");
+    if (f) {
+        while (fgets(line, sizeof line, f)) {
+            size_t n = strlen(line);
+            while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+                line[--n] = 0;
+            if (n == 0 || line[0] != '{')
+                continue;
+            printf("  hnswlib %s\n", line);
+            fprintf(json, "%s%s", first ? "" : ",", line);
+            first = 0;
+        }
+        if (pclose(f) != 0 && first)
+            printf("  hnswlib: helper failed (python3-hnswlib installed?)\n");
+    }
+    fprintf(json, "]");
+}
+
+int bench_server(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *dir, *client_path, *data, *python;
+    char path[4096], cpath[4096], load0[64], load1[64];
+    unsigned widths[MAXV], threads[MAXV], bthreads[MAXV], aheads[MAXV];
+    size_t nw, nt, nbt, na, nv = 0, i, r, nq, qn, qdim, differ = 0;
+    long queries = 1000, pool = 1500, rounds = 3, chase_mib = 1024;
+    struct variant v[MAXV * MAXV * MAXV];
+    mess_client *c = NULL;
+    mess_server *s = NULL;
+    mess_params p;
+    float *qv = NULL;
+    uint8_t **reqs = NULL, (*digest)[16] = NULL;
+    size_t *lens = NULL;
+    struct hnsw_counts cnt;
+    double lat, par, ham_ns, hits, per_q, lines_q, floor_ms, serial_ms;
+    int rc, want_hnswlib;
+    FILE *json;
+    char *jbuf = NULL;
+    size_t jlen = 0;
+
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(help, stdout);
+        return CLI_OK;
+    }
+    dir = cli_opt(&a, "--server");
+    data = cli_opt(&a, "--data");
+    client_path = cli_opt(&a, "--client");
+    python = cli_opt(&a, "--python");
+    want_hnswlib = cli_flag(&a, "--hnswlib");
+    if (!python)
+        python = "/usr/bin/python3";
+    if (parse_ulist(cli_opt(&a, "--widths") ? cli_opt(&a, "--widths") : "0,8", widths,
+                    MAXV, &nw) ||
+        parse_ulist(cli_opt(&a, "--threads") ? cli_opt(&a, "--threads") : "1,2", threads,
+                    MAXV, &nt) ||
+        parse_ulist(cli_opt(&a, "--batch-threads") ? cli_opt(&a, "--batch-threads") : "1,2",
+                    bthreads, MAXV, &nbt) ||
+        parse_ulist(cli_opt(&a, "--ahead") ? cli_opt(&a, "--ahead") : "0,4", aheads, MAXV,
+                    &na)) {
+        cli_error("bad --widths, --threads, --ahead or --batch-threads list");
+        return CLI_USAGE;
+    }
+    if (cli_opt_long(&a, "--queries", 1, 1000000, 1000, &queries) ||
+        cli_opt_long(&a, "--pool", 1, 1000000, 1500, &pool) ||
+        cli_opt_long(&a, "--rounds", 1, 100, 3, &rounds) ||
+        cli_opt_long(&a, "--chase-mib", 0, 65536, 0, &chase_mib) || cli_check_unused(&a))
+        return CLI_USAGE;
+    if (!dir || !data) {
+        cli_error("--server and --data are required (mess bench server --help)");
+        return CLI_USAGE;
+    }
+    for (i = 0; i < nw; i++)
+        if (widths[i] > HNSW_MANY_MAX) {
+            cli_error("--widths: at most %d", HNSW_MANY_MAX);
+            return CLI_USAGE;
+        }
+    if (!client_path) {
+        snprintf(cpath, sizeof cpath, "%s.client", dir);
+        client_path = cpath;
+    }
+    loadavg(load0, sizeof load0);
+    printf("mess bench server: %s, load %s\n", dir, load0);
+    rc = mess_client_load(client_path, NULL, &c);
+    if (rc != MESS_OK)
+        return cli_fail("cannot load the client", client_path, rc);
+    mess_client_params(c, &p);
+    rc = cli_server_open(dir, &p, client_path, &s);
+    if (rc != MESS_OK) {
+        mess_client_free(c);
+        return CLI_FAIL;
+    }
+    snprintf(path, sizeof path, "%s/query.bvecs", data);
+    rc = mess_vecs_read_f32(path, &qv, &qn, &qdim);
+    if (rc != MESS_OK) {
+        cli_fail("cannot read", path, rc);
+        goto out;
+    }
+    nq = (size_t)queries < qn ? (size_t)queries : qn;
+    reqs = (uint8_t **)calloc(nq, sizeof *reqs);
+    lens = (size_t *)calloc(nq, sizeof *lens);
+    digest = (uint8_t(*)[16])calloc(nq, sizeof *digest);
+    if (!reqs || !lens || !digest) {
+        rc = MESS_ENOMEM;
+        goto out;
+    }
+    for (i = 0; i < nq && rc == MESS_OK; i++) {
+        mess_query *mq = NULL;
+        rc = mess_client_request(c, qv + i * qdim, (size_t)pool, &mq, &reqs[i], &lens[i]);
+        mess_query_free(mq);
+    }
+    if (rc != MESS_OK)
+        goto out;
+
+    /* rates and work; the chase over as many bytes as the graphs' codes
+     * and layer-0 lists (random lines of it hit the caches as often as the
+     * searches' do, if they were spread evenly) */
+    if (chase_mib == 0) {
+        double bytes = 0;
+        uint32_t j;
+        for (j = 0; j < s->p.shards; j++)
+            bytes += (double)hnsw_count(s->shards[j].graph) *
+                     (8.0 * params_words(&s->p) + 4.0 * (1 + 2 * s->p.hnsw_m));
+        chase_mib = (long)(bytes / (1024 * 1024)) + 1;
+    }
+    rc = rates((size_t)chase_mib, &lat, &par, &ham_ns);
+    if (rc == MESS_OK)
+        rc = count_work(s, reqs, lens, nq, &cnt, &hits);
+    if (rc != MESS_OK)
+        goto out;
+    per_q = (double)cnt.searches / (double)nq;
+    printf("  rates: dependent load %.1f ns (%ld MiB chase), 16 chases %.1f ns/line, "
+           "128-bit distance %.2f ns\n", lat, chase_mib, par, ham_ns);
+    printf("  per query: %.1f shard searches, %.1f hits; per search: upper distances %.1f, "
+           "expanded %.1f, link ids %.1f, codes scored %.1f, link lines %.1f\n",
+           per_q, hits / (double)nq, (double)cnt.upper / (double)cnt.searches,
+           (double)cnt.expanded / (double)cnt.searches,
+           (double)cnt.links / (double)cnt.searches,
+           (double)cnt.scored / (double)cnt.searches,
+           (double)cnt.link_lines / (double)cnt.searches);
+    /* lines a query must bring in if none is cached: one per code read
+     * (16-byte codes, random nodes) and the link lists' lines */
+    lines_q = (double)(cnt.upper + cnt.scored + cnt.link_lines) / (double)nq;
+    floor_ms = 1e-6 * (lines_q * par + (double)(cnt.upper + cnt.scored) / (double)nq * ham_ns);
+    /* one dependent round trip per expansion (list prefetched a step ahead,
+     * codes of the neighbours in parallel): a single beam's chain */
+    serial_ms = 1e-6 * ((double)cnt.expanded / (double)nq) * lat;
+    printf("  per query: %.0f lines (codes %.0f, link lists %.0f), %.0f distances; "
+           "floor %.3f ms (lines x 16-chase rate + distances); one beam's chain %.3f ms\n",
+           lines_q, (double)(cnt.upper + cnt.scored) / (double)nq,
+           (double)cnt.link_lines / (double)nq, (double)(cnt.upper + cnt.scored) / (double)nq,
+           floor_ms, serial_ms);
+
+    for (i = 0; i < nt; i++) {
+        size_t k, x;
+        for (k = 0; k < nw; k++)
+            for (x = 0; x < na; x++, nv++) {
+                v[nv].width = widths[k];
+                v[nv].threads = threads[i];
+                v[nv].ahead = aheads[x];
+                v[nv].cpu = v[nv].wall = 1e30;
+            }
+    }
+    /* Each round runs every variant on every slice of SLICE queries, the
+     * order of the variants rotating per slice, so a change of the
+     * machine's load falls on all of them alike; a variant's time in a
+     * round is the sum over slices, and its figure the best round.  The
+     * first run of each slice gives the reference digests. */
+    for (r = 0; r < (size_t)rounds && rc == MESS_OK; r++) {
+        enum { SLICE = 20 };
+        size_t q0, slice = 0;
+        for (i = 0; i < nv; i++)
+            v[i].rcpu = v[i].rwall = 0;
+        for (q0 = 0; q0 < nq && rc == MESS_OK; q0 += SLICE, slice++) {
+            size_t m = nq - q0 < SLICE ? nq - q0 : SLICE;
+            for (i = 0; i < nv && rc == MESS_OK; i++) {
+                size_t k = (i + slice + r) % nv;
+                double cpu, wall;
+                rc = run_variant(s, reqs + q0, lens + q0, m, &v[k], digest + q0,
+                                 r > 0 || i > 0, &differ, &cpu, &wall);
+                v[k].rcpu += cpu;
+                v[k].rwall += wall;
+            }
+        }
+        for (i = 0; i < nv; i++) {
+            if (v[i].rcpu < v[i].cpu)
+                v[i].cpu = v[i].rcpu;
+            if (v[i].rwall < v[i].wall)
+                v[i].wall = v[i].rwall;
+        }
+    }
+    if (rc != MESS_OK)
+        goto out;
+    json = open_memstream(&jbuf, &jlen);
+    if (!json) {
+        rc = MESS_ENOMEM;
+        goto out;
+    }
+    fprintf(json, "{\"server\":\"%s\",\"queries\":%zu,\"pool\":%ld,\"lat_ns\":%.2f,"
+                  "\"line16_ns\":%.2f,\"ham_ns\":%.3f,\"searches\":%.2f,\"upper\":%.2f,"
+                  "\"expanded\":%.2f,\"links\":%.2f,\"scored\":%.2f,\"link_lines\":%.2f,"
+                  "\"lines_per_query\":%.1f,\"floor_ms\":%.4f,\"chain_ms\":%.4f,\"variants\":[",
+            dir, nq, pool, lat, par, ham_ns, per_q, (double)cnt.upper / (double)cnt.searches,
+            (double)cnt.expanded / (double)cnt.searches, (double)cnt.links / (double)cnt.searches,
+            (double)cnt.scored / (double)cnt.searches,
+            (double)cnt.link_lines / (double)cnt.searches, lines_q, floor_ms, serial_ms);
+    printf("  %-6s %-6s %-7s %10s %10s %9s %9s %9s\n", "width", "ahead", "threads",
+           "cpu ms/q", "wall ms/q", "cpu gain", "wall gain", "cpu/floor");
+    for (i = 0; i < nv; i++) {
+        double cms = 1e3 * v[i].cpu / (double)nq, wms = 1e3 * v[i].wall / (double)nq;
+        size_t first = i - i % (nw * na); /* the first variant at these threads */
+        printf("  %-6u %-6u %-7u %10.3f %10.3f %8.2fx %8.2fx %8.2fx\n", v[i].width,
+               v[i].ahead, v[i].threads, cms, wms, v[first].cpu / v[i].cpu,
+               v[first].wall / v[i].wall, cms / floor_ms);
+        fprintf(json, "%s{\"width\":%u,\"ahead\":%u,\"threads\":%u,\"cpu_ms\":%.4f,"
+                      "\"wall_ms\":%.4f}",
+                i ? "," : "", v[i].width, v[i].ahead, v[i].threads, cms, wms);
+    }
+    fprintf(json, "],\"differ\":%zu,\"batch\":[", differ);
+    printf("  responses differing between variants: %zu (of %zu per variant)\n", differ, nq);
+    for (i = 0; i < nbt && rc == MESS_OK; i++) {
+        double cpu = 1e30, wall = 1e30;
+        for (r = 0; r < (size_t)rounds && rc == MESS_OK; r++) {
+            double c1, w1;
+            rc = run_batch(s, reqs, lens, nq, bthreads[i], &c1, &w1);
+            if (c1 < cpu)
+                cpu = c1;
+            if (w1 < wall)
+                wall = w1;
+        }
+        printf("  batch on %u worker(s): %.0f queries/s, %.0f queries/s per core (CPU)\n",
+               bthreads[i], (double)nq / wall, (double)nq / cpu);
+        fprintf(json, "%s{\"threads\":%u,\"qps\":%.1f,\"qps_per_core\":%.1f}", i ? "," : "",
+                bthreads[i], (double)nq / wall, (double)nq / cpu);
+    }
+    fprintf(json, "]");
+    if (rc == MESS_OK && want_hnswlib)
+        hnswlib_run(python, data, nq, json);
+    loadavg(load1, sizeof load1);
+    fprintf(json, ",\"load_before\":\"%s\",\"load_after\":\"%s\"}", load0, load1);
+    fclose(json);
+    printf("  load %s before, %s after\n", load0, load1);
+    if (rc == MESS_OK)
+        printf("%s\n", jbuf);
+    free(jbuf);
+    if (differ)
+        rc = MESS_EFORMAT;
+out:
+    for (i = 0; reqs && i < nq; i++)
+        mess_buf_free(reqs[i]);
+    free(reqs);
+    free(lens);
+    free(digest);
+    mess_vecs_free(qv);
+    mess_server_free(s);
+    mess_client_free(c);
+    if (rc != MESS_OK) {
+        if (differ)
+            cli_error("%zu responses differ between search variants", differ);
+        else
+            cli_error("bench server: %s", mess_strerror(rc));
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}

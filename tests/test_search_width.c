@@ -1,0 +1,252 @@
+/*
+ * test_search_width.c - the server's interleaved search (hnsw_search_many,
+ * server_search_set_width) answers every request with the bytes of the
+ * former path (the shards one after the other through hnsw_search), on
+ * real SIFT data with deleted items:
+ *
+ * - mess_server_search at widths 1..16 and 1..3 threads, the partial
+ *   search of shard sets and the batch call equal width 0 byte for byte,
+ *   budgets above a shard's live nodes included;
+ * - a multi-threaded search keeps its worker threads across queries (the
+ *   server's workers are made once) and two threads searching at once
+ *   (one on the kept workers, one starting its own) get the same bytes.
+ * Run under ASan in make check and under ThreadSanitizer by make tsan.
+ */
+#include <pthread.h>
+
+#include "../mess.h"
+#include "../protocol.h"
+#include "harness.h"
+
+#define N_ITEMS 3000
+#define NQ 24
+
+static float *base, *queries, *train;
+static size_t n_base, n_query, n_train, dim;
+static mess_params params;
+static const uint8_t seed[32] = "search width test seed 00000001";
+static mess_client *cl;
+static mess_server *srv;
+static uint8_t *reqs[NQ];
+static size_t req_lens[NQ];
+/* width 0's responses */
+static uint8_t *ref[NQ];
+static size_t ref_lens[NQ];
+
+static int setup(void)
+{
+    static uint64_t ids[N_ITEMS], del[N_ITEMS / 7 + 1];
+    uint8_t *buf = NULL;
+    size_t len = 0, i, nd = 0;
+    int rc;
+    for (i = 0; i < N_ITEMS; i++) {
+        ids[i] = 7 + i;
+        if (i % 7 == 3)
+            del[nd++] = ids[i];
+    }
+    rc = mess_client_new(&params, train, n_train, seed, 2, &cl);
+    if (rc == MESS_OK)
+        rc = mess_server_new(&params, &srv);
+    if (rc == MESS_OK)
+        rc = mess_client_upload(cl, ids, base, N_ITEMS, 2, &buf, &len);
+    if (rc == MESS_OK) {
+        rc = mess_server_apply_upload(srv, buf, len, 2);
+        mess_buf_free(buf);
+        buf = NULL;
+    }
+    /* deleted items route searches but are never returned */
+    if (rc == MESS_OK)
+        rc = mess_client_delete(cl, del, nd, &buf, &len);
+    if (rc == MESS_OK) {
+        rc = mess_server_apply_delete(srv, buf, len, NULL);
+        mess_buf_free(buf);
+    }
+    /* pools from small to more than the index holds per shard */
+    for (i = 0; i < NQ && rc == MESS_OK; i++) {
+        mess_query *q = NULL;
+        size_t pool = i % 3 == 0 ? 40 : i % 3 == 1 ? 400 : 20000;
+        rc = mess_client_request(cl, queries + i * dim, pool, &q, &reqs[i], &req_lens[i]);
+        mess_query_free(q);
+    }
+    CHECK(server_search_get_width() == SERVER_SEARCH_WIDTH);
+    CHECK_RC(server_search_set_width(HNSW_MANY_MAX + 1), MESS_EINVAL);
+    CHECK_OK(server_search_set_width(0));
+    for (i = 0; i < NQ && rc == MESS_OK; i++)
+        rc = mess_server_search(srv, reqs[i], req_lens[i], 1, &ref[i], &ref_lens[i]);
+    server_search_set_width(SERVER_SEARCH_WIDTH);
+    return rc;
+}
+
+static int same_as_ref(size_t i, const uint8_t *resp, size_t len)
+{
+    return len == ref_lens[i] && memcmp(resp, ref[i], len) == 0;
+}
+
+static void test_widths_and_threads(void)
+{
+    static const unsigned widths[] = {0, 1, 2, 3, 5, 8, 16};
+    size_t w, t, i, differ = 0, failed = 0;
+    for (w = 0; w < sizeof widths / sizeof *widths; w++) {
+        CHECK_OK(server_search_set_width(widths[w]));
+        for (t = 1; t <= 3; t++)
+            for (i = 0; i < NQ; i++) {
+                uint8_t *resp = NULL;
+                size_t len = 0;
+                if (mess_server_search(srv, reqs[i], req_lens[i], (unsigned)t, &resp,
+                                       &len) != MESS_OK)
+                    failed++;
+                else
+                    differ += !same_as_ref(i, resp, len);
+                mess_buf_free(resp);
+            }
+    }
+    server_search_set_width(SERVER_SEARCH_WIDTH);
+    CHECK(failed == 0);
+    CHECK(differ == 0);
+}
+
+/* A shard set's partial response holds, per shard, the bytes of the whole
+ * response's section: rebuilt by mess_response_merge it is the same. */
+static void test_partial_and_batch(void)
+{
+    uint32_t even[64], odd[64];
+    size_t ne = 0, no = 0, i, differ = 0, failed = 0;
+    uint32_t j;
+    mess_workers *w = NULL;
+    uint8_t *resps[NQ];
+    size_t lens[NQ];
+    for (j = 0; j < params.shards; j++) {
+        if (j % 2)
+            odd[no++] = j;
+        else
+            even[ne++] = j;
+    }
+    for (i = 0; i < NQ; i++) {
+        uint8_t *pa = NULL, *pb = NULL, *resp = NULL;
+        size_t la = 0, lb = 0, len = 0;
+        const uint8_t *parts[2];
+        size_t plens[2];
+        char msg[128];
+        if (mess_server_search_shards(srv, reqs[i], req_lens[i], odd, no, 2, &pa, &la) ||
+            mess_server_search_shards(srv, reqs[i], req_lens[i], even, ne, 1, &pb, &lb)) {
+            failed++;
+        } else {
+            parts[0] = pa;
+            parts[1] = pb;
+            plens[0] = la;
+            plens[1] = lb;
+            if (mess_response_merge(&params, reqs[i], req_lens[i], parts, plens, 2, &resp,
+                                    &len, msg, sizeof msg) != MESS_OK)
+                failed++;
+            else
+                differ += !same_as_ref(i, resp, len);
+        }
+        mess_buf_free(pa);
+        mess_buf_free(pb);
+        mess_buf_free(resp);
+    }
+    CHECK(failed == 0);
+    CHECK(differ == 0);
+    CHECK_OK(mess_workers_new(2, &w));
+    CHECK_OK(mess_server_search_batch(srv, (const uint8_t *const *)reqs, req_lens, NQ, w,
+                                      resps, lens, NULL));
+    for (i = 0, differ = 0; i < NQ; i++) {
+        differ += !same_as_ref(i, resps[i], lens[i]);
+        mess_buf_free(resps[i]);
+    }
+    CHECK(differ == 0);
+    mess_workers_free(w);
+}
+
+struct searcher {
+    size_t differ, failed;
+};
+
+static void *search_main(void *arg)
+{
+    struct searcher *s = (struct searcher *)arg;
+    size_t r, i;
+    for (r = 0; r < 5; r++)
+        for (i = 0; i < NQ; i++) {
+            uint8_t *resp = NULL;
+            size_t len = 0;
+            if (mess_server_search(srv, reqs[i], req_lens[i], 2, &resp, &len) != MESS_OK)
+                s->failed++;
+            else
+                s->differ += !same_as_ref(i, resp, len);
+            mess_buf_free(resp);
+        }
+    return NULL;
+}
+
+static void test_workers_kept(void)
+{
+    static struct searcher a, b;
+    mess_workers *w;
+    uint8_t *resp = NULL;
+    size_t len = 0, i, moved = 0;
+    pthread_t ta, tb;
+    CHECK_OK(mess_server_search(srv, reqs[0], req_lens[0], 2, &resp, &len));
+    mess_buf_free(resp);
+    w = srv->workers;
+    CHECK(w != NULL && mess_workers_threads(w) == 2 && !srv->workers_busy);
+    for (i = 0; i < 50; i++) {
+        resp = NULL;
+        CHECK_OK(mess_server_search(srv, reqs[i % NQ], req_lens[i % NQ], 2, &resp, &len));
+        mess_buf_free(resp);
+        moved += srv->workers != w;
+    }
+    CHECK(moved == 0);
+    /* another thread count replaces them */
+    resp = NULL;
+    CHECK_OK(mess_server_search(srv, reqs[1], req_lens[1], 3, &resp, &len));
+    CHECK(same_as_ref(1, resp, len));
+    mess_buf_free(resp);
+    CHECK(srv->workers != NULL && mess_workers_threads(srv->workers) == 3);
+    CHECK(pthread_create(&ta, NULL, search_main, &a) == 0);
+    CHECK(pthread_create(&tb, NULL, search_main, &b) == 0);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CHECK(a.failed == 0 && b.failed == 0);
+    CHECK(a.differ == 0 && b.differ == 0);
+}
+
+static void setup_failed(void)
+{
+    CHECK(!"client, server, upload, delete, requests, width-0 responses");
+}
+
+int main(void)
+{
+    size_t d2, d3, i;
+    if (mess_vecs_read_f32(DATA("sift/base.bvecs"), &base, &n_base, &dim) ||
+        mess_vecs_read_f32(DATA("sift/query.bvecs"), &queries, &n_query, &d2) ||
+        mess_vecs_read_f32(DATA("sift/learn.bvecs"), &train, &n_train, &d3) ||
+        n_base < N_ITEMS || n_query < NQ) {
+        fprintf(stderr, "cannot read datasets/sift\n");
+        return 1;
+    }
+    mess_params_default(&params, (uint32_t)dim);
+    params.shards = 16;
+    params.per_item = 4;
+    params.hnsw_m = 8;
+    params.ef_construction = 40;
+    params.train_sample = 1000;
+    if (setup() == MESS_OK) {
+        RUN(test_widths_and_threads);
+        RUN(test_partial_and_batch);
+        RUN(test_workers_kept);
+    } else {
+        RUN(setup_failed);
+    }
+    for (i = 0; i < NQ; i++) {
+        mess_buf_free(reqs[i]);
+        mess_buf_free(ref[i]);
+    }
+    mess_client_free(cl);
+    mess_server_free(srv);
+    mess_vecs_free(base);
+    mess_vecs_free(queries);
+    mess_vecs_free(train);
+    HARNESS_END();
+}
