@@ -899,7 +899,7 @@ int hnsw_search(const struct hnsw *h, struct hnsw_scratch *s,
  * lines of one arrive while the others compute.  Each beam makes exactly
  * the decisions search_layer makes, in the same order, on its own
  * scratch; only the interleaving of independent searches differs. */
-enum { BEAM_DONE, BEAM_GATHER, BEAM_SCORE };
+enum { BEAM_DONE, BEAM_GATHER, BEAM_SCORE, BEAM_UPPER };
 
 struct beam {
     struct hnsw_job *job;
@@ -907,6 +907,8 @@ struct beam {
     const uint32_t *l;   /* the list being expanded */
     size_t ef, nr, ncand;
     uint32_t used, cmin, rmax, np;
+    uint32_t ep, epd;    /* the greedy descent's node and distance */
+    int level;           /* its layer */
     int run;             /* the layer-0 search was started */
 };
 
@@ -1013,13 +1015,88 @@ HNSW_INLINE int beam_score(struct beam *b)
     return beam_pick(b);
 }
 
-/* search_body up to the layer-0 search, which it starts. */
+/* The layer-0 search from the descent's node (search_layer's start). */
+HNSW_INLINE int beam_layer0(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    struct hnsw_scratch *s = b->s;
+    uint32_t ep = b->ep, epd = b->epd, *ch = s->cand_head, *rh = s->res_head;
+    s->cnt.searches++;
+    memset(ch, 0xff, (size_t)(h->p.bits + 1) * sizeof *ch);
+    memset(rh, 0xff, (size_t)(h->p.bits + 1) * sizeof *rh);
+    b->run = 1;
+    b->used = 0;
+    s->mark[ep] = s->epoch;
+    s->pool[b->used].node = ep;
+    s->pool[b->used].next = ch[epd];
+    ch[epd] = b->used++;
+    b->ncand = 1;
+    b->cmin = epd;
+    b->nr = 0;
+    b->rmax = 0;
+    if (!*del_ptr(h, ep)) {
+        s->pool[b->used].node = ep;
+        s->pool[b->used].next = rh[epd];
+        rh[epd] = b->used++;
+        b->nr = 1;
+        b->rmax = epd;
+    }
+    return beam_pick(b);
+}
+
+/* The greedy descent (greedy()) one step at a time: the list of ep on the
+ * current layer, its neighbours' codes prefetched (BEAM_UPPER follows), or
+ * the next layer down, or layer 0. */
+HNSW_INLINE int beam_descend(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    for (; b->level > 0; b->level--) {
+        const uint32_t *l = links_of(h, b->ep, b->level);
+        uint32_t i, cnt;
+        if (!l)
+            continue;
+        cnt = link_count(h, l, b->level);
+        for (i = 1; i <= cnt; i++)
+            if (l[i] < h->n)
+                PREFETCH(code_of(h, l[i]));
+        b->l = l;
+        return BEAM_UPPER;
+    }
+    return beam_layer0(b);
+}
+
+/* One pass of greedy() over the prefetched list: a move stays on the layer
+ * (the new node's list next), none goes down. */
+HNSW_INLINE int beam_upper(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    const uint32_t *l = b->l;
+    uint32_t i, cnt = link_count(h, l, b->level), ep = b->ep, epd = b->epd;
+    int changed = 0;
+    for (i = 1; i <= cnt; i++) {
+        uint32_t e = l[i], d;
+        if (e >= h->n)
+            continue;
+        d = dist_to(h, b->job->query, e);
+        b->s->cnt.upper++;
+        if (d < epd || (d == epd && e < ep)) {
+            epd = d;
+            ep = e;
+            changed = 1;
+        }
+    }
+    b->ep = ep;
+    b->epd = epd;
+    if (!changed)
+        b->level--;
+    return beam_descend(b);
+}
+
+/* search_body up to the descent, which it starts. */
 HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scratch *s)
 {
     const struct hnsw *h = job->h;
-    uint32_t ep, epd, *ch, *rh;
     size_t ef;
-    int level;
 
     b->job = job;
     b->s = s;
@@ -1038,34 +1115,11 @@ HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scr
     job->rc = scratch_prepare(s, h, h->n, ef);
     if (job->rc != MESS_OK)
         return BEAM_DONE;
-    ep = h->entry;
-    epd = dist_to(h, job->query, ep);
-    for (level = h->max_level; level > 0; level--)
-        greedy(h, job->query, level, &ep, &epd, &s->cnt.upper);
-    s->cnt.searches++;
-    ch = s->cand_head;
-    rh = s->res_head;
-    memset(ch, 0xff, (size_t)(h->p.bits + 1) * sizeof *ch);
-    memset(rh, 0xff, (size_t)(h->p.bits + 1) * sizeof *rh);
-    b->run = 1;
     b->ef = ef;
-    b->used = 0;
-    s->mark[ep] = s->epoch;
-    s->pool[b->used].node = ep;
-    s->pool[b->used].next = ch[epd];
-    ch[epd] = b->used++;
-    b->ncand = 1;
-    b->cmin = epd;
-    b->nr = 0;
-    b->rmax = 0;
-    if (!*del_ptr(h, ep)) {
-        s->pool[b->used].node = ep;
-        s->pool[b->used].next = rh[epd];
-        rh[epd] = b->used++;
-        b->nr = 1;
-        b->rmax = epd;
-    }
-    return beam_pick(b);
+    b->ep = h->entry;
+    b->epd = dist_to(h, job->query, b->ep);
+    b->level = h->max_level;
+    return beam_descend(b);
 }
 
 /* The results of a finished beam, as search_layer drains and search_body
@@ -1123,7 +1177,9 @@ HNSW_INLINE int many_body(struct hnsw_job *jobs, size_t n,
         for (k = 0; k < width; k++) {
             if (st[k] == BEAM_DONE)
                 continue;
-            st[k] = st[k] == BEAM_GATHER ? beam_gather(&b[k]) : beam_score(&b[k]);
+            st[k] = st[k] == BEAM_GATHER  ? beam_gather(&b[k])
+                    : st[k] == BEAM_SCORE ? beam_score(&b[k])
+                                          : beam_upper(&b[k]);
             if (st[k] == BEAM_DONE) {
                 beam_finish(&b[k]);
                 BEAM_REFILL(k);
