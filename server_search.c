@@ -177,43 +177,56 @@ struct search_sel {
     size_t n;               /* 0: every shard */
 };
 
-/* The response goes to a malloc'd buffer (*resp, when resp != NULL) or
- * into the caller's buf of cap bytes (MESS_ELIMIT if smaller than the
- * response, whose size *resp_len then holds).  With a shard set it is a
- * partial response; each shard's count and entries are the same bytes
- * either way. */
-static int server_search(const mess_server *s, const uint8_t *req,
-                         size_t req_len, const struct search_sel *sel,
-                         unsigned threads, uint8_t **resp, uint8_t *buf,
-                         size_t cap, size_t *resp_len)
-{
+/* One request in the making: parsed, its jobs built, searched, written. */
+struct search_one {
     struct wire_request rq;
     struct search_job sj;
-    struct hnsw_hit *hits = NULL;
-    uint32_t j, M, *list = NULL;
-    uint64_t *codes = NULL;
-    mess_workers *w;
-    size_t n, i, t, nscratch = 0, items;
-    size_t total = 0, len, off, pool = 0;
-    uint8_t *out, *dst;
+    struct hnsw_hit *hits;
+    uint32_t *list;
+    uint64_t *codes;
+    size_t nscratch;
+    unsigned threads;
+};
+
+static void one_free(struct search_one *o)
+{
+    size_t t;
+    if (o->sj.scratch)
+        for (t = 0; t < o->nscratch; t++)
+            scratch_give(o->sj.s, o->sj.scratch[t]);
+    free(o->sj.jobs);
+    free(o->codes);
+    free(o->hits);
+    free(o->sj.scratch);
+    free(o->sj.hits);
+    free(o->sj.found);
+    free(o->list);
+    memset(o, 0, sizeof *o);
+}
+
+/* Checks the shard set and the request, and builds every listed shard's
+ * job (its code, budget and hit buffer); with_scratch takes the scratch
+ * the request's own run needs (a group run brings its own). */
+static int one_prepare(struct search_one *o, const mess_server *s, const uint8_t *req,
+                       size_t req_len, const struct search_sel *sel, unsigned threads,
+                       int with_scratch)
+{
+    struct search_job *sj = &o->sj;
+    uint32_t j, M = s->p.shards;
+    size_t n = M, i, t, off, pool = 0;
     int rc;
 
-    if (resp)
-        *resp = NULL;
-    *resp_len = 0;
-    memset(&sj, 0, sizeof sj);
-    M = s->p.shards;
-    n = M;
+    memset(o, 0, sizeof *o);
+    sj->s = s;
     if (sel->n) {
         /* the set, checked and sorted through a mark per shard */
         uint8_t *mark;
         if (!sel->shards || sel->n > M)
             return MESS_EINVAL;
         mark = (uint8_t *)calloc(M, 1);
-        list = (uint32_t *)mess_malloc_array(sel->n, sizeof *list);
-        if (!mark || !list) {
+        o->list = (uint32_t *)mess_malloc_array(sel->n, sizeof *o->list);
+        if (!mark || !o->list) {
             free(mark);
-            free(list);
             return MESS_ENOMEM;
         }
         for (i = 0, rc = MESS_OK; i < sel->n && rc == MESS_OK; i++) {
@@ -226,146 +239,170 @@ static int server_search(const mess_server *s, const uint8_t *req,
             if (mark[j]) {
                 if (!holds_shard(s, j))
                     rc = MESS_ESTATE;
-                list[n++] = j;
+                o->list[n++] = j;
             }
         free(mark);
-        if (rc != MESS_OK) {
-            free(list);
+        if (rc != MESS_OK)
             return rc;
-        }
-        sj.list = list;
+        sj->list = o->list;
     } else if (s->held != M) {
         return MESS_ESTATE; /* opened on a subset: only a partial search */
     }
-    rc = wire_request_parse(&s->p, req, req_len, &rq);
+    rc = wire_request_parse(&s->p, req, req_len, &o->rq);
     if (rc == MESS_OK)
-        rc = mess_server_check_owner(s, rq.owner);
+        rc = mess_server_check_owner(s, o->rq.owner);
     if (rc != MESS_OK)
-        goto done;
+        return rc;
     if (threads == 0)
         threads = 1;
     if (threads > MESS_MAX_THREADS)
         threads = MESS_MAX_THREADS;
     if (threads > n)
         threads = (unsigned)n;
-    sj.s = s;
-    sj.req = &rq;
-    sj.n = n;
-    sj.width = search_width;
-    if (sj.width > n)
-        sj.width = (unsigned)n;
-    /* one item per thread and a half (the counter balances uneven shards) */
-    sj.chunk = threads == 1 ? n : (n + 2 * threads - 1) / (2 * threads);
-    if (sj.width == 0)
-        sj.chunk = 1;
-    nscratch = (size_t)threads * (sj.width ? sj.width : 1);
-    sj.scratch = (struct hnsw_scratch **)calloc(nscratch, sizeof *sj.scratch);
-    sj.hits = (struct hnsw_hit **)calloc(M, sizeof *sj.hits);
-    sj.found = (size_t *)calloc(M, sizeof *sj.found);
-    if (!sj.scratch || !sj.hits || !sj.found) {
-        rc = MESS_ENOMEM;
-        goto done;
+    o->threads = threads;
+    sj->req = &o->rq;
+    sj->n = n;
+    sj->width = search_width;
+    if (sj->width > n)
+        sj->width = (unsigned)n;
+    /* two items per thread (the counter balances uneven shards) */
+    sj->chunk = threads == 1 ? n : (n + 2 * threads - 1) / (2 * threads);
+    if (sj->width == 0)
+        sj->chunk = 1;
+    sj->hits = (struct hnsw_hit **)calloc(M, sizeof *sj->hits);
+    sj->found = (size_t *)calloc(M, sizeof *sj->found);
+    if (!sj->hits || !sj->found)
+        return MESS_ENOMEM;
+    if (with_scratch) {
+        o->nscratch = (size_t)threads * (sj->width ? sj->width : 1);
+        sj->scratch = (struct hnsw_scratch **)calloc(o->nscratch, sizeof *sj->scratch);
+        if (!sj->scratch)
+            return MESS_ENOMEM;
+        for (t = 0; t < o->nscratch; t++)
+            if ((rc = scratch_take(s, &sj->scratch[t])) != MESS_OK)
+                return rc;
     }
-    for (t = 0; t < nscratch; t++)
-        if ((rc = scratch_take(s, &sj.scratch[t])) != MESS_OK)
-            goto done;
     for (i = 0; i < n; i++) {
-        j = list ? list[i] : (uint32_t)i;
-        pool += search_room(s, j, wire_request_budget(&rq, j));
+        j = o->list ? o->list[i] : (uint32_t)i;
+        pool += search_room(s, j, wire_request_budget(&o->rq, j));
     }
-    hits = (struct hnsw_hit *)mess_malloc_array(pool ? pool : 1, sizeof *hits);
-    if (!hits) {
-        rc = MESS_ENOMEM;
-        goto done;
-    }
+    o->hits = (struct hnsw_hit *)mess_malloc_array(pool ? pool : 1, sizeof *o->hits);
+    if (!o->hits)
+        return MESS_ENOMEM;
     for (i = 0, off = 0; i < n; i++) {
-        j = list ? list[i] : (uint32_t)i;
-        sj.hits[j] = hits + off;
-        off += search_room(s, j, wire_request_budget(&rq, j));
+        j = o->list ? o->list[i] : (uint32_t)i;
+        sj->hits[j] = o->hits + off;
+        off += search_room(s, j, wire_request_budget(&o->rq, j));
     }
-    if (sj.width > 0) {
+    if (sj->width > 0) {
         /* each listed shard's job: its code from the request, its budget */
-        sj.jobs = (struct hnsw_job *)mess_calloc_array(n, sizeof *sj.jobs);
-        codes = (uint64_t *)mess_malloc_array(n, (size_t)params_words(&s->p) * 8);
-        if (!sj.jobs || !codes) {
-            rc = MESS_ENOMEM;
-            goto done;
-        }
+        sj->jobs = (struct hnsw_job *)mess_calloc_array(n, sizeof *sj->jobs);
+        o->codes = (uint64_t *)mess_malloc_array(n, (size_t)params_words(&s->p) * 8);
+        if (!sj->jobs || !o->codes)
+            return MESS_ENOMEM;
         for (i = 0; i < n; i++) {
             uint32_t budget;
-            j = list ? list[i] : (uint32_t)i;
-            budget = wire_request_budget(&rq, j);
-            wire_request_code(&rq, &s->p, j, codes + i * params_words(&s->p));
-            sj.jobs[i].h = s->shards[j].graph;
-            sj.jobs[i].query = codes + i * params_words(&s->p);
-            sj.jobs[i].P = budget == 0 ? 0 : search_room(s, j, budget);
-            sj.jobs[i].ef = s->p.ef_search > budget ? s->p.ef_search : budget;
-            sj.jobs[i].out = sj.hits[j];
+            j = o->list ? o->list[i] : (uint32_t)i;
+            budget = wire_request_budget(&o->rq, j);
+            wire_request_code(&o->rq, &s->p, j, o->codes + i * params_words(&s->p));
+            sj->jobs[i].h = s->shards[j].graph;
+            sj->jobs[i].query = o->codes + i * params_words(&s->p);
+            sj->jobs[i].P = budget == 0 ? 0 : search_room(s, j, budget);
+            sj->jobs[i].ef = s->p.ef_search > budget ? s->p.ef_search : budget;
+            sj->jobs[i].out = sj->hits[j];
         }
     }
-    items = (n + sj.chunk - 1) / sj.chunk;
-    w = threads > 1 ? workers_take(s, threads) : NULL;
+    return MESS_OK;
+}
+
+/* Searches the request's shards on its own threads (kept workers when
+ * more than one and free, else started for it). */
+static int one_run(struct search_one *o)
+{
+    struct search_job *sj = &o->sj;
+    size_t items = (sj->n + sj->chunk - 1) / sj->chunk;
+    mess_workers *w = o->threads > 1 ? workers_take(sj->s, o->threads) : NULL;
+    int rc;
     if (w) {
-        rc = workers_for(w, items, search_chunk, &sj);
-        workers_give(s);
+        rc = workers_for(w, items, search_chunk, sj);
+        workers_give(sj->s);
     } else {
-        rc = parallel_for(items, threads, search_chunk, &sj);
+        rc = parallel_for(items, o->threads, search_chunk, sj);
     }
-    if (rc != MESS_OK)
-        goto done;
-    for (j = 0; j < M; j++)
-        total += sj.found[j];
+    return rc;
+}
+
+/* Writes the response to a malloc'd buffer (*resp, when resp != NULL) or
+ * into the caller's buf of cap bytes (MESS_ELIMIT if smaller than the
+ * response, whose size *resp_len then holds).  With a shard set it is a
+ * partial response; each shard's count and entries are the same bytes
+ * either way. */
+static int one_write(struct search_one *o, uint8_t **resp, uint8_t *buf, size_t cap,
+                     size_t *resp_len)
+{
+    const struct search_job *sj = &o->sj;
+    const mess_server *s = sj->s;
+    const uint32_t *list = o->list;
+    size_t total = 0, len, i, n = sj->n;
+    uint8_t *out, *dst;
+    uint32_t j;
+    for (j = 0; j < s->p.shards; j++)
+        total += sj->found[j];
     /* exact size, one allocation (or the caller's buffer) */
     len = list ? wire_partial_bytes(&s->p, n, total) : wire_response_bytes(&s->p, total);
     if (!resp) {
         *resp_len = len;
-        if (cap < len) {
-            rc = MESS_ELIMIT;
-            goto done;
-        }
+        if (cap < len)
+            return MESS_ELIMIT;
         out = buf;
     } else {
         out = (uint8_t *)malloc(len);
-        if (!out) {
-            rc = MESS_ENOMEM;
-            goto done;
-        }
+        if (!out)
+            return MESS_ENOMEM;
     }
-    dst = list ? wire_partial_start(out, &s->p, rq.request_id, (uint32_t)n)
-               : wire_response_start(out, &s->p, rq.request_id);
+    dst = list ? wire_partial_start(out, &s->p, o->rq.request_id, (uint32_t)n)
+               : wire_response_start(out, &s->p, o->rq.request_id);
     for (i = 0; i < n; i++) {
         const struct shard_store *st;
         size_t e;
         j = list ? list[i] : (uint32_t)i;
         st = &s->shards[j];
-        dst = list ? wire_partial_put_section(dst, j, sj.found[j])
-                   : wire_response_put_count(dst, sj.found[j]);
+        dst = list ? wire_partial_put_section(dst, j, sj->found[j])
+                   : wire_response_put_count(dst, sj->found[j]);
         /* a mapped arena is read here only, for the entries returned: each
          * entry is a random place in it, so the lines of the entry
-         * COPY_AHEAD places on are asked for while this one is copied */
-        for (e = 0; e < sj.found[j]; e++, dst += s->entry_bytes) {
-            if (copy_ahead && e + copy_ahead < sj.found[j])
+         * copy_ahead places on are asked for while this one is copied */
+        for (e = 0; e < sj->found[j]; e++, dst += s->entry_bytes) {
+            if (copy_ahead && e + copy_ahead < sj->found[j])
                 prefetch_entry(shard_entry(st, s->entry_bytes,
-                                           sj.hits[j][e + copy_ahead].node),
+                                           sj->hits[j][e + copy_ahead].node),
                                s->entry_bytes);
-            memcpy(dst, shard_entry(st, s->entry_bytes, sj.hits[j][e].node),
+            memcpy(dst, shard_entry(st, s->entry_bytes, sj->hits[j][e].node),
                    s->entry_bytes);
         }
     }
     if (resp)
         *resp = out;
     *resp_len = len;
-done:
-    if (sj.scratch)
-        for (t = 0; t < nscratch; t++)
-            scratch_give(s, sj.scratch[t]);
-    free(sj.jobs);
-    free(codes);
-    free(hits);
-    free(sj.scratch);
-    free(sj.hits);
-    free(sj.found);
-    free(list);
+    return MESS_OK;
+}
+
+static int server_search(const mess_server *s, const uint8_t *req,
+                         size_t req_len, const struct search_sel *sel,
+                         unsigned threads, uint8_t **resp, uint8_t *buf,
+                         size_t cap, size_t *resp_len)
+{
+    struct search_one o;
+    int rc;
+    if (resp)
+        *resp = NULL;
+    *resp_len = 0;
+    rc = one_prepare(&o, s, req, req_len, sel, threads, 1);
+    if (rc == MESS_OK)
+        rc = one_run(&o);
+    if (rc == MESS_OK)
+        rc = one_write(&o, resp, buf, cap, resp_len);
+    one_free(&o);
     return rc;
 }
 
@@ -415,21 +452,84 @@ struct search_batch {
     uint8_t **resps;
     size_t *resp_lens;
     int *status;
+    size_t n, group;
 };
 
-static int search_item(void *ctx, size_t i, unsigned worker)
+/* Up to SEARCH_GROUP requests of a batch searched together on one worker,
+ * shard by shard: the beams in flight (search_width of them) are the same
+ * shard's searches for different requests, so the shard's upper layers and
+ * the nodes near its entry point, which every search passes, are read once
+ * for all of them.  Each request's response is the bytes server_search
+ * gives it (the jobs are the same, only their order differs). */
+#define SEARCH_GROUP 8
+
+static int search_group(void *ctx, size_t item, unsigned worker)
 {
     struct search_batch *b = (struct search_batch *)ctx;
-    int rc;
+    const mess_server *s = b->s;
+    struct search_one o[SEARCH_GROUP];
+    struct hnsw_scratch *scr[HNSW_MANY_MAX];
+    struct hnsw_job *all = NULL;
+    int st[SEARCH_GROUP], rc = MESS_OK;
+    size_t lo = item * b->group, m = b->n - lo < b->group ? b->n - lo : b->group;
+    size_t g, i, k, live = 0, M = s->p.shards;
+    unsigned width = search_width, t, taken = 0;
     MESS_UNUSED(worker);
-    rc = b->reqs[i] ? server_search(b->s, b->reqs[i], b->req_lens[i], &all_shards,
-                                    1, &b->resps[i], NULL, 0, &b->resp_lens[i])
-                    : MESS_EINVAL;
-    if (b->status) {
-        b->status[i] = rc;
-        return MESS_OK; /* items are independent */
+    for (g = 0; g < m; g++) {
+        if (b->reqs[lo + g])
+            st[g] = one_prepare(&o[g], s, b->reqs[lo + g], b->req_lens[lo + g],
+                                &all_shards, 1, width == 0);
+        else {
+            memset(&o[g], 0, sizeof o[g]);
+            o[g].sj.s = s;
+            st[g] = MESS_EINVAL;
+        }
+        live += st[g] == MESS_OK;
     }
-    return rc;
+    if (width == 0) { /* the former path: each request on its own */
+        for (g = 0; g < m; g++)
+            if (st[g] == MESS_OK)
+                st[g] = one_run(&o[g]);
+    } else if (live > 0) {
+        if (width > live * M)
+            width = (unsigned)(live * M);
+        all = (struct hnsw_job *)mess_malloc_array(live * M, sizeof *all);
+        for (t = 0; all && t < width; t++, taken++)
+            if (scratch_take(s, &scr[t]) != MESS_OK)
+                break;
+        if (!all || taken < width) {
+            for (g = 0; g < m; g++)
+                if (st[g] == MESS_OK)
+                    st[g] = MESS_ENOMEM;
+        } else {
+            for (i = 0, k = 0; i < M; i++)
+                for (g = 0; g < m; g++)
+                    if (st[g] == MESS_OK)
+                        all[k++] = o[g].sj.jobs[i];
+            hnsw_search_many(all, k, scr, width);
+            for (i = 0, k = 0; i < M; i++)
+                for (g = 0; g < m; g++)
+                    if (st[g] == MESS_OK) {
+                        o[g].sj.found[i] = all[k].n_out;
+                        if (all[k].rc != MESS_OK)
+                            st[g] = all[k].rc;
+                        k++;
+                    }
+        }
+        for (t = 0; t < taken; t++)
+            scratch_give(s, scr[t]);
+        free(all);
+    }
+    for (g = 0; g < m; g++) {
+        if (st[g] == MESS_OK)
+            st[g] = one_write(&o[g], &b->resps[lo + g], NULL, 0, &b->resp_lens[lo + g]);
+        one_free(&o[g]);
+        if (b->status)
+            b->status[lo + g] = st[g];
+        else if (st[g] != MESS_OK && rc == MESS_OK)
+            rc = st[g];
+    }
+    return rc; /* with status, items are independent: MESS_OK */
 }
 
 int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
@@ -439,6 +539,7 @@ int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
 {
     struct search_batch b;
     size_t i;
+    unsigned t;
     int rc;
     if (!s || (n && (!reqs || !req_lens || !resps || !resp_lens)))
         return MESS_EINVAL;
@@ -454,7 +555,15 @@ int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
     b.resps = resps;
     b.resp_lens = resp_lens;
     b.status = status;
-    rc = workers_for(w, n, search_item, &b);
+    b.n = n;
+    /* groups of up to SEARCH_GROUP, at least one per worker */
+    t = w ? mess_workers_threads(w) : 1;
+    b.group = (n + t - 1) / (t ? t : 1);
+    if (b.group > SEARCH_GROUP)
+        b.group = SEARCH_GROUP;
+    if (b.group == 0)
+        b.group = 1;
+    rc = workers_for(w, (n + b.group - 1) / b.group, search_group, &b);
     if (status) {
         for (i = 0; i < n; i++)
             if (status[i] != MESS_OK)

@@ -5,8 +5,9 @@
  * real SIFT data with deleted items:
  *
  * - mess_server_search at widths 1..16 and 1..3 threads, the partial
- *   search of shard sets and the batch call equal width 0 byte for byte,
- *   budgets above a shard's live nodes included;
+ *   search of shard sets and the batch call (its requests searched in
+ *   groups, shard by shard) equal width 0 byte for byte, budgets above a
+ *   shard's live nodes included, a bad request failing alone;
  * - a multi-threaded search keeps its worker threads across queries (the
  *   server's workers are made once) and two threads searching at once
  *   (one on the kept workers, one starting its own) get the same bytes.
@@ -158,6 +159,53 @@ static void test_partial_and_batch(void)
     mess_workers_free(w);
 }
 
+/* Batches search their requests in groups, shard by shard: every size of
+ * batch and of pool, every width, with a missing request (its status
+ * alone fails) and one of another owner's length garbage (likewise). */
+static void test_batch_groups(void)
+{
+    static const unsigned widths[] = {0, 1, 4, 8, 16};
+    static const unsigned threads[] = {1, 3};
+    const uint8_t *rq[NQ];
+    uint8_t *resps[NQ], junk[64];
+    size_t lens[NQ], i, wi, ti, n, differ = 0, wrong = 0;
+    int status[NQ];
+    memset(junk, 0x33, sizeof junk);
+    for (wi = 0; wi < sizeof widths / sizeof *widths; wi++)
+        for (ti = 0; ti < 2; ti++) {
+            mess_workers *w = NULL;
+            CHECK_OK(server_search_set_width(widths[wi]));
+            CHECK_OK(mess_workers_new(threads[ti], &w));
+            for (n = 1; n <= NQ; n += 7) {
+                size_t lens_in[NQ];
+                for (i = 0; i < n; i++) {
+                    rq[i] = reqs[i];
+                    lens_in[i] = req_lens[i];
+                }
+                if (n > 2) {
+                    rq[1] = NULL;
+                    rq[n - 1] = junk;
+                    lens_in[n - 1] = sizeof junk;
+                }
+                if (mess_server_search_batch(srv, rq, lens_in, n, w, resps, lens, status) ==
+                        MESS_OK &&
+                    n > 2)
+                    wrong++;
+                for (i = 0; i < n; i++) {
+                    if (n > 2 && (i == 1 || i == n - 1))
+                        wrong += status[i] == MESS_OK || resps[i] != NULL;
+                    else
+                        differ += status[i] != MESS_OK || !same_as_ref(i, resps[i], lens[i]);
+                    mess_buf_free(resps[i]);
+                }
+            }
+            mess_workers_free(w);
+        }
+    server_search_set_width(SERVER_SEARCH_WIDTH);
+    CHECK(differ == 0);
+    CHECK(wrong == 0);
+}
+
 struct searcher {
     size_t differ, failed;
 };
@@ -235,6 +283,7 @@ int main(void)
     if (setup() == MESS_OK) {
         RUN(test_widths_and_threads);
         RUN(test_partial_and_batch);
+        RUN(test_batch_groups);
         RUN(test_workers_kept);
     } else {
         RUN(setup_failed);
