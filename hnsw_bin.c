@@ -965,6 +965,7 @@ HNSW_INLINE int beam_gather(struct beam *b)
             mark[e] = epoch;
             pend[np++] = e;
             PREFETCH(code_of(h, e));
+            PREFETCH(del_ptr(h, e)); /* read if it enters the results */
         }
     }
     s->cnt.scored += np;

@@ -112,6 +112,9 @@ unsigned server_search_get_width(void);
  * prefetched (0: none); for the benchmark. */
 #define SERVER_COPY_AHEAD 4
 void server_search_set_copy_ahead(unsigned ahead);
+/* Requests of a batch searched together per worker, shard by shard
+ * (1..8, default 8; 1: each request alone); for the benchmark. */
+int server_search_set_group(unsigned group);
 
 struct wal;
 

@@ -462,6 +462,15 @@ struct search_batch {
  * for all of them.  Each request's response is the bytes server_search
  * gives it (the jobs are the same, only their order differs). */
 #define SEARCH_GROUP 8
+static unsigned group_max = SEARCH_GROUP;
+
+int server_search_set_group(unsigned group)
+{
+    if (group == 0 || group > SEARCH_GROUP)
+        return MESS_EINVAL;
+    group_max = group;
+    return MESS_OK;
+}
 
 static int search_group(void *ctx, size_t item, unsigned worker)
 {
@@ -559,8 +568,8 @@ int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
     /* groups of up to SEARCH_GROUP, at least one per worker */
     t = w ? mess_workers_threads(w) : 1;
     b.group = (n + t - 1) / (t ? t : 1);
-    if (b.group > SEARCH_GROUP)
-        b.group = SEARCH_GROUP;
+    if (b.group > group_max)
+        b.group = group_max;
     if (b.group == 0)
         b.group = 1;
     rc = workers_for(w, (n + b.group - 1) / b.group, search_group, &b);
