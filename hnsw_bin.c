@@ -86,6 +86,13 @@ struct hnsw_scratch {
     uint32_t *pending;   /* unvisited neighbours of the node being expanded */
     size_t pending_cap;
     struct hnsw_counts cnt; /* work of the searches made with it */
+    /* hnsw_search_many's visit set: one bit per node (n / 8 bytes: a few
+     * KiB per shard, so the beams in flight keep theirs in L1/L2), cleared
+     * after each search through the list of the nodes it visited */
+    uint64_t *vis;
+    size_t vis_cap;      /* words */
+    uint32_t *vlist;
+    size_t vlist_cap, nvis;
 };
 
 #define EMPTY UINT32_MAX
@@ -567,6 +574,8 @@ void hnsw_scratch_free(struct hnsw_scratch *s)
     free(s->res_head);
     free(s->out);
     free(s->pending);
+    free(s->vis);
+    free(s->vlist);
     free(s);
 }
 
@@ -751,7 +760,7 @@ HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
     BQ_PUSH(ch, ep_dist, ep);
     ncand = 1;
     cmin = ep_dist;
-    if (!live_only || !*del_ptr(h, ep)) {
+    if (!live_only || !h->n_deleted || !*del_ptr(h, ep)) {
         BQ_PUSH(rh, ep_dist, ep);
         nr = 1;
         rmax = ep_dist;
@@ -800,7 +809,7 @@ HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
                 ncand++;
                 if (d < cmin)
                     cmin = d;
-                if (live_only && *del_ptr(h, e))
+                if (live_only && h->n_deleted && *del_ptr(h, e))
                     continue;
                 BQ_PUSH(rh, d, e);
                 if (d > rmax || nr == 0)
@@ -949,25 +958,27 @@ HNSW_INLINE int beam_gather(struct beam *b)
     const struct hnsw *h = b->job->h;
     struct hnsw_scratch *s = b->s;
     const uint32_t *l = b->l;
-    uint16_t *mark = s->mark, epoch = s->epoch;
-    uint32_t *pend = s->pending;
+    uint64_t *vis = s->vis;
+    uint32_t *pend = s->pending, *vlist = s->vlist;
     const size_t n = h->n;
+    size_t nvis = s->nvis;
     uint32_t cnt = link_count(h, l, 0), i, np = 0;
     s->cnt.expanded++;
     s->cnt.links += cnt;
     s->cnt.link_lines += lines_of(l, cnt);
-    for (i = 1; i <= cnt; i++)
-        if (l[i] < n)
-            PREFETCH(mark + l[i]);
     for (i = 1; i <= cnt; i++) {
         uint32_t e = l[i];
-        if (e < n && mark[e] != epoch) {
-            mark[e] = epoch;
+        uint64_t bit = (uint64_t)1 << (e & 63);
+        if (e < n && !(vis[e >> 6] & bit)) {
+            vis[e >> 6] |= bit;
+            vlist[nvis++] = e;
             pend[np++] = e;
             PREFETCH(code_of(h, e));
-            PREFETCH(del_ptr(h, e)); /* read if it enters the results */
+            if (h->n_deleted) /* read if it enters the results */
+                PREFETCH(del_ptr(h, e));
         }
     }
+    s->nvis = nvis;
     s->cnt.scored += np;
     b->np = np;
     return np ? BEAM_SCORE : beam_pick(b);
@@ -993,7 +1004,7 @@ HNSW_INLINE int beam_score(struct beam *b)
             ncand++;
             if (d < cmin)
                 cmin = d;
-            if (*del_ptr(h, e))
+            if (h->n_deleted && *del_ptr(h, e))
                 continue;
             pool[used].node = e;
             pool[used].next = rh[d];
@@ -1016,6 +1027,45 @@ HNSW_INLINE int beam_score(struct beam *b)
     return beam_pick(b);
 }
 
+/* scratch_prepare for hnsw_search_many: the queues as for a search, and a
+ * visit set of n bits (all clear: grown zeroed, cleared after each use)
+ * with room to list every node, instead of the 16-bit marks. */
+static int scratch_prepare_many(struct hnsw_scratch *s, const struct hnsw *h, size_t ef)
+{
+    size_t words = (h->n + 63) / 64;
+    uint32_t nb = h->p.bits + 1;
+    if (words > s->vis_cap) {
+        size_t cap = words + words / 2 + 16;
+        uint64_t *v = (uint64_t *)mess_calloc_array(cap, sizeof *v);
+        if (!v)
+            return MESS_ENOMEM;
+        free(s->vis);
+        s->vis = v;
+        s->vis_cap = cap;
+    }
+    if (nb > s->nbuckets) {
+        uint32_t *c = (uint32_t *)mess_malloc_array(nb, sizeof *c);
+        uint32_t *r = (uint32_t *)mess_malloc_array(nb, sizeof *r);
+        if (!c || !r) {
+            free(c);
+            free(r);
+            return MESS_ENOMEM;
+        }
+        free(s->cand_head);
+        free(s->res_head);
+        s->cand_head = c;
+        s->res_head = r;
+        s->nbuckets = nb;
+    }
+    if (grow_array((void **)&s->vlist, &s->vlist_cap, h->n + 1, sizeof *s->vlist) ||
+        grow_array((void **)&s->pool, &s->pool_cap, 2 * h->n + 2, sizeof *s->pool) ||
+        grow_array((void **)&s->out, &s->out_cap, ef + 1, sizeof *s->out) ||
+        grow_array((void **)&s->pending, &s->pending_cap, (size_t)h->m0 + 1,
+                   sizeof *s->pending))
+        return MESS_ENOMEM;
+    return MESS_OK;
+}
+
 /* The layer-0 search from the descent's node (search_layer's start). */
 HNSW_INLINE int beam_layer0(struct beam *b)
 {
@@ -1027,7 +1077,9 @@ HNSW_INLINE int beam_layer0(struct beam *b)
     memset(rh, 0xff, (size_t)(h->p.bits + 1) * sizeof *rh);
     b->run = 1;
     b->used = 0;
-    s->mark[ep] = s->epoch;
+    s->vis[ep >> 6] |= (uint64_t)1 << (ep & 63);
+    s->vlist[0] = ep;
+    s->nvis = 1;
     s->pool[b->used].node = ep;
     s->pool[b->used].next = ch[epd];
     ch[epd] = b->used++;
@@ -1035,7 +1087,7 @@ HNSW_INLINE int beam_layer0(struct beam *b)
     b->cmin = epd;
     b->nr = 0;
     b->rmax = 0;
-    if (!*del_ptr(h, ep)) {
+    if (!h->n_deleted || !*del_ptr(h, ep)) {
         s->pool[b->used].node = ep;
         s->pool[b->used].next = rh[epd];
         rh[epd] = b->used++;
@@ -1113,7 +1165,7 @@ HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scr
     ef = job->ef < job->P ? job->P : job->ef;
     if (ef > h->n)
         ef = h->n;
-    job->rc = scratch_prepare(s, h, h->n, ef);
+    job->rc = scratch_prepare_many(s, h, ef);
     if (job->rc != MESS_OK)
         return BEAM_DONE;
     b->ef = ef;
@@ -1134,6 +1186,9 @@ HNSW_INLINE void beam_finish(struct beam *b)
     uint32_t d;
     if (!b->run)
         return;
+    for (i = 0; i < s->nvis; i++) /* the visit set, empty again */
+        s->vis[s->vlist[i] >> 6] = 0;
+    s->nvis = 0;
     for (d = 0; d <= b->rmax && k < b->nr; d++) {
         size_t first = k;
         uint32_t j;
