@@ -601,7 +601,8 @@ int mess_client_request(mess_client *c, const float *q, size_t pool,
 /* Searches every shard for its budget of nearest perturbed codes and returns
  * the ciphertexts.  A request from a client other than the server's owner
  * is MESS_EOWNER.  Safe to call from many threads on one server.
- * threads: workers for the fan-out over shards (0 = 1). */
+ * threads: workers for the fan-out over shards (0 = 1); the server keeps
+ * them for its next searches (a search finding them busy starts its own). */
 MESS_API MESS_NODISCARD
 int mess_server_search(const mess_server *s, const uint8_t *req,
                        size_t req_len, unsigned threads, uint8_t **resp,
