@@ -908,7 +908,7 @@ int hnsw_search(const struct hnsw *h, struct hnsw_scratch *s,
  * lines of one arrive while the others compute.  Each beam makes exactly
  * the decisions search_layer makes, in the same order, on its own
  * scratch; only the interleaving of independent searches differs. */
-enum { BEAM_DONE, BEAM_GATHER, BEAM_SCORE, BEAM_UPPER };
+enum { BEAM_DONE, BEAM_GATHER, BEAM_SCORE, BEAM_UADDR, BEAM_ULIST, BEAM_UPPER };
 
 struct beam {
     struct hnsw_job *job;
@@ -1097,29 +1097,56 @@ HNSW_INLINE int beam_layer0(struct beam *b)
     return beam_pick(b);
 }
 
-/* The greedy descent (greedy()) one step at a time: the list of ep on the
- * current layer, its neighbours' codes prefetched (BEAM_UPPER follows), or
- * the next layer down, or layer 0. */
+/* The greedy descent (greedy()) one step at a time, three waits a step:
+ * where ep's list on the layer is (its level byte and upper-link offset
+ * or block pointer: BEAM_UADDR follows), the list (BEAM_ULIST), its
+ * neighbours' codes (BEAM_UPPER), each prefetched while other beams run.
+ * Below layer 1, layer 0 starts. */
 HNSW_INLINE int beam_descend(struct beam *b)
 {
     const struct hnsw *h = b->job->h;
+    if (b->level <= 0)
+        return beam_layer0(b);
+    PREFETCH(level_ptr(h, b->ep));
+    if (b->ep < h->n_base)
+        PREFETCH(h->buoff + b->ep);
+    else
+        PREFETCH(h->upper + (b->ep - h->n_base));
+    return BEAM_UADDR;
+}
+
+/* ep's list on the layer, or on the next one down that it has. */
+HNSW_INLINE int beam_uaddr(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    const size_t bytes = 4 * (size_t)(1 + h->m);
     for (; b->level > 0; b->level--) {
         const uint32_t *l = links_of(h, b->ep, b->level);
-        uint32_t i, cnt;
+        size_t off;
         if (!l)
             continue;
-        cnt = link_count(h, l, b->level);
-        for (i = 1; i <= cnt; i++)
-            if (l[i] < h->n)
-                PREFETCH(code_of(h, l[i]));
+        for (off = 0; off < bytes; off += 64)
+            PREFETCH((const char *)l + off);
+        PREFETCH((const char *)l + bytes - 1);
         b->l = l;
-        return BEAM_UPPER;
+        return BEAM_ULIST;
     }
     return beam_layer0(b);
 }
 
-/* One pass of greedy() over the prefetched list: a move stays on the layer
- * (the new node's list next), none goes down. */
+HNSW_INLINE int beam_ulist(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    const uint32_t *l = b->l;
+    uint32_t i, cnt = link_count(h, l, b->level);
+    for (i = 1; i <= cnt; i++)
+        if (l[i] < h->n)
+            PREFETCH(code_of(h, l[i]));
+    return BEAM_UPPER;
+}
+
+/* One pass of greedy() over the list: a move stays on the layer (the new
+ * node's list next), none goes down (the same node's list there). */
 HNSW_INLINE int beam_upper(struct beam *b)
 {
     const struct hnsw *h = b->job->h;
@@ -1140,9 +1167,10 @@ HNSW_INLINE int beam_upper(struct beam *b)
     }
     b->ep = ep;
     b->epd = epd;
-    if (!changed)
-        b->level--;
-    return beam_descend(b);
+    if (changed)
+        return beam_descend(b);
+    b->level--;
+    return beam_uaddr(b);
 }
 
 /* search_body up to the descent, which it starts. */
@@ -1197,9 +1225,10 @@ HNSW_INLINE void beam_finish(struct beam *b)
         sort_keys(s->out + first, k - first);
     }
     for (i = 0; i < k && i < job->P; i++) {
+        static const struct hnsw_label none = {0, 0};
         job->out[i].node = KEY_NODE(s->out[i]);
         job->out[i].dist = KEY_DIST(s->out[i]);
-        job->out[i].label = *label_ptr(job->h, job->out[i].node);
+        job->out[i].label = job->skip_labels ? none : *label_ptr(job->h, job->out[i].node);
     }
     job->n_out = i;
     b->run = 0;
@@ -1233,9 +1262,23 @@ HNSW_INLINE int many_body(struct hnsw_job *jobs, size_t n,
         for (k = 0; k < width; k++) {
             if (st[k] == BEAM_DONE)
                 continue;
-            st[k] = st[k] == BEAM_GATHER  ? beam_gather(&b[k])
-                    : st[k] == BEAM_SCORE ? beam_score(&b[k])
-                                          : beam_upper(&b[k]);
+            switch (st[k]) {
+            case BEAM_GATHER:
+                st[k] = beam_gather(&b[k]);
+                break;
+            case BEAM_SCORE:
+                st[k] = beam_score(&b[k]);
+                break;
+            case BEAM_UADDR:
+                st[k] = beam_uaddr(&b[k]);
+                break;
+            case BEAM_ULIST:
+                st[k] = beam_ulist(&b[k]);
+                break;
+            default:
+                st[k] = beam_upper(&b[k]);
+                break;
+            }
             if (st[k] == BEAM_DONE) {
                 beam_finish(&b[k]);
                 BEAM_REFILL(k);

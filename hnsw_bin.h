@@ -113,6 +113,9 @@ struct hnsw_job {
     const uint64_t *query;
     size_t P, ef;
     struct hnsw_hit *out; /* room for P hits */
+    int skip_labels;      /* 1: the hits' labels are left {0, 0} (not read:
+                             a random line each, which the server, copying
+                             entries by node, does not need) */
     size_t n_out;         /* set by the call */
     int rc;               /* set by the call */
 };

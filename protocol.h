@@ -115,6 +115,9 @@ void server_search_set_copy_ahead(unsigned ahead);
 /* Requests of a batch searched together per worker, shard by shard
  * (1..8, default 8; 1: each request alone); for the benchmark. */
 int server_search_set_group(unsigned group);
+/* Multi-threaded searches on the server's kept workers (1, default) or on
+ * threads started for each search (0, as before); for the benchmark. */
+void server_search_set_keep_workers(int keep);
 
 struct wal;
 

@@ -106,6 +106,15 @@ static int search_chunk(void *ctx, size_t item, unsigned worker)
     return rc;
 }
 
+/* Whether multi-threaded searches use the server's kept workers (1) or
+ * start threads for each search (0, the former way); for the benchmark. */
+static int keep_workers = 1;
+
+void server_search_set_keep_workers(int keep)
+{
+    keep_workers = keep != 0;
+}
+
 /* The server's persistent workers for a search on `threads` threads, or
  * NULL (another search holds them, or they cannot be made): the caller
  * then starts threads for this search alone. */
@@ -310,6 +319,7 @@ static int one_prepare(struct search_one *o, const mess_server *s, const uint8_t
             sj->jobs[i].P = budget == 0 ? 0 : search_room(s, j, budget);
             sj->jobs[i].ef = s->p.ef_search > budget ? s->p.ef_search : budget;
             sj->jobs[i].out = sj->hits[j];
+            sj->jobs[i].skip_labels = 1; /* the response copies entries by node */
         }
     }
     return MESS_OK;
@@ -321,7 +331,7 @@ static int one_run(struct search_one *o)
 {
     struct search_job *sj = &o->sj;
     size_t items = (sj->n + sj->chunk - 1) / sj->chunk;
-    mess_workers *w = o->threads > 1 ? workers_take(sj->s, o->threads) : NULL;
+    mess_workers *w = o->threads > 1 && keep_workers ? workers_take(sj->s, o->threads) : NULL;
     int rc;
     if (w) {
         rc = workers_for(w, items, search_chunk, sj);

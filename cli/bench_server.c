@@ -54,7 +54,11 @@ static const char help[] =
     "queries/s per core of mess_server_search_batch on T workers, and with\n"
     "--hnswlib the same for hnswlib on the raw vectors (scripts/hnswlib_ref.py,\n"
     "--python P, default /usr/bin/python3).  --ahead LIST: entries prefetched\n"
-    "ahead while a response is copied (0,4; 0 = the former copy).\n"
+    "ahead while a response is copied (0,4; 0 = the former copy).  --keep LIST:\n"
+    "1 = searches on more than one thread use the server's kept workers, 0 =\n"
+    "threads started per search (the former way); default 1.\n"
+    "  --travel F     load travel file F in memory (mess_server_load) instead of\n"
+    "                 opening a directory; --client is then required\n"
     "  --chase-mib N  buffer of the pointer chase (default: the bytes of the\n"
     "                 shards' codes and layer-0 link lists, the search's footprint)\n";
 
@@ -212,7 +216,7 @@ static int count_work(const mess_server *s, uint8_t **reqs, const size_t *lens,
 /* ---- timing ------------------------------------------------------------------ */
 
 struct variant {
-    unsigned width, threads, ahead;
+    unsigned width, threads, ahead, keep;
     double cpu, wall; /* best round, seconds for all queries */
     double rcpu, rwall; /* this round's */
 };
@@ -224,6 +228,7 @@ static int run_variant(const mess_server *s, uint8_t **reqs, const size_t *lens,
     size_t q;
     int rc = server_search_set_width(v->width);
     server_search_set_copy_ahead(v->ahead);
+    server_search_set_keep_workers((int)v->keep);
     *cpu = *wall = 0;
     for (q = 0; q < nq && rc == MESS_OK; q++) {
         uint8_t *resp = NULL, h[16];
@@ -244,6 +249,7 @@ static int run_variant(const mess_server *s, uint8_t **reqs, const size_t *lens,
     }
     server_search_set_width(SERVER_SEARCH_WIDTH);
     server_search_set_copy_ahead(SERVER_COPY_AHEAD);
+    server_search_set_keep_workers(1);
     return rc;
 }
 
@@ -323,12 +329,12 @@ static void hnswlib_run(const char *python, const char *data, size_t nq, FILE *j
 int bench_server(int argc, char **argv)
 {
     struct cli_args a;
-    const char *dir, *client_path, *data, *python;
+    const char *dir, *client_path, *data, *python, *travel;
     char path[4096], cpath[4096], load0[64], load1[64];
-    unsigned widths[MAXV], threads[MAXV], bthreads[MAXV], aheads[MAXV];
-    size_t nw, nt, nbt, na, nv = 0, i, r, nq, qn, qdim, differ = 0;
+    unsigned widths[MAXV], threads[MAXV], bthreads[MAXV], aheads[MAXV], keeps[2];
+    size_t nw, nt, nbt, na, nk, nv = 0, i, r, nq, qn, qdim, differ = 0;
     long queries = 1000, pool = 1500, rounds = 3, chase_mib = 1024;
-    struct variant v[MAXV * MAXV * MAXV];
+    struct variant v[2 * MAXV * MAXV * MAXV];
     mess_client *c = NULL;
     mess_server *s = NULL;
     mess_params p;
@@ -348,6 +354,7 @@ int bench_server(int argc, char **argv)
         return CLI_OK;
     }
     dir = cli_opt(&a, "--server");
+    travel = cli_opt(&a, "--travel");
     data = cli_opt(&a, "--data");
     client_path = cli_opt(&a, "--client");
     python = cli_opt(&a, "--python");
@@ -361,7 +368,8 @@ int bench_server(int argc, char **argv)
         parse_ulist(cli_opt(&a, "--batch-threads") ? cli_opt(&a, "--batch-threads") : "1,2",
                     bthreads, MAXV, &nbt) ||
         parse_ulist(cli_opt(&a, "--ahead") ? cli_opt(&a, "--ahead") : "0,4", aheads, MAXV,
-                    &na)) {
+                    &na) ||
+        parse_ulist(cli_opt(&a, "--keep") ? cli_opt(&a, "--keep") : "1", keeps, 2, &nk)) {
         cli_error("bad --widths, --threads, --ahead or --batch-threads list");
         return CLI_USAGE;
     }
@@ -370,8 +378,11 @@ int bench_server(int argc, char **argv)
         cli_opt_long(&a, "--rounds", 1, 100, 3, &rounds) ||
         cli_opt_long(&a, "--chase-mib", 0, 65536, 0, &chase_mib) || cli_check_unused(&a))
         return CLI_USAGE;
-    if (!dir || !data) {
-        cli_error("--server and --data are required (mess bench server --help)");
+    if (travel && !dir)
+        dir = travel;
+    if (!dir || !data || (travel && !client_path)) {
+        cli_error("--server (or --travel with --client) and --data are required "
+                  "(mess bench server --help)");
         return CLI_USAGE;
     }
     for (i = 0; i < nw; i++)
@@ -389,10 +400,20 @@ int bench_server(int argc, char **argv)
     if (rc != MESS_OK)
         return cli_fail("cannot load the client", client_path, rc);
     mess_client_params(c, &p);
-    rc = cli_server_open(dir, &p, client_path, &s);
-    if (rc != MESS_OK) {
-        mess_client_free(c);
-        return CLI_FAIL;
+    if (travel) {
+        double t0 = cli_wall_s();
+        rc = mess_server_load(travel, &p, &s);
+        if (rc != MESS_OK) {
+            mess_client_free(c);
+            return cli_fail("cannot load the server", travel, rc);
+        }
+        printf("  loaded %s in memory in %.1f s\n", travel, cli_wall_s() - t0);
+    } else {
+        rc = cli_server_open(dir, &p, client_path, &s);
+        if (rc != MESS_OK) {
+            mess_client_free(c);
+            return CLI_FAIL;
+        }
     }
     snprintf(path, sizeof path, "%s/query.bvecs", data);
     rc = mess_vecs_read_f32(path, &qv, &qn, &qdim);
@@ -459,14 +480,16 @@ int bench_server(int argc, char **argv)
            floor_ms, serial_ms);
 
     for (i = 0; i < nt; i++) {
-        size_t k, x;
-        for (k = 0; k < nw; k++)
-            for (x = 0; x < na; x++, nv++) {
-                v[nv].width = widths[k];
-                v[nv].threads = threads[i];
-                v[nv].ahead = aheads[x];
-                v[nv].cpu = v[nv].wall = 1e30;
-            }
+        size_t k, x, y;
+        for (y = 0; y < nk; y++)
+            for (k = 0; k < nw; k++)
+                for (x = 0; x < na; x++, nv++) {
+                    v[nv].width = widths[k];
+                    v[nv].threads = threads[i];
+                    v[nv].ahead = aheads[x];
+                    v[nv].keep = keeps[y];
+                    v[nv].cpu = v[nv].wall = 1e30;
+                }
     }
     /* Each round runs every variant on every slice of SLICE queries, the
      * order of the variants rotating per slice, so a change of the
@@ -511,17 +534,17 @@ int bench_server(int argc, char **argv)
             (double)cnt.expanded / (double)cnt.searches, (double)cnt.links / (double)cnt.searches,
             (double)cnt.scored / (double)cnt.searches,
             (double)cnt.link_lines / (double)cnt.searches, lines_q, floor_ms, serial_ms);
-    printf("  %-6s %-6s %-7s %10s %10s %9s %9s %9s\n", "width", "ahead", "threads",
+    printf("  %-5s %-6s %-6s %-7s %10s %10s %9s %9s %9s\n", "keep", "width", "ahead", "threads",
            "cpu ms/q", "wall ms/q", "cpu gain", "wall gain", "cpu/floor");
     for (i = 0; i < nv; i++) {
         double cms = 1e3 * v[i].cpu / (double)nq, wms = 1e3 * v[i].wall / (double)nq;
-        size_t first = i - i % (nw * na); /* the first variant at these threads */
-        printf("  %-6u %-6u %-7u %10.3f %10.3f %8.2fx %8.2fx %8.2fx\n", v[i].width,
+        size_t first = i - i % (nw * na * nk); /* the first variant at these threads */
+        printf("  %-5u %-6u %-6u %-7u %10.3f %10.3f %8.2fx %8.2fx %8.2fx\n", v[i].keep, v[i].width,
                v[i].ahead, v[i].threads, cms, wms, v[first].cpu / v[i].cpu,
                v[first].wall / v[i].wall, cms / floor_ms);
-        fprintf(json, "%s{\"width\":%u,\"ahead\":%u,\"threads\":%u,\"cpu_ms\":%.4f,"
-                      "\"wall_ms\":%.4f}",
-                i ? "," : "", v[i].width, v[i].ahead, v[i].threads, cms, wms);
+        fprintf(json, "%s{\"keep\":%u,\"width\":%u,\"ahead\":%u,\"threads\":%u,"
+                      "\"cpu_ms\":%.4f,\"wall_ms\":%.4f}",
+                i ? "," : "", v[i].keep, v[i].width, v[i].ahead, v[i].threads, cms, wms);
     }
     fprintf(json, "],\"differ\":%zu,\"batch\":[", differ);
     printf("  responses differing between variants: %zu (of %zu per variant)\n", differ, nq);
