@@ -1,0 +1,50 @@
+#!/bin/sh
+# tests/cli_bench_server.sh - `mess bench server` on a small server
+# directory: every variant (widths, copy-ahead, kept workers, 1 and 2
+# threads) answers byte-identically (the command fails otherwise), the
+# rates, counts and floor are positive, the batch reports queries/s, and
+# bad options, a missing client, server or query file are refused.
+# Last line: "N passed, N failed".
+set -u
+MESS=${MESS:-build/mess}
+. tests/shlib.sh
+json() { tail -n 1 "$tmp/out" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
+positive() { awk -v v="$1" 'BEGIN { exit !(v + 0 > 0) }'; }
+
+seed=0101010101010101010101010101010101010101010101010101010101010101
+export seed
+head -c $((132 * 3000)) datasets/sift/base.bvecs >"$tmp/base.bvecs"
+if "$MESS" init --client "$tmp/c" --server "$tmp/s" --train datasets/sift/learn.bvecs \
+    --shards 4 --per-item 2 --bits 64 --train-sample 1000 --seed-env seed >/dev/null 2>&1 &&
+    "$MESS" insert --client "$tmp/c" --server "$tmp/s" "$tmp/base.bvecs" >/dev/null 2>&1; then
+    ok "a server of 3,000 items"
+else
+    bad "init or insert failed"
+fi
+if "$MESS" bench server --server "$tmp/s" --client "$tmp/c" --data datasets/sift --queries 30 \
+    --pool 200 --widths 0,1,4,16 --ahead 0,4 --keep 0,1 --threads 1,2 --batch-threads 1,2 \
+    --rounds 2 --chase-mib 4 >"$tmp/out" 2>"$tmp/err"; then
+    ok "bench server runs"
+    [ "$(json differ)" = 0 ] && ok "every variant byte-identical" || bad "differ: $(json differ)"
+    for k in lat_ns line16_ns ham_ns searches expanded scored link_lines floor_ms cpu_ms qps_per_core; do
+        v=$(json $k)
+        if positive "$v"; then ok "$k = $v"; else bad "$k: '$v'"; fi
+    done
+    [ "$(grep -c '^  [01] ' "$tmp/out")" = 32 ] && ok "32 variants timed" ||
+        bad "variants: $(grep -c '^  [01] ' "$tmp/out")"
+else
+    bad "bench server failed: $(cat "$tmp/err")"
+fi
+for args in "--widths 17" "--widths x" "--threads 1,,2" "--queries 0" "--bogus" "--travel $tmp/none"; do
+    # shellcheck disable=SC2086
+    refuse "1 2" "$args" "$MESS" bench server --server "$tmp/s" --client "$tmp/c" --data datasets/sift $args
+done
+refuse "2" "no --data" "$MESS" bench server --server "$tmp/s"
+printf 'not a state file' >"$tmp/junk"
+refuse "1" "no client" "$MESS" bench server --server "$tmp/s" --client "$tmp/none" --data datasets/sift
+refuse "1" "a damaged client" "$MESS" bench server --server "$tmp/s" --client "$tmp/junk" --data datasets/sift
+refuse "1" "a damaged travel file" "$MESS" bench server --travel "$tmp/junk" --client "$tmp/c" \
+    --data datasets/sift
+refuse "1" "no query file" "$MESS" bench server --server "$tmp/s" --client "$tmp/c" --data "$tmp"
+refuse "1" "no server" "$MESS" bench server --server "$tmp/none" --client "$tmp/c" --data datasets/sift
+finish
