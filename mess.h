@@ -602,7 +602,8 @@ int mess_client_request(mess_client *c, const float *q, size_t pool,
  * the ciphertexts.  A request from a client other than the server's owner
  * is MESS_EOWNER.  Safe to call from many threads on one server.
  * threads: workers for the fan-out over shards (0 = 1); the server keeps
- * them for its next searches (a search finding them busy starts its own). */
+ * them for its next searches (a search finding them busy, or in a child
+ * forked since they started, starts its own). */
 MESS_API MESS_NODISCARD
 int mess_server_search(const mess_server *s, const uint8_t *req,
                        size_t req_len, unsigned threads, uint8_t **resp,

@@ -134,6 +134,8 @@ struct mess_server {
      * kept (under pool_lock); busy while one search uses them. */
     mess_workers *workers;
     int workers_busy;
+    long workers_pid;                /* the process that started them: a
+                                        forked child has none of them */
     int owned;                       /* an upload has been applied */
     uint8_t owner[MESS_OWNER_BYTES]; /* its client's owner tag */
     /* Directory-backed (server_store.c): NULL for a server in memory. */

@@ -4,6 +4,7 @@
  * are returned in the response (paper section 4.2).
  */
 #include <pthread.h>
+#include <unistd.h>
 
 #include "parallel.h"
 #include "protocol.h"
@@ -123,6 +124,13 @@ static mess_workers *workers_take(const mess_server *cs, unsigned threads)
     mess_server *s = (mess_server *)(uintptr_t)cs; /* not logical state */
     mess_workers *w = NULL;
     pthread_mutex_lock(&s->pool_lock);
+    if (s->workers && s->workers_pid != (long)getpid()) {
+        /* a child forked from the process that started them: the threads
+         * are not in this process (joining them would not return), so the
+         * handle is dropped, not freed, and the child starts its own */
+        s->workers = NULL;
+        s->workers_busy = 0;
+    }
     if (!s->workers_busy) {
         if (s->workers && mess_workers_threads(s->workers) != threads) {
             mess_workers_free(s->workers);
@@ -130,6 +138,7 @@ static mess_workers *workers_take(const mess_server *cs, unsigned threads)
         }
         if (!s->workers && mess_workers_new(threads, &s->workers) != MESS_OK)
             s->workers = NULL;
+        s->workers_pid = (long)getpid();
         if (s->workers) {
             w = s->workers;
             s->workers_busy = 1;

@@ -10,10 +10,13 @@
  *   shard's live nodes included, a bad request failing alone;
  * - a multi-threaded search keeps its worker threads across queries (the
  *   server's workers are made once) and two threads searching at once
- *   (one on the kept workers, one starting its own) get the same bytes.
+ *   (one on the kept workers, one starting its own) get the same bytes;
+ *   a forked child (none of the parent's threads) starts its own.
  * Run under ASan in make check and under ThreadSanitizer by make tsan.
  */
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../mess.h"
 #include "../protocol.h"
@@ -259,6 +262,43 @@ static void test_workers_kept(void)
     CHECK(a.differ == 0 && b.differ == 0);
 }
 
+/* A child forked after the server started its workers has none of their
+ * threads: its multi-threaded searches start their own (the kept handle
+ * would wait forever) and answer the same bytes. */
+static void test_fork_child(void)
+{
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    int status = -1;
+    pid_t pid;
+    CHECK_OK(mess_server_search(srv, reqs[0], req_lens[0], 2, &resp, &len));
+    mess_buf_free(resp);
+    CHECK(srv->workers != NULL);
+    fflush(stdout);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        size_t i, bad = 0;
+        alarm(60); /* a hang fails the test instead of stopping make check */
+        for (i = 0; i < NQ; i++) {
+            resp = NULL;
+            if (mess_server_search(srv, reqs[i], req_lens[i], 2, &resp, &len) != MESS_OK ||
+                !same_as_ref(i, resp, len))
+                bad++;
+            mess_buf_free(resp);
+        }
+        _exit(bad == 0 ? 0 : 1);
+    }
+    if (pid > 0)
+        waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* the parent's workers are still its own */
+    resp = NULL;
+    CHECK_OK(mess_server_search(srv, reqs[2], req_lens[2], 2, &resp, &len));
+    CHECK(same_as_ref(2, resp, len));
+    mess_buf_free(resp);
+}
+
 static void setup_failed(void)
 {
     CHECK(!"client, server, upload, delete, requests, width-0 responses");
@@ -285,6 +325,7 @@ int main(void)
         RUN(test_partial_and_batch);
         RUN(test_batch_groups);
         RUN(test_workers_kept);
+        RUN(test_fork_child);
     } else {
         RUN(setup_failed);
     }
