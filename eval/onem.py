@@ -311,11 +311,24 @@ def cmd_build(a):
     base = d["base"]
     n = len(base)
     p = params_for(m, base.shape[1], a.config)
+    first = 0
     t0 = time.perf_counter()
-    client = m.Client(p, d["learn"].astype(np.float32), seed=seed(), threads=a.threads)
+    if a.resume:  # a directory a killed build left: its client, its items
+        client = m.Client.load(a.dir + ".client")
+        p = client.params
+    else:
+        client = m.Client(p, d["learn"].astype(np.float32), seed=seed(), threads=a.threads)
+        client.save(a.dir + ".client")
     train_s = time.perf_counter() - t0
-    client.save(a.dir + ".client")
-    if a.in_memory:  # a server in memory, saved as the travel file DIR.travel
+    if a.resume:
+        if a.in_memory:
+            raise SystemExit("--resume continues a directory, not --in-memory")
+        server = open_dir(m, a.dir, p)
+        first = server.stats().entries // 16
+        if server.stats().entries != 16 * first:
+            raise SystemExit("%s: %d entries is not whole items" % (a.dir, server.stats().entries))
+        log("resume: %s holds the first %d items" % (a.dir, first))
+    elif a.in_memory:  # a server in memory, saved as the travel file DIR.travel
         server = m.Server(p)
     else:
         out = ctypes.c_void_p()
@@ -325,7 +338,7 @@ def cmd_build(a):
     enc = app = ckpt = 0.0
     since = 0
     t_build = time.perf_counter()
-    for i in range(0, n, a.batch):
+    for i in range(first, n, a.batch):
         x = base[i:i + a.batch].astype(np.float32)
         ids = np.arange(i, i + len(x), dtype=np.uint64)
         t1 = time.perf_counter()
@@ -355,12 +368,12 @@ def cmd_build(a):
     kinds = file_kinds(files)
     est = estimate(m, p, n)
     record(a.out, dict(kind="mess_build", data=a.data, dir=a.dir, config=a.config, items=n,
-                       in_memory=bool(a.in_memory),
+                       in_memory=bool(a.in_memory), resumed_at=first,
                        entries=entries, threads=a.threads, batch=a.batch,
                        checkpoint_every=a.checkpoint, train_s=train_s, encode_s=enc,
                        apply_s=app, checkpoint_s=ckpt, wall_s=wall,
-                       rate_entries_per_s=entries / wall,
-                       rate_without_checkpoints=entries / (enc + app),
+                       rate_entries_per_s=(entries - 16 * first) / wall,
+                       rate_without_checkpoints=(entries - 16 * first) / (enc + app),
                        graph_file_bytes=kinds["graph"], arena_file_bytes=kinds["arena"],
                        other_file_bytes=kinds["other"], disk_bytes=sum(files.values()),
                        disk_per_entry=sum(files.values()) / entries,
@@ -730,6 +743,85 @@ def hnswlib_base(a, n, count, dim):
     return idx, build_s
 
 
+GRAPH_SECTIONS = ("codes", "labels", "levels", "deleted", "links0", "upper_offsets",
+                  "upper_links", "label_map")
+
+
+def graph_sections(path):
+    """{section: (offset, bytes)} from a graph file's header (docs/HNSW.md,
+    "Graph file": 8 x (u64 offset, u64 bytes) at byte 104), and n, m0."""
+    with open(path, "rb") as f:
+        h = f.read(4096)
+    v = np.frombuffer(h[104:232], dtype="<u8").reshape(8, 2)
+    n = int(np.frombuffer(h[64:72], dtype="<u8")[0])
+    m0 = int(np.frombuffer(h[32:36], dtype="<u4")[0])
+    return {s: (int(o), int(b)) for s, (o, b) in zip(GRAPH_SECTIONS, v)}, n, m0
+
+
+def graph_changes(old, new):
+    """What a checkpoint had to change in one shard's graph file: the old
+    file's part that differs in the new one (4 KB pages of the old file's
+    sections, layer-0 link blocks of old nodes), and the bytes of the new
+    nodes.  Old nodes keep their place in every per-node section."""
+    so, n_old, m0 = graph_sections(old)
+    sn, n_new, _ = graph_sections(new)
+    a = np.memmap(old, dtype=np.uint8, mode="r")
+    b = np.memmap(new, dtype=np.uint8, mode="r")
+    page = 4096
+    out = dict(old_bytes=len(a), new_bytes=len(b), nodes_old=n_old, nodes_new=n_new,
+               pages_changed=0, pages_old=0, link_blocks_changed=0, new_node_bytes=0,
+               label_map_bytes=sn["label_map"][1])
+    for s in GRAPH_SECTIONS:
+        (oa, la), (ob, lb) = so[s], sn[s]
+        if s == "label_map":
+            continue  # rebuilt canonically: counted apart (label_map_bytes)
+        keep = min(la, lb)
+        x = a[oa:oa + keep]
+        y = b[ob:ob + keep]
+        npg = (keep + page - 1) // page
+        out["pages_old"] += (la + page - 1) // page
+        if keep:
+            pad = npg * page - keep
+            d = np.concatenate([x != y, np.zeros(pad, dtype=bool)]).reshape(npg, page)
+            out["pages_changed"] += int(d.any(axis=1).sum())
+            if s == "links0" and n_old:
+                blk = 4 * (1 + m0)
+                out["link_blocks_changed"] += int(
+                    (x[:n_old * blk] != y[:n_old * blk]).reshape(n_old, blk).any(axis=1).sum())
+        out["new_node_bytes"] += max(0, lb - la)
+    out["link_block_bytes"] = 4 * (1 + m0)
+    return out
+
+
+def graph_change_totals(before, after):
+    """graph_changes summed over the shards: the old graph files (hard
+    links in `before`) against the new ones in `after`, shard by shard."""
+    def by_shard(d):
+        return {f.split("-")[1]: os.path.join(d, f) for f in os.listdir(d)
+                if f.endswith(".graph")}
+    old, new = by_shard(before), by_shard(after)
+    tot = {}
+    for j in sorted(old):
+        if j not in new or os.path.samefile(old[j], new[j]):
+            continue
+        for k, v in graph_changes(old[j], new[j]).items():
+            if k != "link_block_bytes":
+                tot[k] = tot.get(k, 0) + v
+            else:
+                tot[k] = v
+    page = 4096
+    blk = tot.get("link_block_bytes", 0)
+    # what a proportional checkpoint would have to write (docs/PROTOCOL.md,
+    # "Proportional checkpoint"): the changed pages of the old files plus
+    # the new nodes (a page journal), or the changed layer-0 link blocks
+    # plus the new nodes (a block delta); both beside the full rewrite
+    return {"graph_" + k: v for k, v in tot.items()} | dict(
+        page_journal_bytes=tot.get("pages_changed", 0) * page + tot.get("new_node_bytes", 0),
+        block_delta_bytes=tot.get("link_blocks_changed", 0) * (blk + 4)
+        + tot.get("new_node_bytes", 0),
+        full_rewrite_bytes=tot.get("new_bytes", 0))
+
+
 def cmd_append(a):
     """--count new items appended to the server in DIR (encode, apply with
     --threads: a write-ahead-log append; one checkpoint), the bytes each
@@ -754,6 +846,13 @@ def cmd_append(a):
     if not a.skip_mess:
         ids = np.arange(a.first_id, a.first_id + a.count, dtype=np.uint64)
         files0 = dir_files(a.dir)
+        keep = None
+        if a.graph_changes:  # hard links keep the graph files the checkpoint replaces
+            keep = os.path.join(a.dir + ".before-append")
+            os.makedirs(keep)
+            for f in files0:
+                if f.endswith(".graph"):
+                    os.link(os.path.join(a.dir, f), os.path.join(keep, f))
         row["load_before"] = load()
         t0 = time.perf_counter()
         buf = client.upload(ids, x, a.threads)
@@ -790,6 +889,11 @@ def cmd_append(a):
                    checkpoint_bytes=written, added_bytes=added,
                    written_per_added=written / added if added else None,
                    disk_bytes=sum(files1.values()), entries_after=s.stats().entries)
+        if keep:
+            row.update(graph_change_totals(keep, a.dir))
+            for f in os.listdir(keep):
+                os.remove(os.path.join(keep, f))
+            os.rmdir(keep)
     if idx is not None:
         ids = np.arange(base_items, base_items + a.count)
         row["hnswlib_load_before"] = load()
@@ -840,6 +944,8 @@ def main():
     common(b)
     b.add_argument("--batch", type=int, default=20000)
     b.add_argument("--checkpoint", type=int, default=200000)
+    b.add_argument("--resume", action="store_true",
+                   help="continue a directory whose build was killed (DIR.client, its items)")
     b.add_argument("--in-memory", action="store_true",
                    help="build in memory and save DIR.travel (then: import)")
     i = sub.add_parser("import", help="DIR.travel -> DIR (mess_server_import)")
@@ -869,6 +975,9 @@ def main():
     common(p)
     p.add_argument("--count", type=int, default=10000)
     p.add_argument("--first-id", type=int, default=10 ** 9)
+    p.add_argument("--graph-changes", action="store_true",
+                   help="compare each replaced graph file with its successor: changed "
+                   "pages and link blocks (what a proportional checkpoint would write)")
     p.add_argument("--no-hnswlib", action="store_true",
                    help="skip hnswlib's add_items of the same vectors")
     p.add_argument("--skip-mess", action="store_true",
