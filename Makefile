@@ -381,6 +381,7 @@ eval-1m-large: eval-1m-ready
 	rm -rf $(EVAL_1M_DIR)/large-d8q8 $(EVAL_1M_DIR)/large-d8q8.client $(EVAL_1M_DIR)/large-d8q8.travel
 	$(ONEM) build --data $(DATA_LARGE) --dir $(EVAL_1M_DIR)/large-d8q8
 	$(ONEM) open --dir $(EVAL_1M_DIR)/large-d8q8
+	$(ONEM) cold --data $(DATA_LARGE) --dir $(EVAL_1M_DIR)/large-d8q8 --queries $(ONEM_QUERIES)
 	$(ONEM) compare --data $(DATA_LARGE) --dir $(EVAL_1M_DIR)/large-d8q8 --queries $(ONEM_QUERIES)
 	$(ONEM) query --data $(DATA_LARGE) --dir $(EVAL_1M_DIR)/large-d8q8 --queries $(ONEM_QUERIES)
 # appends go last: they change the servers (10,000 learn vectors, new ids)
@@ -388,9 +389,10 @@ eval-1m-append: eval-1m-ready
 	for n in 10000 100000; do \
 	  rm -rf $(EVAL_1M_DIR)/base-$$n $(EVAL_1M_DIR)/base-$$n.client && \
 	  $(ONEM) build --data $(DATA_1M) --base $$n --dir $(EVAL_1M_DIR)/base-$$n && \
-	  $(ONEM) append --data $(DATA_1M) --dir $(EVAL_1M_DIR)/base-$$n || exit 1; \
+	  $(ONEM) append --data $(DATA_1M) --dir $(EVAL_1M_DIR)/base-$$n --graph-changes || exit 1; \
 	done
-	$(ONEM) append --data $(DATA_1M) --dir $(EVAL_1M_DIR)/1m-d8q8
+	$(ONEM) append --data $(DATA_LARGE) --dir $(EVAL_1M_DIR)/large-d8q8 --graph-changes
+	$(ONEM) append --data $(DATA_1M) --dir $(EVAL_1M_DIR)/1m-d8q8 --graph-changes
 
 # The empirical cross-shard inference evaluation (docs/LEAKAGE.md): the
 # replay attacks (re-inserts, query retries; about 40 s), then a bounded
