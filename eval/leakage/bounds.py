@@ -33,6 +33,7 @@ import worlds as W  # noqa: E402
 
 CONFIGS = {
     "cos": ("cosine defaults (kappa 64, p 0.016)", []),
+    "k64": ("kappa 64, p 0.016", ["--bits", "64", "--p-store", "0.016", "--p-query", "0.016"]),
     "paper": ("paper defaults (kappa 128, p 0.08)",
               ["--bits", "128", "--p-store", "0.08", "--p-query", "0.08"]),
 }

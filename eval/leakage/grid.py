@@ -20,11 +20,29 @@ import numpy as np
 PAPER = {"single": (24.4, 36.6), "link": (31.6, 78.1), "complete": (200.3, 410.3)}
 
 
-def load(spec):
-    label, path = spec.split("=", 1)
-    with open(os.path.join(path, "results.json")) as f:
-        r = json.load(f)
-    return label, path, r
+def load(specs):
+    """LABEL=DIR specs -> [(label, dirs, merged)]: the runs of one label (a
+    piece and its continuations, e.g. DIR and DIR-from-2) are one set; of
+    the rows of one (n, pair) the finished ones are kept over partial ones
+    (a piece stopped mid-pair and rerun from that pair), and of two partial
+    sets the one with more trials."""
+    out = {}
+    for spec in specs:
+        label, path = spec.split("=", 1)
+        with open(os.path.join(path, "results.json")) as f:
+            r = json.load(f)
+        ent = out.setdefault(label, (label, [], {"config": r["config"], "rows": []}))
+        ent[1].append(path)
+        merged = ent[2]
+        for n, pi in {(x["n"], x["pair"]) for x in r["rows"]}:
+            new = [x for x in r["rows"] if x["n"] == n and x["pair"] == pi]
+            old = [x for x in merged["rows"] if x["n"] == n and x["pair"] == pi]
+            rank = lambda rs: (not rs[0].get("partial"), rs[0]["trials"]) if rs else (False, -1)
+            if rank(new) > rank(old):
+                merged["rows"] = [x for x in merged["rows"] if x not in old] + new
+    for ent in out.values():
+        ent[2]["rows"].sort(key=lambda x: (x["n"], x["pair"]))
+    return list(out.values())
 
 
 def summary(runs):
@@ -138,10 +156,11 @@ def plot(runs, path):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("runs", nargs="+", help="LABEL=DIR with DIR/results.json")
+    ap.add_argument("runs", nargs="+", help="LABEL=DIR with DIR/results.json (a label "
+                    "may be given several directories)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    runs = [load(s) for s in a.runs]
+    runs = load(a.runs)
     md, _ = summary(runs)
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "summary.md"), "w") as f:
