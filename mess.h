@@ -968,6 +968,38 @@ int mess_server_export(const mess_server *s, const char *file);
  * directory (as mess_server_create does). */
 MESS_API MESS_NODISCARD
 int mess_server_import(const char *file, const char *dir);
+/* A shard group's directory (issue 16, docs/DISTRIBUTED.md) made from the
+ * server directory src_dir: the graph file and the arena of each of the
+ * nshards shards listed (distinct, < M) are copied into a new directory
+ * dst_dir (never hard-linked: arenas are appended to in place) with its
+ * own MANIFEST (the source's generation and owner), empty files for every
+ * other shard and an empty write-ahead log.  Opened on its shard set
+ * (mess_server_open(dst_dir, p, shards, nshards)) it answers
+ * mess_server_search_shards for them byte for byte as the source does and
+ * refuses the others (MESS_ESTATE); opened whole, the other shards are
+ * empty (a group's server, which only its shards' records ever reach).
+ * Every graph is checked against the manifest's digest as it is copied
+ * and the result is opened once before it takes its name: everything is
+ * written into a temporary directory next to dst_dir (dst_dir.tmp-XXXXXX)
+ * and renamed, so a failure leaves no dst_dir.  dst_dir that exists is
+ * MESS_EIO with errno EEXIST; a source whose log holds updates after its
+ * generation is MESS_ESTATE (checkpoint it first); a source that is not a
+ * server directory, or with a file missing, short or modified,
+ * MESS_EIO / MESS_EFORMAT; a shard out of range or listed twice
+ * MESS_EINVAL.  msg (msg_cap bytes, may be 0) gets the reason. */
+MESS_API MESS_NODISCARD
+int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nshards,
+                        const char *dst_dir, char *msg, size_t msg_cap);
+/* Where a directory-backed server stands: the MANIFEST generation it is at
+ * and the records in its write-ahead log after it (replayed at open and
+ * appended since; each upload, delete or compaction a server of every
+ * shard applies is one record, and a checkpoint moves to the next
+ * generation with none).  A caller that numbers its changes (mess.dask's
+ * groups) keeps "generation G holds my changes up to n" to know which
+ * ones a reopened server has.  MESS_EINVAL for a server in memory. */
+MESS_API MESS_NODISCARD
+int mess_server_log_position(const mess_server *s, uint64_t *generation,
+                             uint64_t *log_records);
 
 typedef struct mess_server_stats {
     uint32_t size;         /* sizeof as the caller compiled it (set by the getter) */

@@ -1204,3 +1204,22 @@ int store_log_compact(mess_server *s)
     static const uint8_t none[1] = {0};
     return log_record(s, WAL_COMPACT, none, 0);
 }
+
+/* ---- for server_extract.c (mess_server_extract) ---------------------------- */
+
+int store_read_manifest(const char *dir, struct store_manifest *m, char *msg, size_t cap)
+{
+    return read_manifest(dir, m, msg, cap);
+}
+
+char *store_file_path(const char *dir, const char *name, uint32_t shard, uint64_t gen,
+                      const char *ext)
+{
+    return store_path(dir, name, shard, gen, ext);
+}
+
+void store_encode_manifest(const mess_server *s, uint64_t gen, const struct store_shard *rec,
+                           struct mess_wr *w)
+{
+    manifest_encode(s, gen, rec, w);
+}

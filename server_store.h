@@ -76,4 +76,16 @@ int store_log(mess_server *s, enum wire_kind kind, const uint8_t *buf, size_t le
  * nothing (its updates are durable at its checkpoint). */
 int store_log_compact(mess_server *s);
 
+/* ---- for server_extract.c --------------------------------------------------
+ * The MANIFEST of directory dir read and checked (as an open does; msg
+ * gets the reason); free m->shard on MESS_OK. */
+int store_read_manifest(const char *dir, struct store_manifest *m, char *msg, size_t cap);
+/* "DIR/NAME", or "DIR/shard-JJJJ-GGGGGGGG.EXT" when ext != NULL; malloc'd. */
+char *store_file_path(const char *dir, const char *name, uint32_t shard, uint64_t gen,
+                      const char *ext);
+/* A MANIFEST of generation gen for s's parameters and owner with the
+ * per-shard records rec (p.shards of them), appended to w. */
+void store_encode_manifest(const mess_server *s, uint64_t gen, const struct store_shard *rec,
+                           struct mess_wr *w);
+
 #endif

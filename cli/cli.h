@@ -171,6 +171,7 @@ int cli_server_fresh(const char *dir);
 int cli_cmd_export(int argc, char **argv);
 int cli_cmd_import(int argc, char **argv);
 int cli_cmd_verify(int argc, char **argv);
+int cli_cmd_extract(int argc, char **argv);
 int cli_cmd_checkpoint(int argc, char **argv);
 /* account.c: mess account access|search|stored|random-lsh|report */
 int cli_cmd_account(int argc, char **argv);

@@ -32,6 +32,7 @@ static const struct command commands[] = {
     {"export", cli_cmd_export, "write a server directory as one file (to copy it)"},
     {"import", cli_cmd_import, "make a server directory from an exported file"},
     {"verify", cli_cmd_verify, "check a server directory's files in full"},
+    {"extract", cli_cmd_extract, "make a shard group's server directory from one"},
     {"checkpoint", cli_cmd_checkpoint, "write a server directory's pending changes"},
     {"account", cli_cmd_account, "privacy accountants: what the server can learn (mess account --help)"},
     {"plan", cli_cmd_plan, "predicted recall and the smallest pool for a target"},

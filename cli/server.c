@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -183,6 +184,105 @@ int cli_cmd_import(int argc, char **argv)
         return CLI_FAIL;
     }
     printf("{\"imported\":\"%s\"}\n", dir);
+    return CLI_OK;
+}
+
+static const char extract_help[] =
+    "usage: mess extract --server S --shards LIST DIR\n"
+    "\n"
+    "Makes the new server directory DIR for a shard group from server\n"
+    "directory S: the files of the shards in LIST (numbers and ranges, as\n"
+    "0-31,40) are copied (never linked), every other shard is empty, and DIR\n"
+    "has its own MANIFEST and an empty log.  S must be checkpointed (no\n"
+    "updates in its log) and DIR must not exist; on failure nothing named\n"
+    "DIR is left (docs/DISTRIBUTED.md).\n";
+
+/* "0-31,40" into ascending shard numbers below max; 0 and a message on error. */
+static size_t parse_shards(const char *text, uint32_t *out, uint32_t max)
+{
+    const char *p = text;
+    size_t n = 0;
+    while (*p) {
+        char *end;
+        unsigned long a = strtoul(p, &end, 10), b;
+        if (end == p || *p == '-' || *p == '+')
+            goto bad;
+        b = a;
+        p = end;
+        if (*p == '-') {
+            b = strtoul(p + 1, &end, 10);
+            if (end == p + 1 || p[1] == '-' || p[1] == '+')
+                goto bad;
+            p = end;
+        }
+        if (a > b || b >= max) {
+            cli_error("--shards: %lu-%lu is not a range of shards below %u", a, b,
+                      (unsigned)max);
+            return 0;
+        }
+        for (; a <= b; a++) {
+            if (n == max) {
+                cli_error("--shards: shard %lu listed twice", a);
+                return 0;
+            }
+            out[n++] = (uint32_t)a;
+        }
+        if (*p == ',')
+            p++;
+        else if (*p)
+            goto bad;
+    }
+    return n;
+bad:
+    cli_error("--shards: '%s' is not a list of shard numbers (as 0-31,40)", text);
+    return 0;
+}
+
+int cli_cmd_extract(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *src, *list, *dst;
+    uint32_t *shards;
+    size_t n;
+    char msg[512];
+    int rc, err;
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(extract_help, stdout);
+        return CLI_OK;
+    }
+    src = cli_opt(&a, "--server");
+    list = cli_opt(&a, "--shards");
+    dst = cli_positional(&a, 0);
+    if (!src || !list || !dst) {
+        cli_error("extract needs --server, --shards and DIR (see --help)");
+        return CLI_USAGE;
+    }
+    if (cli_check_unused(&a))
+        return CLI_USAGE;
+    if (refuse_file(src))
+        return CLI_FAIL;
+    shards = (uint32_t *)malloc(MESS_MAX_SHARDS * sizeof *shards);
+    if (!shards) {
+        cli_error("out of memory");
+        return CLI_FAIL;
+    }
+    n = parse_shards(list, shards, MESS_MAX_SHARDS);
+    if (n == 0) {
+        free(shards);
+        return CLI_USAGE;
+    }
+    msg[0] = '\0';
+    errno = 0;
+    rc = mess_server_extract(src, shards, n, dst, msg, sizeof msg);
+    err = errno;
+    free(shards);
+    if (rc != MESS_OK) {
+        cli_error("cannot extract shards %s of '%s' into '%s': %s", list, src, dst,
+                  msg[0] ? msg : reason(rc, err));
+        return CLI_FAIL;
+    }
+    printf("{\"extracted\":\"%s\",\"shards\":%zu}\n", dst, n);
     return CLI_OK;
 }
 

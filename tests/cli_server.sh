@@ -76,6 +76,30 @@ says "import of a file that is not a server" "cannot import '$tmp/garbage' into 
 says "export into a missing directory" "cannot export to '$tmp/no/e.mess': No such file or directory" \
     $MESS export --server "$S" "$tmp/no/e.mess"
 
+# a shard group's directory (mess extract): copied files, its own MANIFEST
+check "extract shards 0-1,3" $MESS extract --server "$S" --shards 0-1,3 "$tmp/g0"
+grep -q "\"extracted\":\"$tmp/g0\",\"shards\":3" "$tmp/out" && ok "extract: its line" ||
+    bad "extract: $(cat "$tmp/out")"
+check "verify the extracted directory" $MESS verify --server "$tmp/g0"
+for j in 0 1 3; do
+    cmp -s "$(ls "$S"/shard-000$j-*.arena)" "$(ls "$tmp/g0"/shard-000$j-*.arena)" ||
+        bad "extract: shard $j's arena differs"
+done
+[ ! -s "$(ls "$tmp/g0"/shard-0002-*.arena)" ] && ok "extract: shard 2 is empty" ||
+    bad "extract: shard 2 has entries"
+says "extract into an existing directory" "$tmp/g0 exists" \
+    $MESS extract --server "$S" --shards 2 "$tmp/g0"
+says "extract of a shard out of range" "shard 4 out of range (4 shards)" \
+    $MESS extract --server "$S" --shards 2-4 "$tmp/g1"
+says "extract of a range backwards" "--shards: 3-1 is not a range of shards below" \
+    $MESS extract --server "$S" --shards 3-1 "$tmp/g1"
+says "extract of a shard listed twice" "shard 1 listed twice" \
+    $MESS extract --server "$S" --shards 0-1,1 "$tmp/g1"
+says "extract of a shard list that is not one" "'2,x' is not a list of shard numbers" \
+    $MESS extract --server "$S" --shards 2,x "$tmp/g1"
+[ ! -e "$tmp/g1" ] && [ -z "$(ls -d "$tmp"/g1.tmp-* 2>/dev/null)" ] &&
+    ok "the refused extracts left nothing" || bad "left: $(ls "$tmp")"
+
 # files where the directory is expected
 says "an exported server as --server" "this is an exported server; run \`mess import $tmp/e1.mess DIR\`" \
     $MESS query --client "$C" --server "$tmp/e1.mess" "$tmp/q.bvecs" --pool 40
@@ -109,7 +133,8 @@ refuse "2" "usage: bench open" $MESS bench open
 grep -q "bench open needs --server" "$tmp/err" && ok "bench open usage message" || bad "$(cat "$tmp/err")"
 
 # usage
-for cmd in "export --server $S" "export $tmp/x.mess" "import $tmp/e1.mess" "verify" "checkpoint"; do
+for cmd in "extract --server $S $tmp/g2" "extract --shards 1 $tmp/g2" \
+    "export --server $S" "export $tmp/x.mess" "import $tmp/e1.mess" "verify" "checkpoint"; do
     # shellcheck disable=SC2086
     refuse "2" "usage: mess $cmd" $MESS $cmd
 done

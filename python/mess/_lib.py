@@ -473,6 +473,10 @@ server_checkpoint = _proto("mess_server_checkpoint", [c_void_p])
 server_verify = _proto("mess_server_verify", [c_char_p, c_char_p, c_size_t], check=False)
 server_export = _proto("mess_server_export", [c_void_p, c_char_p])
 server_import = _proto("mess_server_import", [c_char_p, c_char_p])
+server_extract = _proto("mess_server_extract", [c_char_p, c_void_p, c_size_t, c_char_p,
+                                                c_char_p, c_size_t], check=False)
+server_log_position = _proto("mess_server_log_position", [c_void_p, POINTER(ctypes.c_uint64),
+                                                          POINTER(ctypes.c_uint64)])
 server_stats_get = _proto("mess_server_stats_get_sized", [c_void_p, POINTER(mess_server_stats),
                                                           c_size_t])
 

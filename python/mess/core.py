@@ -643,6 +643,33 @@ class Server(_Handle):
         return cls.open(directory)
 
     @staticmethod
+    def extract(path, shards, directory):
+        """Makes the new server directory `directory` for a shard group from
+        the server directory `path` (mess_server_extract): the files of
+        `shards` copied, every other shard empty, its own MANIFEST and an
+        empty log.  `path` must be checkpointed and `directory` must not
+        exist; on failure nothing named `directory` is left, and the
+        library's error carries the reason (file and cause)."""
+        idx = [int(j) for j in shards]
+        if not idx or any(j < 0 or j > 0xffffffff for j in idx):
+            raise ValueError("shards: a non-empty list of shard numbers")
+        arr = (ctypes.c_uint32 * len(idx))(*idx)
+        msg = ctypes.create_string_buffer(512)
+        rc = L.server_extract(_path(path), arr, len(idx), _path(directory), msg, len(msg))
+        if rc != 0:
+            e = L.error(rc, "mess_server_extract")
+            e.args = ("mess_server_extract: %s" % msg.value.decode("utf-8", "replace"),)
+            raise e
+
+    def log_position(self):
+        """(generation, log records) of a directory-backed server: the
+        MANIFEST generation it is at and the updates in its log after it
+        (mess_server_log_position)."""
+        gen, recs = ctypes.c_uint64(), ctypes.c_uint64()
+        L.server_log_position(self.ptr, byref(gen), byref(recs))
+        return gen.value, recs.value
+
+    @staticmethod
     def verify(path):
         """Checks the directory in full (every file's length, every graph
         file's digest and structure): returns the summary line, or raises

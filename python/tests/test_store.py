@@ -94,6 +94,35 @@ class TestStore(unittest.TestCase):
             with self.assertRaises((ValueError, mess.InvalidArgumentError)):
                 mess.Server.open(self.path("s"), shards=bad)
 
+    def test_extract_and_log_position(self):
+        with self.build() as s:
+            self.assertEqual(s.log_position(), (2, 0))
+            req = self.c.request(Data.queries[0], 64)[1]
+            whole = bytes(s.search_shards(req, [1, 3]))
+        mess.Server.extract(self.path("s"), [3, 1], self.path("g"))
+        with mess.Server.open(self.path("g"), expect=params(), shards=[1, 3]) as g:
+            self.assertEqual(bytes(g.search_shards(req, [1, 3])), whole)
+            with self.assertRaises(mess.StateError):
+                g.search_shards(req, [0])
+        with mess.Server.open(self.path("g")) as g:  # whole: the other shards empty
+            self.assertEqual(g.log_position(), (2, 0))
+            self.assertEqual(g.shard(0).nodes, 0)
+            self.c.insert(g, np.arange(N, N + 20), Data.base[:20])  # its own log only
+            self.assertGreater(g.log_position()[1], 0)
+        with mess.Server.open(self.path("s")) as s:
+            self.assertEqual(s.log_position(), (2, 0))
+        with self.assertRaises(OSError) as e:  # exists
+            mess.Server.extract(self.path("s"), [0], self.path("g"))
+        self.assertIn("exists", str(e.exception))
+        with self.assertRaises(mess.InvalidArgumentError) as e:
+            mess.Server.extract(self.path("s"), [4], self.path("h"))
+        self.assertIn("shard 4 out of range", str(e.exception))
+        with self.assertRaises(mess.IOFailureError):
+            mess.Server.extract(self.path("nothing"), [0], self.path("h"))
+        self.assertFalse(os.path.exists(self.path("h")))
+        with self.assertRaises(mess.InvalidArgumentError):
+            mess.Server(params()).log_position()
+
     def test_damage_named(self):
         self.build().close()
         arena = sorted(glob.glob(self.path("s/shard-0001-*.arena")))[0]
