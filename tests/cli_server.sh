@@ -95,6 +95,8 @@ says "extract of a range backwards" "--shards: 3-1 is not a range of shards belo
     $MESS extract --server "$S" --shards 3-1 "$tmp/g1"
 says "extract of a shard listed twice" "shard 1 listed twice" \
     $MESS extract --server "$S" --shards 0-1,1 "$tmp/g1"
+says "extract of more shards than there can be" "--shards: shard 5 listed twice" \
+    $MESS extract --server "$S" --shards 0-1023,5 "$tmp/g1"
 says "extract of a shard list that is not one" "'2,x' is not a list of shard numbers" \
     $MESS extract --server "$S" --shards 2,x "$tmp/g1"
 [ ! -e "$tmp/g1" ] && [ -z "$(ls -d "$tmp"/g1.tmp-* 2>/dev/null)" ] &&
