@@ -21,16 +21,23 @@ what each worker sees, measurements and a sizing plan.
         ids, dists, st = client.finish(q, d.search(req), 10)
         responses = d.search_many(requests, in_flight=8)
 
+Each group keeps one server directory of its own (DIR/group-K, D20):
+a change is one append to its write-ahead log, acknowledged only then;
+the deployment checkpoints the groups every `checkpoint_every` changes
+and at close().  extract_groups() makes the group directories from a
+built single-server directory (mess_server_extract), so a deployment
+over a built server is copies, not a second build.
+
 Failures: a group's worker that dies, or a call that times out, makes the
-deployment reopen that group on a live worker from its files (each group
-saves its server after every change it acknowledges, as
-DIR/group-GGGG-SSSSSSSSSS.server) and retry the call; after `retries`
-failed attempts it raises GroupUnavailableError naming the group.  A
-response is returned only when every shard's section arrived and the merge
-checked them (overlap, gap, request id, budgets), so no query returns a
-partial answer silently.  A change that reached only some groups is kept
-pending and completed (each group's part carries a sequence number, so a
-resend is applied once) before any further search or change.
+deployment reopen that group on a live worker from its directory (its
+log replayed: every acknowledged change is there) and retry the call;
+after `retries` failed attempts it raises GroupUnavailableError naming
+the group.  A response is returned only when every shard's section
+arrived and the merge checked them (overlap, gap, request id, budgets),
+so no query returns a partial answer silently.  A change that reached
+only some groups is kept pending and completed (each group's part
+carries a sequence number, so a resend is applied once) before any
+further search or change.
 
 Command line:
     python3 -m mess.dask demo --workers W --data DIR --pool B [--scheduler ADDR]
@@ -181,17 +188,121 @@ def _err(e):
     return ("error", int(e.code), str(e))
 
 
+def pack_answers(answers):
+    """[(0, partial Buffer) or (error code, message bytes)] as one uint8
+    array: u64 n, n x (u64 status, u64 length), then the bodies in order.
+    Each Buffer is copied once, straight from the library's memory, and
+    closed."""
+    n = len(answers)
+    head = np.empty(1 + 2 * n, dtype="<u8")
+    head[0] = n
+    for i, (st, body) in enumerate(answers):
+        head[1 + 2 * i] = st
+        head[2 + 2 * i] = len(body)
+    total = head.nbytes + int(head[2::2].sum())
+    out = np.empty(total, dtype=np.uint8)
+    out[:head.nbytes] = head.view(np.uint8)
+    off = head.nbytes
+    base = out.ctypes.data
+    for st, body in answers:
+        if st == 0:
+            ctypes.memmove(base + off, body.ptr, len(body))
+            off += len(body)
+            body.close()
+        else:
+            out[off:off + len(body)] = np.frombuffer(body, dtype=np.uint8)
+            off += len(body)
+    return out
+
+
+def unpack_answers(arr, count):
+    """pack_answers' array back as [("ok", uint8 view) or ("error", code,
+    message)], checked as hostile input (a worker's bytes): `count`
+    answers, every length inside the array; else ValueError."""
+    a = np.asarray(arr)
+    if a.dtype != np.uint8 or a.ndim != 1 or a.size < 8:
+        raise ValueError("a shard group's answer is not a packed array")
+    n = int(a[:8].view("<u8")[0])
+    if n != count or a.size < 8 + 16 * n:
+        raise ValueError("a shard group answered %d requests of %d" % (n, count))
+    head = a[8:8 + 16 * n].view("<u8")
+    off, out = 8 + 16 * n, []
+    for i in range(n):
+        st, ln = int(head[2 * i]), int(head[2 * i + 1])
+        if ln > a.size - off:
+            raise ValueError("a shard group's answer is cut short")
+        body = a[off:off + ln]
+        off += ln
+        out.append(("ok", body) if st == 0 else
+                   ("error", st, bytes(body).decode("utf-8", "replace")))
+    if off != a.size:
+        raise ValueError("a shard group's answer has trailing bytes")
+    return out
+
+
+def group_path(directory, k):
+    """The server directory of group k under a deployment's directory."""
+    return os.path.join(directory, "group-%d" % k)
+
+
+def _seq_path(directory, k):
+    # "generation G holds this group's changes up to n": JSON {G: n}
+    return group_path(directory, k) + ".seq"
+
+
+def _write_json(path, obj):
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def extract_groups(single_dir, params, groups, directory):
+    """Makes the G group directories of a deployment under `directory` from
+    the checkpointed server directory `single_dir` (mess_server_extract:
+    each group's shards' files copied, the others empty), so a deployment
+    over a built server costs copies, not a second build.  A Deployment
+    over `directory` with the same `groups` then opens them; the groups
+    start at change 0."""
+    sets = group_shards(params.shards, int(groups))
+    os.makedirs(directory, exist_ok=True)
+    with Server.open(single_dir, expect=params, shards=[0]) as s:
+        gen = s.log_position()[0]
+    for k, shards in enumerate(sets):
+        # the change record first: a directory without one is refused
+        _write_json(_seq_path(directory, k), {str(gen): 0})
+        try:
+            Server.extract(single_dir, shards, group_path(directory, k))
+        except Exception:
+            os.unlink(_seq_path(directory, k))
+            raise
+    return sets
+
+
 class GroupServer:
     """One shard group's server: a Dask actor.  Its methods are coroutines
     on the worker's event loop that hand the C call to a thread pool, so
     the actor's single thread never runs a search and several searches of
     one group overlap (ctypes releases the GIL during the call).
 
-    Today the group's server is built from its split uploads and saved
-    after every change as DIR/group-GGGG-SEQ.server (SEQ = the last change
-    applied); a new instance (a reopen after a worker's death) loads the
-    newest such file.  /work/wt/NOTES.md: once servers open a directory on
-    a shard subset (issue 15), the group opens its shard files instead."""
+    The group keeps one server directory of its own, DIR/group-K (D20),
+    opened whole: mess_server_create the first time (or made by
+    extract_groups from a built server), mess_server_open after (the log
+    replayed).  Only its shards ever receive records; it answers
+    mess_server_search_shards on its shards only.  A change is one
+    write-ahead log append (durable when apply returns); checkpoint()
+    folds the log into the files.  Its change number is kept as
+    DIR/group-K.seq, {generation: changes up to it}: a reopened group is
+    at seq[G] + the records in its log after G (mess_server_log_position;
+    one record per change).  A lock on DIR/group-K.lock keeps a second
+    actor of the group from opening it while the first lives."""
 
     def __init__(self, params, shards, directory, group, threads=2, persist=True):
         self.params = Params(**params)
@@ -199,29 +310,72 @@ class GroupServer:
         self.directory = directory
         self.group = int(group)
         self.persist = bool(persist)
+        self._threads = max(1, int(threads))
         self._pool = concurrent.futures.ThreadPoolExecutor(
-            max(1, int(threads)), thread_name_prefix="mess-group-%d" % self.group)
+            self._threads, thread_name_prefix="mess-group-%d" % self.group)
+        self._set = np.asarray(self.shards, dtype=np.uint32)
         self._lock = _RWLock()
-        self.seq, self.server = self._open()
+        self._held = None
+        self.server = None
+        try:
+            self.seq, self.server = self._open()
+        except BaseException:
+            if self._held is not None:
+                self._held.close()
+            raise
 
-    def _path(self, seq):
-        return os.path.join(self.directory, "group-%04d-%010d.server" % (self.group, seq))
-
-    def _files(self):
-        return sorted(glob.glob(os.path.join(self.directory, "group-%04d-*.server" % self.group)))
+    def _take_lock(self, timeout=30.0):
+        import fcntl
+        f = open(group_path(self.directory, self.group) + ".lock", "a+")
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._held = f
+                return
+            except BlockingIOError:
+                if time.monotonic() > end:
+                    f.close()
+                    raise RuntimeError("group %d's directory is held by another live "
+                                       "actor (its lock file)" % self.group)
+                time.sleep(0.2)
 
     def _open(self):
-        files = self._files() if self.persist else []
-        if files:
-            seq = int(os.path.basename(files[-1])[len("group-0000-"):-len(".server")])
-            return seq, Server.load(files[-1], expect=self.params)
-        return 0, Server(self.params)
+        if not self.persist:
+            return 0, Server(self.params)
+        self._take_lock()
+        path = group_path(self.directory, self.group)
+        seqp = _seq_path(self.directory, self.group)
+        if not os.path.isdir(path):
+            # a creation a crash interrupted left only a temporary directory
+            for old in glob.glob(path + ".tmp-*"):
+                import shutil
+                shutil.rmtree(old, ignore_errors=True)
+            tmp = "%s.tmp-%s" % (path, uuid.uuid4().hex)
+            with Server.create(tmp, self.params) as s:
+                gen = s.log_position()[0]
+            _write_json(seqp, {str(gen): 0})
+            os.rename(tmp, path)
+            _write_json(seqp, {str(gen): 0})  # (syncs the directory too)
+        server = Server.open(path, expect=self.params)
+        gen, records = server.log_position()
+        try:
+            with open(seqp) as f:
+                base = json.load(f)[str(gen)]
+        except (OSError, ValueError, KeyError) as e:
+            server.close()
+            raise RuntimeError("group %d: %s does not say which changes generation %d "
+                               "holds (%s)" % (self.group, seqp, gen, e)) from None
+        return int(base) + records, server
 
     def info(self):
         st = self.server.stats()
-        return "ok", {"group": self.group, "shards": self.shards, "seq": self.seq,
-                "pid": os.getpid(), "entries": st.entries, "live": st.live,
-                "bytes": st.bytes}
+        out = {"group": self.group, "shards": self.shards, "seq": self.seq,
+               "pid": os.getpid(), "entries": st.entries, "live": st.live,
+               "bytes": st.bytes, "generation": 0, "log_records": 0}
+        if self.persist:
+            out["generation"], out["log_records"] = self.server.log_position()
+        return "ok", out
 
     def _search(self, req):
         try:
@@ -235,13 +389,35 @@ class GroupServer:
             return await asyncio.get_running_loop().run_in_executor(
                 self._pool, self._search, req)
 
-    async def search_batch(self, reqs):
-        """Several requests in one call (one message each way), searched
-        concurrently on the pool: a list of what search() returns."""
+    def _search_run(self, reqs):
+        # one pool job: the requests in turn (the GIL released in each C
+        # search); the partials stay in the library's buffers
+        out = []
+        for r in reqs:
+            try:
+                out.append((0, self.server.search_shards(r, self._set)))
+            except L.MessError as e:
+                out.append((int(e.code), str(e).encode("utf-8", "replace")))
+        return out
+
+    async def search_packed(self, reqs):
+        """The answers to several requests as ONE uint8 array (pack_answers):
+        Dask sends an array's memory as a frame of its own, where a list of
+        bytes objects is pickled (a copy each way) and a call per request
+        costs a message each way.  The requests are split into `threads`
+        runs, one pool job each."""
         async with self._lock.read():
             loop = asyncio.get_running_loop()
-            return await asyncio.gather(*[loop.run_in_executor(self._pool, self._search, r)
-                                          for r in reqs])
+            k = max(1, min(len(reqs), self._threads))
+            if k == 1:  # one pool job searches and packs
+                return await loop.run_in_executor(
+                    self._pool, lambda: pack_answers(self._search_run(reqs)))
+            cuts = [len(reqs) * i // k for i in range(k + 1)]
+            runs = await asyncio.gather(*[
+                loop.run_in_executor(self._pool, self._search_run, reqs[a:b])
+                for a, b in zip(cuts, cuts[1:])])
+            return await loop.run_in_executor(
+                self._pool, pack_answers, [x for run in runs for x in run])
 
     def _apply(self, kind, part, seq):
         if seq <= self.seq:
@@ -251,6 +427,9 @@ class GroupServer:
                     "group %d has applied changes up to %d and was sent change %d: "
                     "a change is missing" % (self.group, self.seq, seq))
         try:
+            # a directory's server appends the part to its log first: when
+            # this returns, the change survives the worker (nothing changed
+            # if it raises)
             if kind == "upload":
                 self.server.apply_upload(part)
                 missing = 0
@@ -258,16 +437,6 @@ class GroupServer:
                 missing = self.server.apply_delete(part)
         except L.MessError as e:
             return _err(e)
-        if self.persist:
-            try:
-                self.server.save(self._path(seq))
-            except L.MessError as e:
-                # not durable: go back to the state on disk, refuse the change
-                self.seq, self.server = self._open()
-                return _err(e)
-            for f in self._files():
-                if f != self._path(seq):
-                    os.unlink(f)
         self.seq = seq
         return ("ok", missing, "applied")
 
@@ -275,6 +444,44 @@ class GroupServer:
         async with self._lock.write():
             return await asyncio.get_running_loop().run_in_executor(
                 self._pool, self._apply, kind, part, seq)
+
+    def _checkpoint(self):
+        if not self.persist:
+            return ("ok", 0)
+        gen, records = self.server.log_position()
+        if records == 0:
+            return ("ok", gen)
+        seqp = _seq_path(self.directory, self.group)
+        try:
+            with open(seqp) as f:
+                base = json.load(f)
+            # before the checkpoint: its generation gen + 1 holds self.seq
+            _write_json(seqp, {str(gen): base[str(gen)], str(gen + 1): self.seq})
+            self.server.checkpoint()
+        except L.MessError as e:
+            return _err(e)
+        except (OSError, ValueError, KeyError) as e:
+            return ("error", L.EIO, "group %d: %s: %s" % (self.group, seqp, e))
+        return ("ok", self.server.log_position()[0])
+
+    async def checkpoint(self):
+        """Folds the group's log into its files (mess_server_checkpoint);
+        ("ok", generation)."""
+        async with self._lock.write():
+            return await asyncio.get_running_loop().run_in_executor(
+                self._pool, self._checkpoint)
+
+    async def close(self):
+        """Checkpoints, closes the server and lets the directory go."""
+        async with self._lock.write():
+            out = await asyncio.get_running_loop().run_in_executor(
+                self._pool, self._checkpoint)
+            if self.server is not None and out[0] == "ok":
+                self.server.close()
+            if self._held is not None and out[0] == "ok":
+                self._held.close()
+                self._held = None
+            return out
 
 
 # ---- the caller's side --------------------------------------------------------------
@@ -287,14 +494,17 @@ class Deployment:
     """A deployment served by `groups` shard groups on the Dask client
     `dask_client`'s workers (placed round-robin).
 
-    directory: where the groups keep their files; every worker that may
-    hold a group must reach it (one machine, or a shared filesystem).
-    threads: C search threads per group.  timeout: seconds any one call may
-    take before its group counts as lost.  retries: reopenings per call.
-    persist=False keeps groups in memory only (no recovery)."""
+    directory: where the groups keep their directories (DIR/group-K, made
+    on first use, or by extract_groups from a built server); every worker
+    that may hold a group must reach it (one machine, or a shared
+    filesystem).  threads: C search threads per group.  timeout: seconds
+    any one call may take before its group counts as lost.  retries:
+    reopenings per call.  checkpoint_every: the groups fold their logs into
+    their files after this many changes (and at close()).  persist=False
+    keeps groups in memory only (no recovery)."""
 
     def __init__(self, dask_client, params, groups, directory, threads=2, timeout=60.0,
-                 retries=2, persist=True):
+                 retries=2, persist=True, checkpoint_every=16):
         require()
         if not isinstance(params, Params):
             raise TypeError("params must be mess.Params")
@@ -306,6 +516,8 @@ class Deployment:
         self.timeout = float(timeout)
         self.retries = int(retries)
         self.persist = bool(persist)
+        self.checkpoint_every = max(1, int(checkpoint_every))
+        self.changes_since_checkpoint = 0
         self.sets = group_shards(self.params.shards, int(groups))
         self.groups = []
         self.reopened = 0
@@ -429,7 +641,13 @@ class Deployment:
                 parts.append(bytes(part))
         seqs = [g.seq + 1 for g in self.groups]
         self._pending = (kind, parts, seqs, [False] * len(self.groups))
-        return self.complete_pending()
+        try:
+            return self.complete_pending()
+        finally:
+            if self._pending is None:
+                self.changes_since_checkpoint += 1
+                if self.persist and self.changes_since_checkpoint >= self.checkpoint_every:
+                    self.checkpoint()
 
     def complete_pending(self):
         """Sends a change that did not reach every group again (each group
@@ -476,6 +694,17 @@ class Deployment:
             raise e
         return missing
 
+    def checkpoint(self):
+        """Every group folds its log into its files (a group that is lost is
+        reopened first: its log is replayed); the groups' generations."""
+        if self._pending is not None:
+            self.complete_pending()
+        issued = {g.k: self._call(g, "checkpoint") for g in self.groups}
+        gens = [self._settle(g, issued[g.k], "checkpoint", "checkpoint")[1]
+                for g in self.groups]
+        self.changes_since_checkpoint = 0
+        return gens
+
     def apply_upload(self, buf):
         """Routes an upload (Buffer or bytes): each group applies its own
         records.  All groups or an error; an error leaves the change pending
@@ -512,7 +741,7 @@ class Deployment:
                 calls = []
                 for g in self.groups:
                     try:  # a proxy whose worker is known lost refuses at once
-                        calls.append((g.gen, g.actor.search_batch(chunk)))
+                        calls.append((g.gen, g.actor.search_packed(chunk)))
                     except Exception as e:  # noqa: BLE001 - retried synchronously
                         calls.append((g.gen, e))
                 answers = []
@@ -520,7 +749,8 @@ class Deployment:
                     try:
                         if isinstance(fut, Exception):
                             raise fut
-                        got = await asyncio.wait_for(fut, self.timeout)
+                        got = unpack_answers(await asyncio.wait_for(fut, self.timeout),
+                                             len(chunk))
                         answers.append([(gen, a) for a in got])
                     except Exception as e:  # noqa: BLE001 - retried synchronously
                         answers.append([(gen, e)] * len(chunk))
@@ -565,15 +795,16 @@ class Deployment:
     def search_many(self, requests, in_flight=8, batch=None):
         """Merged responses to many requests, in order, with up to
         `in_flight` requests out at once (each fanned out to every group),
-        sent in calls of `batch` requests (default in_flight // 2, so two
-        calls per group overlap: one searching while the other travels).
+        sent in calls of `batch` requests (default in_flight: one call per
+        group carries them all, and the group spreads them over its
+        threads; each answer is one array, GroupServer.search_packed).
         A group that fails is reopened and asked again (or
         GroupUnavailableError); no response is returned without every
         group's part."""
         if self._pending is not None:
             self.complete_pending()
         in_flight = max(1, int(in_flight))
-        batch = max(1, int(batch) if batch else in_flight // 2)
+        batch = max(1, int(batch) if batch else in_flight)
         batch = min(batch, in_flight)
         reqs = [bytes(r) for r in requests]
         out = []
@@ -595,6 +826,25 @@ class Deployment:
         return res
 
     def close(self):
+        """Checkpoints every group (their logs folded into their files) and
+        lets the actors go.  A group that cannot checkpoint keeps its log
+        (replayed by the next open): nothing acknowledged is lost."""
+        calls = []
+        if self.persist:
+            for g in self.groups:
+                if g.actor is not None:
+                    calls.append((g, self._call(g, "close")))
+        for g, (gen, fut) in calls:
+            try:
+                if isinstance(fut, Exception):
+                    raise fut
+                out = fut.result(timeout=self.timeout)
+                if out[0] == "error":
+                    raise L.error(out[1], "checkpoint on shard group %d: %s" % (g.k, out[2]))
+            except Exception as e:  # noqa: BLE001 - reported, the log stays
+                logging.getLogger("mess.dask").warning(
+                    "shard group %d not checkpointed at close (its log keeps the "
+                    "changes): %s", g.k, e)
         for g in self.groups:
             if g.future is not None:
                 g.future.release()
@@ -632,6 +882,14 @@ def local_cluster(workers=2, threads_per_worker=2, memory_limit="auto", timeout=
            "distributed.worker.daemon": True,
            "distributed.admin.tick.limit": "30s",
            "distributed.logging.distributed": "error",
+           # partials are ciphertexts: compressing them is CPU for nothing
+           "distributed.comm.compression": None,
+           # a deployment serves actor calls, it runs no task graphs: no
+           # statistical profiler sampling every thread 100 times a second,
+           # no work stealing, event-loop health checks once a second
+           "distributed.worker.profile.enabled": False,
+           "distributed.scheduler.work-stealing": False,
+           "distributed.admin.tick.interval": "1s",
            "distributed.worker.multiprocessing-method": start_method}
     with dask.config.set(cfg):
         cluster = distributed.LocalCluster(
@@ -659,6 +917,24 @@ def _read(dirname, name):
     raise FileNotFoundError("%s: no %s.bvecs or %s.fvecs" % (dirname, name, name))
 
 
+def _cpu_seconds(pid):
+    """User + system CPU seconds of process pid so far (Linux /proc), None
+    where it cannot be read (a worker on another host)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _rounded(c):
+    if c is None:
+        return None
+    return {"coordinator": round(c["coordinator"], 3),
+            "workers": [None if w is None else round(w, 3) for w in c["workers"]]}
+
+
 def _log(*a):
     print(*a, file=sys.stderr, flush=True)
 
@@ -683,29 +959,51 @@ def demo(args):
             d = b2 - 2.0 * (base @ queries[i].astype(np.float64))
             top = np.argpartition(d, 10)[:10]
             gt[i] = top[np.lexsort((top, d[top]))]
-    n = len(base)
-    p = Params(base.shape[1])
-    if args.shards:
-        p.shards = args.shards
-    if args.per_item:
-        p.per_item = args.per_item
-    if args.ef_construction:
-        p.ef_construction = args.ef_construction
-    seed = bytes(range(32))  # experiment mode: a repeatable run
-    t0 = time.perf_counter()
-    client = Client(p, learn, seed=seed, threads=args.threads)
-    single = Server(p)
-    ups = []
-    for i in range(0, n, 10000):
-        ups.append(client.upload(np.arange(i, min(n, i + 10000), dtype=np.uint64),
-                                 base[i:i + 10000], threads=args.threads))
-    for u in ups:
-        single.apply_upload(u, threads=args.threads)
-    t_single = time.perf_counter() - t0
-    _log("single-process server: %d items, M=%d, t=%d, built in %.1f s"
-         % (n, p.shards, p.per_item, t_single))
-
     work = args.dir or tempfile.mkdtemp(prefix="mess-dask-")
+    t0 = time.perf_counter()
+    if args.single:
+        # a server directory built before (with the client file that built
+        # it): no build here
+        if not args.client or args.items:
+            raise SystemExit("python3 -m mess.dask: --single needs --client and all the "
+                             "items (no --items)")
+        client = Client.load(args.client)
+        single = Server.open(args.single)
+        p = single.params
+        single_dir = args.single
+        n = len(base)
+        t_single = 0.0
+        _log("single-process server: %s (built before), M=%d, t=%d, %d entries"
+             % (single_dir, p.shards, p.per_item, single.stats().entries))
+    else:
+        n = len(base)
+        p = Params(base.shape[1])
+        if args.shards:
+            p.shards = args.shards
+        if args.per_item:
+            p.per_item = args.per_item
+        if args.ef_construction:
+            p.ef_construction = args.ef_construction
+        seed = bytes(range(32))  # experiment mode: a repeatable run
+        client = Client(p, learn, seed=seed, threads=args.threads)
+        # the single server is a directory: the groups are extracted from it
+        single_dir = os.path.join(work, "single")
+        single = Server.create(single_dir, p)
+        for i in range(0, n, 10000):
+            with client.upload(np.arange(i, min(n, i + 10000), dtype=np.uint64),
+                               base[i:i + 10000], threads=args.threads) as u:
+                single.apply_upload(u, threads=args.threads)
+        single.checkpoint()
+        t_single = time.perf_counter() - t0
+        _log("single-process server: %d items, M=%d, t=%d, built in %.1f s"
+             % (n, p.shards, p.per_item, t_single))
+    # each group's directory: its shards' files copied from the single one
+    t0 = time.perf_counter()
+    groups_dir = os.path.join(work, "groups")
+    extract_groups(single_dir, p, args.workers, groups_dir)
+    t_extract = time.perf_counter() - t0
+    _log("%d group directories extracted in %.1f s" % (args.workers, t_extract))
+
     per = None
     if args.scheduler:
         cm = contextlib.closing(distributed.Client(args.scheduler, timeout=args.timeout,
@@ -717,12 +1015,10 @@ def demo(args):
                            timeout=int(args.timeout))
     with cm as dc:
         t0 = time.perf_counter()
-        with Deployment(dc, p, args.workers, work, threads=args.group_threads,
-                        timeout=args.timeout, persist=not args.no_persist) as d:
-            for u in ups:
-                d.apply_upload(u)
+        with Deployment(dc, p, args.workers, groups_dir, threads=args.group_threads,
+                        timeout=args.timeout) as d:
             t_build = time.perf_counter() - t0
-            _log("%d shard groups on %d workers, built in %.1f s"
+            _log("%d shard groups on %d workers, opened in %.1f s"
                  % (args.workers, len(d._workers()), t_build))
             qs, reqs = [], []
             for q in queries:
@@ -733,20 +1029,39 @@ def demo(args):
             # timed phases, each the best of --rounds (the machine is shared):
             # the single process one query at a time (its C search only),
             # the deployment with 1 and with --in-flight queries out
-            d.search_many(reqs[:min(4, nq)], in_flight=1)  # warm the path
+            d.search_many(reqs[:min(8, nq)], in_flight=args.in_flight)  # warm the path
+            pids = [i["pid"] for i in d.info()]
             single_s = one_s = many_s = float("inf")
+            cpu_single = float("inf")
+            cpu = {1: None, args.in_flight: None}
+
+            def cpu_now():
+                return (_cpu_seconds(os.getpid()), [_cpu_seconds(x) for x in pids])
+
+            def cpu_keep(k, c0, c1):
+                # CPU milliseconds per query of each process (the least of
+                # the rounds: the machine is shared)
+                got = {"coordinator": 1000.0 * (c1[0] - c0[0]) / nq,
+                       "workers": [None if b is None or a is None else 1000.0 * (b - a) / nq
+                                   for a, b in zip(c0[1], c1[1])]}
+                if cpu[k] is None or got["coordinator"] < cpu[k]["coordinator"]:
+                    cpu[k] = got
+
             for _ in range(max(1, args.rounds)):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 singles = [single.search(r, threads=1) for r in reqs]
                 single_s = min(single_s, time.perf_counter() - t0)
+                cpu_single = min(cpu_single, time.process_time() - c0)
                 sent0, recv0 = d.bytes_sent, d.bytes_received
-                t0 = time.perf_counter()
+                c0, t0 = cpu_now(), time.perf_counter()
                 one = d.search_many(reqs, in_flight=1)
                 one_s = min(one_s, time.perf_counter() - t0)
+                cpu_keep(1, c0, cpu_now())
                 sent1, recv1 = d.bytes_sent - sent0, d.bytes_received - recv0
-                t0 = time.perf_counter()
+                c0, t0 = cpu_now(), time.perf_counter()
                 many = d.search_many(reqs, in_flight=args.in_flight)
                 many_s = min(many_s, time.perf_counter() - t0)
+                cpu_keep(args.in_flight, c0, cpu_now())
                 if not all(bytes(a) == bytes(b) == bytes(c)
                            for a, b, c in zip(singles, one, many)):
                     break
@@ -778,6 +1093,10 @@ def demo(args):
         "rounds": args.rounds,
         "load_average": round(os.getloadavg()[0], 2),
         "throughput_ratio": round(one_s / many_s, 3),
+        "cpu_ms_per_query_single_search": round(1000.0 * cpu_single / nq, 3),
+        "cpu_ms_per_query_1_in_flight": _rounded(cpu[1]),
+        "cpu_ms_per_query_in_flight": _rounded(cpu[args.in_flight]),
+        "cpus": os.cpu_count(),
         "bytes_per_query": int((sent1 + recv1) / nq),
         "request_bytes": len(reqs[0]),
         "response_bytes": int(sum(len(s) for s in singles) / nq),
@@ -791,7 +1110,9 @@ def demo(args):
         "estimated_disk_per_entry": round(est["disk_per_entry"], 1) if est else None,
         "worker_memory_limit": per if not args.scheduler else None,
         "build_seconds_single": round(t_single, 1),
-        "build_seconds_groups": round(t_build, 1),
+        "extract_seconds_groups": round(t_extract, 1),
+        "open_seconds_groups": round(t_build, 1),
+        "single": args.single or "built",
         "scheduler": args.scheduler or "LocalCluster 127.0.0.1",
     }
     print(json.dumps(out))
@@ -823,10 +1144,13 @@ def main(argv=None):
     dp.add_argument("--scheduler", default=None,
                     help="address of an existing Dask scheduler (else a LocalCluster "
                     "of W workers on 127.0.0.1)")
-    dp.add_argument("--dir", default=None, help="where groups keep their files (default: "
-                    "a new temporary directory; with --scheduler, one every worker reaches)")
-    dp.add_argument("--no-persist", action="store_true",
-                    help="groups in memory only (no recovery from files)")
+    dp.add_argument("--dir", default=None, help="where the single server and the groups keep "
+                    "their directories (default: a new temporary directory; with "
+                    "--scheduler, one every worker reaches)")
+    dp.add_argument("--single", default=None,
+                    help="a server directory built before over DIR's base vectors (all of "
+                    "them), checkpointed; with --client, the client file that built it")
+    dp.add_argument("--client", default=None, help="the client file of --single")
     dp.add_argument("--timeout", type=float, default=120.0,
                     help="seconds any one call may take")
     args = ap.parse_args(argv)

@@ -4,6 +4,7 @@ routed to the groups, a killed worker (its group reopened from its files
 and the query retried, or a clear error when it cannot be), hostile partial
 responses through the bindings (split_records, Server.search_shards,
 merge_responses).  Needs Debian's python3-distributed and python3-dask."""
+import glob
 import os
 import signal
 import tempfile
@@ -115,6 +116,44 @@ class TestBindings(unittest.TestCase):
 
 
 @unittest.skipIf(MISSING is not None, MISSING or "")
+class TestPacked(unittest.TestCase):
+    """A group's answers travel as one array (pack_answers); the caller
+    reads it as a worker's hostile bytes (unpack_answers)."""
+
+    def test_round_trip_and_hostile(self):
+        p, f = Fixture.p, Fixture
+        reqs = [r for _, r in f.requests()]
+        sets = md.group_shards(16, 2)
+        parts = [f.single.search_shards(r, sets[0]) for r in reqs[:3]]
+        want = [bytes(x) for x in parts]
+        arr = md.pack_answers([(0, parts[0]), (5, b"group 0: refused"),
+                               (0, parts[1]), (0, parts[2])])
+        got = md.unpack_answers(arr, 4)
+        self.assertEqual([g[0] for g in got], ["ok", "error", "ok", "ok"])
+        self.assertEqual([bytes(got[i][1]) for i in (0, 2, 3)], want)
+        self.assertEqual(got[1][1:], (5, "group 0: refused"))
+        # the merge takes the views as they are (no copy)
+        with f.single.search_shards(reqs[0], sets[1]) as other:
+            merged = mess.merge_responses(p, reqs[0], [got[0][1], other])
+            self.assertEqual(bytes(merged), bytes(f.single.search(reqs[0])))
+        a = np.asarray(arr)
+        for bad, why in ((a[:-1], "cut short"), (np.concatenate([a, a[:1]]), "trailing"),
+                         (a[:7], "not a packed array"), (a.view(np.int8), "not a packed")):
+            with self.assertRaisesRegex(ValueError, why):
+                md.unpack_answers(bad, 4)
+        with self.assertRaisesRegex(ValueError, "answered 4 requests of 3"):
+            md.unpack_answers(a, 3)
+        huge = a.copy()
+        huge[16:24] = np.frombuffer(np.array([2 ** 63], dtype="<u8").tobytes(), np.uint8)
+        with self.assertRaisesRegex(ValueError, "cut short"):
+            md.unpack_answers(huge, 4)
+        many = a.copy()
+        many[:8] = np.frombuffer(np.array([2 ** 60], dtype="<u8").tobytes(), np.uint8)
+        with self.assertRaisesRegex(ValueError, "answered"):
+            md.unpack_answers(many, 2 ** 60)
+
+
+@unittest.skipIf(MISSING is not None, MISSING or "")
 class TestDask(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -204,6 +243,64 @@ class TestDask(unittest.TestCase):
                                         r"shard group [01] \(shards [08]\.\.[71]5?\) unavailable "
                                         r"during search: .*memory only"):
                 d.search(req)
+
+    def test_e_acknowledged_upload_survives_kill(self):
+        # no checkpoint before the kill: the upload is only in group 0's log
+        with self.deployment(2, "wal", checkpoint_every=1000) as d, \
+                mess.Server(Fixture.p) as s:
+            for u in Fixture.ups:
+                s.apply_upload(u)
+            s.apply_delete(Fixture.dels[0])
+            more = Fixture.client.upload(np.arange(N, N + 40), Data.base[N - 40:])
+            d.apply_upload(more)  # acknowledged: every group appended its part
+            s.apply_upload(more)
+            info = d.info()
+            self.assertEqual([i["log_records"] for i in info], [4, 4])
+            self.assertEqual([i["seq"] for i in info], [4, 4])
+            gens = [i["generation"] for i in info]
+            self.assertFalse(glob.glob(os.path.join(d.directory, "*.server")))
+            os.kill(info[0]["pid"], signal.SIGKILL)  # a worker this test's cluster started
+            reqs = Fixture.requests()
+            got = d.search_many([r for _, r in reqs], in_flight=4)
+            for (qs, r), resp in zip(reqs, got):
+                self.assertEqual(bytes(resp), bytes(s.search(r)))
+            after = d.info()
+            self.assertNotEqual(after[0]["pid"], info[0]["pid"])
+            self.assertEqual(after[0]["seq"], 4)          # the log replayed
+            self.assertEqual(after[0]["log_records"], 4)
+            self.assertEqual(after[0]["entries"], info[0]["entries"])
+            # a checkpoint folds the logs; a kill after it reopens the files
+            self.assertEqual(d.checkpoint(), [g + 1 for g in gens])
+            self.assertEqual([i["log_records"] for i in d.info()], [0, 0])
+            os.kill(d.info()[1]["pid"], signal.SIGKILL)
+            got = d.search_many([r for _, r in reqs], in_flight=4)
+            for (qs, r), resp in zip(reqs, got):
+                self.assertEqual(bytes(resp), bytes(s.search(r)))
+            self.assertEqual([i["seq"] for i in d.info()], [4, 4])
+
+    def test_f_groups_extracted_from_a_built_server(self):
+        root = tempfile.mkdtemp(prefix="extract", dir=self.tmp.name)
+        single = os.path.join(root, "single")
+        with mess.Server.create(single, Fixture.p) as s:
+            for u in Fixture.ups:
+                s.apply_upload(u)
+            s.apply_delete(Fixture.dels[0])
+            s.checkpoint()
+        md.extract_groups(single, Fixture.p, 2, os.path.join(root, "groups"))
+        with md.Deployment(self.dc, Fixture.p, 2, os.path.join(root, "groups"),
+                           timeout=10, checkpoint_every=1) as d:
+            self.assertEqual([i["seq"] for i in d.info()], [0, 0])
+            self.check_identical(d, in_flight=4)
+            more = Fixture.client.delete(np.arange(3, 300, 11))
+            with mess.Server.open(single) as s:
+                self.assertEqual(d.apply_delete(more), s.apply_delete(more))
+                reqs = Fixture.requests()
+                for (qs, r), resp in zip(reqs, d.search_many([r for _, r in reqs])):
+                    self.assertEqual(bytes(resp), bytes(s.search(r)))
+            # checkpoint_every=1: the change is in the files already
+            self.assertEqual([i["log_records"] for i in d.info()], [0, 0])
+        with self.assertRaises(OSError):  # the groups exist
+            md.extract_groups(single, Fixture.p, 2, os.path.join(root, "groups"))
 
 
 if __name__ == "__main__":
