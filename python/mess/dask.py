@@ -928,11 +928,17 @@ def _cpu_seconds(pid):
         return None
 
 
-def _rounded(c):
-    if c is None:
+def _cpu_ratio(a, b):
+    ta = [a["coordinator"]] + a["workers"]
+    tb = [b["coordinator"]] + b["workers"]
+    if None in ta or None in tb or sum(tb) <= 0:
         return None
-    return {"coordinator": round(c["coordinator"], 3),
-            "workers": [None if w is None else round(w, 3) for w in c["workers"]]}
+    return round(sum(ta) / sum(tb), 3)
+
+
+def _rounded(c):
+    return {k: (None if v is None else [None if w is None else round(w, 3) for w in v]
+                if isinstance(v, list) else round(v, 3)) for k, v in c.items()}
 
 
 def _log(*a):
@@ -960,6 +966,7 @@ def demo(args):
             top = np.argpartition(d, 10)[:10]
             gt[i] = top[np.lexsort((top, d[top]))]
     work = args.dir or tempfile.mkdtemp(prefix="mess-dask-")
+    os.makedirs(work, exist_ok=True)
     t0 = time.perf_counter()
     if args.single:
         # a server directory built before (with the client file that built
@@ -1031,40 +1038,52 @@ def demo(args):
             # the deployment with 1 and with --in-flight queries out
             d.search_many(reqs[:min(8, nq)], in_flight=args.in_flight)  # warm the path
             pids = [i["pid"] for i in d.info()]
-            single_s = one_s = many_s = float("inf")
-            cpu_single = float("inf")
-            cpu = {1: None, args.in_flight: None}
+            modes = (1, args.in_flight)
+            single_s = cpu_single = 0.0
+            wall = {m: 0.0 for m in modes}
+            cpu = {m: [0.0] * (1 + len(pids)) for m in modes}
+            got = {m: [None] * nq for m in modes}
+            sl = max(1, args.slice)
+            sent0, recv0 = d.bytes_sent, d.bytes_received
 
             def cpu_now():
-                return (_cpu_seconds(os.getpid()), [_cpu_seconds(x) for x in pids])
+                return [_cpu_seconds(x) for x in [os.getpid()] + pids]
 
-            def cpu_keep(k, c0, c1):
-                # CPU milliseconds per query of each process (the least of
-                # the rounds: the machine is shared)
-                got = {"coordinator": 1000.0 * (c1[0] - c0[0]) / nq,
-                       "workers": [None if b is None or a is None else 1000.0 * (b - a) / nq
-                                   for a, b in zip(c0[1], c1[1])]}
-                if cpu[k] is None or got["coordinator"] < cpu[k]["coordinator"]:
-                    cpu[k] = got
-
+            # The machine is shared and its load moves by the second: the
+            # two modes take turns on slices of --slice queries (the order
+            # swapped every slice), so both see the same load; each mode's
+            # wall time and its processes' CPU are summed over the slices.
+            rounds = 0
             for _ in range(max(1, args.rounds)):
+                rounds += 1
                 t0, c0 = time.perf_counter(), time.process_time()
                 singles = [single.search(r, threads=1) for r in reqs]
-                single_s = min(single_s, time.perf_counter() - t0)
-                cpu_single = min(cpu_single, time.process_time() - c0)
-                sent0, recv0 = d.bytes_sent, d.bytes_received
-                c0, t0 = cpu_now(), time.perf_counter()
-                one = d.search_many(reqs, in_flight=1)
-                one_s = min(one_s, time.perf_counter() - t0)
-                cpu_keep(1, c0, cpu_now())
-                sent1, recv1 = d.bytes_sent - sent0, d.bytes_received - recv0
-                c0, t0 = cpu_now(), time.perf_counter()
-                many = d.search_many(reqs, in_flight=args.in_flight)
-                many_s = min(many_s, time.perf_counter() - t0)
-                cpu_keep(args.in_flight, c0, cpu_now())
+                single_s += time.perf_counter() - t0
+                cpu_single += time.process_time() - c0
+                for k, lo in enumerate(range(0, nq, sl)):
+                    for m in (modes if k % 2 == 0 else modes[::-1]):
+                        c0, t0 = cpu_now(), time.perf_counter()
+                        got[m][lo:lo + sl] = d.search_many(reqs[lo:lo + sl], in_flight=m)
+                        wall[m] += time.perf_counter() - t0
+                        c1 = cpu_now()
+                        cpu[m] = [None if t is None or a is None or b is None else t + b - a
+                                  for t, a, b in zip(cpu[m], c0, c1)]
+                one, many = got[1], got[args.in_flight]
                 if not all(bytes(a) == bytes(b) == bytes(c)
                            for a, b, c in zip(singles, one, many)):
                     break
+            n_all = nq * rounds
+            one_s, many_s = wall[1] / rounds, wall[args.in_flight] / rounds
+            single_s /= rounds
+            cpu_single /= rounds
+            sent1 = (d.bytes_sent - sent0) / (2 * rounds)
+            recv1 = (d.bytes_received - recv0) / (2 * rounds)
+
+            def per_query(m):
+                c = [None if x is None else 1000.0 * x / n_all for x in cpu[m]]
+                return {"coordinator": c[0], "workers": c[1:],
+                        "cores": None if None in cpu[m] else sum(cpu[m]) / wall[m]}
+            cpu = {m: per_query(m) for m in modes}
             identical = all(bytes(a) == bytes(b) == bytes(c)
                             for a, b, c in zip(singles, one, many))
             hits = 0
@@ -1090,10 +1109,13 @@ def demo(args):
         "queries_per_second": round(nq / many_s, 2),
         "queries_per_second_1_in_flight": round(nq / one_s, 2),
         "in_flight": args.in_flight,
-        "rounds": args.rounds,
+        "rounds": rounds,
+        "slice": args.slice,
         "load_average": round(os.getloadavg()[0], 2),
         "throughput_ratio": round(one_s / many_s, 3),
         "cpu_ms_per_query_single_search": round(1000.0 * cpu_single / nq, 3),
+        # the throughput ratio the two modes would have with the same CPU
+        "cpu_per_query_ratio": _cpu_ratio(cpu[1], cpu[args.in_flight]),
         "cpu_ms_per_query_1_in_flight": _rounded(cpu[1]),
         "cpu_ms_per_query_in_flight": _rounded(cpu[args.in_flight]),
         "cpus": os.cpu_count(),
@@ -1137,7 +1159,10 @@ def main(argv=None):
     dp.add_argument("--in-flight", type=int, default=8, help="queries in flight for the "
                     "throughput run")
     dp.add_argument("--rounds", type=int, default=3,
-                    help="timed rounds; the best is reported")
+                    help="timed rounds (every query, each mode, each round)")
+    dp.add_argument("--slice", type=int, default=50,
+                    help="queries per turn: 1 and --in-flight queries in flight take "
+                    "turns on slices of this many queries (the same load for both)")
     dp.add_argument("--threads", type=int, default=2, help="threads for building")
     dp.add_argument("--group-threads", type=int, default=2,
                     help="C search threads per group actor")
