@@ -15,9 +15,9 @@
 
 #include "chacha_lanes.h"
 #include "internal.h"
+#include "simd.h"
 
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && \
-    !defined(MESS_NO_POPCNT_DISPATCH)
+#ifdef MESS_SIMD_DISPATCH
 #define CHACHA_DISPATCH 1
 #define TARGET_AVX2 __attribute__((target("avx2")))
 #define TARGET_AVX512 __attribute__((target("avx512f")))
@@ -179,28 +179,14 @@ TARGET_AVX512 static void flush_avx512(lanes_t x, const struct lane_out *o, size
 
 static int isa_forced = -1;
 
-static int isa_cpu(void)
-{
-#ifdef CHACHA_DISPATCH
-    if (__builtin_cpu_supports("avx512f"))
-        return 2;
-    if (__builtin_cpu_supports("avx2"))
-        return 1;
-#endif
-    return 0;
-}
-
 int chacha_lanes_isa(void)
 {
-    return isa_forced >= 0 ? isa_forced : isa_cpu();
+    return simd_level(&isa_forced);
 }
 
 int chacha_lanes_force(int isa)
 {
-    if (isa < -1 || isa > 2 || isa > isa_cpu())
-        return MESS_EINVAL;
-    isa_forced = isa;
-    return MESS_OK;
+    return simd_force(&isa_forced, isa);
 }
 
 static void rounds(lanes_t x)

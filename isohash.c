@@ -12,6 +12,7 @@
 #include "isohash.h"
 #include "parallel.h"
 #include "rng.h"
+#include "simd.h"
 
 /* LAPACK, Fortran interface (trailing hidden lengths of character args). */
 extern void dsyevr_(const char *jobz, const char *range, const char *uplo,
@@ -576,8 +577,7 @@ static void project_base(const float *restrict p, size_t ld,
  * in that order, one rounded multiply and one rounded add per term
  * (separate intrinsics, never a fused multiply-add), so every bit equals
  * project_base's (tests/test_isohash.c compares both paths exactly). */
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && \
-    !defined(MESS_NO_POPCNT_DISPATCH)
+#ifdef MESS_SIMD_DISPATCH
 #include <immintrin.h>
 #define PROJ_DISPATCH 1
 #define PROJ_ACC 16
@@ -629,29 +629,14 @@ project_avx2(const float *restrict p, size_t ld, const float *restrict x,
 
 static int proj_forced = -1;
 
-/* 0 portable, 1 AVX2, 2 AVX-512: what the CPU has (or what was forced). */
-static int proj_cpu(void)
-{
-#ifdef PROJ_DISPATCH
-    if (__builtin_cpu_supports("avx512f"))
-        return 2;
-    if (__builtin_cpu_supports("avx2"))
-        return 1;
-#endif
-    return 0;
-}
-
 int isohash_project_isa(void)
 {
-    return proj_forced >= 0 ? proj_forced : proj_cpu();
+    return simd_level(&proj_forced);
 }
 
 int isohash_project_force(int isa)
 {
-    if (isa < -1 || isa > 2 || isa > proj_cpu())
-        return MESS_EINVAL;
-    proj_forced = isa;
-    return MESS_OK;
+    return simd_force(&proj_forced, isa);
 }
 
 static void project(const float *restrict p, size_t ld, const float *restrict x,

@@ -20,9 +20,9 @@
 
 #include "internal.h"
 #include "poly1305_lanes.h"
+#include "simd.h"
 
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && \
-    !defined(MESS_NO_POPCNT_DISPATCH)
+#ifdef MESS_SIMD_DISPATCH
 #include <immintrin.h>
 #define POLY_DISPATCH 1
 #endif
@@ -260,28 +260,14 @@ core_avx2(size_t nh, const uint8_t *const *head, size_t nm, const uint8_t *const
 
 static int poly_forced = -1;
 
-static int poly_cpu(void)
-{
-#ifdef POLY_DISPATCH
-    if (__builtin_cpu_supports("avx512f"))
-        return 2;
-    if (__builtin_cpu_supports("avx2"))
-        return 1;
-#endif
-    return 0;
-}
-
 int poly1305_lanes_isa(void)
 {
-    return poly_forced >= 0 ? poly_forced : poly_cpu();
+    return simd_level(&poly_forced);
 }
 
 int poly1305_lanes_force(int isa)
 {
-    if (isa < -1 || isa > 2 || isa > poly_cpu())
-        return MESS_EINVAL;
-    poly_forced = isa;
-    return MESS_OK;
+    return simd_force(&poly_forced, isa);
 }
 
 static void one_sodium(const uint8_t *key, const uint8_t *head, size_t head_len,

@@ -46,20 +46,6 @@ static const char *base_name(const char *path)
     return q ? q + 1 : path;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return MESS_EIO;
-        p += k;
-        n -= (size_t)k;
-    }
-    return MESS_OK;
-}
-
 static int fsync_path(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC), rc = MESS_OK;
@@ -116,7 +102,7 @@ static int copy_file(const char *src, const char *dst, uint64_t want, int at_lea
             break;
         }
         crypto_generichash_update(&h, buf, (size_t)k);
-        if (write_all(out, buf, (size_t)k) != MESS_OK) {
+        if (store_write_all(out, buf, (size_t)k) != MESS_OK) {
             err = errno;
             rc = fail(msg, cap, MESS_EIO, "%s: %s", dst, strerror(err));
         }
@@ -385,7 +371,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
     if (rc == MESS_OK && fd < 0)
         rc = MESS_EIO;
     if (rc == MESS_OK)
-        rc = write_all(fd, mw.p, mw.len);
+        rc = store_write_all(fd, mw.p, mw.len);
     if (rc == MESS_OK && fsync(fd) != 0)
         rc = MESS_EIO;
     if (fd >= 0 && close(fd) != 0 && rc == MESS_OK)

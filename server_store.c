@@ -255,7 +255,7 @@ static int read_exact(const char *path, uint64_t want, uint8_t **out, char *msg,
     return MESS_OK;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
+int store_write_all(int fd, const uint8_t *p, size_t n)
 {
     while (n > 0) {
         ssize_t k = write(fd, p, n);
@@ -303,9 +303,9 @@ static int write_new(const char *path, const uint8_t *a, size_t alen,
     int fd, rc = create_new(path, &fd);
     if (rc != MESS_OK)
         return rc;
-    rc = write_all(fd, a, alen);
+    rc = store_write_all(fd, a, alen);
     if (rc == MESS_OK)
-        rc = write_all(fd, b, blen);
+        rc = store_write_all(fd, b, blen);
     return finish_new(path, fd, rc);
 }
 
@@ -795,9 +795,9 @@ static int arena_append(const mess_server *s, const struct shard_store *st,
         lseek(fd, (off_t)st->arena_bytes, SEEK_SET) < 0)
         rc = MESS_EIO;
     if (rc == MESS_OK)
-        rc = write_all(fd, a, alen);
+        rc = store_write_all(fd, a, alen);
     if (rc == MESS_OK)
-        rc = write_all(fd, b, blen);
+        rc = store_write_all(fd, b, blen);
     if (rc == MESS_OK && fsync(fd) != 0)
         rc = MESS_EIO;
     if (close(fd) != 0 && rc == MESS_OK)

@@ -77,7 +77,9 @@ int store_log(mess_server *s, enum wire_kind kind, const uint8_t *buf, size_t le
 int store_log_compact(mess_server *s);
 
 /* ---- for server_extract.c --------------------------------------------------
- * The MANIFEST of directory dir read and checked (as an open does; msg
+ * All n bytes of p written to fd (EINTR retried): MESS_OK or MESS_EIO. */
+int store_write_all(int fd, const uint8_t *p, size_t n);
+/* The MANIFEST of directory dir read and checked (as an open does; msg
  * gets the reason); free m->shard on MESS_OK. */
 int store_read_manifest(const char *dir, struct store_manifest *m, char *msg, size_t cap);
 /* "DIR/NAME", or "DIR/shard-JJJJ-GGGGGGGG.EXT" when ext != NULL; malloc'd. */
