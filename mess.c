@@ -350,6 +350,7 @@ void mess_server_free(mess_server *s)
             free(s->shards[j].entries);
             store_unmap_arena(&s->shards[j]);
         }
+    store_release_claim(s);
     free(s->dir);
     wal_close(s->wal);
     while (s->npool > 0)

@@ -148,6 +148,8 @@ struct mess_server {
     int replaying;                   /* applying the log's records: not logged again */
     int log_foreign;                 /* a subset whose log holds records of other
                                         shards: it may not checkpoint (fold) it */
+    int claimed, claim_fd;           /* the directory's writer claim (flock on
+                                        S/LOCK) and its descriptor */
 };
 
 /* 1 if the server holds shard j (every shard, unless opened on a subset). */

@@ -3,6 +3,8 @@
  * shards (HNSW graphs over the perturbed codes, plus the ciphertexts) and
  * compacts deleted nodes away.
  */
+#include <errno.h>
+
 #include <sodium.h>
 
 #include "parallel.h"
@@ -150,10 +152,12 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
      * buffer before it changes anything (server_store.h). */
     rc = store_log(s, WIRE_UPLOAD, buf, len);
     if (rc != MESS_OK) {
+        int err = errno; /* EBUSY, ESTALE or the I/O error, for the caller */
         for (i = 0; i < s->p.shards; i++)
             if (server_holds(s, (uint32_t)i))
                 hnsw_unreserve(s->shards[i].graph);
         free(a.start);
+        errno = err;
         return rc;
     }
     rc = parallel_for(s->p.shards, threads, apply_shard, &a);

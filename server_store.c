@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -637,9 +638,8 @@ static int open_log(mess_server *s, int writable, char *msg, size_t cap)
                       mess_strerror(rc));
     }
     s->replaying = 0;
-    if (rc == MESS_OK && (rc = wal_ready(w)) != MESS_OK)
-        rc = fail(msg, cap, rc, "write-ahead log: cannot cut its torn tail: %s",
-                  strerror(errno));
+    if (rc == MESS_OK)
+        rc = wal_ready(w); /* changes nothing: a torn tail is cut by the writer */
     if (rc != MESS_OK) {
         wal_close(w);
         return rc;
@@ -993,6 +993,108 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
     return rc;
 }
 
+/* ---- one writer per directory -------------------------------------------- */
+
+/* The writer claim (docs/PROTOCOL.md "One writer at a time"): an flock on
+ * S/LOCK, taken without waiting before a handle first changes the
+ * directory (a log append or a checkpoint) and kept until
+ * mess_server_free.  An flock belongs to the open file, so it also keeps
+ * out the other handles of this process; on Linux it is independent of
+ * the checkpoint's fcntl lock on the same file.  A handle that only
+ * searches never takes it and never changes a file.  MESS_ESTATE with
+ * errno EBUSY when another handle holds it. */
+static int claim_writer(mess_server *s)
+{
+    char *p;
+    int fd, err;
+    if (s->claimed)
+        return MESS_OK;
+    p = store_path(s->dir, "LOCK", 0, 0, NULL);
+    if (!p)
+        return MESS_ENOMEM;
+    fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    free(p);
+    if (fd < 0)
+        return MESS_EIO;
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        err = errno;
+        if (err == EINTR)
+            continue;
+        close(fd);
+        errno = err == EWOULDBLOCK ? EBUSY : err;
+        return err == EWOULDBLOCK ? MESS_ESTATE : MESS_EIO;
+    }
+    s->claim_fd = fd;
+    s->claimed = 1;
+    return MESS_OK;
+}
+
+void store_release_claim(mess_server *s)
+{
+    if (s && s->claimed) {
+        close(s->claim_fd);
+        s->claimed = 0;
+    }
+}
+
+/* The claim of a whole server before its first change: the directory
+ * must still be the one it opened (the MANIFEST's generation, the log
+ * as it read it), or another handle's changes would be lost:
+ * MESS_ESTATE with errno ESTALE. */
+static int claim_log(mess_server *s)
+{
+    struct store_manifest m;
+    int rc, err, had = s->claimed;
+    if (had && s->wal && wal_claim(s->wal) == MESS_OK)
+        return MESS_OK;
+    rc = claim_writer(s);
+    if (rc != MESS_OK)
+        return rc;
+    memset(&m, 0, sizeof m);
+    /* generation 0: a directory being written by store_write_new */
+    rc = s->generation > 0 ? read_manifest(s->dir, &m, NULL, 0) : MESS_OK;
+    if (rc == MESS_OK && s->generation > 0 && m.generation != s->generation) {
+        errno = ESTALE;
+        rc = MESS_ESTATE;
+    }
+    free(m.shard);
+    if (rc == MESS_OK && s->wal)
+        rc = wal_claim(s->wal);
+    if (rc != MESS_OK && !had) {
+        err = errno;
+        store_release_claim(s);
+        errno = err;
+    }
+    return rc;
+}
+
+/* The claim of a subset server for its checkpoint (it does not log, so it
+ * gives the claim back after): the log must hold no record of the
+ * directory's generation gen, which the checkpoint would drop. */
+static int claim_subset(mess_server *s, uint64_t gen)
+{
+    struct wal *w = NULL;
+    char *path;
+    int rc, err;
+    rc = claim_writer(s);
+    if (rc != MESS_OK)
+        return rc;
+    path = store_path(s->dir, "wal", 0, 0, NULL);
+    rc = path ? wal_open(path, gen, WAL_READONLY, &w, NULL, 0) : MESS_ENOMEM;
+    free(path);
+    if (rc == MESS_OK && wal_count(w) > 0) {
+        errno = ESTALE;
+        rc = MESS_ESTATE;
+    }
+    wal_close(w);
+    if (rc != MESS_OK) {
+        err = errno;
+        store_release_claim(s);
+        errno = err;
+    }
+    return rc;
+}
+
 /* One checkpoint at a time per directory: a write lock on S/LOCK (fcntl:
  * other processes) and a mutex (other handles in this process), held from
  * reading the MANIFEST to renaming the new one.  Servers opened on
@@ -1038,8 +1140,13 @@ static int checkpoint(mess_server *s)
         }
     }
     if (rc == MESS_OK)
+        rc = s->held == s->p.shards ? claim_log(s)
+                                    : claim_subset(s, m.shard ? m.generation : s->generation);
+    if (rc == MESS_OK)
         rc = checkpoint_locked(s, s->held != s->p.shards && m.shard ? &m : NULL);
     err = errno;
+    if (s->held != s->p.shards)
+        store_release_claim(s);
     free(m.shard);
     if (fd >= 0)
         close(fd); /* releases the lock */
@@ -1180,6 +1287,7 @@ int mess_server_import(const char *file, const char *dir)
 
 static int log_record(mess_server *s, uint32_t kind, const uint8_t *buf, size_t len)
 {
+    int rc;
     /* a subset server does not log: holders of disjoint shard sets may
      * write one directory at once, and would interleave one log; its
      * updates are durable at its checkpoint */
@@ -1191,7 +1299,8 @@ static int log_record(mess_server *s, uint32_t kind, const uint8_t *buf, size_t 
         errno = wal_readonly_errno(s->wal); /* a directory it may not write */
         return MESS_EIO;
     }
-    return wal_append(s->wal, kind, buf, len);
+    rc = claim_log(s);
+    return rc == MESS_OK ? wal_append(s->wal, kind, buf, len) : rc;
 }
 
 int store_log(mess_server *s, enum wire_kind kind, const uint8_t *buf, size_t len)

@@ -90,4 +90,7 @@ char *store_file_path(const char *dir, const char *name, uint32_t shard, uint64_
 void store_encode_manifest(const mess_server *s, uint64_t gen, const struct store_shard *rec,
                            struct mess_wr *w);
 
+/* Gives up the directory's writer claim (mess_server_free). */
+void store_release_claim(mess_server *s);
+
 #endif

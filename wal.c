@@ -237,7 +237,9 @@ struct wal {
     uint64_t gen;     /* the manifest generation appends are made for */
     uint64_t count;   /* records of gen in the log */
     uint64_t end;     /* bytes in the file (after wal_ready) */
+    size_t open_size; /* the file's size when scanned */
     int ready, broken;
+    int claimed;      /* wal_claim done: this handle writes the file */
     int ro_errno;     /* why a writable open fell back to read-only (0: none) */
 };
 
@@ -343,6 +345,7 @@ int wal_open(const char *path, uint64_t gen, unsigned flags, struct wal **out,
     }
     w->count = w->sc.stale ? 0 : w->sc.records;
     w->end = w->sc.valid;
+    w->open_size = w->map_len;
     *out = w;
     return MESS_OK;
 }
@@ -385,15 +388,32 @@ static int replace_empty(struct wal *w, uint64_t gen)
 
 int wal_ready(struct wal *w)
 {
-    int rc = MESS_OK;
     if (!w)
         return MESS_EINVAL;
-    if (w->ready)
-        return MESS_OK;
     unmap(w);
-    if ((w->flags & WAL_READONLY) || w->fd < 0) {
-        w->ready = 1; /* the replay is over; appends stay refused */
+    w->ready = 1; /* the file is not changed here: see wal_claim */
+    return MESS_OK;
+}
+
+int wal_claim(struct wal *w)
+{
+    struct stat a, b;
+    int rc = MESS_OK;
+    if (!wal_writable(w) || !w->ready)
+        return MESS_EINVAL;
+    if (w->claimed)
         return MESS_OK;
+    if (w->broken)
+        return MESS_EIO;
+    if (fstat(w->fd, &a) != 0 || stat(w->path, &b) != 0)
+        return MESS_EIO;
+    if (a.st_dev != b.st_dev || a.st_ino != b.st_ino ||
+        (uint64_t)a.st_size != (uint64_t)w->open_size) {
+        /* replaced (a checkpoint) or written by another handle since this
+         * one read it: appending at this handle's end would overwrite or
+         * orphan that handle's records */
+        errno = ESTALE;
+        return MESS_ESTATE;
     }
     if (w->sc.stale)
         rc = replace_empty(w, w->gen);
@@ -402,7 +422,8 @@ int wal_ready(struct wal *w)
         w->broken = 1;
         rc = MESS_EIO;
     }
-    w->ready = 1;
+    if (rc == MESS_OK)
+        w->claimed = 1;
     return rc;
 }
 
@@ -445,7 +466,8 @@ int wal_append(struct wal *w, uint32_t kind, const uint8_t *body, size_t len)
     uint8_t head[WAL_HEAD_BYTES], sum[WAL_SUM_BYTES];
     struct iovec iov[3];
     int err;
-    if (!wal_writable(w) || !w->ready || !kind_known(kind) || (!body && len))
+    if (!wal_writable(w) || !w->ready || !w->claimed || !kind_known(kind) ||
+        (!body && len))
         return MESS_EINVAL;
     if (w->broken)
         return MESS_EIO;
@@ -480,6 +502,7 @@ int wal_reset(struct wal *w, uint64_t gen)
         return MESS_EINVAL;
     unmap(w);
     w->ready = 1;
+    w->claimed = 1; /* the caller holds the directory's writer claim */
     return replace_empty(w, gen);
 }
 

@@ -113,11 +113,20 @@ const struct wal_scan *wal_info(const struct wal *w);
  * record, then 0.  The body stays valid until wal_ready or wal_close. */
 int wal_replay_next(struct wal *w, struct wal_record *rec);
 
-/* Ends the replay (the mapping goes) and readies the log for appends: a
- * cut tail is truncated away, a stale log replaced by an empty one for gen
- * (both made durable).  A read-only log is left as it is.  MESS_OK,
- * MESS_EIO. */
+/* Ends the replay (the mapping goes).  The file is not changed: a handle
+ * that only reads never writes the log, so opens in other processes
+ * cannot cut what a writer is appending. */
 int wal_ready(struct wal *w);
+
+/* Makes the log this handle's to append to, once, before its first
+ * append; the caller holds the directory's writer claim (server_store.c).
+ * Refused with MESS_ESTATE (errno ESTALE) if the file was replaced or
+ * changed in size since this handle scanned it (another handle appended
+ * or checkpointed: its records would be overwritten or orphaned).  Then
+ * a cut tail is truncated away and a stale log replaced by an empty one
+ * for gen (both made durable).  MESS_OK, MESS_ESTATE, MESS_EINVAL
+ * (read-only, before wal_ready), MESS_EIO. */
+int wal_claim(struct wal *w);
 
 /* 1 if appends are possible (not opened or fallen back to read-only). */
 int wal_writable(const struct wal *w);
@@ -125,10 +134,10 @@ int wal_writable(const struct wal *w);
  * read-only, 0 if it did not. */
 int wal_readonly_errno(const struct wal *w);
 
-/* Appends one record (one writev + fdatasync) after wal_ready.  If it fails
+/* Appends one record (one writev + fdatasync) after wal_claim.  If it fails
  * the file is cut back to where it was (else every later append is refused:
  * MESS_EIO until the server is reopened).  MESS_OK, MESS_EINVAL (kind,
- * read-only, before wal_ready), MESS_ELIMIT (len > WAL_MAX_BODY), MESS_EIO. */
+ * read-only, before wal_claim), MESS_ELIMIT (len > WAL_MAX_BODY), MESS_EIO. */
 int wal_append(struct wal *w, uint32_t kind, const uint8_t *body, size_t len);
 
 /* Checkpoint: replaces the log by an empty one for generation gen (a

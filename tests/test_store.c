@@ -496,6 +496,96 @@ static void resum(uint8_t *b, size_t n)
 
 /* Each damage gives a code (never a crash) and verify a message naming
  * the reason; the directory is restored in between. */
+/* One writer at a time (docs/PROTOCOL.md "One writer at a time"): a
+ * handle that only searches never changes the directory, so its open
+ * cannot cut a record another handle is writing; a second writer is
+ * refused (EBUSY); a handle whose directory another handle changed since
+ * it opened is refused (ESTALE) instead of overwriting that change. */
+static void test_one_writer(void)
+{
+    char dir[256], wal[300];
+    mess_server *m = NULL, *a = NULL, *b = NULL, *r = NULL;
+    uint8_t *tail = NULL;
+    size_t end, start, half;
+    int fd;
+    path_of(dir, sizeof dir, "one");
+    snprintf(wal, sizeof wal, "%s/wal", dir);
+    CHECK_OK(mess_server_new(&P, &m));
+    CHECK_OK(mess_server_apply_upload(m, up1, up1_len, 1));
+    CHECK_OK(mess_server_apply_upload(m, up2, up2_len, 1));
+    CHECK_OK(mess_server_create(dir, &P, &a));
+    if (!m || !a)
+        goto out;
+    CHECK_OK(mess_server_apply_upload(a, up1, up1_len, 1)); /* a claims */
+    /* a second handle searches, and may not write */
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &b));
+    errno = 0;
+    CHECK_RC(mess_server_apply_upload(b, up2, up2_len, 1), MESS_ESTATE);
+    CHECK(errno == EBUSY);
+    errno = 0;
+    CHECK_RC(mess_server_checkpoint(b), MESS_ESTATE);
+    CHECK(errno == EBUSY);
+    mess_server_free(b);
+    b = NULL;
+    /* a's record of up2 caught half written: an open in between must not
+     * take it for a crash's torn tail and cut it */
+    CHECK_OK(mess_server_apply_upload(a, up2, up2_len, 1));
+    end = file_size(wal);
+    start = end - (up2_len + 64);
+    half = (end - start) / 2;
+    tail = (uint8_t *)malloc(end - start - half);
+    fd = open(wal, O_RDWR);
+    CHECK(fd >= 0 && tail);
+    if (fd < 0 || !tail)
+        goto out;
+    CHECK(pread(fd, tail, end - start - half, (off_t)(start + half)) ==
+          (ssize_t)(end - start - half));
+    CHECK(ftruncate(fd, (off_t)(start + half)) == 0);
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &r));
+    mess_server_free(r);
+    r = NULL;
+    CHECK(file_size(wal) == start + half); /* untouched by the reader */
+    /* the writer's write goes on where it was */
+    CHECK(pwrite(fd, tail, end - start - half, (off_t)(start + half)) ==
+          (ssize_t)(end - start - half));
+    close(fd);
+    mess_server_free(a);
+    a = NULL;
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &a));
+    CHECK(a && same_answers(m, a)); /* no acknowledged upload lost */
+    /* b opens, a appends and goes: b's view is stale, its write refused */
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &b));
+    CHECK_OK(mess_server_apply_delete(a, del, del_len, NULL));
+    CHECK_OK(mess_server_apply_delete(m, del, del_len, NULL));
+    mess_server_free(a);
+    a = NULL;
+    errno = 0; /* the delete is valid in b's view: only the log refuses it */
+    CHECK_RC(mess_server_apply_delete(b, del, del_len, NULL), MESS_ESTATE);
+    CHECK(errno == ESTALE);
+    mess_server_free(b);
+    b = NULL;
+    /* the same after another handle's checkpoint (a new log file) */
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &b));
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &a));
+    CHECK(a && same_answers(m, a));
+    CHECK_OK(mess_server_checkpoint(a));
+    mess_server_free(a);
+    a = NULL;
+    errno = 0;
+    CHECK_RC(mess_server_checkpoint(b), MESS_ESTATE);
+    CHECK(errno == ESTALE);
+    mess_server_free(b);
+    b = NULL;
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &a));
+    CHECK(a && same_answers(m, a));
+out:
+    free(tail);
+    mess_server_free(a);
+    mess_server_free(b);
+    mess_server_free(m);
+    rm_tree(dir);
+}
+
 static void test_hostile(void)
 {
     char dir[256], man[300], keep[300], arena[300], graph[300], gkeep[300], msg[300];
@@ -698,6 +788,7 @@ int main(void)
         return 1;
     }
     RUN(test_roundtrip_append);
+    RUN(test_one_writer);
     RUN(test_compact_export_import);
     RUN(test_advice);
     RUN(test_subset);

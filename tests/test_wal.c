@@ -140,7 +140,9 @@ static void test_append_after_cut(void)
         while (wal_replay_next(w, &r))
             ok &= r.seq == replayed++;
         ok &= replayed == whole;
-        ok &= wal_ready(w) == MESS_OK && file_size(path) == (long)rec_off[whole];
+        /* wal_ready changes nothing; the writer's claim cuts the tail */
+        ok &= wal_ready(w) == MESS_OK && file_size(path) == (long)k;
+        ok &= wal_claim(w) == MESS_OK && file_size(path) == (long)rec_off[whole];
         ok &= wal_append(w, WAL_DELETE, extra, sizeof extra) == MESS_OK;
         ok &= wal_count(w) == whole + 1;
         wal_close(w);
@@ -242,7 +244,7 @@ static void test_rules(void)
     }
 }
 
-/* Older generation: stale, nothing replayed, emptied by wal_ready, then
+/* Older generation: stale, nothing replayed, emptied by wal_claim, then
  * appends of the manifest's generation; newer: refused, file untouched. */
 static void test_generations(void)
 {
@@ -258,8 +260,10 @@ static void test_generations(void)
         return;
     CHECK(wal_info(w)->stale == 1 && wal_info(w)->records == 3 && wal_info(w)->log_gen == GEN);
     CHECK(wal_replay_next(w, &r) == 0 && wal_count(w) == 0);
-    CHECK(file_size(path) == (long)log3_len); /* not changed before wal_ready */
+    CHECK(file_size(path) == (long)log3_len); /* not changed before wal_claim */
     CHECK_OK(wal_ready(w));
+    CHECK(file_size(path) == (long)log3_len);
+    CHECK_OK(wal_claim(w));
     CHECK(file_size(path) == 0);
     CHECK_OK(wal_append(w, WAL_UPLOAD, body2, sizeof body2));
     wal_close(w);
@@ -286,6 +290,7 @@ static void test_reset(void)
     if (!w)
         return;
     CHECK_OK(wal_ready(w));
+    CHECK_OK(wal_claim(w));
     CHECK_OK(wal_append(w, WAL_UPLOAD, body0, sizeof body0));
     CHECK_OK(wal_append(w, WAL_DELETE, body2, 8));
     CHECK(wal_count(w) == 2 && wal_size(w) == 2 * WAL_OVERHEAD + sizeof body0 + 8);
@@ -317,6 +322,7 @@ static void test_empty_and_missing(void)
         CHECK(wal_info(w)->records == 0 && wal_replay_next(w, &r) == 0);
         CHECK(!wal_writable(w) && wal_readonly_errno(w) == 0);
         CHECK_OK(wal_ready(w));
+        CHECK_RC(wal_claim(w), MESS_EINVAL);
         CHECK_RC(wal_append(w, WAL_UPLOAD, body2, 1), MESS_EINVAL);
         CHECK_RC(wal_reset(w, 2), MESS_EINVAL);
         wal_close(w);
@@ -327,7 +333,10 @@ static void test_empty_and_missing(void)
     if (w) {
         CHECK(wal_info(w)->records == 0 && wal_replay_next(w, &r) == 0);
         CHECK_RC(wal_append(w, WAL_UPLOAD, body2, 1), MESS_EINVAL); /* before ready */
+        CHECK_RC(wal_claim(w), MESS_EINVAL);
         CHECK_OK(wal_ready(w));
+        CHECK_RC(wal_append(w, WAL_UPLOAD, body2, 1), MESS_EINVAL); /* before claim */
+        CHECK_OK(wal_claim(w));
         CHECK_RC(wal_append(w, 4, body2, 1), MESS_EINVAL);
         CHECK_RC(wal_append(w, WAL_UPLOAD, NULL, 1), MESS_EINVAL);
         CHECK(wal_count(w) == 0 && file_size(path) == 0);
@@ -371,6 +380,7 @@ static void test_failed_append(void)
     if (!w)
         return;
     CHECK_OK(wal_ready(w));
+    CHECK_OK(wal_claim(w));
     CHECK_OK(wal_append(w, WAL_UPLOAD, body0, sizeof body0));
     signal(SIGXFSZ, SIG_IGN);
     CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);

@@ -3,8 +3,9 @@
 ("Truncation while mapped (SIGBUS)"): opens of a server directory in other
 processes while a writer appends can cut the writer's acknowledged records.
 
-Not part of `make check`: it demonstrates a known bug (exit 1 while it is
-there, 0 once fixed).  Usage (about a minute; needs a built libmess.so):
+Not part of `make check` (processes, about a minute): it exits 1 if an
+acknowledged upload is lost.  It demonstrated the bug until the writer
+claim (docs/PROTOCOL.md "One writer at a time") fixed it.  Usage (about a minute; needs a built libmess.so):
 
     python3 tests/wal_race.py [WORKDIR]
 
