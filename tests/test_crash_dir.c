@@ -684,7 +684,9 @@ static void test_replay(void)
     CHECK_OK(mess_server_verify(dir, msg, sizeof msg));
     CHECK_OK(mess_server_open(dir, &params, NULL, 0, &s));
     after = (size_t)file_len(wal);
-    CHECK(after == before);
+    /* an open changes no file: the handle's first change cuts the torn
+     * record (docs/PROTOCOL.md "One writer at a time") */
+    CHECK(after == before + 100);
     if (s && snap_take(s, &got) == 0 && snap_take(ref, &want) == 0) {
         CHECK(snap_equal(&got, &want));
         CHECK(missing_labels(&got, &pl.ops[4]) == 0);
