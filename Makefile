@@ -262,9 +262,12 @@ valgrind: deps-check
 	@MESS=$(MESS) VALGRIND=$(VALGRIND) sh tests/valgrind.sh $(TESTS_REL)
 
 # The threaded tests under ThreadSanitizer (any report fails the run).
+# die_after_fork=0: test_search_width forks a process after the server's
+# workers started and requires the child to start its own (ThreadSanitizer
+# otherwise stops any child that starts a thread after such a fork).
 tsan: deps-check
 	@$(DEVMAKE) $(TSAN_TESTS:%=build/tsan/tests/%)
-	@TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" \
+	@TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 die_after_fork=0" \
 	  sh tests/run.sh $(TSAN_TESTS:%=build/tsan/tests/%)
 
 # The full crash-safety runs (release builds): 100 kills per role while a
