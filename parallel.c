@@ -227,6 +227,15 @@ nomem:
     return MESS_ENOMEM;
 }
 
+void workers_forget(mess_workers *w)
+{
+    if (!w)
+        return;
+    free(w->tid);
+    free(w->args);
+    free(w);
+}
+
 void mess_workers_free(mess_workers *w)
 {
     if (!w)

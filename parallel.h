@@ -23,4 +23,10 @@ int parallel_for(size_t n, unsigned threads, parallel_fn fn, void *ctx);
  * turn), so fn must not itself call workers_for on the same w. */
 int workers_for(mess_workers *w, size_t n, parallel_fn fn, void *ctx);
 
+/* A pool inherited through fork(): its threads are not in this process,
+ * so it can be neither stopped nor joined; only its memory is released
+ * (its mutexes may be held by threads that do not exist here, so they are
+ * not destroyed). */
+void workers_forget(mess_workers *w);
+
 #endif

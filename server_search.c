@@ -127,7 +127,9 @@ static mess_workers *workers_take(const mess_server *cs, unsigned threads)
     if (s->workers && s->workers_pid != (long)getpid()) {
         /* a child forked from the process that started them: the threads
          * are not in this process (joining them would not return), so the
-         * handle is dropped, not freed, and the child starts its own */
+         * handle's memory is released without a join, and the child
+         * starts its own */
+        workers_forget(s->workers);
         s->workers = NULL;
         s->workers_busy = 0;
     }
