@@ -239,7 +239,6 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
     uint8_t *want = NULL, *buf = NULL;
     char *tmp = NULL, *path = NULL, *from = NULL, *parent = NULL;
     char why[256];
-    size_t i;
     uint32_t j;
     int rc, made = 0, fd;
 
@@ -272,16 +271,9 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
         rc = fail(msg, cap, MESS_ENOMEM, "out of memory");
         goto done;
     }
-    for (i = 0; i < nshards; i++) {
-        if (shards[i] >= m.p.shards || want[shards[i]]) {
-            rc = fail(msg, cap, MESS_EINVAL,
-                      shards[i] >= m.p.shards ? "shard %u out of range (%u shards)"
-                                              : "shard %u listed twice",
-                      (unsigned)shards[i], (unsigned)m.p.shards);
-            goto done;
-        }
-        want[shards[i]] = 1;
-    }
+    rc = store_shard_set(shards, nshards, m.p.shards, want, msg, cap);
+    if (rc != MESS_OK)
+        goto done;
     /* The files hold the source's state at its generation; updates in its
      * log after it would be lost (a group is extracted from a finished,
      * checkpointed server). */

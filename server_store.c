@@ -256,6 +256,21 @@ static int read_exact(const char *path, uint64_t want, uint8_t **out, char *msg,
     return MESS_OK;
 }
 
+int store_shard_set(const uint32_t *shards, size_t n, uint32_t count, uint8_t *want,
+                    char *msg, size_t cap)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (shards[i] >= count || want[shards[i]])
+            return fail(msg, cap, MESS_EINVAL,
+                        shards[i] >= count ? "shard %u out of range (%u shards)"
+                                           : "shard %u listed twice",
+                        (unsigned)shards[i], (unsigned)count);
+        want[shards[i]] = 1;
+    }
+    return MESS_OK;
+}
+
 int store_write_all(int fd, const uint8_t *p, size_t n)
 {
     while (n > 0) {
@@ -654,7 +669,6 @@ int store_open(const char *dir, const mess_params *expect, const uint32_t *shard
     struct store_manifest m;
     mess_server *s = NULL;
     uint8_t *want = NULL;
-    size_t i;
     uint32_t j;
     int rc;
 
@@ -690,16 +704,9 @@ int store_open(const char *dir, const mess_params *expect, const uint32_t *shard
         rc = fail(msg, cap, MESS_ENOMEM, "out of memory");
         goto done;
     }
-    for (i = 0; i < nshards; i++) {
-        if (shards[i] >= m.p.shards || want[shards[i]]) {
-            rc = fail(msg, cap, MESS_EINVAL,
-                      shards[i] >= m.p.shards ? "shard %u out of range (%u shards)"
-                                              : "shard %u listed twice",
-                      (unsigned)shards[i], (unsigned)m.p.shards);
-            goto done;
-        }
-        want[shards[i]] = 1;
-    }
+    rc = store_shard_set(shards, nshards, m.p.shards, want, msg, cap);
+    if (rc != MESS_OK)
+        goto done;
     if (nshards == 0)
         memset(want, 1, m.p.shards);
     rc = server_alloc(&m.p, 0, &s);

@@ -79,6 +79,11 @@ int store_log_compact(mess_server *s);
 /* ---- for server_extract.c --------------------------------------------------
  * All n bytes of p written to fd (EINTR retried): MESS_OK or MESS_EIO. */
 int store_write_all(int fd, const uint8_t *p, size_t n);
+/* The shard list of an open or an extract checked against count shards
+ * and marked in want (count bytes, zeroed by the caller): MESS_OK, or
+ * MESS_EINVAL with the reason in msg (out of range, listed twice). */
+int store_shard_set(const uint32_t *shards, size_t n, uint32_t count, uint8_t *want,
+                    char *msg, size_t cap);
 /* The MANIFEST of directory dir read and checked (as an open does; msg
  * gets the reason); free m->shard on MESS_OK. */
 int store_read_manifest(const char *dir, struct store_manifest *m, char *msg, size_t cap);
