@@ -486,6 +486,19 @@ int mess_server_stats_get_sized(const mess_server *s, mess_server_stats *caller,
  * the lock for reading, so they overlap each other.
  * ---------------------------------------------------------------------- */
 
+/* Gives the caller a filled writer's buffer, or frees it after an error
+ * (the allocating calls below leave *buf NULL and *len 0 on any error). */
+static int wr_hand_over(struct mess_wr *w, int rc, uint8_t **buf, size_t *len)
+{
+    if (rc != MESS_OK) {
+        mess_wr_free(w);
+        return rc;
+    }
+    *buf = w->p;
+    *len = w->len;
+    return MESS_OK;
+}
+
 int mess_client_upload(mess_client *c, const uint64_t *ids,
                        const float *vectors, size_t n, unsigned threads,
                        uint8_t **buf, size_t *len)
@@ -500,13 +513,7 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
     client_lock(c);
     rc = client_upload(c, ids, vectors, n, threads, &w);
     client_unlock(c);
-    if (rc != MESS_OK) {
-        mess_wr_free(&w);
-        return rc;
-    }
-    *buf = w.p;
-    *len = w.len;
-    return MESS_OK;
+    return wr_hand_over(&w, rc, buf, len);
 }
 
 /* The _into calls ("Caller-owned buffers"): *len is the size needed; a
@@ -544,13 +551,7 @@ int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
     client_lock(c);
     rc = client_delete(c, ids, n, &w);
     client_unlock(c);
-    if (rc != MESS_OK) {
-        mess_wr_free(&w);
-        return rc;
-    }
-    *buf = w.p;
-    *len = w.len;
-    return MESS_OK;
+    return wr_hand_over(&w, rc, buf, len);
 }
 
 int mess_client_delete_into(mess_client *c, const uint64_t *ids, size_t n,
@@ -586,13 +587,7 @@ int mess_client_request(mess_client *c, const float *q, size_t pool,
     client_lock(c);
     rc = client_request(c, q, pool, q_out, &w);
     client_unlock(c);
-    if (rc != MESS_OK) {
-        mess_wr_free(&w);
-        return rc;
-    }
-    *req = w.p;
-    *req_len = w.len;
-    return MESS_OK;
+    return wr_hand_over(&w, rc, req, req_len);
 }
 
 int mess_client_request_into(mess_client *c, const float *q, size_t pool,
