@@ -552,20 +552,6 @@ static int time_encode(mess_client *c, const float *qv, size_t nq, size_t pool,
     return rc;
 }
 
-static int read_set(const char *dir, const char *name, float **x, size_t *n,
-                    size_t *dim)
-{
-    char path[4096];
-    int rc;
-    snprintf(path, sizeof path, "%s/%s.bvecs", dir, name);
-    if (access(path, R_OK) != 0)
-        snprintf(path, sizeof path, "%s/%s.fvecs", dir, name);
-    rc = mess_vecs_read_f32(path, x, n, dim);
-    if (rc != MESS_OK)
-        cli_fail("cannot read", path, rc);
-    return rc;
-}
-
 static const char help[] =
     "usage: mess bench client [--data DIR] [--learn N] [--queries N] [--pool B]\n"
     "                         [--unique U] [--repeat R] [--shards M]\n"
@@ -632,8 +618,8 @@ int bench_client(int argc, char **argv)
         dir = "datasets/sift";
     if (sodium_init() < 0)
         return cli_fail("bench client", NULL, MESS_ECRYPTO);
-    if (read_set(dir, "learn", &learn, &nl, &dim) != MESS_OK ||
-        read_set(dir, "query", &query, &nqa, &d2) != MESS_OK) {
+    if (cli_read_set(dir, "learn", &learn, &nl, &dim) != MESS_OK ||
+        cli_read_set(dir, "query", &query, &nqa, &d2) != MESS_OK) {
         mess_vecs_free(learn);
         mess_vecs_free(query);
         return CLI_FAIL;

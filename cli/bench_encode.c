@@ -36,31 +36,15 @@ static void data_free(struct data *d)
     memset(d, 0, sizeof *d);
 }
 
-static int read_set(const char *dir, const char *name, float **out, size_t *n,
-                    size_t *dim)
-{
-    char path[4096];
-    int rc;
-    snprintf(path, sizeof path, "%s/%s.bvecs", dir, name);
-    rc = mess_vecs_read_f32(path, out, n, dim);
-    if (rc != MESS_OK) {
-        snprintf(path, sizeof path, "%s/%s.fvecs", dir, name);
-        rc = mess_vecs_read_f32(path, out, n, dim);
-    }
-    if (rc != MESS_OK)
-        cli_error("%s/%s.{bvecs,fvecs}: %s", dir, name, mess_strerror(rc));
-    return rc;
-}
-
 static int data_load(const char *dir, int with_gt, struct data *d)
 {
     size_t dq, dl;
     char path[4096];
     int rc;
     memset(d, 0, sizeof *d);
-    if (read_set(dir, "base", &d->base, &d->nb, &d->dim) ||
-        read_set(dir, "query", &d->query, &d->nq, &dq) ||
-        read_set(dir, "learn", &d->learn, &d->nl, &dl))
+    if (cli_read_set(dir, "base", &d->base, &d->nb, &d->dim) ||
+        cli_read_set(dir, "query", &d->query, &d->nq, &dq) ||
+        cli_read_set(dir, "learn", &d->learn, &d->nl, &dl))
         goto fail;
     if (dq != d->dim || dl != d->dim) {
         cli_error("%s: base, query and learn dimensions differ", dir);

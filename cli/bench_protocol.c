@@ -67,21 +67,6 @@ static void free_dataset(struct dataset *d)
     mess_vecs_free(d->gt);
 }
 
-/* base/query/learn as .bvecs or .fvecs, whichever exists. */
-static int read_set(const char *dir, const char *name, float **x, size_t *n,
-                    size_t *dim)
-{
-    char path[4096];
-    int rc;
-    snprintf(path, sizeof path, "%s/%s.bvecs", dir, name);
-    if (access(path, R_OK) != 0)
-        snprintf(path, sizeof path, "%s/%s.fvecs", dir, name);
-    rc = mess_vecs_read_f32(path, x, n, dim);
-    if (rc != MESS_OK)
-        cli_fail("cannot read", path, rc);
-    return rc;
-}
-
 static int load_dataset(const char *dir, size_t max_query,
                         struct dataset *d)
 {
@@ -89,9 +74,9 @@ static int load_dataset(const char *dir, size_t max_query,
     size_t d2, d3, gn;
     int rc;
     memset(d, 0, sizeof *d);
-    if (read_set(dir, "base", &d->base, &d->nb, &d->dim) ||
-        read_set(dir, "query", &d->query, &d->nq, &d2) ||
-        read_set(dir, "learn", &d->learn, &d->nl, &d3))
+    if (cli_read_set(dir, "base", &d->base, &d->nb, &d->dim) ||
+        cli_read_set(dir, "query", &d->query, &d->nq, &d2) ||
+        cli_read_set(dir, "learn", &d->learn, &d->nl, &d3))
         return -1;
     snprintf(path, sizeof path, "%s/groundtruth.ivecs", dir);
     rc = mess_ivecs_read(path, &d->gt, &gn, &d->gk);

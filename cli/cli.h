@@ -53,6 +53,11 @@ int cli_fail(const char *what, const char *path, int rc);
  * .fvecs / .bvecs (vectors) or .ivecs / .u64vecs (ids). */
 int cli_vectors_ext(const char *path, const char *what);
 int cli_ids_ext(const char *path, const char *what);
+/* A benchmark data set's part NAME (base, query, learn) in directory DIR:
+ * DIR/NAME.bvecs, else DIR/NAME.fvecs, as float32.  MESS_OK, or the
+ * library's code after cli_fail's message naming the file. */
+int cli_read_set(const char *dir, const char *name, float **x, size_t *n,
+                 size_t *dim);
 /* A vector file as float32 (.fvecs / .bvecs), every component finite (a
  * non-finite one is refused with its row).  CLI_OK, or the exit code after
  * a message naming the file and the reason; `what` says which file it is

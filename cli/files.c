@@ -49,6 +49,20 @@ int cli_fail(const char *what, const char *path, int rc)
     return CLI_FAIL;
 }
 
+int cli_read_set(const char *dir, const char *name, float **x, size_t *n,
+                 size_t *dim)
+{
+    char path[4096];
+    int rc;
+    snprintf(path, sizeof path, "%s/%s.bvecs", dir, name);
+    if (access(path, R_OK) != 0)
+        snprintf(path, sizeof path, "%s/%s.fvecs", dir, name);
+    rc = mess_vecs_read_f32(path, x, n, dim);
+    if (rc != MESS_OK)
+        cli_fail("cannot read", path, rc);
+    return rc;
+}
+
 int cli_vectors_ext(const char *path, const char *what)
 {
     if (has_suffix(path, ".fvecs") || has_suffix(path, ".bvecs"))
