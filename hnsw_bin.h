@@ -241,4 +241,37 @@ static inline uint32_t hnsw_hamming(const uint64_t *a, const uint64_t *b,
     return d;
 }
 
+/* ---- checkpoint deltas (docs/PROTOCOL.md "Proportional checkpoint") -----
+ *
+ * hnsw_track marks the graph's present state: from then on every write to
+ * an existing node's link block or deleted flag is recorded (one byte per
+ * node, allocated here).  hnsw_write_delta writes what changed since the
+ * mark (new nodes, the changed blocks, deletions, header fields; format
+ * above hnsw_track in hnsw_bin.c); hnsw_apply_delta, given a graph in the
+ * mark's state (the base file attached and the earlier deltas applied),
+ * brings it to the writer's state: the same nodes, links, flags, entry,
+ * levels and generator, so every operation then gives what the writer's
+ * graph gives.  The delta is hostile input: every count, id, level, block
+ * and the digest are checked before the first change (MESS_EFORMAT with a
+ * reason in msg); only MESS_ENOMEM can leave the graph half changed. */
+struct hnsw_delta_info {
+    uint32_t shard;
+    uint64_t generation, base_generation;
+    uint8_t base_digest[32], prev_digest[32]; /* prev: zeros for the first */
+    uint8_t digest[32];   /* hnsw_apply_delta: the digest the file must have */
+    uint64_t nodes_after; /* hnsw_apply_delta: nodes after (UINT64_MAX: any) */
+};
+/* Starts (or restarts) the record of changes at the graph's present state.
+ * MESS_ENOMEM leaves it untracked (hnsw_tracked 0: no delta possible). */
+int hnsw_track(struct hnsw *h);
+int hnsw_tracked(const struct hnsw *h);
+/* Bytes hnsw_write_delta would write now; UINT64_MAX when untracked. */
+uint64_t hnsw_delta_bytes(const struct hnsw *h);
+/* Writes the delta since the mark to fd (the caller fsyncs); its digest
+ * and length.  MESS_EINVAL when untracked, MESS_EIO on a write error. */
+int hnsw_write_delta(const struct hnsw *h, const struct hnsw_delta_info *info, int fd,
+                     uint8_t digest[32], uint64_t *bytes);
+int hnsw_apply_delta(struct hnsw *h, const uint8_t *buf, size_t len,
+                     const struct hnsw_delta_info *expect, char *msg, size_t cap);
+
 #endif

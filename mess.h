@@ -910,7 +910,9 @@ int mess_server_load(const char *path, const mess_params *expect,
  * change survives a crash, and the next open replays it.  If the append
  * fails nothing changes (MESS_EIO, errno kept).  mess_server_checkpoint
  * folds them into the files: the changed shards' files for the next
- * generation (the arena is appended to, the graph written anew), fsync,
+ * generation (the arena is appended to; per shard a delta file with the
+ * graph blocks that changed, or, when the shard's chain of deltas is
+ * long (8) or large (half its graph file), the graph written anew), fsync,
  * then MANIFEST.tmp, fsync, rename over MANIFEST, fsync of the directory,
  * then an empty log.  A crash leaves the old generation with its log or
  * the new one; unnamed files of an unfinished checkpoint are replaced by
@@ -923,8 +925,11 @@ int mess_server_load(const char *path, const mess_params *expect,
  *
  * A directory, its files or its MANIFEST that is missing, truncated or
  * modified is MESS_EIO (errno kept) or MESS_EFORMAT (a length, a
- * checksum or a field the manifest or a graph does not bear out);
- * mess_server_verify names the file and the reason.
+ * checksum or a field the manifest, a graph or a delta does not bear
+ * out); mess_server_verify names the file and the reason.  A directory of
+ * an older format (MANIFEST version 1, before the deltas) is
+ * MESS_EVERSION: export it with the library that wrote it and import the
+ * file with this one.
  * ---------------------------------------------------------------------- */
 /* Creates directory `dir` (or fills an existing empty one) with an empty
  * server of parameters p (generation 1) and returns the handle, backed by
@@ -955,7 +960,8 @@ int mess_server_open(const char *dir, const mess_params *expect,
 MESS_API MESS_NODISCARD
 int mess_server_checkpoint(mess_server *s);
 /* Checks the directory in full: the MANIFEST, every file's length, every
- * graph file's digest and structure, and the write-ahead log (replayed on
+ * graph file's and delta's digest, the structure of every graph with its
+ * deltas applied, and the write-ahead log (replayed on
  * a copy in memory; the directory is not changed).  msg (msg_cap bytes, may be 0) gets
  * one line: the file and the reason on failure, a summary on MESS_OK. */
 MESS_API MESS_NODISCARD

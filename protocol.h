@@ -69,6 +69,14 @@ struct mess_client {
  * (i - base) * entry_bytes otherwise (a server in memory has base 0).
  * The file fields belong to server_store.c (docs/PROTOCOL.md, "Server
  * directory"). */
+/* One delta of a shard's chain (docs/PROTOCOL.md "Proportional
+ * checkpoint"): S/shard-JJJJ-GGGGGGGG.delta, gen = GGGGGGGG. */
+#define STORE_CHAIN_MAX 8
+struct store_delta {
+    uint64_t gen, bytes, nodes; /* nodes: the graph's after it */
+    uint8_t digest[32];
+};
+
 struct shard_store {
     struct hnsw *graph;   /* NULL: a shard this (subset) server does not hold */
     void *graph_map;      /* the graph file's mapping the graph is attached to
@@ -85,6 +93,8 @@ struct shard_store {
     uint64_t nodes;       /* node count the manifest records */
     uint64_t arena_gen;   /* generation in the arena file's name */
     uint64_t arena_bytes; /* valid arena bytes (nodes * entry_bytes) */
+    uint32_t chain_len;   /* deltas applied over the graph file */
+    struct store_delta chain[STORE_CHAIN_MAX];
     int dirty;            /* graph changed since the last checkpoint */
     int rewrite;          /* arena to be rewritten whole (after compact) */
 };

@@ -3,7 +3,8 @@
  * directory (mess_server_extract, PLAN D20), and where a handle stands in
  * its directory's history (mess_server_log_position).
  *
- * The extract copies, for each shard of the set, the graph file and the
+ * The extract copies, for each shard of the set, the graph file, its
+ * delta chain (docs/PROTOCOL.md "Proportional checkpoint") and the
  * arena's valid bytes the source's MANIFEST names (the graph checked
  * against the manifest's digest while it is copied), writes empty files
  * for every other shard (as mess_server_create does), a MANIFEST of the
@@ -239,7 +240,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
     uint8_t *want = NULL, *buf = NULL;
     char *tmp = NULL, *path = NULL, *from = NULL, *parent = NULL;
     char why[256];
-    uint32_t j;
+    uint32_t j, k;
     int rc, made = 0, fd;
 
     if (msg && cap)
@@ -340,6 +341,19 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
         free(from);
         free(path);
         from = path = NULL;
+        for (k = 0; k < e->chain_len && rc == MESS_OK; k++) {
+            /* the shard's delta chain (its digests are checked when the
+             * copy is opened below: a delta's digest covers all its bytes
+             * but the last 32, which hold it) */
+            from = store_file_path(src_dir, NULL, j, e->chain[k].gen, "delta");
+            path = store_file_path(tmp, NULL, j, e->chain[k].gen, "delta");
+            rc = from && path ? copy_file(from, path, e->chain[k].bytes, 0, NULL, buf,
+                                          msg, cap)
+                              : fail(msg, cap, MESS_ENOMEM, "out of memory");
+            free(from);
+            free(path);
+            from = path = NULL;
+        }
         if (rc != MESS_OK)
             break;
         from = store_file_path(src_dir, NULL, j, e->arena_gen, "arena");

@@ -3,6 +3,7 @@
  * MANIFEST, per-shard graph files and payload arenas; create, open (all
  * shards or a subset), checkpoint, export, import, verify.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -87,7 +88,7 @@ void store_free_graph(struct shard_store *st)
 static void manifest_encode(const mess_server *s, uint64_t gen,
                             const struct store_shard *rec, struct mess_wr *w)
 {
-    uint32_t j;
+    uint32_t j, k;
     uint8_t *sum;
     mess_wr_bytes(w, STORE_MAGIC, 8);
     mess_wr_u32(w, STORE_VERSION);
@@ -104,6 +105,14 @@ static void manifest_encode(const mess_server *s, uint64_t gen,
         mess_wr_u64(w, rec[j].nodes);
         mess_wr_u64(w, rec[j].arena_gen);
         mess_wr_u64(w, rec[j].arena_bytes);
+        mess_wr_u32(w, rec[j].chain_len);
+        mess_wr_u32(w, 0);
+        for (k = 0; k < rec[j].chain_len && k < STORE_CHAIN_MAX; k++) {
+            mess_wr_u64(w, rec[j].chain[k].gen);
+            mess_wr_u64(w, rec[j].chain[k].bytes);
+            mess_wr_bytes(w, rec[j].chain[k].digest, STORE_DIGEST_BYTES);
+            mess_wr_u64(w, rec[j].chain[k].nodes);
+        }
     }
     sum = mess_wr_reserve(w, STORE_DIGEST_BYTES);
     if (sum)
@@ -123,6 +132,13 @@ int store_manifest_parse(const uint8_t *buf, size_t len, struct store_manifest *
     if (!buf || len < 12 || memcmp(buf, STORE_MAGIC, 8) != 0)
         return fail(msg, cap, MESS_EFORMAT, "MANIFEST: not a server manifest (magic)");
     version = mess_load_u32(buf + 8);
+    if (version == 1)
+        return fail(msg, cap, MESS_EVERSION,
+                    "MANIFEST: format version 1 (libmess before the proportional "
+                    "checkpoint); this library reads version %u.  Export the server "
+                    "with the library that wrote it (`mess export --server DIR FILE`) "
+                    "and import the file with this one (`mess import FILE NEWDIR`)",
+                    (unsigned)STORE_VERSION);
     if (version != STORE_VERSION)
         return fail(msg, cap, MESS_EVERSION,
                     "MANIFEST: format version %u (this library reads %u)",
@@ -154,32 +170,61 @@ int store_manifest_parse(const uint8_t *buf, size_t len, struct store_manifest *
         return fail(msg, cap, MESS_EFORMAT,
                     "MANIFEST: entry size %u or shard count %u disagrees with the parameters",
                     (unsigned)entry_bytes, (unsigned)shards);
-    if (mess_rd_left(&r) != (size_t)shards * STORE_SHARD_BYTES)
+    if (mess_rd_left(&r) < (size_t)shards * STORE_SHARD_BYTES)
         return fail(msg, cap, MESS_EFORMAT,
-                    "MANIFEST: %zu bytes of shard records, %u shards need %zu",
+                    "MANIFEST: %zu bytes of shard records, %u shards need at least %zu",
                     mess_rd_left(&r), (unsigned)shards,
                     (size_t)shards * STORE_SHARD_BYTES);
     m->shard = (struct store_shard *)mess_calloc_array(shards, sizeof *m->shard);
     if (!m->shard)
         return fail(msg, cap, MESS_ENOMEM, "out of memory");
-    for (j = 0; j < shards; j++) {
+    for (j = 0; j < shards && rc == MESS_OK; j++) {
         struct store_shard *e = &m->shard[j];
-        uint64_t need;
-        mess_rd_u64(&r, &e->graph_gen);
-        mess_rd_u64(&r, &e->graph_bytes);
-        mess_rd_bytes(&r, e->graph_digest, STORE_DIGEST_BYTES);
-        mess_rd_u64(&r, &e->nodes);
-        mess_rd_u64(&r, &e->arena_gen);
-        mess_rd_u64(&r, &e->arena_bytes);
-        if (e->graph_gen == 0 || e->graph_gen > m->generation || e->arena_gen == 0 ||
-            e->arena_gen > m->generation || e->graph_bytes == 0 ||
-            e->graph_bytes > SIZE_MAX || e->nodes > HNSW_MAX_NODES ||
-            e->arena_bytes > SIZE_MAX) {
-            rc = fail(msg, cap, MESS_EFORMAT,
-                      "MANIFEST: shard %u: a generation, length or node count out of range",
+        uint64_t need, prev_gen, prev_nodes;
+        uint32_t k, zero;
+        if (mess_rd_u64(&r, &e->graph_gen) || mess_rd_u64(&r, &e->graph_bytes) ||
+            mess_rd_bytes(&r, e->graph_digest, STORE_DIGEST_BYTES) ||
+            mess_rd_u64(&r, &e->nodes) || mess_rd_u64(&r, &e->arena_gen) ||
+            mess_rd_u64(&r, &e->arena_bytes) || mess_rd_u32(&r, &e->chain_len) ||
+            mess_rd_u32(&r, &zero)) {
+            rc = fail(msg, cap, MESS_EFORMAT, "MANIFEST: shard %u: record truncated",
                       (unsigned)j);
             break;
         }
+        if (e->graph_gen == 0 || e->graph_gen > m->generation || e->arena_gen == 0 ||
+            e->arena_gen > m->generation || e->graph_bytes == 0 ||
+            e->graph_bytes > SIZE_MAX || e->nodes > HNSW_MAX_NODES ||
+            e->arena_bytes > SIZE_MAX || e->chain_len > STORE_CHAIN_MAX || zero != 0) {
+            rc = fail(msg, cap, MESS_EFORMAT,
+                      "MANIFEST: shard %u: a generation, length, node count or chain "
+                      "length out of range",
+                      (unsigned)j);
+            break;
+        }
+        prev_gen = e->graph_gen;
+        prev_nodes = 0;
+        for (k = 0; k < e->chain_len; k++) {
+            struct store_delta *d = &e->chain[k];
+            if (mess_rd_u64(&r, &d->gen) || mess_rd_u64(&r, &d->bytes) ||
+                mess_rd_bytes(&r, d->digest, STORE_DIGEST_BYTES) ||
+                mess_rd_u64(&r, &d->nodes)) {
+                rc = fail(msg, cap, MESS_EFORMAT, "MANIFEST: shard %u: chain truncated",
+                          (unsigned)j);
+                break;
+            }
+            if (d->gen <= prev_gen || d->gen > m->generation || d->bytes == 0 ||
+                d->bytes > SIZE_MAX || d->nodes > e->nodes || d->nodes < prev_nodes ||
+                (k + 1 == e->chain_len && d->nodes != e->nodes)) {
+                rc = fail(msg, cap, MESS_EFORMAT,
+                          "MANIFEST: shard %u: delta %u's generation, length or node "
+                          "count out of range", (unsigned)j, (unsigned)k);
+                break;
+            }
+            prev_gen = d->gen;
+            prev_nodes = d->nodes;
+        }
+        if (rc != MESS_OK)
+            break;
         need = e->nodes * (uint64_t)entry_bytes; /* nodes < 2^32, entry < 2^32 */
         if (e->arena_bytes != need) {
             rc = fail(msg, cap, MESS_EFORMAT,
@@ -189,6 +234,9 @@ int store_manifest_parse(const uint8_t *buf, size_t len, struct store_manifest *
             break;
         }
     }
+    if (rc == MESS_OK && mess_rd_left(&r) != 0)
+        rc = fail(msg, cap, MESS_EFORMAT, "MANIFEST: %zu bytes after the shard records",
+                  mess_rd_left(&r));
     if (rc != MESS_OK) {
         free(m->shard);
         m->shard = NULL;
@@ -428,12 +476,53 @@ static void arena_advise(void *m, size_t len)
         posix_madvise(m, len, POSIX_MADV_RANDOM);
 }
 
-/* Maps the graph file at path (exactly `want` bytes) and attaches shard
- * j's graph to it; full: also its digest and hnsw_check (verify, which
- * reads every page: no advice then). */
+/* Applies shard j's delta chain (record e, directory dir) to graph g, in
+ * order; every delta is read whole and checked as hostile input before it
+ * changes g (hnsw_apply_delta).  The reason names the file. */
+static int chain_apply(const char *dir, uint32_t j, const struct store_shard *e,
+                       struct hnsw *g, char *msg, size_t cap)
+{
+    struct hnsw_delta_info di;
+    uint32_t k;
+    int rc = MESS_OK;
+    memset(&di, 0, sizeof di);
+    di.shard = j;
+    di.base_generation = e->graph_gen;
+    memcpy(di.base_digest, e->graph_digest, STORE_DIGEST_BYTES);
+    for (k = 0; k < e->chain_len && rc == MESS_OK; k++) {
+        const struct store_delta *d = &e->chain[k];
+        char why[160] = "";
+        uint8_t *buf = NULL;
+        char *path = store_path(dir, NULL, j, d->gen, "delta");
+        if (!path)
+            return fail(msg, cap, MESS_ENOMEM, "out of memory");
+        di.generation = d->gen;
+        memcpy(di.digest, d->digest, STORE_DIGEST_BYTES);
+        di.nodes_after = d->nodes;
+        rc = read_exact(path, d->bytes, &buf, msg, cap);
+        if (rc == MESS_OK) {
+            rc = hnsw_apply_delta(g, buf, (size_t)d->bytes, &di, why, sizeof why);
+            if (rc != MESS_OK)
+                rc = fail(msg, cap, rc, "%s: %s", base_name(path),
+                          why[0] ? why : mess_strerror(rc));
+        }
+        memcpy(di.prev_digest, d->digest, STORE_DIGEST_BYTES);
+        free(buf);
+        free(path);
+    }
+    return rc;
+}
+
+/* Maps the graph file at path (exactly `want` bytes), attaches shard j's
+ * graph to it and applies its delta chain (e: the manifest record, NULL
+ * for none; dir: where the deltas are); full: also the base's digest and
+ * hnsw_check of the result (verify, which reads every page: no advice
+ * then).  Starts the graph's change record (hnsw_track) for the next
+ * checkpoint's delta. */
 static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_t want,
-                     const uint8_t *digest, int full, struct hnsw **g, void **map,
-                     size_t *map_len, char *msg, size_t cap)
+                     const uint8_t *digest, const char *dir, const struct store_shard *e,
+                     int full, struct hnsw **g, void **map, size_t *map_len, char *msg,
+                     size_t cap)
 {
     struct hnsw_params hp = server_graph_params(p, j);
     char why[160];
@@ -463,9 +552,23 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
     graph_advise((uint8_t *)m, (size_t)want, a, 1);
     why[0] = '\0';
     rc = hnsw_attach_msg(m, (size_t)want, &hp, g, why, sizeof why);
+    if (rc == MESS_OK && e && e->chain_len > 0) {
+        rc = chain_apply(dir, j, e, *g, msg, cap);
+        if (rc != MESS_OK) {
+            hnsw_free(*g);
+            *g = NULL;
+            munmap(m, (size_t)want);
+            return rc;
+        }
+    }
     if (rc == MESS_OK && full && (rc = hnsw_check_msg(*g, why, sizeof why)) != MESS_OK) {
         hnsw_free(*g);
         *g = NULL;
+        if (e && e->chain_len > 0) {
+            munmap(m, (size_t)want);
+            return fail(msg, cap, rc, "%s with its %u deltas: %s", base_name(path),
+                        (unsigned)e->chain_len, why[0] ? why : mess_strerror(rc));
+        }
     }
     if (rc != MESS_OK) {
         munmap(m, (size_t)want);
@@ -473,6 +576,7 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
                     why[0] ? why : mess_strerror(rc));
     }
     graph_advise((uint8_t *)m, (size_t)want, a, 0);
+    hnsw_track(*g); /* MESS_ENOMEM: untracked, the next checkpoint folds */
     *map = m;
     *map_len = (size_t)want;
     return MESS_OK;
@@ -523,7 +627,9 @@ static int read_manifest(const char *dir, struct store_manifest *m, char *msg,
                                   : "");
     }
     if (!S_ISREG(st.st_mode) || st.st_size < STORE_HEADER_BYTES + STORE_DIGEST_BYTES ||
-        st.st_size > STORE_HEADER_BYTES + (off_t)MESS_MAX_SHARDS * STORE_SHARD_BYTES +
+        st.st_size > STORE_HEADER_BYTES +
+                         (off_t)MESS_MAX_SHARDS * (STORE_SHARD_BYTES +
+                                                   STORE_CHAIN_MAX * STORE_DELTA_BYTES) +
                          STORE_DIGEST_BYTES) {
         free(path);
         return fail(msg, cap, MESS_EFORMAT, "%s/MANIFEST: %lld bytes is not a manifest's size",
@@ -549,8 +655,8 @@ static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
     path = store_path(s->dir, NULL, j, e->graph_gen, "graph");
     if (!path)
         return fail(msg, cap, MESS_ENOMEM, "out of memory");
-    rc = graph_map(&s->p, j, path, e->graph_bytes, e->graph_digest, full, &st->graph,
-                   &st->graph_map, &st->graph_map_len, msg, cap);
+    rc = graph_map(&s->p, j, path, e->graph_bytes, e->graph_digest, s->dir, e, full,
+                   &st->graph, &st->graph_map, &st->graph_map_len, msg, cap);
     if (rc == MESS_OK && hnsw_count(st->graph) != e->nodes)
         rc = fail(msg, cap, MESS_EFORMAT, "%s: %zu nodes, the manifest says %llu",
                   base_name(path), hnsw_count(st->graph), (unsigned long long)e->nodes);
@@ -591,6 +697,8 @@ static void shard_take_record(struct shard_store *st, const struct store_shard *
     st->nodes = e->nodes;
     st->arena_gen = e->arena_gen;
     st->arena_bytes = e->arena_bytes;
+    st->chain_len = e->chain_len;
+    memcpy(st->chain, e->chain, sizeof st->chain);
 }
 
 /* ---- the write-ahead log (D16, wal.c) ------------------------------------- */
@@ -812,6 +920,75 @@ static int arena_append(const mess_server *s, const struct shard_store *st,
     return rc;
 }
 
+/* Writes shard j's delta since its last checkpoint (hnsw_track) to a new
+ * file at path, fsync'd; d gets its generation, length and digest. */
+static int delta_write(const struct shard_store *st, uint32_t j, uint64_t gen,
+                       const char *path, struct store_delta *d)
+{
+    struct hnsw_delta_info di;
+    int fd, rc = create_new(path, &fd);
+    if (rc != MESS_OK)
+        return rc;
+    memset(&di, 0, sizeof di);
+    di.shard = j;
+    di.generation = gen;
+    di.base_generation = st->graph_gen;
+    memcpy(di.base_digest, st->graph_digest, STORE_DIGEST_BYTES);
+    if (st->chain_len > 0)
+        memcpy(di.prev_digest, st->chain[st->chain_len - 1].digest, STORE_DIGEST_BYTES);
+    rc = hnsw_write_delta(st->graph, &di, fd, d->digest, &d->bytes);
+    rc = finish_new(path, fd, rc);
+    if (rc == MESS_OK)
+        d->gen = gen;
+    return rc;
+}
+
+/* After a commit: removes every shard-JJJJ-GGGGGGGG.{graph,delta,arena} of
+ * a shard this handle holds that the new MANIFEST (records rec) does not
+ * name: the files this checkpoint replaced (a folded chain, an old base
+ * or arena) and whatever a crashed checkpoint left.  A file a reader still
+ * maps keeps its pages. */
+static void sweep(const mess_server *s, const struct store_shard *rec)
+{
+    DIR *d = opendir(s->dir);
+    struct dirent *e;
+    if (!d)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name, *ext;
+        char *end;
+        unsigned long j;
+        unsigned long long g;
+        int named = 0;
+        uint32_t k;
+        if (strncmp(n, "shard-", 6) != 0 || !isdigit((unsigned char)n[6]))
+            continue;
+        j = strtoul(n + 6, &end, 10);
+        if (*end != '-' || !isdigit((unsigned char)end[1]))
+            continue;
+        g = strtoull(end + 1, &end, 10);
+        if (*end != '.' || j >= s->p.shards || !s->shards[j].graph)
+            continue;
+        ext = end + 1;
+        if (strcmp(ext, "graph") == 0)
+            named = g == rec[j].graph_gen;
+        else if (strcmp(ext, "arena") == 0)
+            named = g == rec[j].arena_gen;
+        else if (strcmp(ext, "delta") == 0) {
+            for (k = 0; k < rec[j].chain_len; k++)
+                named |= g == rec[j].chain[k].gen;
+        } else
+            continue;
+        if (!named) {
+            char *p = store_path(s->dir, n, 0, 0, NULL);
+            if (p)
+                unlink(p);
+            free(p);
+        }
+    }
+    closedir(d);
+}
+
 /* Writes every changed shard's files for the next generation, then the
  * MANIFEST, and only then changes the handle (mess.h).  fresh: the
  * directory's MANIFEST as it is now (a subset server: the other shards'
@@ -843,6 +1020,8 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
         rec[j].nodes = st->nodes;
         rec[j].arena_gen = st->arena_gen;
         rec[j].arena_bytes = st->arena_bytes;
+        rec[j].chain_len = st->chain_len;
+        memcpy(rec[j].chain, st->chain, sizeof rec[j].chain);
         if (!st->graph) {
             /* not held: its files and record are its holder's */
             if (fresh)
@@ -867,13 +1046,33 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
         free(path);
         path = NULL;
         if (rc == MESS_OK && (st->dirty || st->graph_gen == 0)) {
-            path = store_path(s->dir, NULL, j, gen, "graph");
-            rc = path ? graph_write(st->graph, path, &rec[j].graph_bytes,
-                                    rec[j].graph_digest)
-                      : MESS_ENOMEM;
-            if (rc == MESS_OK) {
-                made[j] |= 1;
-                rec[j].graph_gen = gen;
+            /* a delta while the fold rule allows one, else a new base */
+            uint64_t est = UINT64_MAX, chain_bytes = 0;
+            uint32_t k;
+            for (k = 0; k < st->chain_len; k++)
+                chain_bytes += st->chain[k].bytes;
+            if (st->graph_gen != 0 && !st->rewrite && st->chain_len < STORE_CHAIN_MAX)
+                est = hnsw_delta_bytes(st->graph);
+            if (est != UINT64_MAX &&
+                (chain_bytes + est) * STORE_FOLD_DEN <= st->graph_bytes * STORE_FOLD_NUM) {
+                struct store_delta *d = &rec[j].chain[st->chain_len];
+                path = store_path(s->dir, NULL, j, gen, "delta");
+                rc = path ? delta_write(st, j, gen, path, d) : MESS_ENOMEM;
+                if (rc == MESS_OK) {
+                    made[j] |= 4;
+                    d->nodes = rec[j].nodes;
+                    rec[j].chain_len = st->chain_len + 1;
+                }
+            } else {
+                path = store_path(s->dir, NULL, j, gen, "graph");
+                rc = path ? graph_write(st->graph, path, &rec[j].graph_bytes,
+                                        rec[j].graph_digest)
+                          : MESS_ENOMEM;
+                if (rc == MESS_OK) {
+                    made[j] |= 1;
+                    rec[j].graph_gen = gen;
+                    rec[j].chain_len = 0;
+                }
             }
             free(path);
             path = NULL;
@@ -929,6 +1128,12 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
                     unlink(p);
                 free(p);
             }
+            if (made[j] & 4) {
+                p = store_path(s->dir, NULL, j, gen, "delta");
+                if (p)
+                    unlink(p);
+                free(p);
+            }
         }
         free(rec);
         free(made);
@@ -954,8 +1159,8 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
             struct hnsw *g = NULL;
             void *gm = NULL;
             size_t gl = 0;
-            if (p && graph_map(&s->p, j, p, rec[j].graph_bytes, rec[j].graph_digest, 0,
-                               &g, &gm, &gl, NULL, 0) == MESS_OK) {
+            if (p && graph_map(&s->p, j, p, rec[j].graph_bytes, rec[j].graph_digest, NULL,
+                               NULL, 0, &g, &gm, &gl, NULL, 0) == MESS_OK) {
                 store_free_graph(st);
                 st->graph = g;
                 st->graph_map = gm;
@@ -989,10 +1194,13 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
                 st->cap = 0;
             }
         }
+        if (made[j] & 4)
+            hnsw_track(st->graph); /* the next delta starts here */
         shard_take_record(st, &rec[j]);
         st->dirty = 0;
         st->rewrite = 0;
     }
+    sweep(s, rec);
     s->generation = gen;
     s->owner_dirty = 0;
     free(rec);

@@ -11,6 +11,10 @@
  *   S/shard-JJJJ-GGGGGGGG.arena   shard JJJJ's ciphertexts, node i at
  *                                 i * entry_bytes; appended to between
  *                                 rewrites, mapped read-only
+ *   S/shard-JJJJ-GGGGGGGG.delta   what checkpoint GGGGGGGG changed in
+ *                                 shard JJJJ's graph (hnsw_write_delta);
+ *                                 the MANIFEST names each shard's chain,
+ *                                 applied in order at the open
  *
  * Opening costs O(shards) system calls: the arena is mapped, never read
  * whole; every length the manifest gives is checked against the file.
@@ -23,9 +27,15 @@
 #include "protocol.h"
 
 #define STORE_MAGIC "MESSSMAN"
-#define STORE_VERSION 1
+#define STORE_VERSION 2
 #define STORE_HEADER_BYTES 112
-#define STORE_SHARD_BYTES 72
+#define STORE_SHARD_BYTES 80 /* a record without deltas */
+#define STORE_DELTA_BYTES 56 /* each delta of its chain */
+/* The fold rule: a checkpoint writes a shard's graph file anew instead of
+ * a delta when its chain has STORE_CHAIN_MAX deltas or the chain's bytes
+ * with the new delta would pass NUM/DEN of the graph file's. */
+#define STORE_FOLD_NUM 1
+#define STORE_FOLD_DEN 2
 #define STORE_DIGEST_BYTES 32
 #define STORE_FLAG_OWNED 1u
 
@@ -34,6 +44,8 @@ struct store_shard {
     uint64_t graph_gen, graph_bytes;
     uint8_t graph_digest[STORE_DIGEST_BYTES];
     uint64_t nodes, arena_gen, arena_bytes;
+    uint32_t chain_len;   /* 0..STORE_CHAIN_MAX deltas over the graph file */
+    struct store_delta chain[STORE_CHAIN_MAX];
 };
 
 struct store_manifest {

@@ -62,6 +62,13 @@ const char *fuzz_tmp_path(const char *suffix);
 /* Writes data to path (no fsync: only this process reads it back). */
 int fuzz_write_file(const char *path, const uint8_t *data, size_t size);
 
+/* The base graph the delta target applies its inputs to: a small real
+ * graph (24 codes, one deleted).  graph != NULL: the graph itself (the
+ * caller frees it; file and len untouched); else its graph file
+ * (hnsw_write_graph) in *file (kept; do not free), *len bytes.  0 or -1. */
+struct hnsw;
+int fuzz_delta_base(struct hnsw **graph, uint8_t **file, size_t *len);
+
 /* Aborts with a message: a broken invariant is a finding. */
 void fuzz_fail(const char *what);
 

@@ -298,6 +298,66 @@ static void manifest_seeds(const struct fuzz_fixture *fx)
     rmdir(dir);
 }
 
+/* Seeds of fuzz_delta: deltas over the target's base graph
+ * (fuzz_delta_base), written by the real checkpoint code: none (no change
+ * since the mark) and 8 inserts plus a deletion of an older node; mode 0
+ * (as is) and mode 1 (digest recomputed by the target). */
+static void delta_seeds(const struct fuzz_fixture *fx)
+{
+    static const struct { const char *name; size_t adds; } kinds[2] = {{"empty", 0},
+                                                                       {"add8", 8}};
+    const char *path = "build/seed.delta";
+    struct hnsw_delta_info di;
+    struct hnsw *h;
+    uint64_t *codes;
+    uint8_t digest[32], *file, *map;
+    float *base;
+    size_t n, dim, i, len, blen;
+    uint64_t bytes;
+    int rc, fd, k;
+    if ((rc = mess_vecs_read_f32("datasets/sift/base.bvecs", &base, &n, &dim)) != MESS_OK)
+        die("base", rc);
+    codes = (uint64_t *)malloc((size_t)fx->p.shards * (fx->p.kappa / 64) * 8);
+    if (!codes || fuzz_delta_base(NULL, &file, &blen) != 0 ||
+        posix_memalign((void **)&map, 4096, blen) != 0)
+        die("delta base", MESS_ENOMEM);
+    for (k = 0; k < 2; k++) {
+        memcpy(map, file, blen);
+        if ((rc = hnsw_attach(map, blen, NULL, &h)) != MESS_OK ||
+            (rc = hnsw_track(h)) != MESS_OK)
+            die("attach the delta base", rc);
+        for (i = 0; i < kinds[k].adds; i++)
+            if ((rc = mess_client_codes(fx->client, base + (24 + i) * dim, codes)) != MESS_OK ||
+                (rc = hnsw_add(h, codes, hnsw_label_of(fuzz_item_id(24 + i), 0), NULL)) !=
+                    MESS_OK)
+                die("codes", rc);
+        if (kinds[k].adds)
+            hnsw_delete(h, hnsw_label_of(fuzz_item_id(5), 0));
+        memset(&di, 0, sizeof di);
+        di.shard = 0;
+        di.generation = 2;
+        di.base_generation = 1;
+        hnsw_graph_digest(file, blen, di.base_digest);
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || (rc = hnsw_write_delta(h, &di, fd, digest, &bytes)) != MESS_OK ||
+            close(fd) != 0)
+            die("hnsw_write_delta", fd < 0 ? MESS_EIO : rc);
+        {
+            uint8_t *d = slurp(path, &len);
+            char nm[64];
+            put("delta", kinds[k].name, 0, 1, d, len);
+            snprintf(nm, sizeof nm, "%s-resum", kinds[k].name);
+            put("delta", nm, 1, 1, d, len);
+            free(d);
+        }
+        hnsw_free(h);
+    }
+    remove(path);
+    free(map);
+    free(codes);
+    mess_vecs_free(base);
+}
+
 int main(void)
 {
     const struct fuzz_fixture *fx = fuzz_fixture();
@@ -397,5 +457,6 @@ int main(void)
     hnsw_seeds(fx);
     wal_seeds(fx);
     manifest_seeds(fx);
+    delta_seeds(fx);
     return 0;
 }

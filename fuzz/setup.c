@@ -1,11 +1,13 @@
 /*
  * setup.c - the fixed deployment every fuzz target starts from (fuzz.h).
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../hnsw_bin.h"
 #include "fuzz.h"
 
 #define FUZZ_TRAIN 1000
@@ -126,4 +128,61 @@ int fuzz_write_file(const char *path, const uint8_t *data, size_t size)
     ok = size == 0 || fwrite(data, 1, size, f) == size;
     ok = fclose(f) == 0 && ok;
     return ok ? 0 : -1;
+}
+
+/* The base graph of the delta target (fuzz_delta.c, make_seeds.c): shard
+ * 0's IsoHash codes of the first 24 base vectors, item 3 deleted, written
+ * as a graph file; built once. */
+int fuzz_delta_base(struct hnsw **graph, uint8_t **file, size_t *len)
+{
+    static uint8_t *buf;
+    static size_t n;
+    const struct fuzz_fixture *fx = fuzz_fixture();
+    struct hnsw_params hp;
+    struct hnsw *h = NULL;
+    uint64_t *codes;
+    uint8_t digest[32];
+    float *base;
+    size_t nb, i;
+    const char *path;
+    FILE *f;
+    int fd;
+    memset(&hp, 0, sizeof hp);
+    hp.bits = fx->p.kappa;
+    hp.m = fx->p.hnsw_m;
+    hp.ef_construction = fx->p.ef_construction;
+    hp.seed = 1;
+    must(hnsw_new(&hp, &h), "hnsw_new");
+    base = read_f32("base.bvecs", &nb);
+    codes = (uint64_t *)malloc((size_t)fx->p.shards * (fx->p.kappa / 64) * 8);
+    if (!codes)
+        return -1;
+    for (i = 0; i < 24 && i < nb; i++) {
+        must(mess_client_codes(fx->client, base + i * 128, codes), "codes");
+        must(hnsw_add(h, codes, hnsw_label_of(fuzz_item_id(i), 0), NULL), "hnsw_add");
+    }
+    mess_vecs_free(base);
+    free(codes);
+    must(hnsw_delete(h, hnsw_label_of(fuzz_item_id(3), 0)), "hnsw_delete");
+    if (graph) {
+        *graph = h;
+        return 0;
+    }
+    if (!buf) {
+        path = fuzz_tmp_path(".base");
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0 || hnsw_write_graph(h, fd, digest) != MESS_OK || close(fd) != 0)
+            return -1;
+        f = fopen(path, "rb");
+        if (!f || fseek(f, 0, SEEK_END) != 0 || (long)(n = (size_t)ftell(f)) < 0 ||
+            fseek(f, 0, SEEK_SET) != 0 || !(buf = (uint8_t *)malloc(n)) ||
+            fread(buf, 1, n, f) != n)
+            return -1;
+        fclose(f);
+        unlink(path);
+    }
+    hnsw_free(h);
+    *file = buf;
+    *len = n;
+    return 0;
 }

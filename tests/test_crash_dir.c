@@ -12,7 +12,10 @@
  *               to the log, as a crash in the middle of its write leaves
  *   checkpoint  an upload, then mess_server_checkpoint: the kill aims at
  *               the checkpoint (the delay starts at the upload's
- *               acknowledgement)
+ *               acknowledgement); the uploads are small, so most
+ *               checkpoints write a delta per shard and every few a shard's
+ *               chain folds into a new graph file (docs/PROTOCOL.md
+ *               "Proportional checkpoint"): kills land in both, counted
  *   compaction  a delete, then mess_server_compact + checkpoint (aimed
  *               the same way)
  *
@@ -288,8 +291,30 @@ struct kind_result {
     unsigned in_open, during[4]; /* kills in the open (and replay), and by op kind */
     unsigned committed;          /* kills in a checkpoint after its MANIFEST rename */
     unsigned planted;            /* torn records added after a kill */
+    unsigned deltas, folds;      /* shards' chains that grew / restarted (a fold) */
+    unsigned max_chain;
     double window;
 };
+
+/* Shard j's delta files in dir (its chain once a checkpoint has removed
+ * any leftovers). */
+static unsigned count_deltas(const char *dir, unsigned j)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char prefix[32];
+    unsigned n = 0;
+    if (!d)
+        return 0;
+    snprintf(prefix, sizeof prefix, "shard-%04u-", j);
+    while ((e = readdir(d)) != NULL) {
+        size_t a = strlen(e->d_name);
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0 && a > 6 &&
+             strcmp(e->d_name + a - 6, ".delta") == 0;
+    }
+    closedir(d);
+    return n;
+}
 
 static const char *op_name(int k)
 {
@@ -423,6 +448,7 @@ static void crash_kind(const char *name, struct plan *pl, size_t w, int target,
     char dir[600], mpath[700], msg[512];
     mess_server *s = NULL;
     size_t at = 0, i;
+    unsigned chain[MAX_SHARDS];
     unsigned r;
     double t_aim = -1;
     memset(res, 0, sizeof *res);
@@ -436,6 +462,8 @@ static void crash_kind(const char *name, struct plan *pl, size_t w, int target,
     mess_server_free(s);
     CHECK_OK(apply_ref(ref, &pl->ops[0]));
     at = 1;
+    for (i = 0; i < params.shards && i < MAX_SHARDS; i++)
+        chain[i] = count_deltas(dir, (unsigned)i);
     for (r = 0; r <= rounds && at < pl->n; r++) {
         size_t to = at + w < pl->n ? at + w : pl->n, done;
         long settle = -1;
@@ -488,6 +516,17 @@ static void crash_kind(const char *name, struct plan *pl, size_t w, int target,
         /* inserts: sometimes the crash also tore the next record */
         if (target < 0 && run.killed && done < to && uniform() < 0.3)
             res->planted += (unsigned)plant_torn(dir, &pl->ops[done]);
+        /* the proportional checkpoint: chains that grew, chains folded */
+        for (i = 0; i < params.shards && i < MAX_SHARDS; i++) {
+            unsigned c = count_deltas(dir, (unsigned)i);
+            if (c > chain[i])
+                res->deltas++;
+            else if (c < chain[i])
+                res->folds++;
+            if (c > res->max_chain)
+                res->max_chain = c;
+            chain[i] = c;
+        }
         /* the directory as the crash left it */
         if (mess_server_verify(dir, msg, sizeof msg) != MESS_OK) {
             fprintf(stderr, "  %s round %u: verify: %s\n", name, r, msg);
@@ -561,6 +600,9 @@ static void crash_kind(const char *name, struct plan *pl, size_t w, int target,
         printf(" (%u of these after the MANIFEST's rename)", res->committed);
     if (res->planted)
         printf("; a torn record added after %u of them", res->planted);
+    if (res->deltas + res->folds)
+        printf("; shard deltas written %u, chains folded %u (longest %u)", res->deltas,
+               res->folds, res->max_chain);
     printf("\n  %s: state old %u, new %u, either (a checkpoint) %u; verify failed %u, "
            "open failed %u, other state %u, acknowledged uploads lost %u, search "
            "failed %u\n",
@@ -576,6 +618,9 @@ static void crash_kind(const char *name, struct plan *pl, size_t w, int target,
     if (rounds >= 20 && target >= 0)
         CHECK(res->killed >= rounds / 2 && res->committed > 0 &&
               res->committed < res->during[target]);
+    /* checkpoints of small uploads write deltas, and their chains fold */
+    if (rounds >= 20 && target == OP_CHECKPOINT)
+        CHECK(res->deltas > 0 && res->folds > 0);
 }
 
 /* Removes the tree under path (the server directories). */

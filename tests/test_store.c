@@ -26,6 +26,9 @@ static mess_params P;
 static float *vecs;  /* 400 x DIM: the items */
 static uint8_t *up1, *up2, *del;
 static size_t up1_len, up2_len, del_len;
+#define NSMALL 12
+static uint8_t *ups[NSMALL], *del2; /* 10 items each; 5 of up1's deleted */
+static size_t ups_len[NSMALL], del2_len;
 static uint8_t *req[NQ];
 static size_t req_len[NQ];
 
@@ -613,7 +616,7 @@ static void test_hostile(void)
 
     /* every byte of the MANIFEST flipped in turn, and every truncation */
     b = test_read_file(keep, &n);
-    CHECK(b && n == 112 + P.shards * 72 + 32);
+    CHECK(b && n == 112 + P.shards * 80 + 32);
     for (i = 0; b && i < n; i++) {
         b[i] ^= 0x40;
         write_file(man, b, n);
@@ -632,7 +635,7 @@ static void test_hostile(void)
     /* checksummed but lying: a node count unlike the arena length, a
      * graph length unlike the file's, a generation from the future */
     if (b) {
-        size_t rec1 = 112 + 72;
+        size_t rec1 = 112 + 80;
         b[rec1 + 48] ^= 1; /* nodes of shard 1 */
         resum(b, n);
         write_file(man, b, n);
@@ -650,11 +653,19 @@ static void test_hostile(void)
         write_file(man, b, n);
         CHECK_RC(mess_server_open(dir, NULL, NULL, 0, &x), MESS_EFORMAT);
         b[rec1 + 0] -= 5;
-        b[8] = 2; /* a later format version */
+        b[8] = 3; /* a later format version */
         resum(b, n);
         write_file(man, b, n);
         CHECK_RC(mess_server_open(dir, NULL, NULL, 0, &x), MESS_EVERSION);
+        /* version 1 (before the delta chains): refused, saying what to do */
         b[8] = 1;
+        resum(b, n);
+        write_file(man, b, n);
+        CHECK_RC(mess_server_open(dir, NULL, NULL, 0, &x), MESS_EVERSION);
+        CHECK_RC(mess_server_verify(dir, msg, sizeof msg), MESS_EVERSION);
+        CHECK(strstr(msg, "version 1") && strstr(msg, "reads version 2") &&
+              strstr(msg, "mess export") && strstr(msg, "mess import"));
+        b[8] = 2;
     }
     free(b);
     copy_file(keep, man);
@@ -717,6 +728,141 @@ static void test_hostile(void)
     rm_tree(dir);
 }
 
+/* The proportional checkpoint (docs/PROTOCOL.md "Proportional
+ * checkpoint"): small uploads after a base write per-shard deltas, not a
+ * new graph file; a reopen applies the chain and answers exactly as the
+ * handle that never closed and the server in memory (and exports the same
+ * bytes); a handle reopened on a chain goes on writing deltas; the chain
+ * folds into a new base (K deltas or half the base's bytes), and every
+ * file no MANIFEST names is gone. */
+static void test_delta_chain(void)
+{
+    char dir[256], graph0[300], graph1[300], fm[256], fs[256], msg[300];
+    mess_server *m = NULL, *s = NULL, *r = NULL;
+    int k, deltas = 0, folds = 0, maxchain = 0;
+    path_of(dir, sizeof dir, "dc");
+    path_of(fm, sizeof fm, "dc-mem.mess");
+    path_of(fs, sizeof fs, "dc-dir.mess");
+    CHECK_OK(mess_server_new(&P, &m));
+    CHECK_OK(mess_server_create(dir, &P, &s));
+    CHECK_OK(mess_server_apply_upload(m, up1, up1_len, 1));
+    CHECK_OK(mess_server_apply_upload(s, up1, up1_len, 1));
+    CHECK_OK(mess_server_apply_upload(m, up2, up2_len, 1));
+    CHECK_OK(mess_server_apply_upload(s, up2, up2_len, 1));
+    CHECK_OK(mess_server_checkpoint(s));
+    CHECK(count_suffix(dir, ".delta") == 0);
+    shard_file(dir, 0, ".graph", graph0, sizeof graph0);
+    for (k = 0; k < NSMALL; k++) {
+        int nd;
+        CHECK_OK(mess_server_apply_upload(m, ups[k], ups_len[k], 1));
+        CHECK_OK(mess_server_apply_upload(s, ups[k], ups_len[k], 1));
+        if (k == 1 || k == 7) { /* deletions of older nodes in a delta */
+            CHECK_OK(mess_server_apply_delete(m, k == 1 ? del2 : del, k == 1 ? del2_len : del_len, NULL));
+            CHECK_OK(mess_server_apply_delete(s, k == 1 ? del2 : del, k == 1 ? del2_len : del_len, NULL));
+        }
+        CHECK_OK(mess_server_checkpoint(s));
+        nd = count_suffix(dir, ".delta");
+        CHECK(nd >= 0 && nd <= 8 * (int)P.shards);
+        shard_file(dir, 0, ".graph", graph1, sizeof graph1);
+        if (strcmp(graph0, graph1) != 0) {
+            folds++;
+            CHECK(access(graph0, F_OK) != 0); /* the old base is gone */
+            memcpy(graph0, graph1, sizeof graph0);
+        } else
+            deltas++;
+        if (nd / (int)P.shards > maxchain)
+            maxchain = nd / (int)P.shards;
+        CHECK(count_suffix(dir, ".graph") == (int)P.shards);
+        CHECK(same_answers(m, s));
+        r = NULL;
+        CHECK_OK(mess_server_open(dir, &P, NULL, 0, &r));
+        CHECK(r && same_answers(m, r) && same_answers(s, r));
+        if (r) {
+            CHECK_OK(mess_server_save(m, fm));
+            CHECK_OK(mess_server_export(r, fs));
+            CHECK(files_equal(fm, fs));
+        }
+        CHECK_OK(mess_server_verify(dir, msg, sizeof msg));
+        if (k >= NSMALL / 2 && r) {
+            /* from here on the reopened handle writes the next deltas */
+            mess_server_free(s);
+            s = r;
+        } else
+            mess_server_free(r);
+        r = NULL;
+    }
+    CHECK(deltas >= 3 && folds >= 1 && maxchain >= 2);
+    mess_server_free(s);
+    mess_server_free(m);
+    unlink(fm);
+    unlink(fs);
+    rm_tree(dir);
+}
+
+/* A delta damaged, truncated or missing is refused with a message naming
+ * it (never a crash, never a handle); a subset open applies its shards'
+ * chains; mess_server_extract copies them. */
+static void test_delta_hostile(void)
+{
+    char dir[256], dst[256], delta[300], keep[300], msg[300];
+    mess_server *s = NULL, *x;
+    uint8_t *b;
+    size_t n, i;
+    path_of(dir, sizeof dir, "dh");
+    path_of(dst, sizeof dst, "dh-x");
+    path_of(keep, sizeof keep, "delta.keep");
+    CHECK_OK(mess_server_create(dir, &P, &s));
+    CHECK_OK(mess_server_apply_upload(s, up1, up1_len, 1));
+    CHECK_OK(mess_server_apply_upload(s, up2, up2_len, 1));
+    CHECK_OK(mess_server_checkpoint(s));
+    CHECK_OK(mess_server_apply_upload(s, ups[0], ups_len[0], 1));
+    CHECK_OK(mess_server_apply_delete(s, del2, del2_len, NULL));
+    CHECK_OK(mess_server_checkpoint(s));
+    mess_server_free(s);
+    shard_file(dir, 1, ".delta", delta, sizeof delta);
+    CHECK(delta[0] != '\0');
+    copy_file(delta, keep);
+    b = test_read_file(keep, &n);
+    CHECK(b != NULL && n > 224);
+    for (i = 0; b && i < n; i += 1 + n / 97) {
+        b[i] ^= 0x10;
+        write_file(delta, b, n);
+        b[i] ^= 0x10;
+        x = NULL;
+        CHECK_RC(mess_server_open(dir, NULL, NULL, 0, &x), MESS_EFORMAT);
+        CHECK(x == NULL);
+    }
+    CHECK_RC(mess_server_verify(dir, msg, sizeof msg), MESS_EFORMAT);
+    CHECK(strstr(msg, "shard-0001-") != NULL && strstr(msg, ".delta") != NULL);
+    if (b)
+        write_file(delta, b, n - 1);
+    CHECK_RC(mess_server_open(dir, NULL, NULL, 0, &x), MESS_EFORMAT);
+    CHECK(unlink(delta) == 0);
+    CHECK_RC(mess_server_open(dir, NULL, NULL, 0, &x), MESS_EIO);
+    CHECK_RC(mess_server_verify(dir, msg, sizeof msg), MESS_EIO);
+    CHECK(strstr(msg, ".delta") != NULL);
+    {
+        uint32_t pick[1] = {0}, one[1] = {1};
+        x = NULL;
+        CHECK_OK(mess_server_open(dir, NULL, pick, 1, &x)); /* shard 1 not needed */
+        mess_server_free(x);
+        copy_file(keep, delta);
+        x = NULL;
+        CHECK_OK(mess_server_open(dir, NULL, one, 1, &x));
+        mess_server_free(x);
+        CHECK_OK(mess_server_extract(dir, one, 1, dst, msg, sizeof msg));
+        if (count_suffix(dst, ".delta") != 1)
+            fprintf(stderr, "extract: %s\n", msg);
+        CHECK(count_suffix(dst, ".delta") == 1);
+        CHECK_OK(mess_server_verify(dst, msg, sizeof msg));
+    }
+    CHECK_OK(mess_server_verify(dir, msg, sizeof msg));
+    free(b);
+    unlink(keep);
+    rm_tree(dst);
+    rm_tree(dir);
+}
+
 /* create refuses a non-empty directory and fills an empty one. */
 static void test_create_rules(void)
 {
@@ -768,9 +914,20 @@ int main(void)
         ids[i] = i;
     if (mess_client_upload(c, ids, vecs, 200, 1, &up1, &up1_len) != MESS_OK ||
         mess_client_upload(c, ids + 200, vecs + 200 * DIM, 200, 1, &up2, &up2_len) != MESS_OK ||
-        mess_client_delete(c, ids, 50, &del, &del_len) != MESS_OK) {
+        mess_client_delete(c, ids, 50, &del, &del_len) != MESS_OK ||
+        mess_client_delete(c, ids + 60, 5, &del2, &del2_len) != MESS_OK) {
         fprintf(stderr, "cannot encode the test buffers\n");
         return 1;
+    }
+    for (i = 0; i < NSMALL; i++) {
+        uint64_t sid[10];
+        for (j = 0; j < 10; j++)
+            sid[j] = 1000 + 10 * i + j;
+        if (mess_client_upload(c, sid, vecs + (600 + 10 * i) * DIM, 10, 1, &ups[i],
+                               &ups_len[i]) != MESS_OK) {
+            fprintf(stderr, "cannot encode the small uploads\n");
+            return 1;
+        }
     }
     for (i = 0; i < NQ; i++) {
         mess_query *q = NULL;
@@ -795,6 +952,11 @@ int main(void)
     RUN(test_two_holders);
     RUN(test_hostile);
     RUN(test_create_rules);
+    RUN(test_delta_chain);
+    RUN(test_delta_hostile);
+    for (i = 0; i < NSMALL; i++)
+        mess_buf_free(ups[i]);
+    mess_buf_free(del2);
     for (i = 0; i < NQ; i++)
         mess_buf_free(req[i]);
     mess_buf_free(up1);
