@@ -884,6 +884,8 @@ def cmd_append(a):
                    checkpoint_write_bytes=io3["write_bytes"] - io2["write_bytes"],
                    checkpoint_files_written=len(new),
                    checkpoint_graph_bytes=sum(n for f, n in new.items() if f.endswith(".graph")),
+                   checkpoint_delta_bytes=sum(n for f, n in new.items() if f.endswith(".delta")),
+                   checkpoint_deltas=sum(1 for f in new if f.endswith(".delta")),
                    checkpoint_arena_bytes=grown + sum(n for f, n in new.items()
                                                       if f.endswith(".arena")),
                    checkpoint_bytes=written, added_bytes=added,
