@@ -38,6 +38,9 @@ import worlds as W  # noqa: E402
 GRID = {"mds_dims": (4, 8, 16), "gsgm_hops": (0, 1, 2, 3), "joint_cycle": (0.0, 1.0)}
 # which method each hyper-parameter belongs to (calibrated on that method)
 OWNER = {"mds_dims": "MDS", "gsgm_hops": "GSGM", "joint_cycle": "Joint"}
+# calibration keeps the views' seed distances for its second pass up to this
+# many bytes (a 20k view's are 0.3 GB, computed in about 13 s of CPU)
+KEEP_BYTES = 1 << 30
 
 
 def parse(argv):
@@ -87,11 +90,13 @@ def parse(argv):
 
 def calibrate(attacks, d, p):
     """Picks each hyper-parameter from GRID by the mean number of correct
-    associations of its method on the calibration views: mds_dims by MDS,
-    gsgm_hops by GSGM (each score depends on its own parameter only), then
-    joint_cycle by Joint with the two chosen.  View by view, so only one
-    view's seed distances are in memory (a 20k view's are 0.3 GB) and each
-    view's are computed twice, not once per grid value."""
+    associations of its method on the calibration views: mds_dims by MDS
+    (one eigen-decomposition per shard for the three values), gsgm_hops by
+    GSGM (each score depends on its own parameter only; all hop counts from
+    one pass of filtering over the columns GSGM uses, Attack.gsgm_sweep),
+    then joint_cycle by Joint with the two chosen.  View by view; a view's
+    seed distances (0.3 GB at 20k) are kept for the Joint pass while all
+    views' fit in KEEP_BYTES, else computed again."""
     cfg = {k: v[0] for k, v in GRID.items()}
     tot = {(key, val): 0 for key in GRID for val in GRID[key]}
 
@@ -99,19 +104,28 @@ def calibrate(attacks, d, p):
         truth = dict(tr["truth"])
         return sum(truth.get(s) == node for s, node, _ in chosen)
 
+    kept = []     # the views' Attacks, kept for the Joint pass while they fit
+    size = 0
     for tr in attacks:
         at = A.Attack(tr["shards"], tr["know"], p.per_item, cfg)
-        for key in ("mds_dims", "gsgm_hops"):
-            for val in GRID[key]:
-                tot[key, val] += correct(tr, at.with_cfg({key: val}).run(OWNER[key]))
+        size += sum(h.nbytes for h in at.H)
+        kept.append(at if size <= KEEP_BYTES else None)
+        for val in GRID["mds_dims"]:
+            tot["mds_dims", val] += correct(tr, at.with_cfg({"mds_dims": val}).run("MDS"))
+        # every hop count from one pass of filtering (attack.Attack.gsgm_sweep)
+        for val, chosen in at.gsgm_sweep(GRID["gsgm_hops"]).items():
+            tot["gsgm_hops", val] += correct(tr, chosen)
     for key in ("mds_dims", "gsgm_hops"):
         cfg[key] = max(GRID[key], key=lambda v: (tot[key, v], -GRID[key].index(v)))
-    for tr in attacks:
-        at = A.Attack(tr["shards"], tr["know"], p.per_item, cfg)
+    for k, tr in enumerate(attacks):
+        at = kept[k].with_cfg(cfg) if kept[k] is not None else \
+            A.Attack(tr["shards"], tr["know"], p.per_item, cfg)
+        kept[k] = None
         at.all_scores()
         for val in GRID["joint_cycle"]:
             tot["joint_cycle", val] += correct(tr, at.with_cfg({"joint_cycle": val})
                                                .run("Joint"))
+        at._filtered.clear()      # shared with its parent: all shards' signals
     key = "joint_cycle"
     cfg[key] = max(GRID[key], key=lambda v: (tot[key, v], -GRID[key].index(v)))
     return cfg
@@ -141,8 +155,8 @@ def evaluate_pair(ex, a, n, pi, base, i, j, dth, t_start=None, progress=None):
         % (n, pi, dth, i, j, cfg))
     key = itertools.count(((a.seed & 0xff) << 32) + (n << 12) + (pi << 8) + 128)
     hrng = np.random.default_rng([a.seed, n, pi, 1])
-    res = {m: {"U": [], "correct": [], "wrong": []} for m in A.METHODS}
-    ref_d, route_u = [], []
+    res = {m: {"U": [], "correct": [], "wrong": [], "C": []} for m in A.METHODS}
+    ref_d, route_u, ref_s = [], [], []
     for tno in range(a.trials):
         k = next(key)
         for b in (0, 1):
@@ -153,7 +167,9 @@ def evaluate_pair(ex, a, n, pi, base, i, j, dth, t_start=None, progress=None):
                 res[m]["U"].append(U)
                 res[m]["correct"].append(corr)
                 res[m]["wrong"].extend(wrong)
+                res[m]["C"].append(W.recovered_shards(tr, out[m]))
             ref_d.append(int(d[tr["ref"][0]]))
+            ref_s.append(int(tr["ref"][0]))
             route_u.append(int(sum(d[s] for s, _ in tr["truth"])))
         if (tno + 1) % max(1, a.trials // 4) == 0:
             log("  trial %d/%d (%.0f s)" % (tno + 1, a.trials, time.time() - t_start))
@@ -161,12 +177,13 @@ def evaluate_pair(ex, a, n, pi, base, i, j, dth, t_start=None, progress=None):
             # a long pair keeps what it has: rows of the trials so far,
             # without intervals, marked partial
             progress(*pair_rows(a, p, n, pi, i, j, dth, d, cfg, res, ref_d, route_u,
-                                ci=False, quiet=True))
+                                ci=False, quiet=True, ref_s=ref_s))
     return pair_rows(a, p, n, pi, i, j, dth, d, cfg, res, ref_d, route_u,
-                     ci=not a.no_ci)
+                     ci=not a.no_ci, ref_s=ref_s)
 
 
-def pair_rows(a, p, n, pi, i, j, dth, d, cfg, res, ref_d, route_u, ci, quiet=False):
+def pair_rows(a, p, n, pi, i, j, dth, d, cfg, res, ref_d, route_u, ci, quiet=False,
+              ref_s=None):
     """The rows (one per method) and the detail record of a pair from the
     held-out results so far."""
     rows = []
@@ -179,7 +196,11 @@ def pair_rows(a, p, n, pi, i, j, dth, d, cfg, res, ref_d, route_u, ci, quiet=Fal
         row = {"method": m, "n": n, "pair": pi, "d_theta": round(dth, 5),
                "trials": len(r["U"]),
                "xi_single": round(xs, 3),
-               "xi_link": round(W.xi_from_us(a.p_store, r["U"], a.delta), 3)
+               # the reference shard mixed exactly over the shards outside
+               # the recovered ones (worlds.mixed_logw), not sampled
+               "xi_link": round(W.xi_link_mixed(a.p_store, d, r["C"], a.delta), 3)
+               if acct else float("inf"),
+               "xi_link_sampled": round(W.xi_from_us(a.p_store, r["U"], a.delta), 3)
                if acct else float("inf"),
                "xi_complete": round(xc, 3),
                "accuracy": round(float(np.mean(r["correct"])) / (p.per_item - 1), 4),
@@ -189,7 +210,7 @@ def pair_rows(a, p, n, pi, i, j, dth, d, cfg, res, ref_d, route_u, ci, quiet=Fal
                if r["wrong"] else None,
                "cfg": cfg}
         if acct and ci and len(r["U"]) >= 4:
-            lo, hi = W.bootstrap_ci(a.p_store, r["U"], a.delta)
+            lo, hi = W.bootstrap_ci_mixed(a.p_store, d, r["C"], a.delta)
             row["xi_link_ci"] = [round(lo, 3), round(hi, 3)]
         if not ci:
             row["partial"] = True
@@ -201,7 +222,10 @@ def pair_rows(a, p, n, pi, i, j, dth, d, cfg, res, ref_d, route_u, ci, quiet=Fal
     det = {"n": n, "pair": pi, "indices": [i, j], "d_theta": dth,
            "d": [int(v) for v in d], "cfg": cfg,
            "U": {m: list(res[m]["U"]) for m in A.METHODS},
+           "C": {m: list(res[m]["C"]) for m in A.METHODS},
            "ref_d": list(ref_d), "route_u": list(route_u)}
+    if ref_s is not None:
+        det["ref_shard"] = list(ref_s)
     return rows, det
 
 

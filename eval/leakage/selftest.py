@@ -15,12 +15,22 @@ bundled SIFT set, 20% seeds), one real pair at d_theta <= 0.05:
   - p_D = 0.5 (codes are noise): every procedure must fall to chance
     (accuracy <= 0.1), so the scoring does not leak ground truth;
   - p_D = 0.08: xi_single <= xi_link <= xi_complete for every procedure;
+  - xi_link mixes the reference shard exactly (worlds.mixed_logw): checked
+    against hand-computed mixtures, on random recoveries (never below
+    xi_single), and on the case that broke the sampled estimator (views
+    whose reference shards all missed a pair's few far shards: xi_link
+    below xi_single, as text 10k pair 2 in the grid);
   - replay (M = 8, t = 4): the majority vote over 26 versions of a
     re-inserted item stays within 4 sigma of p_D (issue 12 item 1: it was
     0.000 before storage coins became a PRF of (shard, id)), and the vote
     over 15 requests of a query by a client reloaded before each (a retry
     after a failure) within 4 sigma of p_PRR (issue 12 item 2: 0.000 before
     the permanent report became a PRF of the query);
+  - the calibration's shortcuts (view-by-view, kept seed distances, GSGM
+    over its columns and all hop counts in one pass, one MDS eigen-
+    decomposition per shard, Joint's cycle step from the rows it compares)
+    give the plain computations' numbers (up to float32 rounding) and
+    choices;
   - run.py's options: --metric cos starts from the cosine defaults (kappa
     64, p_D = p_q = 0.016), l2 from the paper's (128, 0.08), given flags
     override them, the saved client's name carries them, and a set of
@@ -95,6 +105,62 @@ def options():
         os.rmdir(tmp)
 
 
+def sampled_reference():
+    """run.py's xi_link mixes the reference shard over all shards instead
+    of using the few drawn in the held-out views.  The case of text 10k
+    pair 2 (largest xi_link 24.6 against xi_single 28.6 with the drawn
+    reference shards): a pair whose distance sits in a few shards, 8 views
+    that recovered nothing and whose reference shards all missed those few;
+    the attacker still holds one uniformly random entry, so xi_link must be
+    at least xi_single, interval included."""
+    M, t = 64, 16
+    d = np.full(M, 8, np.int64)
+    d[[5, 17, 40, 63]] = 30
+    views = 8
+    res = {m: {"U": [8] * views, "correct": [0] * views, "wrong": [0.5] * views,
+               "C": [[] for _ in range(views)]} for m in A.METHODS}
+    a = types.SimpleNamespace(p_store=0.08, delta=0.01, no_ci=False)
+    p = types.SimpleNamespace(per_item=t)
+    rows, _ = R.pair_rows(a, p, 5000, 0, 1, 2, 0.05, d, {}, res, [8] * views,
+                          [8 * t] * views, ci=True, quiet=True)
+    r = rows[0]
+    check(r["xi_single"] <= r["xi_link"] <= r["xi_complete"]
+          and r.get("xi_link_ci", [0])[0] >= r["xi_single"],
+          "reference shards drawn away from the far shards: xi_single %.2f <= xi_link %.2f "
+          "(interval %s) <= xi_complete %.2f"
+          % (r["xi_single"], r["xi_link"], r.get("xi_link_ci"), r["xi_complete"]))
+
+
+def mixing():
+    """worlds.mixed_logw against hand-computed mixtures, and the ordering
+    on random recoveries."""
+    d = np.array([1, 2, 3, 10])
+    w = np.exp(W.mixed_logw(d, [[3]]))          # r uniform over shards 0-2
+    want = np.zeros(14)
+    want[[11, 12, 13]] = 1 / 3
+    check(np.allclose(w, want), "one view, shard 3 recovered: U uniform on 11, 12, 13")
+    w = np.exp(W.mixed_logw(d, [[], 10]))     # a list view and a sums view
+    want = np.zeros(21)
+    want[[1, 2, 3, 10]] += 1 / 8
+    want[[11, 12, 13, 20]] += 1 / 8
+    check(np.allclose(w, want), "two views (none recovered; a sum of 10): the 1-of-4 "
+          "mixture and its shift by 10, half each")
+    rng = np.random.default_rng(9)
+    bad = 0
+    for k in range(40):
+        d = rng.integers(0, 25, 64)
+        xs = W.xi_single(0.08, d, 0.01)
+        views = []
+        for _ in range(int(rng.integers(1, 9))):
+            route = rng.choice(64, 16, replace=False)
+            views.append(sorted(route[1:1 + int(rng.integers(0, 4))].tolist()))
+        xl = W.xi_link_mixed(0.08, d, views, 0.01)
+        lo, _ = W.bootstrap_ci_mixed(0.08, d, views, 0.01, reps=20)
+        bad += not (xl >= xs - 1e-9 and lo >= xs - 1e-9)
+    check(bad == 0, "40 random pairs and recoveries: xi_link and its interval's lower end "
+          ">= xi_single in all (%d not)" % bad)
+
+
 def naive_calibrate(views, t):
     """run.calibrate's choice, computed the plain way: a fresh Attack for
     every grid value, parameters chosen one after the other."""
@@ -143,10 +209,82 @@ def helpers(base, ex, pair):
     got = R.calibrate(views, None, ex.p)
     want = naive_calibrate(views, ex.p.per_item)
     check(got == want, "view-by-view calibration %s = the plain one %s" % (got, want))
+    keep = R.KEEP_BYTES
+    R.KEEP_BYTES = 0          # the seed distances computed again for the Joint pass
+    try:
+        again = R.calibrate(views, None, ex.p)
+    finally:
+        R.KEEP_BYTES = keep
+    check(again == got, "calibration without kept seed distances %s = with %s" % (again, got))
+    shortcuts(views, ex.p.per_item)
+
+
+def shortcuts(views, t):
+    """GSGM over the columns it uses and all hop counts in one pass, and MDS
+    from one eigen-decomposition per shard, give the same numbers as the
+    plain computations (all columns filtered, one decomposition per call)."""
+    diff = sweep = mds = chosen = 0
+    worst = 0.0
+    for tr in views:
+        at = A.Attack(tr["shards"], tr["know"], t)
+        swept = at.gsgm_sweep((0, 1, 2, 3))
+        for h in (0, 1, 2, 3):
+            one = A.Attack(tr["shards"], tr["know"], t, {"gsgm_hops": h})
+            sweep += swept[h] != one.run("GSGM")
+            for s in range(len(tr["shards"])):
+                if s == one.r:
+                    continue
+                ir, is_ = A.common(one.k, one.r, s)
+                c = one.cand[s]
+                if len(ir) < 3 or c.size == 0:
+                    continue
+                plain = A._corr_rows(one.filtered(s, h)[c][:, is_],
+                                     one.filtered(one.r, h)[one.v, ir])
+                got = one.score_gsgm(s)
+                worst = max(worst, float(np.abs(plain - got).max()))
+                diff += not np.allclose(plain, got, rtol=1e-5, atol=1e-6)
+            full = [None] * len(tr["shards"])
+            for s in range(len(tr["shards"])):
+                ir, is_ = A.common(one.k, one.r, s)
+                c = one.cand[s]
+                if s != one.r:
+                    full[s] = np.zeros(c.size) if len(ir) < 3 or c.size == 0 else \
+                        A._corr_rows(one.filtered(s, h)[c][:, is_],
+                                     one.filtered(one.r, h)[one.v, ir])
+            chosen += [x[:2] for x in one._select(full)] != \
+                [x[:2] for x in one.run("GSGM")]
+        for dims in R.GRID["mds_dims"]:
+            cached = at.with_cfg({"mds_dims": dims})
+            fresh = A.Attack(tr["shards"], tr["know"], t, {"mds_dims": dims})
+            for s in range(len(tr["shards"])):
+                if s != at.r:
+                    mds += not np.array_equal(cached.score_mds(s), fresh.score_mds(s))
+    # float32 sums over fewer columns round differently (numpy's reduction
+    # blocks): equal to rounding, and the same choices
+    check(diff == 0 and chosen == 0, "GSGM over its columns = over all columns filtered "
+          "(largest score difference %.1e; %d shard scores differ beyond rounding, %d "
+          "choices differ)" % (worst, diff, chosen))
+    jdiff = rdiff = 0
+    for tr in views:
+        for h in (0, 2, 3):
+            at = A.Attack(tr["shards"], tr["know"], t, {"gsgm_hops": h, "joint_cycle": 1.0})
+            jdiff += [x[:2] for x in at.joint()] != [x[:2] for x in at.joint(full=True)]
+            for s in range(len(tr["shards"])):
+                nodes = [0, tr["shards"][s].n // 2, tr["shards"][s].n - 1]
+                rdiff += not np.allclose(at.filtered_rows(s, h, nodes),
+                                         at.filtered(s, h)[nodes], rtol=1e-4, atol=1e-5)
+    check(jdiff == 0 and rdiff == 0, "Joint's cycle step from the compared rows only = "
+          "from every row filtered (%d choices, %d shards' rows differ)" % (jdiff, rdiff))
+    check(sweep == 0, "GSGM's one-pass sweep over hops 0-3 = one run per hop count "
+          "(%d differ)" % sweep)
+    check(mds == 0, "MDS with the shared eigen-decompositions = computed per call "
+          "(%d shard scores differ)" % mds)
 
 
 def main():
     options()
+    sampled_reference()
+    mixing()
     data = os.path.join(HERE, "..", "..", "datasets", "sift")
     base = mess.read_f32(os.path.join(data, "base.bvecs"))[:1000]
     train = mess.read_f32(os.path.join(data, "learn.bvecs"))[:2000]
