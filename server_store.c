@@ -1165,6 +1165,12 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
                 st->graph = g;
                 st->graph_map = gm;
                 st->graph_map_len = gl;
+            } else {
+                /* the heap graph is the new base's content: its change
+                 * record restarts here too, or the next delta would be
+                 * written against the old mark (MESS_ENOMEM: untracked,
+                 * the next checkpoint folds) */
+                hnsw_track(st->graph);
             }
             free(p);
         }

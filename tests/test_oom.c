@@ -994,12 +994,170 @@ static void test_accountants(void)
     sweep("mess_plan_recall_search", c_plan_search);
 }
 
+/* Files of dir whose names end in suffix. */
+static int count_suffix(const char *d, const char *suffix)
+{
+    DIR *dd = opendir(d);
+    struct dirent *e;
+    int n = 0;
+    size_t ls = strlen(suffix);
+    if (!dd)
+        return -1;
+    while ((e = readdir(dd)) != NULL) {
+        size_t l = strlen(e->d_name);
+        n += l > ls && strcmp(e->d_name + l - ls, suffix) == 0;
+    }
+    closedir(dd);
+    return n;
+}
+
+#define NDIRUP 16 /* small uploads of test_dir_checkpoint */
+
+/* Copies directory d0 to d (replacing it), opens it (the log's pending
+ * upload is replayed), checkpoints it with the n-th allocation failing
+ * (n = 0: none), then uploads and checkpoints twice more, closes it,
+ * reopens it and searches.  *folded: the checkpoint under test
+ * folded a chain; *resp: the answer (NULL when the reopen fails: *why
+ * says why). */
+static int dir_run(const char *d0, const char *d, unsigned long n, uint8_t *const *ups,
+                   const size_t *lens, int *ckpt_rc, int *fired, unsigned long *calls,
+                   int *folded, uint8_t **resp, size_t *resp_len, char *why, size_t why_cap)
+{
+    char cmd[700];
+    mess_server *s = NULL;
+    int rc, k, chain;
+    *resp = NULL;
+    *fired = 0;
+    *calls = 0;
+    why[0] = '\0';
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", d, d0, d);
+    if (system(cmd) != 0)
+        return MESS_EIO;
+    rc = mess_server_open(d, &P, NULL, 0, &s);
+    if (rc != MESS_OK)
+        return rc;
+    chain = count_suffix(d, ".delta");
+    if (n)
+        oom_arm(n, 0);
+    *ckpt_rc = mess_server_checkpoint(s);
+    if (n)
+        *calls = oom_disarm(fired);
+    *folded = count_suffix(d, ".delta") < chain;
+    for (k = 0; k < 2 && rc == MESS_OK; k++) {
+        rc = mess_server_apply_upload(s, ups[k], lens[k], 1);
+        if (rc == MESS_EIO && *ckpt_rc != MESS_OK && k == 0) {
+            /* the log could not be emptied after the commit: the handle
+             * refuses appends (mess.h); a new open goes on */
+            mess_server_free(s);
+            s = NULL;
+            rc = mess_server_open(d, &P, NULL, 0, &s);
+            if (rc == MESS_OK)
+                rc = mess_server_apply_upload(s, ups[k], lens[k], 1);
+        }
+        if (rc == MESS_OK)
+            rc = mess_server_checkpoint(s);
+    }
+    mess_server_free(s);
+    s = NULL;
+    if (rc != MESS_OK) {
+        snprintf(why, why_cap, "a later upload or checkpoint: %s", mess_strerror(rc));
+        return rc;
+    }
+    rc = mess_server_verify(d, why, why_cap);
+    if (rc != MESS_OK)
+        return rc;
+    rc = mess_server_open(d, &P, NULL, 0, &s);
+    if (rc == MESS_OK)
+        rc = mess_server_search(s, REQ, REQ_LEN, 1, resp, resp_len);
+    mess_server_free(s);
+    return rc;
+}
+
+/* A server directory's checkpoint with the n-th allocation failing, for
+ * every n (the proportional checkpoint, docs/PROTOCOL.md): whatever
+ * failed, the handle goes on, its next checkpoints commit, and the
+ * directory then verifies, opens and answers as after a run with no
+ * failure.  The checkpoint under test folds shard chains of K deltas, so
+ * failures after its commit (mapping the new base) are reached too; the
+ * handle must then still write deltas the reopen can apply. */
+static void test_dir_checkpoint(void)
+{
+    char d0[256], d[256], why[300];
+    uint8_t *ups[NDIRUP], *ref = NULL, *got;
+    size_t lens[NDIRUP], ref_len = 0, got_len, i;
+    float v[6 * DIM];
+    uint64_t ids[6], rs = 4242;
+    mess_server *w = NULL;
+    unsigned long n, calls = 0, injected = 0;
+    int k, rc, crc, fired, folded = 0;
+
+    path_of(d0, sizeof d0, "dir0");
+    path_of(d, sizeof d, "dir1");
+    memset(ups, 0, sizeof ups);
+    for (k = 0; k < NDIRUP; k++) {
+        for (i = 0; i < 6; i++)
+            ids[i] = 9000 + 10 * (uint64_t)k + i;
+        for (i = 0; i < 6 * DIM; i++)
+            v[i] = frand(&rs);
+        CHECK_OK(mess_client_upload(C, ids, v, 6, 1, &ups[k], &lens[k]));
+    }
+    CHECK_OK(mess_server_create(d0, &P, &w));
+    CHECK_OK(mess_server_apply_upload(w, BASE_UP, BASE_UP_LEN, 1));
+    CHECK_OK(mess_server_checkpoint(w));
+    /* small checkpoints (deltas) until the next one folds a chain: the
+     * directory d0 then has that upload in its log */
+    for (k = 0; k < NDIRUP - 2 && !folded; k++) {
+        CHECK_OK(mess_server_apply_upload(w, ups[k], lens[k], 1));
+        mess_buf_free(ref);
+        ref = NULL;
+        rc = dir_run(d0, d, 0, ups + NDIRUP - 2, lens + NDIRUP - 2, &crc, &fired, &calls,
+                     &folded, &ref, &ref_len, why, sizeof why);
+        CHECK_OK(rc);
+        CHECK_OK(crc);
+        if (rc != MESS_OK) {
+            fprintf(stderr, "  FAIL run without failures: %s\n", why);
+            break;
+        }
+        if (!folded)
+            CHECK_OK(mess_server_checkpoint(w));
+    }
+    mess_server_free(w);
+    CHECK(folded);
+    if (!folded)
+        goto done;
+    for (n = 1;; n++) {
+        int f2;
+        rc = dir_run(d0, d, n, ups + NDIRUP - 2, lens + NDIRUP - 2, &crc, &fired, &calls,
+                     &f2, &got, &got_len, why, sizeof why);
+        if (crc != MESS_OK)
+            injected++;
+        if (rc != MESS_OK || got_len != ref_len || memcmp(got, ref, ref_len) != 0) {
+            fprintf(stderr, "  FAIL directory checkpoint: allocation %lu failed (checkpoint "
+                            "returned %d): afterwards %s (%s)\n",
+                    n, crc, rc != MESS_OK ? mess_strerror(rc) : "other answers", why);
+            harness_test_failed = 1;
+        }
+        mess_buf_free(got);
+        if (!fired || (harness_test_failed && !full))
+            break;
+    }
+    printf("# %-28s %5lu allocations, %5lu failures injected\n", "checkpoint (directory)",
+           calls, injected);
+done:
+    mess_buf_free(ref);
+    for (k = 0; k < NDIRUP; k++)
+        mess_buf_free(ups[k]);
+    restore();
+}
+
 static void run_all(void)
 {
     RUN(test_server);
     RUN(test_client);
     RUN(test_vecs);
     RUN(test_accountants);
+    if (!persistent && threads == 1)
+        RUN(test_dir_checkpoint);
 }
 
 int main(void)
