@@ -2686,7 +2686,7 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
             return say(msg, cap, MESS_EFORMAT, "delta: new node %llu: bad layer-0 links",
                        (unsigned long long)(before + i));
         for (lv = 0; lv < levels[i]; lv++) {
-            if (up >= nuw || !delta_block_ok(ublob + up * 4, h->m, after))
+            if (nuw - up < 1 + (uint64_t)h->m || !delta_block_ok(ublob + up * 4, h->m, after))
                 return say(msg, cap, MESS_EFORMAT, "delta: new node %llu: bad upper links",
                            (unsigned long long)(before + i));
             up += 1 + h->m;
@@ -2712,7 +2712,7 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
         if (L == 0 || L > HNSW_MAX_LEVEL || !links_of(h, id, (int)L))
             return say(msg, cap, MESS_EFORMAT, "delta: node %u has no upper blocks to change", id);
         for (lv = 0; lv < L; lv++) {
-            if (up >= cuw || !delta_block_ok(cublob + up * 4, h->m, after))
+            if (cuw - up < 1 + (uint64_t)h->m || !delta_block_ok(cublob + up * 4, h->m, after))
                 return say(msg, cap, MESS_EFORMAT, "delta: node %u: bad upper links", id);
             up += 1 + h->m;
         }
