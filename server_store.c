@@ -553,6 +553,19 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
     why[0] = '\0';
     rc = hnsw_attach_msg(m, (size_t)want, &hp, g, why, sizeof why);
     if (rc == MESS_OK && e && e->chain_len > 0) {
+        /* A chain whose deltas are large beside the base changes blocks on
+         * most pages of the flags and link sections (docs/PROTOCOL.md
+         * "Proportional checkpoint"): read those sections ahead in one
+         * sweep rather than page by page as the blocks are written. */
+        uint64_t cb = 0;
+        uint32_t k;
+        for (k = 0; k < e->chain_len; k++)
+            cb += e->chain[k].bytes;
+        if (a && cb * 16 >= want) {
+            graph_willneed((uint8_t *)m, (size_t)want, 3); /* deleted flags */
+            graph_willneed((uint8_t *)m, (size_t)want, 4); /* layer-0 links */
+            graph_willneed((uint8_t *)m, (size_t)want, 6); /* upper links */
+        }
         rc = chain_apply(dir, j, e, *g, msg, cap);
         if (rc != MESS_OK) {
             hnsw_free(*g);

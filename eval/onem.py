@@ -268,7 +268,7 @@ def smaps(path):
     """Resident bytes of this process: total (smaps_rollup), and of the
     mappings of files under `path` by kind (graph, arena, other)."""
     path = os.path.abspath(path)
-    res = {"rss": 0, "graph": 0, "arena": 0, "other": 0}
+    res = {"rss": 0, "graph": 0, "arena": 0, "other": 0, "graph_private_dirty": 0}
     with open("/proc/self/smaps_rollup") as f:
         for line in f:
             if line.startswith("Rss:"):
@@ -285,6 +285,9 @@ def smaps(path):
                         "arena" if name.endswith(".arena") else "other"
             elif cur and line.startswith("Rss:"):
                 res[cur] += 1024 * int(parts[1])
+            elif cur == "graph" and line.startswith("Private_Dirty:"):
+                # pages a delta chain's blocks were written into (copies)
+                res["graph_private_dirty"] += 1024 * int(parts[1])
     return res
 
 
@@ -440,6 +443,7 @@ def cmd_import(a):
 def cmd_open(a):
     m = lib()
     rows = {"cold": [], "warm": []}
+    cpu = {"cold": [], "warm": []}
     res = None
     for i in range(a.repeat):
         for mode in ("cold", "warm"):
@@ -447,7 +451,9 @@ def cmd_open(a):
                 drop_cache(a.dir)
             before = smaps(a.dir)
             t0 = time.perf_counter()
+            c0 = time.process_time()
             s = open_dir(m, a.dir)
+            cpu[mode].append(1e3 * (time.process_time() - c0))
             rows[mode].append(1e3 * (time.perf_counter() - t0))
             if res is None:
                 res = smaps(a.dir)
@@ -458,9 +464,13 @@ def cmd_open(a):
                        cold_ms_median=float(np.median(rows["cold"])),
                        warm_ms_median=float(np.median(rows["warm"])),
                        cold_ms=rows["cold"], warm_ms=rows["warm"],
+                       cold_cpu_ms_median=float(np.median(cpu["cold"])),
+                       warm_cpu_ms_median=float(np.median(cpu["warm"])),
+                       load=load(),
                        rss_after_open_bytes=res["rss"],
                        graph_resident_after_open=res["graph"],
-                       arena_resident_after_open=res["arena"]))
+                       arena_resident_after_open=res["arena"],
+                       graph_private_dirty_after_open=res["graph_private_dirty"]))
 
 
 # mess_server_set_advice masks (mess_experimental.h) by name, for `cold`
