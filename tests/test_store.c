@@ -29,6 +29,9 @@ static size_t up1_len, up2_len, del_len;
 #define NSMALL 12
 static uint8_t *ups[NSMALL], *del2; /* 10 items each; 5 of up1's deleted */
 static size_t ups_len[NSMALL], del2_len;
+#define NDELS 10
+static uint8_t *dels[NDELS]; /* 10 of up1's ids each (100..199) */
+static size_t dels_len[NDELS];
 static uint8_t *req[NQ];
 static size_t req_len[NQ];
 
@@ -863,6 +866,141 @@ static void test_delta_hostile(void)
     rm_tree(dir);
 }
 
+/* Two holders of disjoint shard sets writing deltas in turn: each
+ * checkpoint keeps the other's chains, sweeps only its own shards' files,
+ * and the whole directory then opens (every chain applied) and answers as
+ * the server in memory. */
+static void test_delta_two_holders(void)
+{
+    static const uint32_t lo[2] = {0, 1}, hi[2] = {3, 2};
+    char dir[256], fm[256], fs[256], msg[300];
+    mess_server *s = NULL, *a = NULL, *b = NULL, *m = NULL;
+    int k;
+    path_of(dir, sizeof dir, "dtwo");
+    path_of(fm, sizeof fm, "dtwo-mem.mess");
+    path_of(fs, sizeof fs, "dtwo-dir.mess");
+    CHECK_OK(mess_server_new(&P, &m));
+    CHECK_OK(mess_server_create(dir, &P, &s));
+    CHECK_OK(mess_server_apply_upload(s, up1, up1_len, 1));
+    CHECK_OK(mess_server_apply_upload(s, up2, up2_len, 1));
+    CHECK_OK(mess_server_apply_upload(m, up1, up1_len, 1));
+    CHECK_OK(mess_server_apply_upload(m, up2, up2_len, 1));
+    CHECK_OK(mess_server_checkpoint(s));
+    mess_server_free(s);
+    s = NULL;
+    CHECK_OK(mess_server_open(dir, &P, lo, 2, &a));
+    CHECK_OK(mess_server_open(dir, &P, hi, 2, &b));
+    for (k = 0; k < 6; k++) {
+        uint8_t *pa = NULL, *pb = NULL;
+        size_t la = 0, lb = 0;
+        CHECK_OK(mess_records_split(&P, ups[k], ups_len[k], lo, 2, &pa, &la));
+        CHECK_OK(mess_records_split(&P, ups[k], ups_len[k], hi, 2, &pb, &lb));
+        CHECK_OK(mess_server_apply_upload(m, ups[k], ups_len[k], 1));
+        CHECK_OK(mess_server_apply_upload(a, pa, la, 1));
+        CHECK_OK(mess_server_apply_upload(b, pb, lb, 1));
+        if (k % 2) {
+            CHECK_OK(mess_server_checkpoint(b));
+            CHECK_OK(mess_server_checkpoint(a));
+        } else {
+            CHECK_OK(mess_server_checkpoint(a));
+            CHECK_OK(mess_server_checkpoint(b));
+        }
+        mess_buf_free(pa);
+        mess_buf_free(pb);
+        CHECK_OK(mess_server_verify(dir, msg, sizeof msg));
+        CHECK_OK(mess_server_open(dir, &P, NULL, 0, &s));
+        CHECK(s && same_answers(m, s));
+        mess_server_free(s);
+        s = NULL;
+    }
+    CHECK(count_suffix(dir, ".delta") > 0);
+    mess_server_free(a);
+    mess_server_free(b);
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &s));
+    CHECK_OK(mess_server_save(m, fm));
+    CHECK_OK(mess_server_export(s, fs));
+    CHECK(files_equal(fm, fs));
+    mess_server_free(s);
+    mess_server_free(m);
+    unlink(fm);
+    unlink(fs);
+    rm_tree(dir);
+}
+
+/* Shard j's delta files in dir. */
+static int shard_deltas(const char *dir, uint32_t j)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char prefix[32];
+    int n = 0;
+    snprintf(prefix, sizeof prefix, "shard-%04u-", (unsigned)j);
+    if (!d)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        size_t a = strlen(e->d_name);
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0 && a > 6 &&
+             strcmp(e->d_name + a - 6, ".delta") == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* The fold rule's other half: tiny checkpoints (deletions) never pass
+ * half the base, so a shard's chain grows to K = 8 deltas and the next
+ * checkpoint that changes the shard folds it into a new base (its old
+ * base and chain removed); no chain is ever longer, and every step opens
+ * and answers as the server in memory. */
+static void test_delta_fold_k(void)
+{
+    char dir[256], msg[300], g0[4][300], g1[300];
+    mess_server *s = NULL, *m = NULL, *r = NULL;
+    int k, chain[4], at8 = 0, folded8 = 0;
+    uint32_t j;
+    path_of(dir, sizeof dir, "dk");
+    CHECK(P.shards == 4);
+    CHECK_OK(mess_server_new(&P, &m));
+    CHECK_OK(mess_server_create(dir, &P, &s));
+    CHECK_OK(mess_server_apply_upload(s, up1, up1_len, 1));
+    CHECK_OK(mess_server_apply_upload(s, up2, up2_len, 1));
+    CHECK_OK(mess_server_apply_upload(m, up1, up1_len, 1));
+    CHECK_OK(mess_server_apply_upload(m, up2, up2_len, 1));
+    CHECK_OK(mess_server_checkpoint(s));
+    for (j = 0; j < 4; j++) {
+        chain[j] = 0;
+        shard_file(dir, j, ".graph", g0[j], sizeof g0[j]);
+    }
+    for (k = 0; k < NDELS; k++) {
+        CHECK_OK(mess_server_apply_delete(s, dels[k], dels_len[k], NULL));
+        CHECK_OK(mess_server_apply_delete(m, dels[k], dels_len[k], NULL));
+        CHECK_OK(mess_server_checkpoint(s));
+        for (j = 0; j < 4; j++) {
+            int c = shard_deltas(dir, j);
+            shard_file(dir, j, ".graph", g1, sizeof g1);
+            CHECK(c >= 0 && c <= 8);
+            if (c == 8)
+                at8 = 1;
+            if (strcmp(g1, g0[j]) != 0) { /* a new base: the chain restarted */
+                CHECK(c == 0 && access(g0[j], F_OK) != 0);
+                if (chain[j] == 8)
+                    folded8 = 1;
+                memcpy(g0[j], g1, sizeof g1);
+            } else
+                CHECK(c == chain[j] || c == chain[j] + 1);
+            chain[j] = c;
+        }
+        r = NULL;
+        CHECK_OK(mess_server_open(dir, &P, NULL, 0, &r));
+        CHECK(r && same_answers(m, r));
+        mess_server_free(r);
+    }
+    CHECK(at8 && folded8);
+    CHECK_OK(mess_server_verify(dir, msg, sizeof msg));
+    mess_server_free(s);
+    mess_server_free(m);
+    rm_tree(dir);
+}
+
 /* create refuses a non-empty directory and fills an empty one. */
 static void test_create_rules(void)
 {
@@ -919,6 +1057,11 @@ int main(void)
         fprintf(stderr, "cannot encode the test buffers\n");
         return 1;
     }
+    for (i = 0; i < NDELS; i++)
+        if (mess_client_delete(c, ids + 100 + 10 * i, 10, &dels[i], &dels_len[i]) != MESS_OK) {
+            fprintf(stderr, "cannot encode the deletions\n");
+            return 1;
+        }
     for (i = 0; i < NSMALL; i++) {
         uint64_t sid[10];
         for (j = 0; j < 10; j++)
@@ -954,9 +1097,13 @@ int main(void)
     RUN(test_create_rules);
     RUN(test_delta_chain);
     RUN(test_delta_hostile);
+    RUN(test_delta_two_holders);
+    RUN(test_delta_fold_k);
     for (i = 0; i < NSMALL; i++)
         mess_buf_free(ups[i]);
     mess_buf_free(del2);
+    for (i = 0; i < NDELS; i++)
+        mess_buf_free(dels[i]);
     for (i = 0; i < NQ; i++)
         mess_buf_free(req[i]);
     mess_buf_free(up1);
