@@ -926,18 +926,36 @@ int hnsw_search(const struct hnsw *h, struct hnsw_scratch *s,
  * lines of one arrive while the others compute.  Each beam makes exactly
  * the decisions search_layer makes, in the same order, on its own
  * scratch; only the interleaving of independent searches differs. */
-enum { BEAM_DONE, BEAM_GATHER, BEAM_SCORE, BEAM_UADDR, BEAM_ULIST, BEAM_UPPER };
+enum { BEAM_DONE, BEAM_GATHER, BEAM_SCORE, BEAM_UADDR, BEAM_ULIST, BEAM_UPPER, BEAM_PICK };
 
 struct beam {
     struct hnsw_job *job;
     struct hnsw_scratch *s;
     const uint32_t *l;   /* the list being expanded */
+    const uint64_t *codes; /* fast: every node's code, node i at 2 i */
+    int fast;            /* 128-bit codes in one array, no deleted node */
+    int listed;          /* visits listed in s->vlist (else the bitmap is
+                            cleared whole: small enough) */
     size_t ef, nr, ncand;
     uint32_t used, cmin, rmax, np;
     uint32_t ep, epd;    /* the greedy descent's node and distance */
     int level;           /* its layer */
     int run;             /* the layer-0 search was started */
 };
+
+/* hnsw_search_many's paths: fast, the common case's own loops and the
+ * beams' next picks made together at the end of each round (many_defer);
+ * the largest visit bitmap cleared whole rather than through the list of
+ * the nodes visited (words).  hnsw_many_set_paths for the tests and the
+ * benchmark, which compare them with the former loops (fast 0). */
+static int many_fast = 1, many_defer = 1;
+static size_t many_clear_words = HNSW_MANY_CLEAR_WORDS;
+
+void hnsw_many_set_paths(int fast, size_t clear_words)
+{
+    many_fast = many_defer = fast != 0;
+    many_clear_words = clear_words;
+}
 
 /* Pops candidates until one with a link list (BEAM_GATHER, its list
  * prefetched) or the end of the search (BEAM_DONE). */
@@ -984,12 +1002,34 @@ HNSW_INLINE int beam_gather(struct beam *b)
     s->cnt.expanded++;
     s->cnt.links += cnt;
     s->cnt.link_lines += lines_of(l, cnt);
+    if (b->fast) {
+        const uint64_t *codes = b->codes;
+        const int listed = b->listed;
+        for (i = 1; i <= cnt; i++) {
+            uint32_t e = l[i];
+            if (e < n) {
+                uint64_t *w = vis + (e >> 6), bit = (uint64_t)1 << (e & 63);
+                if (!(*w & bit)) {
+                    *w |= bit;
+                    if (listed)
+                        vlist[nvis++] = e;
+                    pend[np++] = e;
+                    PREFETCH(codes + 2 * (size_t)e);
+                }
+            }
+        }
+        s->nvis = nvis;
+        s->cnt.scored += np;
+        b->np = np;
+        return np ? BEAM_SCORE : many_defer ? BEAM_PICK : beam_pick(b);
+    }
     for (i = 1; i <= cnt; i++) {
         uint32_t e = l[i];
         uint64_t bit = (uint64_t)1 << (e & 63);
         if (e < n && !(vis[e >> 6] & bit)) {
             vis[e >> 6] |= bit;
-            vlist[nvis++] = e;
+            if (b->listed)
+                vlist[nvis++] = e;
             pend[np++] = e;
             PREFETCH(code_of(h, e));
             if (h->n_deleted) /* read if it enters the results */
@@ -999,7 +1039,7 @@ HNSW_INLINE int beam_gather(struct beam *b)
     s->nvis = nvis;
     s->cnt.scored += np;
     b->np = np;
-    return np ? BEAM_SCORE : beam_pick(b);
+    return np ? BEAM_SCORE : many_defer ? BEAM_PICK : beam_pick(b);
 }
 
 /* Scores the gathered neighbours (search_layer's inner loop), then picks. */
@@ -1013,6 +1053,41 @@ HNSW_INLINE int beam_score(struct beam *b)
     const size_t ef = b->ef;
     size_t nr = b->nr, ncand = b->ncand;
     uint32_t used = b->used, cmin = b->cmin, rmax = b->rmax, i;
+    if (b->fast) {
+        const uint64_t *codes = b->codes;
+        const uint64_t q0 = q[0], q1 = q[1];
+        for (i = 0; i < b->np; i++) {
+            uint32_t e = pend[i];
+            const uint64_t *c = codes + 2 * (size_t)e;
+            uint32_t d = (uint32_t)(__builtin_popcountll(q0 ^ c[0]) +
+                                    __builtin_popcountll(q1 ^ c[1]));
+            if (nr < ef || d < rmax) {
+                pool[used].node = e;
+                pool[used].next = ch[d];
+                ch[d] = used++;
+                ncand++;
+                if (d < cmin)
+                    cmin = d;
+                pool[used].node = e;
+                pool[used].next = rh[d];
+                rh[d] = used++;
+                if (d > rmax) /* nr >= 1: the entry point is live */
+                    rmax = d;
+                if (++nr > ef) {
+                    rh[rmax] = pool[rh[rmax]].next;
+                    nr--;
+                    while (rh[rmax] == NIL)
+                        rmax--;
+                }
+            }
+        }
+        b->nr = nr;
+        b->ncand = ncand;
+        b->used = used;
+        b->cmin = cmin;
+        b->rmax = rmax;
+        return many_defer ? BEAM_PICK : beam_pick(b);
+    }
     for (i = 0; i < b->np; i++) {
         uint32_t e = pend[i], d = dist_to(h, q, e);
         if (nr < ef || d < rmax) {
@@ -1042,7 +1117,7 @@ HNSW_INLINE int beam_score(struct beam *b)
     b->used = used;
     b->cmin = cmin;
     b->rmax = rmax;
-    return beam_pick(b);
+    return many_defer ? BEAM_PICK : beam_pick(b);
 }
 
 /* scratch_prepare for hnsw_search_many: the queues as for a search, and a
@@ -1215,6 +1290,13 @@ HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scr
     if (job->rc != MESS_OK)
         return BEAM_DONE;
     b->ef = ef;
+    /* the common case in a loop of its own: 128-bit codes all in one
+     * array (an attached graph without a tail, or a heap graph), no
+     * deleted node; a visit bitmap of at most 128 KiB is cleared whole */
+    b->fast = many_fast && h->words == 2 && !h->n_deleted &&
+              (h->n_base == h->n || h->n_base == 0);
+    b->codes = h->n_base ? h->bcodes : h->codes;
+    b->listed = !many_fast || (h->n + 63) / 64 > many_clear_words;
     b->ep = h->entry;
     b->epd = dist_to(h, job->query, b->ep);
     b->level = h->max_level;
@@ -1232,8 +1314,11 @@ HNSW_INLINE void beam_finish(struct beam *b)
     uint32_t d;
     if (!b->run)
         return;
-    for (i = 0; i < s->nvis; i++) /* the visit set, empty again */
-        s->vis[s->vlist[i] >> 6] = 0;
+    if (b->listed) /* the visit set, empty again */
+        for (i = 0; i < s->nvis; i++)
+            s->vis[s->vlist[i] >> 6] = 0;
+    else
+        memset(s->vis, 0, (b->job->h->n + 63) / 64 * sizeof *s->vis);
     s->nvis = 0;
     for (d = 0; d <= b->rmax && k < b->nr; d++) {
         size_t first = k;
@@ -1278,7 +1363,7 @@ HNSW_INLINE int many_body(struct hnsw_job *jobs, size_t n,
     do {
         any = 0;
         for (k = 0; k < width; k++) {
-            if (st[k] == BEAM_DONE)
+            if (st[k] == BEAM_DONE || st[k] == BEAM_PICK)
                 continue;
             switch (st[k]) {
             case BEAM_GATHER:
@@ -1302,6 +1387,17 @@ HNSW_INLINE int many_body(struct hnsw_job *jobs, size_t n,
                 BEAM_REFILL(k);
             }
             any |= st[k] != BEAM_DONE;
+        }
+        /* the next candidates of the beams that scored, picked together:
+         * their lists' prefetches (a page walk each) overlap */
+        for (k = 0; k < width; k++) {
+            if (st[k] != BEAM_PICK)
+                continue;
+            st[k] = beam_pick(&b[k]);
+            if (st[k] == BEAM_DONE) {
+                beam_finish(&b[k]);
+                BEAM_REFILL(k);
+            }
         }
     } while (any);
 #undef BEAM_REFILL

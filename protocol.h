@@ -112,7 +112,7 @@ static inline const uint8_t *shard_entry(const struct shard_store *st,
 
 /* Shard searches in flight per worker thread (hnsw_search_many, measured
  * in docs/PERFORMANCE.md "Server"). */
-#define SERVER_SEARCH_WIDTH 4
+#define SERVER_SEARCH_WIDTH 8
 /* The width searches use from now on: 1..HNSW_MANY_MAX, or 0 for the shards
  * one after the other through hnsw_search (the path before interleaving).
  * Not thread-safe: tests and benchmarks set it between searches. */

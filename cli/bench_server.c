@@ -45,6 +45,7 @@ static const char help[] =
     "usage: mess bench server --server S --data DIR [--client F] [--queries Q]\n"
     "                         [--pool B] [--widths LIST] [--threads LIST]\n"
     "                         [--rounds R] [--batch-threads LIST] [--hnswlib]\n"
+    "                         [--fast LIST] [--warm]\n"
     "\n"
     "The server's search on directory S (client S.client unless --client)\n"
     "for the first Q queries of DIR (1000) at pool B (1500): work counts,\n"
@@ -56,7 +57,11 @@ static const char help[] =
     "--python P, default /usr/bin/python3).  --ahead LIST: entries prefetched\n"
     "ahead while a response is copied (0,4; 0 = the former copy).  --keep LIST:\n"
     "1 = searches on more than one thread use the server's kept workers, 0 =\n"
-    "threads started per search (the former way); default 1.\n"
+    "threads started per search (the former way); default 1.  --fast LIST: 1 =\n"
+    "the interleaved searches run the common case (128-bit codes, no deleted\n"
+    "node) in loops of their own, 0 = the general loops; default 1.  --warm:\n"
+    "every variant also timed warm (each search run twice, the second timed:\n"
+    "its lines in cache, what is left is the search's instructions).\n"
     "  --travel F     load travel file F in memory (mess_server_load) instead of\n"
     "                 opening a directory; --client is then required\n"
     "  --chase-mib N  buffer of the pointer chase (default: the bytes of the\n"
@@ -216,7 +221,7 @@ static int count_work(const mess_server *s, uint8_t **reqs, const size_t *lens,
 /* ---- timing ------------------------------------------------------------------ */
 
 struct variant {
-    unsigned width, threads, ahead, keep;
+    unsigned width, threads, ahead, keep, fast, warm;
     double cpu, wall; /* best round, seconds for all queries */
     double rcpu, rwall; /* this round's */
 };
@@ -228,12 +233,22 @@ static int run_variant(const mess_server *s, uint8_t **reqs, const size_t *lens,
     size_t q;
     int rc = server_search_set_width(v->width);
     server_search_set_copy_ahead(v->ahead);
+    hnsw_many_set_paths((int)v->fast, HNSW_MANY_CLEAR_WORDS);
     server_search_set_keep_workers((int)v->keep);
     *cpu = *wall = 0;
     for (q = 0; q < nq && rc == MESS_OK; q++) {
         uint8_t *resp = NULL, h[16];
         size_t len;
-        double c0 = cli_cpu_s(), w0 = cli_wall_s();
+        double c0, w0;
+        if (v->warm) { /* the same search first, untimed: its lines in cache */
+            rc = mess_server_search(s, reqs[q], lens[q], v->threads, &resp, &len);
+            mess_buf_free(resp);
+            resp = NULL;
+            if (rc != MESS_OK)
+                break;
+        }
+        c0 = cli_cpu_s();
+        w0 = cli_wall_s();
         rc = mess_server_search(s, reqs[q], lens[q], v->threads, &resp, &len);
         *cpu += cli_cpu_s() - c0;
         *wall += cli_wall_s() - w0;
@@ -250,6 +265,7 @@ static int run_variant(const mess_server *s, uint8_t **reqs, const size_t *lens,
     server_search_set_width(SERVER_SEARCH_WIDTH);
     server_search_set_copy_ahead(SERVER_COPY_AHEAD);
     server_search_set_keep_workers(1);
+    hnsw_many_set_paths(1, HNSW_MANY_CLEAR_WORDS);
     return rc;
 }
 
@@ -331,10 +347,10 @@ int bench_server(int argc, char **argv)
     struct cli_args a;
     const char *dir, *client_path, *data, *python, *travel;
     char path[4096], cpath[4096], load0[64], load1[64];
-    unsigned widths[MAXV], threads[MAXV], bthreads[MAXV], aheads[MAXV], keeps[2];
-    size_t nw, nt, nbt, na, nk, nv = 0, i, r, nq, qn, qdim, differ = 0;
+    unsigned widths[MAXV], threads[MAXV], bthreads[MAXV], aheads[MAXV], keeps[2], fasts[2];
+    size_t nw, nt, nbt, na, nk, nf, nv = 0, i, r, nq, qn, qdim, differ = 0;
     long queries = 1000, pool = 1500, rounds = 3, chase_mib = 1024;
-    struct variant v[2 * MAXV * MAXV * MAXV];
+    struct variant *v = NULL;
     mess_client *c = NULL;
     mess_server *s = NULL;
     mess_params p;
@@ -343,7 +359,7 @@ int bench_server(int argc, char **argv)
     size_t *lens = NULL;
     struct hnsw_counts cnt;
     double lat, par, lat_huge, par_huge, ham_ns, hits, per_q, lines_q, floor_ms, serial_ms;
-    int rc, want_hnswlib;
+    int rc, want_hnswlib, want_warm;
     FILE *json;
     char *jbuf = NULL;
     size_t jlen = 0;
@@ -359,6 +375,7 @@ int bench_server(int argc, char **argv)
     client_path = cli_opt(&a, "--client");
     python = cli_opt(&a, "--python");
     want_hnswlib = cli_flag(&a, "--hnswlib");
+    want_warm = cli_flag(&a, "--warm");
     if (!python)
         python = "/usr/bin/python3";
     if (parse_ulist(cli_opt(&a, "--widths") ? cli_opt(&a, "--widths") : "0,8", widths,
@@ -369,8 +386,9 @@ int bench_server(int argc, char **argv)
                     bthreads, MAXV, &nbt) ||
         parse_ulist(cli_opt(&a, "--ahead") ? cli_opt(&a, "--ahead") : "0,4", aheads, MAXV,
                     &na) ||
-        parse_ulist(cli_opt(&a, "--keep") ? cli_opt(&a, "--keep") : "1", keeps, 2, &nk)) {
-        cli_error("bad --widths, --threads, --ahead or --batch-threads list");
+        parse_ulist(cli_opt(&a, "--keep") ? cli_opt(&a, "--keep") : "1", keeps, 2, &nk) ||
+        parse_ulist(cli_opt(&a, "--fast") ? cli_opt(&a, "--fast") : "1", fasts, 2, &nf)) {
+        cli_error("bad --widths, --threads, --ahead, --keep, --fast or --batch-threads list");
         return CLI_USAGE;
     }
     if (cli_opt_long(&a, "--queries", 1, 1000000, 1000, &queries) ||
@@ -479,17 +497,26 @@ int bench_server(int argc, char **argv)
            (double)cnt.link_lines / (double)nq, (double)(cnt.upper + cnt.scored) / (double)nq,
            floor_ms, serial_ms);
 
+    v = (struct variant *)calloc(nt * 2 * nf * nk * nw * na, sizeof *v);
+    if (!v) {
+        rc = MESS_ENOMEM;
+        goto out;
+    }
     for (i = 0; i < nt; i++) {
-        size_t k, x, y;
-        for (y = 0; y < nk; y++)
-            for (k = 0; k < nw; k++)
-                for (x = 0; x < na; x++, nv++) {
-                    v[nv].width = widths[k];
-                    v[nv].threads = threads[i];
-                    v[nv].ahead = aheads[x];
-                    v[nv].keep = keeps[y];
-                    v[nv].cpu = v[nv].wall = 1e30;
-                }
+        size_t k, x, y, z, f;
+        for (z = 0; z < (want_warm ? 2u : 1u); z++)
+            for (f = 0; f < nf; f++)
+                for (y = 0; y < nk; y++)
+                    for (k = 0; k < nw; k++)
+                        for (x = 0; x < na; x++, nv++) {
+                            v[nv].width = widths[k];
+                            v[nv].threads = threads[i];
+                            v[nv].ahead = aheads[x];
+                            v[nv].keep = keeps[y];
+                            v[nv].fast = fasts[f];
+                            v[nv].warm = (unsigned)z;
+                            v[nv].cpu = v[nv].wall = 1e30;
+                        }
     }
     /* Each round runs every variant on every slice of SLICE queries, the
      * order of the variants rotating per slice, so a change of the
@@ -534,17 +561,20 @@ int bench_server(int argc, char **argv)
             (double)cnt.expanded / (double)cnt.searches, (double)cnt.links / (double)cnt.searches,
             (double)cnt.scored / (double)cnt.searches,
             (double)cnt.link_lines / (double)cnt.searches, lines_q, floor_ms, serial_ms);
-    printf("  %-5s %-6s %-6s %-7s %10s %10s %9s %9s %9s\n", "keep", "width", "ahead", "threads",
-           "cpu ms/q", "wall ms/q", "cpu gain", "wall gain", "cpu/floor");
+    printf("  %-5s %-5s %-6s %-6s %-7s %-5s %10s %10s %9s %9s %9s\n", "keep", "fast", "width",
+           "ahead", "threads", "warm", "cpu ms/q", "wall ms/q", "cpu gain", "wall gain",
+           "cpu/floor");
     for (i = 0; i < nv; i++) {
         double cms = 1e3 * v[i].cpu / (double)nq, wms = 1e3 * v[i].wall / (double)nq;
-        size_t first = i - i % (nw * na * nk); /* the first variant at these threads */
-        printf("  %-5u %-6u %-6u %-7u %10.3f %10.3f %8.2fx %8.2fx %8.2fx\n", v[i].keep, v[i].width,
-               v[i].ahead, v[i].threads, cms, wms, v[first].cpu / v[i].cpu,
-               v[first].wall / v[i].wall, cms / floor_ms);
-        fprintf(json, "%s{\"keep\":%u,\"width\":%u,\"ahead\":%u,\"threads\":%u,"
-                      "\"cpu_ms\":%.4f,\"wall_ms\":%.4f}",
-                i ? "," : "", v[i].keep, v[i].width, v[i].ahead, v[i].threads, cms, wms);
+        /* the first variant at these threads */
+        size_t first = i - i % (nw * na * nk * nf * (want_warm ? 2u : 1u));
+        printf("  %-5u %-5u %-6u %-6u %-7u %-5u %10.3f %10.3f %8.2fx %8.2fx %8.2fx\n",
+               v[i].keep, v[i].fast, v[i].width, v[i].ahead, v[i].threads, v[i].warm, cms, wms,
+               v[first].cpu / v[i].cpu, v[first].wall / v[i].wall, cms / floor_ms);
+        fprintf(json, "%s{\"keep\":%u,\"fast\":%u,\"width\":%u,\"ahead\":%u,\"threads\":%u,"
+                      "\"warm\":%u,\"cpu_ms\":%.4f,\"wall_ms\":%.4f}",
+                i ? "," : "", v[i].keep, v[i].fast, v[i].width, v[i].ahead, v[i].threads,
+                v[i].warm, cms, wms);
     }
     fprintf(json, "],\"differ\":%zu,\"batch\":[", differ);
     printf("  responses differing between variants: %zu (of %zu per variant)\n", differ, nq);
@@ -593,6 +623,7 @@ out:
     free(reqs);
     free(lens);
     free(digest);
+    free(v);
     mess_vecs_free(qv);
     mess_server_free(s);
     mess_client_free(c);

@@ -1184,12 +1184,17 @@ static void test_search_many(void)
     hnsw_scratch_counts(ref, &c0);
     CHECK(c0.searches > 0 && c0.expanded > 0 && c0.scored >= c0.expanded &&
           c0.links >= c0.scored && c0.link_lines >= c0.expanded);
-    for (w = 1; w <= HNSW_MANY_MAX; w++) {
+    /* every width on each of hnsw_search_many's paths: the common case's
+     * loops with the visit bitmap cleared whole, with it cleared through the
+     * visit list, and the general loops alone */
+    for (w = 1; w <= 3 * HNSW_MANY_MAX; w++) {
+        unsigned path = (unsigned)((w - 1) / HNSW_MANY_MAX);
+        hnsw_many_set_paths(path != 2, path == 1 ? 0 : HNSW_MANY_CLEAR_WORDS);
         memset(&c1, 0, sizeof c1);
-        for (k = 0; k < w; k++)
+        for (k = 0; k < HNSW_MANY_MAX; k++)
             hnsw_scratch_counts_reset(sc[k]);
-        CHECK_OK(hnsw_search_many(jobs, JOBS, sc, (unsigned)w));
-        for (k = 0; k < w; k++) {
+        CHECK_OK(hnsw_search_many(jobs, JOBS, sc, (unsigned)((w - 1) % HNSW_MANY_MAX + 1)));
+        for (k = 0; k < HNSW_MANY_MAX; k++) {
             struct hnsw_counts c;
             hnsw_scratch_counts(sc[k], &c);
             c1.searches += c.searches;
@@ -1214,6 +1219,7 @@ static void test_search_many(void)
                                                           : want[i][h].label);
         }
     }
+    hnsw_many_set_paths(1, HNSW_MANY_CLEAR_WORDS);
     CHECK(bad == 0);
     CHECK(bad_counts == 0);
     /* bad calls; a bad job fails alone */
