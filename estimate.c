@@ -24,13 +24,11 @@
 #include "mess_experimental.h"
 #include "payload.h"
 #include "protocol.h"
+#include "server_store.h"
 
 #define EST_PAGE 4096.0
 /* sizeof(struct hnsw) is private to hnsw_bin.c; it is below this. */
 #define EST_HNSW_STRUCT 256.0
-/* MANIFEST: a header and one record per shard (server_store.c). */
-#define EST_MANIFEST_HEAD 128.0
-#define EST_MANIFEST_SHARD 96.0
 /* Serialized graph header (docs/HNSW.md) and per-node fixed fields. */
 #define EST_SER_GRAPH_HEAD 52.0
 /* Container of a travel file: header, parameters, lengths, BLAKE2b tail. */
@@ -165,7 +163,9 @@ int mess_estimate_sized(const mess_params *in, uint64_t items,
     r.resident_bytes = (uint64_t)llround(shards * graph_file);
     r.arena_bytes = r.entries * (uint64_t)r.payload_bytes;
     r.disk_bytes = r.resident_bytes + r.arena_bytes +
-                   (uint64_t)llround(EST_MANIFEST_HEAD + shards * EST_MANIFEST_SHARD);
+                   /* the MANIFEST of a directory just built or folded: no chains */
+                   STORE_HEADER_BYTES + (uint64_t)p.shards * STORE_SHARD_BYTES +
+                   STORE_DIGEST_BYTES;
 
     /* the travel file (mess_server_save): serialized graphs with full link
      * lists, the ciphertexts, a container; zstd's worst case on top */
