@@ -1,6 +1,9 @@
 /*
  * error.c - status code descriptions and names.
  */
+#include <stdarg.h>
+#include <stdio.h>
+
 #include "internal.h"
 
 const char *mess_strerror(int code)
@@ -47,4 +50,25 @@ const char *mess_error_name(int code)
     case MESS_EOWNER:    return "MESS_EOWNER";
     default:             return NULL;
     }
+}
+
+void mess_say(char *msg, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    if (!msg || cap == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+}
+
+int mess_fail(char *msg, size_t cap, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    if (msg && cap) {
+        va_start(ap, fmt);
+        vsnprintf(msg, cap, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
 }

@@ -1976,17 +1976,6 @@ static int host_little_endian(void)
     return b == 1;
 }
 
-static int say(char *msg, size_t cap, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    if (msg && cap) {
-        va_start(ap, fmt);
-        vsnprintf(msg, cap, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 struct graph_layout {
     uint64_t off[GRAPH_SECTIONS], len[GRAPH_SECTIONS], file_len;
 };
@@ -2227,24 +2216,24 @@ int hnsw_attach_msg(void *base, size_t len, const struct hnsw_params *expect,
         return MESS_EINVAL;
     *out = NULL;
     if (!base || ((uintptr_t)base & (GRAPH_PAGE - 1)) != 0)
-        return say(msg, cap, MESS_EINVAL, "graph mapping not page-aligned");
+        return mess_fail(msg, cap, MESS_EINVAL, "graph mapping not page-aligned");
     if (!host_little_endian())
-        return say(msg, cap, MESS_EINVAL,
+        return mess_fail(msg, cap, MESS_EINVAL,
                    "graph files are little-endian; this host is not");
     if (len < GRAPH_PAGE)
-        return say(msg, cap, MESS_EFORMAT, "graph file of %zu bytes: shorter than its header page", len);
+        return mess_fail(msg, cap, MESS_EFORMAT, "graph file of %zu bytes: shorter than its header page", len);
     if (memcmp(b, graph_magic, 8) != 0)
-        return say(msg, cap, MESS_EFORMAT, "not a graph file (bad magic)");
+        return mess_fail(msg, cap, MESS_EFORMAT, "not a graph file (bad magic)");
     version = mess_load_u32(b + H_VERSION);
     if (version != GRAPH_VERSION)
-        return say(msg, cap, MESS_EVERSION, "graph file format version %u, this library reads %u",
+        return mess_fail(msg, cap, MESS_EVERSION, "graph file format version %u, this library reads %u",
                    version, GRAPH_VERSION);
     crypto_generichash(sum, 32, b, H_SUM, NULL, 0);
     if (sodium_memcmp(sum, b + H_SUM, 32) != 0)
-        return say(msg, cap, MESS_EFORMAT, "graph header checksum mismatch");
+        return mess_fail(msg, cap, MESS_EFORMAT, "graph header checksum mismatch");
     for (i = H_END; i < GRAPH_PAGE; i++)
         if (b[i])
-            return say(msg, cap, MESS_EFORMAT, "graph header: nonzero byte at %zu past the fields", i);
+            return mess_fail(msg, cap, MESS_EFORMAT, "graph header: nonzero byte at %zu past the fields", i);
     memset(&p, 0, sizeof p);
     p.bits = mess_load_u32(b + H_BITS);
     p.m = mess_load_u32(b + H_M);
@@ -2261,28 +2250,28 @@ int hnsw_attach_msg(void *base, size_t len, const struct hnsw_params *expect,
     blob = mess_load_u64(b + H_BLOB);
     file_len = mess_load_u64(b + H_FILELEN);
     if (mess_load_u32(b + H_HDRLEN) != GRAPH_PAGE || nsec != GRAPH_SECTIONS)
-        return say(msg, cap, MESS_EFORMAT, "graph header: page size or section count is not 4096 / 8");
+        return mess_fail(msg, cap, MESS_EFORMAT, "graph header: page size or section count is not 4096 / 8");
     if (!params_ok(&p) || words != p.bits / 64 || m0 != 2 * p.m)
-        return say(msg, cap, MESS_EFORMAT, "graph header: parameters out of range");
+        return mess_fail(msg, cap, MESS_EFORMAT, "graph header: parameters out of range");
     if (expect && (expect->bits != p.bits || expect->m != p.m ||
                    expect->ef_construction != p.ef_construction || expect->seed != p.seed))
-        return say(msg, cap, MESS_EPARAM, "graph made for other parameters");
+        return mess_fail(msg, cap, MESS_EPARAM, "graph made for other parameters");
     if (n > HNSW_MAX_NODES || ndel > n || top > HNSW_MAX_LEVEL + 1 || (n == 0) != (top == 0) ||
         (n > 0 && entry >= n) || (n == 0 && entry != EMPTY))
-        return say(msg, cap, MESS_EFORMAT, "graph header: node count, entry point or top level out of range");
+        return mess_fail(msg, cap, MESS_EFORMAT, "graph header: node count, entry point or top level out of range");
     if (slots != map_size_for((size_t)n + 1) || blob > UINT32_MAX)
-        return say(msg, cap, MESS_EFORMAT, "graph header: label map or upper-link size out of range");
+        return mess_fail(msg, cap, MESS_EFORMAT, "graph header: label map or upper-link size out of range");
     graph_layout(words, m0, n, blob, slots, &g);
     if (file_len != g.file_len || file_len != (uint64_t)len)
-        return say(msg, cap, MESS_EFORMAT, "graph file of %zu bytes, its header says %llu (layout: %llu)",
+        return mess_fail(msg, cap, MESS_EFORMAT, "graph file of %zu bytes, its header says %llu (layout: %llu)",
                    len, (unsigned long long)file_len, (unsigned long long)g.file_len);
     for (s = 0; s < GRAPH_SECTIONS; s++)
         if (mess_load_u64(b + H_SECTIONS + 16 * s) != g.off[s] ||
             mess_load_u64(b + H_SECTIONS + 16 * s + 8) != g.len[s])
-            return say(msg, cap, MESS_EFORMAT, "graph header: section '%s' not where the layout puts it",
+            return mess_fail(msg, cap, MESS_EFORMAT, "graph header: section '%s' not where the layout puts it",
                        sec_name[s]);
     if (n > 0 && b[g.off[SEC_LEVELS] + entry] + 1u != top)
-        return say(msg, cap, MESS_EFORMAT, "graph: the entry point is not on the top level");
+        return mess_fail(msg, cap, MESS_EFORMAT, "graph: the entry point is not on the top level");
     rc = hnsw_new(&p, &h);
     if (rc != MESS_OK)
         return rc;
@@ -2328,19 +2317,19 @@ int hnsw_check_msg(const struct hnsw *h, char *msg, size_t cap)
     if (h->n > HNSW_MAX_NODES || h->max_level > HNSW_MAX_LEVEL ||
         (h->n == 0) != (h->max_level < 0) || (h->n > 0 && h->entry >= h->n) ||
         (h->n == 0 && h->entry != EMPTY))
-        return say(msg, cap, rc, "graph: node count, entry point or top level out of range");
+        return mess_fail(msg, cap, rc, "graph: node count, entry point or top level out of range");
     if (h->n > 0 && *level_ptr(h, h->entry) != (unsigned)h->max_level)
-        return say(msg, cap, rc, "graph: the entry point is not on the top level");
+        return mess_fail(msg, cap, rc, "graph: the entry point is not on the top level");
     for (i = 0; i < h->n; i++) {
         uint8_t L = *level_ptr(h, (uint32_t)i), d = *del_ptr(h, (uint32_t)i);
         if ((int)L > h->max_level)
-            return say(msg, cap, rc, "graph: node %zu has level %u above the top level %d",
+            return mess_fail(msg, cap, rc, "graph: node %zu has level %u above the top level %d",
                        i, L, h->max_level);
         if (d > 1)
-            return say(msg, cap, rc, "graph: node %zu has deleted flag %u", i, d);
+            return mess_fail(msg, cap, rc, "graph: node %zu has deleted flag %u", i, d);
         ndel += d;
         if (i < h->n_base && h->buoff[i] != blob)
-            return say(msg, cap, rc, "graph: node %zu's upper links at word %u, the layout says %zu",
+            return mess_fail(msg, cap, rc, "graph: node %zu's upper links at word %u, the layout says %zu",
                        i, h->buoff[i], blob);
         if (i < h->n_base)
             blob += (size_t)L * (1 + h->m);
@@ -2348,12 +2337,12 @@ int hnsw_check_msg(const struct hnsw *h, char *msg, size_t cap)
             top = L + 1u;
     }
     if (blob != h->bblob_words)
-        return say(msg, cap, rc, "graph: the upper links fill %zu words of %zu", blob, h->bblob_words);
+        return mess_fail(msg, cap, rc, "graph: the upper links fill %zu words of %zu", blob, h->bblob_words);
     if (ndel != h->n_deleted)
-        return say(msg, cap, rc, "graph: %zu nodes flagged deleted, the header says %zu",
+        return mess_fail(msg, cap, rc, "graph: %zu nodes flagged deleted, the header says %zu",
                    ndel, h->n_deleted);
     if (top != (uint32_t)(h->max_level + 1))
-        return say(msg, cap, rc, "graph: no node on the top level");
+        return mess_fail(msg, cap, rc, "graph: no node on the top level");
     /* links: counts, targets, levels, duplicates (a stamp per node) */
     stamp = (uint32_t *)mess_calloc_array(h->n ? h->n : 1, sizeof *stamp);
     if (!stamp)
@@ -2363,11 +2352,11 @@ int hnsw_check_msg(const struct hnsw *h, char *msg, size_t cap)
             const uint32_t *l = links_of(h, (uint32_t)i, lv);
             uint32_t k, max = lv == 0 ? h->m0 : h->m;
             if (!l) {
-                say(msg, cap, rc, "graph: node %zu's level-%d links lie outside the upper links", i, lv);
+                mess_fail(msg, cap, rc, "graph: node %zu's level-%d links lie outside the upper links", i, lv);
                 goto done;
             }
             if (l[0] > max) {
-                say(msg, cap, rc, "graph: node %zu has %u links on level %d (at most %u)",
+                mess_fail(msg, cap, rc, "graph: node %zu has %u links on level %d (at most %u)",
                     i, l[0], lv, max);
                 goto done;
             }
@@ -2378,7 +2367,7 @@ int hnsw_check_msg(const struct hnsw *h, char *msg, size_t cap)
             for (k = 1; k <= l[0]; k++) {
                 uint32_t e = l[k];
                 if (e >= h->n || e == i || *level_ptr(h, e) < lv || stamp[e] == st) {
-                    say(msg, cap, rc, "graph: node %zu, level %d: link to %u is %s", i, lv, e,
+                    mess_fail(msg, cap, rc, "graph: node %zu, level %d: link to %u is %s", i, lv, e,
                         e >= h->n ? "past the last node" : e == i ? "a self link" :
                         stamp[e] == st ? "a duplicate" : "to a node without that level");
                     goto done;
@@ -2388,25 +2377,25 @@ int hnsw_check_msg(const struct hnsw *h, char *msg, size_t cap)
         }
     /* label map: every live node under its own label, nothing else in it */
     if (h->n - ndel > 0 && !h->map) {
-        say(msg, cap, rc, "graph: live nodes but no label map");
+        mess_fail(msg, cap, rc, "graph: live nodes but no label map");
         goto done;
     }
     nslots = h->map ? h->map_mask + 1 : 0;
     if (h->map && nslots < 2 * h->n) {
-        say(msg, cap, rc, "graph: label map of %zu slots for %zu nodes", nslots, h->n);
+        mess_fail(msg, cap, rc, "graph: label map of %zu slots for %zu nodes", nslots, h->n);
         goto done;
     }
     for (i = 0; i < nslots; i++)
         live += h->map[i] != EMPTY;
     if (live != h->n - ndel) {
-        say(msg, cap, rc, "graph: label map holds %zu entries for %zu live nodes", live, h->n - ndel);
+        mess_fail(msg, cap, rc, "graph: label map holds %zu entries for %zu live nodes", live, h->n - ndel);
         goto done;
     }
     for (i = 0; i < h->n; i++)
         if (!*del_ptr(h, (uint32_t)i)) {
             size_t s = map_find_slot(h, *label_ptr(h, (uint32_t)i));
             if (s == NO_SLOT || h->map[s] != i) {
-                say(msg, cap, rc, "graph: live node %zu is not found under its label "
+                mess_fail(msg, cap, rc, "graph: live node %zu is not found under its label "
                     "(a duplicate label or a broken label map)", i);
                 goto done;
             }
@@ -2709,27 +2698,27 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
     if (!h || !b || !expect)
         return MESS_EINVAL;
     if (len < D_HEADER + 32)
-        return say(msg, cap, MESS_EFORMAT, "delta of %zu bytes: shorter than its header", len);
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta of %zu bytes: shorter than its header", len);
     if (memcmp(b, delta_magic, 8) != 0)
-        return say(msg, cap, MESS_EFORMAT, "not a delta file (bad magic)");
+        return mess_fail(msg, cap, MESS_EFORMAT, "not a delta file (bad magic)");
     version = mess_load_u32(b + D_VERSION);
     if (version != DELTA_VERSION)
-        return say(msg, cap, MESS_EVERSION, "delta format version %u, this library reads %u",
+        return mess_fail(msg, cap, MESS_EVERSION, "delta format version %u, this library reads %u",
                    version, DELTA_VERSION);
     crypto_generichash(sum, 32, b, len - 32, NULL, 0);
     if (sodium_memcmp(sum, b + len - 32, 32) != 0)
-        return say(msg, cap, MESS_EFORMAT, "delta checksum mismatch (truncated or modified)");
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta checksum mismatch (truncated or modified)");
     if (sodium_memcmp(sum, expect->digest, 32) != 0)
-        return say(msg, cap, MESS_EFORMAT, "delta digest differs from the manifest's");
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta digest differs from the manifest's");
     if (mess_load_u32(b + D_SHARD) != expect->shard ||
         mess_load_u64(b + D_GEN) != expect->generation ||
         mess_load_u64(b + D_BASEGEN) != expect->base_generation ||
         sodium_memcmp(b + D_BASESUM, expect->base_digest, 32) != 0 ||
         sodium_memcmp(b + D_PREVSUM, expect->prev_digest, 32) != 0)
-        return say(msg, cap, MESS_EFORMAT,
+        return mess_fail(msg, cap, MESS_EFORMAT,
                    "delta belongs to another shard, generation, base or chain");
     if (mess_load_u32(b + D_BITS) != h->p.bits || mess_load_u32(b + D_M) != h->p.m)
-        return say(msg, cap, MESS_EFORMAT, "delta made for other graph parameters");
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta made for other graph parameters");
     before = mess_load_u64(b + D_BEFORE);
     after = mess_load_u64(b + D_AFTER);
     entry = mess_load_u32(b + D_ENTRY);
@@ -2742,21 +2731,21 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
     nd = mess_load_u64(b + D_ND);
     if (before != h->n || after < before || after > HNSW_MAX_NODES ||
         (expect->nodes_after != UINT64_MAX && after != expect->nodes_after))
-        return say(msg, cap, MESS_EFORMAT,
+        return mess_fail(msg, cap, MESS_EFORMAT,
                    "delta: %llu nodes before / %llu after, the graph has %zu",
                    (unsigned long long)before, (unsigned long long)after, h->n);
     if (c0 > before || cu > before || nd > before || cuw > UINT32_MAX || nuw > UINT32_MAX ||
         ndel > after || top > HNSW_MAX_LEVEL + 1 || (after == 0) != (top == 0) ||
         (after > 0 && entry >= after) || (after == 0 && entry != EMPTY) ||
         (int)top < h->max_level + 1)
-        return say(msg, cap, MESS_EFORMAT, "delta header: a count, entry point or level out of range");
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta header: a count, entry point or level out of range");
     k = after - before;
     blk0 = (1 + (uint64_t)h->m0) * 4;
     blk = (1 + (uint64_t)h->m) * 4;
     want = D_HEADER + k * ((uint64_t)h->words * 8 + 16 + 2 + blk0) + nuw * 4 +
            c0 * (4 + blk0) + cu * 4 + cuw * 4 + nd * 4 + 32;
     if (want != len || mess_load_u64(b + D_BYTES) != len)
-        return say(msg, cap, MESS_EFORMAT, "delta of %zu bytes, its counts give %llu", len,
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta of %zu bytes, its counts give %llu", len,
                    (unsigned long long)want);
     off = D_HEADER;
     codes = b + off; off += k * h->words * 8;
@@ -2775,59 +2764,59 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
     up = 0;
     for (i = 0; i < k; i++) {
         if (levels[i] > HNSW_MAX_LEVEL || levels[i] >= top || dels[i] > 1)
-            return say(msg, cap, MESS_EFORMAT, "delta: new node %llu: level or flag out of range",
+            return mess_fail(msg, cap, MESS_EFORMAT, "delta: new node %llu: level or flag out of range",
                        (unsigned long long)(before + i));
         newdel += dels[i];
         if (!delta_block_ok(l0 + i * blk0, h->m0, after))
-            return say(msg, cap, MESS_EFORMAT, "delta: new node %llu: bad layer-0 links",
+            return mess_fail(msg, cap, MESS_EFORMAT, "delta: new node %llu: bad layer-0 links",
                        (unsigned long long)(before + i));
         for (lv = 0; lv < levels[i]; lv++) {
             if (nuw - up < 1 + (uint64_t)h->m || !delta_block_ok(ublob + up * 4, h->m, after))
-                return say(msg, cap, MESS_EFORMAT, "delta: new node %llu: bad upper links",
+                return mess_fail(msg, cap, MESS_EFORMAT, "delta: new node %llu: bad upper links",
                            (unsigned long long)(before + i));
             up += 1 + h->m;
         }
     }
     if (up != nuw)
-        return say(msg, cap, MESS_EFORMAT, "delta: new nodes' upper words disagree with the header");
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta: new nodes' upper words disagree with the header");
     /* changed blocks of older nodes */
     for (i = 0; i < c0; i++) {
         uint32_t id = mess_load_u32(c0ids + 4 * i);
         if (id >= before || (i > 0 && id <= mess_load_u32(c0ids + 4 * (i - 1))) ||
             !delta_block_ok(c0blk + i * blk0, h->m0, after))
-            return say(msg, cap, MESS_EFORMAT, "delta: changed layer-0 block %llu is bad",
+            return mess_fail(msg, cap, MESS_EFORMAT, "delta: changed layer-0 block %llu is bad",
                        (unsigned long long)i);
     }
     up = 0;
     for (i = 0; i < cu; i++) {
         uint32_t id = mess_load_u32(cuids + 4 * i), L;
         if (id >= before || (i > 0 && id <= mess_load_u32(cuids + 4 * (i - 1))))
-            return say(msg, cap, MESS_EFORMAT, "delta: changed upper node %llu out of order",
+            return mess_fail(msg, cap, MESS_EFORMAT, "delta: changed upper node %llu out of order",
                        (unsigned long long)i);
         L = *level_ptr(h, id);
         if (L == 0 || L > HNSW_MAX_LEVEL || !links_of(h, id, (int)L))
-            return say(msg, cap, MESS_EFORMAT, "delta: node %u has no upper blocks to change", id);
+            return mess_fail(msg, cap, MESS_EFORMAT, "delta: node %u has no upper blocks to change", id);
         for (lv = 0; lv < L; lv++) {
             if (cuw - up < 1 + (uint64_t)h->m || !delta_block_ok(cublob + up * 4, h->m, after))
-                return say(msg, cap, MESS_EFORMAT, "delta: node %u: bad upper links", id);
+                return mess_fail(msg, cap, MESS_EFORMAT, "delta: node %u: bad upper links", id);
             up += 1 + h->m;
         }
     }
     if (up != cuw)
-        return say(msg, cap, MESS_EFORMAT, "delta: changed upper words disagree with the header");
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta: changed upper words disagree with the header");
     for (i = 0; i < nd; i++) {
         uint32_t id = mess_load_u32(ndids + 4 * i);
         if (id >= before || (i > 0 && id <= mess_load_u32(ndids + 4 * (i - 1))) ||
             *del_ptr(h, id))
-            return say(msg, cap, MESS_EFORMAT, "delta: deletion %llu names no live older node",
+            return mess_fail(msg, cap, MESS_EFORMAT, "delta: deletion %llu names no live older node",
                        (unsigned long long)i);
     }
     if (h->n_deleted + nd + newdel != ndel)
-        return say(msg, cap, MESS_EFORMAT, "delta: deleted count %llu, its deletions give %llu",
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta: deleted count %llu, its deletions give %llu",
                    (unsigned long long)ndel,
                    (unsigned long long)(h->n_deleted + nd + newdel));
     if (after > 0 && (entry < before ? *level_ptr(h, entry) : levels[entry - before]) + 1u != top)
-        return say(msg, cap, MESS_EFORMAT, "delta: the entry point is not on the top level");
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta: the entry point is not on the top level");
     /* the new live labels: unique, and not a live older node's (unless it
      * is deleted here) */
     if (k > 0) {
@@ -2845,7 +2834,7 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
                 memcpy(&l, labels + 16 * i, 16);
                 sorted[nl++] = l;
                 if (hnsw_find(h, l, &node) == MESS_OK && !id_in(ndids, nd, node)) {
-                    rc = say(msg, cap, MESS_EFORMAT,
+                    rc = mess_fail(msg, cap, MESS_EFORMAT,
                              "delta: new node %llu has the label of live node %u",
                              (unsigned long long)(before + i), node);
                     goto fail;
@@ -2854,7 +2843,7 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
         qsort(sorted, (size_t)nl, sizeof *sorted, label_cmp);
         for (i = 1; i < nl; i++)
             if (hnsw_label_eq(sorted[i - 1], sorted[i])) {
-                rc = say(msg, cap, MESS_EFORMAT, "delta: two new nodes share a label");
+                rc = mess_fail(msg, cap, MESS_EFORMAT, "delta: two new nodes share a label");
                 goto fail;
             }
         /* every allocation before the first change */

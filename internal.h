@@ -18,6 +18,19 @@
 
 #define MESS_UNUSED(x) ((void)(x))
 
+/* ---- error messages (error.c) ------------------------------------------- */
+
+/* Formats a message into msg[cap] (nothing when msg is NULL or cap 0):
+ * the calls that report why they refused an input, a file or a state.
+ * mess_fail returns rc, so `return mess_fail(msg, cap, MESS_EFORMAT, ...)`. */
+#if defined(__GNUC__)
+#define MESS_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define MESS_PRINTF(f, a)
+#endif
+void mess_say(char *msg, size_t cap, const char *fmt, ...) MESS_PRINTF(3, 4);
+int mess_fail(char *msg, size_t cap, int rc, const char *fmt, ...) MESS_PRINTF(4, 5);
+
 /* ---- checked size arithmetic ------------------------------------------ */
 
 /* *out = a * b; returns 0, or MESS_ELIMIT on size_t overflow. */

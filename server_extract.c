@@ -30,17 +30,6 @@
 
 #define COPY_CHUNK ((size_t)1 << 20)
 
-static int fail(char *msg, size_t cap, int rc, const char *fmt, ...)
-{
-    if (msg && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, cap, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 static const char *base_name(const char *path)
 {
     const char *q = strrchr(path, '/');
@@ -72,14 +61,14 @@ static int copy_file(const char *src, const char *dst, uint64_t want, int at_lea
 
     in = open(src, O_RDONLY | O_CLOEXEC);
     if (in < 0)
-        return fail(msg, cap, MESS_EIO, "%s: %s", base_name(src), strerror(errno));
+        return mess_fail(msg, cap, MESS_EIO, "%s: %s", base_name(src), strerror(errno));
     if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(in);
-        return fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", base_name(src));
+        return mess_fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", base_name(src));
     }
     if (at_least ? (uint64_t)st.st_size < want : (uint64_t)st.st_size != want) {
         close(in);
-        return fail(msg, cap, MESS_EFORMAT, "%s: %llu bytes, the manifest says %llu%s",
+        return mess_fail(msg, cap, MESS_EFORMAT, "%s: %llu bytes, the manifest says %llu%s",
                     base_name(src), (unsigned long long)st.st_size,
                     (unsigned long long)want, at_least ? " (truncated)" : "");
     }
@@ -88,7 +77,7 @@ static int copy_file(const char *src, const char *dst, uint64_t want, int at_lea
         err = errno;
         close(in);
         errno = err;
-        return fail(msg, cap, MESS_EIO, "%s: %s", dst, strerror(err));
+        return mess_fail(msg, cap, MESS_EIO, "%s: %s", dst, strerror(err));
     }
     crypto_generichash_init(&h, NULL, 0, STORE_DIGEST_BYTES);
     while (rc == MESS_OK && done < want) {
@@ -98,14 +87,14 @@ static int copy_file(const char *src, const char *dst, uint64_t want, int at_lea
             continue;
         if (k <= 0) {
             err = k < 0 ? errno : 0;
-            rc = fail(msg, cap, MESS_EIO, "%s: %s", base_name(src),
+            rc = mess_fail(msg, cap, MESS_EIO, "%s: %s", base_name(src),
                       err ? strerror(err) : "shorter than its size");
             break;
         }
         crypto_generichash_update(&h, buf, (size_t)k);
         if (store_write_all(out, buf, (size_t)k) != MESS_OK) {
             err = errno;
-            rc = fail(msg, cap, MESS_EIO, "%s: %s", dst, strerror(err));
+            rc = mess_fail(msg, cap, MESS_EIO, "%s: %s", dst, strerror(err));
         }
         done += (uint64_t)k;
     }
@@ -113,16 +102,16 @@ static int copy_file(const char *src, const char *dst, uint64_t want, int at_lea
         uint8_t sum[STORE_DIGEST_BYTES];
         crypto_generichash_final(&h, sum, sizeof sum);
         if (sodium_memcmp(sum, digest, sizeof sum) != 0)
-            rc = fail(msg, cap, MESS_EFORMAT,
+            rc = mess_fail(msg, cap, MESS_EFORMAT,
                       "%s: digest differs from the manifest's (modified)", base_name(src));
     }
     if (rc == MESS_OK && fsync(out) != 0) {
         err = errno;
-        rc = fail(msg, cap, MESS_EIO, "%s: %s", dst, strerror(err));
+        rc = mess_fail(msg, cap, MESS_EIO, "%s: %s", dst, strerror(err));
     }
     if (close(out) != 0 && rc == MESS_OK) {
         err = errno;
-        rc = fail(msg, cap, MESS_EIO, "%s: %s", dst, strerror(err));
+        rc = mess_fail(msg, cap, MESS_EIO, "%s: %s", dst, strerror(err));
     }
     close(in);
     if (err)
@@ -145,7 +134,7 @@ static int write_empty(const mess_params *p, uint32_t j, const char *dir, uint64
     rec->graph_gen = rec->arena_gen = gen;
     rc = hnsw_new(&hp, &g);
     if (rc != MESS_OK)
-        return fail(msg, cap, rc, "shard %u: cannot make an empty graph", (unsigned)j);
+        return mess_fail(msg, cap, rc, "shard %u: cannot make an empty graph", (unsigned)j);
     path = store_file_path(dir, NULL, j, gen, "graph");
     fd = path ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644) : -1;
     if (fd < 0)
@@ -177,7 +166,7 @@ static int write_empty(const mess_params *p, uint32_t j, const char *dir, uint64
     }
     if (rc != MESS_OK) {
         errno = err;
-        return fail(msg, cap, rc, "shard %u: cannot write its empty files: %s", (unsigned)j,
+        return mess_fail(msg, cap, rc, "shard %u: cannot write its empty files: %s", (unsigned)j,
                     rc == MESS_EIO ? strerror(err) : mess_strerror(rc));
     }
     return MESS_OK;
@@ -248,17 +237,17 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
     memset(&m, 0, sizeof m);
     if (!src_dir || !dst_dir || !shards || nshards == 0 || (cap && !msg) ||
         !*src_dir || !*dst_dir)
-        return fail(msg, cap, MESS_EINVAL, "invalid argument");
+        return mess_fail(msg, cap, MESS_EINVAL, "invalid argument");
     if (sodium_init() < 0)
         return MESS_ECRYPTO;
     if (lstat(dst_dir, &st) == 0) {
         errno = EEXIST;
-        return fail(msg, cap, MESS_EIO, "%s exists (the extract makes a new directory)",
+        return mess_fail(msg, cap, MESS_EIO, "%s exists (the extract makes a new directory)",
                     dst_dir);
     }
     if (errno != ENOENT) {
         int err = errno;
-        rc = fail(msg, cap, MESS_EIO, "%s: %s", dst_dir, strerror(err));
+        rc = mess_fail(msg, cap, MESS_EIO, "%s: %s", dst_dir, strerror(err));
         errno = err;
         return rc;
     }
@@ -269,7 +258,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
     rec = (struct store_shard *)mess_calloc_array(m.p.shards, sizeof *rec);
     buf = (uint8_t *)malloc(COPY_CHUNK);
     if (!want || !rec || !buf) {
-        rc = fail(msg, cap, MESS_ENOMEM, "out of memory");
+        rc = mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
         goto done;
     }
     rc = store_shard_set(shards, nshards, m.p.shards, want, msg, cap);
@@ -280,7 +269,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
      * checkpointed server). */
     path = store_file_path(src_dir, "wal", 0, 0, NULL);
     if (!path) {
-        rc = fail(msg, cap, MESS_ENOMEM, "out of memory");
+        rc = mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
         goto done;
     }
     why[0] = '\0';
@@ -288,12 +277,12 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
     free(path);
     path = NULL;
     if (rc != MESS_OK) {
-        rc = fail(msg, cap, rc, "%s/wal: %s", src_dir,
+        rc = mess_fail(msg, cap, rc, "%s/wal: %s", src_dir,
                   why[0] ? why : "cannot read the write-ahead log");
         goto done;
     }
     if (wal_count(w) > 0) {
-        rc = fail(msg, cap, MESS_ESTATE,
+        rc = mess_fail(msg, cap, MESS_ESTATE,
                   "%s/wal holds %llu updates after generation %llu: checkpoint the source "
                   "first", src_dir, (unsigned long long)wal_count(w),
                   (unsigned long long)m.generation);
@@ -301,7 +290,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
     }
     rc = server_alloc(&m.p, 0, &hs);
     if (rc != MESS_OK) {
-        rc = fail(msg, cap, rc, "cannot make the server handle");
+        rc = mess_fail(msg, cap, rc, "cannot make the server handle");
         goto done;
     }
     hs->owned = m.owned;
@@ -311,7 +300,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
      * commit, so a failure or a crash never leaves a half-written dst */
     tmp = (char *)malloc(strlen(dst_dir) + 16);
     if (!tmp) {
-        rc = fail(msg, cap, MESS_ENOMEM, "out of memory");
+        rc = mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
         goto done;
     }
     strcpy(tmp, dst_dir);
@@ -320,7 +309,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
     strcat(tmp, ".tmp-XXXXXX");
     if (!mkdtemp(tmp)) {
         int err = errno;
-        rc = fail(msg, cap, MESS_EIO, "cannot make a directory next to %s: %s", dst_dir,
+        rc = mess_fail(msg, cap, MESS_EIO, "cannot make a directory next to %s: %s", dst_dir,
                   strerror(err));
         errno = err;
         goto done;
@@ -337,7 +326,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
         path = store_file_path(tmp, NULL, j, e->graph_gen, "graph");
         rc = from && path ? copy_file(from, path, e->graph_bytes, 0, e->graph_digest, buf,
                                       msg, cap)
-                          : fail(msg, cap, MESS_ENOMEM, "out of memory");
+                          : mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
         free(from);
         free(path);
         from = path = NULL;
@@ -349,7 +338,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
             path = store_file_path(tmp, NULL, j, e->chain[k].gen, "delta");
             rc = from && path ? copy_file(from, path, e->chain[k].bytes, 0, NULL, buf,
                                           msg, cap)
-                              : fail(msg, cap, MESS_ENOMEM, "out of memory");
+                              : mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
             free(from);
             free(path);
             from = path = NULL;
@@ -359,7 +348,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
         from = store_file_path(src_dir, NULL, j, e->arena_gen, "arena");
         path = store_file_path(tmp, NULL, j, e->arena_gen, "arena");
         rc = from && path ? copy_file(from, path, e->arena_bytes, 1, NULL, buf, msg, cap)
-                          : fail(msg, cap, MESS_ENOMEM, "out of memory");
+                          : mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
         free(from);
         free(path);
         from = path = NULL;
@@ -387,7 +376,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
     path = NULL;
     if (rc != MESS_OK) {
         int err = errno;
-        rc = fail(msg, cap, rc, "MANIFEST: cannot write it: %s",
+        rc = mess_fail(msg, cap, rc, "MANIFEST: cannot write it: %s",
                   rc == MESS_EIO ? strerror(err) : mess_strerror(rc));
         errno = err;
         goto done;
@@ -397,19 +386,19 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
     rc = store_open(tmp, &m.p, NULL, 0, 0, &check, why, sizeof why);
     mess_server_free(check);
     if (rc != MESS_OK) {
-        rc = fail(msg, cap, rc, "the extracted directory does not open: %s", why);
+        rc = mess_fail(msg, cap, rc, "the extracted directory does not open: %s", why);
         goto done;
     }
     if (fsync_path(tmp) != MESS_OK) {
         int err = errno;
-        rc = fail(msg, cap, MESS_EIO, "%s: %s", tmp, strerror(err));
+        rc = mess_fail(msg, cap, MESS_EIO, "%s: %s", tmp, strerror(err));
         errno = err;
         goto done;
     }
     if (lstat(dst_dir, &st) == 0 || rename(tmp, dst_dir) != 0) {
         /* (rename replaces an empty directory: looked for just before) */
         int err = lstat(dst_dir, &st) == 0 || errno == ENOTEMPTY ? EEXIST : errno;
-        rc = fail(msg, cap, MESS_EIO, "%s: %s", dst_dir,
+        rc = mess_fail(msg, cap, MESS_EIO, "%s: %s", dst_dir,
                   err == EEXIST ? "exists (made while the extract ran)" : strerror(err));
         errno = err;
         goto done;
@@ -419,7 +408,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
     if (!parent || fsync_path(parent) != MESS_OK) {
         /* dst is complete; only its name's durability is in doubt */
         int err = errno;
-        rc = fail(msg, cap, MESS_EIO, "%s: the directory that holds it cannot be synced: %s",
+        rc = mess_fail(msg, cap, MESS_EIO, "%s: the directory that holds it cannot be synced: %s",
                   dst_dir, parent ? strerror(err) : "out of memory");
         errno = err;
     }

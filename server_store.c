@@ -25,17 +25,6 @@
 
 /* ---- messages and names -------------------------------------------------- */
 
-static int fail(char *msg, size_t cap, int rc, const char *fmt, ...)
-{
-    if (msg && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, cap, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 /* "DIR/NAME" or "DIR/shard-JJJJ-GGGGGGGG.EXT" (ext != NULL), malloc'd. */
 static char *store_path(const char *dir, const char *name, uint32_t shard,
                         uint64_t gen, const char *ext)
@@ -130,54 +119,54 @@ int store_manifest_parse(const uint8_t *buf, size_t len, struct store_manifest *
     int rc = MESS_OK;
     memset(m, 0, sizeof *m);
     if (!buf || len < 12 || memcmp(buf, STORE_MAGIC, 8) != 0)
-        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: not a server manifest (magic)");
+        return mess_fail(msg, cap, MESS_EFORMAT, "MANIFEST: not a server manifest (magic)");
     version = mess_load_u32(buf + 8);
     if (version == 1)
-        return fail(msg, cap, MESS_EVERSION,
+        return mess_fail(msg, cap, MESS_EVERSION,
                     "MANIFEST: format version 1 (libmess before the proportional "
                     "checkpoint); this library reads version %u.  Export the server "
                     "with the library that wrote it (`mess export --server DIR FILE`) "
                     "and import the file with this one (`mess import FILE NEWDIR`)",
                     (unsigned)STORE_VERSION);
     if (version != STORE_VERSION)
-        return fail(msg, cap, MESS_EVERSION,
+        return mess_fail(msg, cap, MESS_EVERSION,
                     "MANIFEST: format version %u (this library reads %u)",
                     (unsigned)version, (unsigned)STORE_VERSION);
     if (len < STORE_HEADER_BYTES + STORE_DIGEST_BYTES)
-        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: truncated (%zu bytes)", len);
+        return mess_fail(msg, cap, MESS_EFORMAT, "MANIFEST: truncated (%zu bytes)", len);
     crypto_generichash(sum, sizeof sum, buf, len - STORE_DIGEST_BYTES, NULL, 0);
     if (sodium_memcmp(sum, buf + len - STORE_DIGEST_BYTES, sizeof sum) != 0)
-        return fail(msg, cap, MESS_EFORMAT,
+        return mess_fail(msg, cap, MESS_EFORMAT,
                     "MANIFEST: checksum mismatch (truncated or modified)");
     mess_rd_init(&r, buf, len - STORE_DIGEST_BYTES);
     r.off = 12;
     if (mess_rd_u32(&r, &flags) || mess_rd_u64(&r, &m->generation))
-        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: truncated header");
+        return mess_fail(msg, cap, MESS_EFORMAT, "MANIFEST: truncated header");
     if (flags & ~STORE_FLAG_OWNED)
-        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: unknown flags 0x%x",
+        return mess_fail(msg, cap, MESS_EFORMAT, "MANIFEST: unknown flags 0x%x",
                     (unsigned)flags);
     if (m->generation == 0)
-        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: generation 0");
+        return mess_fail(msg, cap, MESS_EFORMAT, "MANIFEST: generation 0");
     if (params_decode(&r, &m->p) != MESS_OK)
-        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: invalid parameters");
+        return mess_fail(msg, cap, MESS_EFORMAT, "MANIFEST: invalid parameters");
     m->owned = (flags & STORE_FLAG_OWNED) != 0;
     if (mess_rd_bytes(&r, m->owner, MESS_OWNER_BYTES) || mess_rd_u32(&r, &entry_bytes) ||
         mess_rd_u32(&r, &shards))
-        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: truncated header");
+        return mess_fail(msg, cap, MESS_EFORMAT, "MANIFEST: truncated header");
     if (!m->owned && memcmp(m->owner, none, MESS_OWNER_BYTES) != 0)
-        return fail(msg, cap, MESS_EFORMAT, "MANIFEST: owner tag without the owned flag");
+        return mess_fail(msg, cap, MESS_EFORMAT, "MANIFEST: owner tag without the owned flag");
     if (entry_bytes != payload_entry_bytes(&m->p) || shards != m->p.shards)
-        return fail(msg, cap, MESS_EFORMAT,
+        return mess_fail(msg, cap, MESS_EFORMAT,
                     "MANIFEST: entry size %u or shard count %u disagrees with the parameters",
                     (unsigned)entry_bytes, (unsigned)shards);
     if (mess_rd_left(&r) < (size_t)shards * STORE_SHARD_BYTES)
-        return fail(msg, cap, MESS_EFORMAT,
+        return mess_fail(msg, cap, MESS_EFORMAT,
                     "MANIFEST: %zu bytes of shard records, %u shards need at least %zu",
                     mess_rd_left(&r), (unsigned)shards,
                     (size_t)shards * STORE_SHARD_BYTES);
     m->shard = (struct store_shard *)mess_calloc_array(shards, sizeof *m->shard);
     if (!m->shard)
-        return fail(msg, cap, MESS_ENOMEM, "out of memory");
+        return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
     for (j = 0; j < shards && rc == MESS_OK; j++) {
         struct store_shard *e = &m->shard[j];
         uint64_t need, prev_gen, prev_nodes;
@@ -187,7 +176,7 @@ int store_manifest_parse(const uint8_t *buf, size_t len, struct store_manifest *
             mess_rd_u64(&r, &e->nodes) || mess_rd_u64(&r, &e->arena_gen) ||
             mess_rd_u64(&r, &e->arena_bytes) || mess_rd_u32(&r, &e->chain_len) ||
             mess_rd_u32(&r, &zero)) {
-            rc = fail(msg, cap, MESS_EFORMAT, "MANIFEST: shard %u: record truncated",
+            rc = mess_fail(msg, cap, MESS_EFORMAT, "MANIFEST: shard %u: record truncated",
                       (unsigned)j);
             break;
         }
@@ -195,7 +184,7 @@ int store_manifest_parse(const uint8_t *buf, size_t len, struct store_manifest *
             e->arena_gen > m->generation || e->graph_bytes == 0 ||
             e->graph_bytes > SIZE_MAX || e->nodes > HNSW_MAX_NODES ||
             e->arena_bytes > SIZE_MAX || e->chain_len > STORE_CHAIN_MAX || zero != 0) {
-            rc = fail(msg, cap, MESS_EFORMAT,
+            rc = mess_fail(msg, cap, MESS_EFORMAT,
                       "MANIFEST: shard %u: a generation, length, node count or chain "
                       "length out of range",
                       (unsigned)j);
@@ -208,14 +197,14 @@ int store_manifest_parse(const uint8_t *buf, size_t len, struct store_manifest *
             if (mess_rd_u64(&r, &d->gen) || mess_rd_u64(&r, &d->bytes) ||
                 mess_rd_bytes(&r, d->digest, STORE_DIGEST_BYTES) ||
                 mess_rd_u64(&r, &d->nodes)) {
-                rc = fail(msg, cap, MESS_EFORMAT, "MANIFEST: shard %u: chain truncated",
+                rc = mess_fail(msg, cap, MESS_EFORMAT, "MANIFEST: shard %u: chain truncated",
                           (unsigned)j);
                 break;
             }
             if (d->gen <= prev_gen || d->gen > m->generation || d->bytes == 0 ||
                 d->bytes > SIZE_MAX || d->nodes > e->nodes || d->nodes < prev_nodes ||
                 (k + 1 == e->chain_len && d->nodes != e->nodes)) {
-                rc = fail(msg, cap, MESS_EFORMAT,
+                rc = mess_fail(msg, cap, MESS_EFORMAT,
                           "MANIFEST: shard %u: delta %u's generation, length or node "
                           "count out of range", (unsigned)j, (unsigned)k);
                 break;
@@ -227,7 +216,7 @@ int store_manifest_parse(const uint8_t *buf, size_t len, struct store_manifest *
             break;
         need = e->nodes * (uint64_t)entry_bytes; /* nodes < 2^32, entry < 2^32 */
         if (e->arena_bytes != need) {
-            rc = fail(msg, cap, MESS_EFORMAT,
+            rc = mess_fail(msg, cap, MESS_EFORMAT,
                       "MANIFEST: shard %u: arena length %llu for %llu nodes of %u bytes",
                       (unsigned)j, (unsigned long long)e->arena_bytes,
                       (unsigned long long)e->nodes, (unsigned)entry_bytes);
@@ -235,7 +224,7 @@ int store_manifest_parse(const uint8_t *buf, size_t len, struct store_manifest *
         }
     }
     if (rc == MESS_OK && mess_rd_left(&r) != 0)
-        rc = fail(msg, cap, MESS_EFORMAT, "MANIFEST: %zu bytes after the shard records",
+        rc = mess_fail(msg, cap, MESS_EFORMAT, "MANIFEST: %zu bytes after the shard records",
                   mess_rd_left(&r));
     if (rc != MESS_OK) {
         free(m->shard);
@@ -256,16 +245,16 @@ static int open_sized(const char *path, uint64_t want, int at_least, int *fd,
     struct stat st;
     *fd = open(path, O_RDONLY | O_CLOEXEC);
     if (*fd < 0)
-        return fail(msg, cap, MESS_EIO, "%s: %s", base_name(path), strerror(errno));
+        return mess_fail(msg, cap, MESS_EIO, "%s: %s", base_name(path), strerror(errno));
     if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(*fd);
         *fd = -1;
-        return fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", base_name(path));
+        return mess_fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", base_name(path));
     }
     if (at_least ? (uint64_t)st.st_size < want : (uint64_t)st.st_size != want) {
         close(*fd);
         *fd = -1;
-        return fail(msg, cap, MESS_EFORMAT, "%s: %llu bytes, the manifest says %llu%s",
+        return mess_fail(msg, cap, MESS_EFORMAT, "%s: %llu bytes, the manifest says %llu%s",
                     base_name(path), (unsigned long long)st.st_size,
                     (unsigned long long)want, at_least ? " (truncated)" : "");
     }
@@ -284,7 +273,7 @@ static int read_exact(const char *path, uint64_t want, uint8_t **out, char *msg,
     b = (uint8_t *)malloc(want ? (size_t)want : 1);
     if (!b) {
         close(fd);
-        return fail(msg, cap, MESS_ENOMEM, "out of memory");
+        return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
     }
     while (got < want) {
         ssize_t k = read(fd, b + got, (size_t)want - got);
@@ -294,7 +283,7 @@ static int read_exact(const char *path, uint64_t want, uint8_t **out, char *msg,
             int err = k < 0 ? errno : 0;
             free(b);
             close(fd);
-            return fail(msg, cap, MESS_EIO, "%s: %s", base_name(path),
+            return mess_fail(msg, cap, MESS_EIO, "%s: %s", base_name(path),
                         err ? strerror(err) : "shorter than its size");
         }
         got += (size_t)k;
@@ -310,7 +299,7 @@ int store_shard_set(const uint32_t *shards, size_t n, uint32_t count, uint8_t *w
     size_t i;
     for (i = 0; i < n; i++) {
         if (shards[i] >= count || want[shards[i]])
-            return fail(msg, cap, MESS_EINVAL,
+            return mess_fail(msg, cap, MESS_EINVAL,
                         shards[i] >= count ? "shard %u out of range (%u shards)"
                                            : "shard %u listed twice",
                         (unsigned)shards[i], (unsigned)count);
@@ -495,7 +484,7 @@ static int chain_apply(const char *dir, uint32_t j, const struct store_shard *e,
         uint8_t *buf = NULL;
         char *path = store_path(dir, NULL, j, d->gen, "delta");
         if (!path)
-            return fail(msg, cap, MESS_ENOMEM, "out of memory");
+            return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
         di.generation = d->gen;
         memcpy(di.digest, d->digest, STORE_DIGEST_BYTES);
         di.nodes_after = d->nodes;
@@ -503,7 +492,7 @@ static int chain_apply(const char *dir, uint32_t j, const struct store_shard *e,
         if (rc == MESS_OK) {
             rc = hnsw_apply_delta(g, buf, (size_t)d->bytes, &di, why, sizeof why);
             if (rc != MESS_OK)
-                rc = fail(msg, cap, rc, "%s: %s", base_name(path),
+                rc = mess_fail(msg, cap, rc, "%s: %s", base_name(path),
                           why[0] ? why : mess_strerror(rc));
         }
         memcpy(di.prev_digest, d->digest, STORE_DIGEST_BYTES);
@@ -537,14 +526,14 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
     m = mmap(NULL, (size_t)want, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED)
-        return fail(msg, cap, errno == ENOMEM ? MESS_ENOMEM : MESS_EIO,
+        return mess_fail(msg, cap, errno == ENOMEM ? MESS_ENOMEM : MESS_EIO,
                     "%s: cannot map: %s", base_name(path), strerror(errno));
     if (full) {
         uint8_t sum[STORE_DIGEST_BYTES];
         hnsw_graph_digest(m, (size_t)want, sum);
         if (sodium_memcmp(sum, digest, sizeof sum) != 0) {
             munmap(m, (size_t)want);
-            return fail(msg, cap, MESS_EFORMAT,
+            return mess_fail(msg, cap, MESS_EFORMAT,
                         "%s: digest differs from the manifest's (modified)",
                         base_name(path));
         }
@@ -579,13 +568,13 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
         *g = NULL;
         if (e && e->chain_len > 0) {
             munmap(m, (size_t)want);
-            return fail(msg, cap, rc, "%s with its %u deltas: %s", base_name(path),
+            return mess_fail(msg, cap, rc, "%s with its %u deltas: %s", base_name(path),
                         (unsigned)e->chain_len, why[0] ? why : mess_strerror(rc));
         }
     }
     if (rc != MESS_OK) {
         munmap(m, (size_t)want);
-        return fail(msg, cap, rc, "%s: %s", base_name(path),
+        return mess_fail(msg, cap, rc, "%s: %s", base_name(path),
                     why[0] ? why : mess_strerror(rc));
     }
     graph_advise((uint8_t *)m, (size_t)want, a, 0);
@@ -619,23 +608,23 @@ static int read_manifest(const char *dir, struct store_manifest *m, char *msg,
     int rc;
     memset(m, 0, sizeof *m);
     if (stat(dir, &st) != 0)
-        return fail(msg, cap, MESS_EIO, "%s: %s", dir, strerror(errno));
+        return mess_fail(msg, cap, MESS_EIO, "%s: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) {
         if (is_travel_file(dir))
-            return fail(msg, cap, MESS_EFORMAT,
+            return mess_fail(msg, cap, MESS_EFORMAT,
                         "%s is an exported server (one file); import it into a "
                         "directory first (mess_server_import, `mess import FILE DIR`)",
                         dir);
-        return fail(msg, cap, MESS_EFORMAT, "%s is not a server directory", dir);
+        return mess_fail(msg, cap, MESS_EFORMAT, "%s is not a server directory", dir);
     }
     path = store_path(dir, "MANIFEST", 0, 0, NULL);
     if (!path)
-        return fail(msg, cap, MESS_ENOMEM, "out of memory");
+        return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
     if (stat(path, &st) != 0) {
         int err = errno;
         free(path);
         errno = err;
-        return fail(msg, cap, MESS_EIO, "%s/MANIFEST: %s%s", dir, strerror(err),
+        return mess_fail(msg, cap, MESS_EIO, "%s/MANIFEST: %s%s", dir, strerror(err),
                     err == ENOENT ? " (not a server directory, or its MANIFEST is lost)"
                                   : "");
     }
@@ -645,7 +634,7 @@ static int read_manifest(const char *dir, struct store_manifest *m, char *msg,
                                                    STORE_CHAIN_MAX * STORE_DELTA_BYTES) +
                          STORE_DIGEST_BYTES) {
         free(path);
-        return fail(msg, cap, MESS_EFORMAT, "%s/MANIFEST: %lld bytes is not a manifest's size",
+        return mess_fail(msg, cap, MESS_EFORMAT, "%s/MANIFEST: %lld bytes is not a manifest's size",
                     dir, (long long)st.st_size);
     }
     rc = read_exact(path, (uint64_t)st.st_size, &buf, msg, cap);
@@ -667,11 +656,11 @@ static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
 
     path = store_path(s->dir, NULL, j, e->graph_gen, "graph");
     if (!path)
-        return fail(msg, cap, MESS_ENOMEM, "out of memory");
+        return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
     rc = graph_map(&s->p, j, path, e->graph_bytes, e->graph_digest, s->dir, e, full,
                    &st->graph, &st->graph_map, &st->graph_map_len, msg, cap);
     if (rc == MESS_OK && hnsw_count(st->graph) != e->nodes)
-        rc = fail(msg, cap, MESS_EFORMAT, "%s: %zu nodes, the manifest says %llu",
+        rc = mess_fail(msg, cap, MESS_EFORMAT, "%s: %zu nodes, the manifest says %llu",
                   base_name(path), hnsw_count(st->graph), (unsigned long long)e->nodes);
     free(path);
     if (rc != MESS_OK)
@@ -679,12 +668,12 @@ static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
 
     path = store_path(s->dir, NULL, j, e->arena_gen, "arena");
     if (!path)
-        return fail(msg, cap, MESS_ENOMEM, "out of memory");
+        return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
     rc = open_sized(path, e->arena_bytes, 1, &fd, msg, cap);
     if (rc == MESS_OK && e->arena_bytes > 0) {
         void *m = mmap(NULL, (size_t)e->arena_bytes, PROT_READ, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED)
-            rc = fail(msg, cap, errno == ENOMEM ? MESS_ENOMEM : MESS_EIO,
+            rc = mess_fail(msg, cap, errno == ENOMEM ? MESS_ENOMEM : MESS_EIO,
                       "%s: cannot map: %s", base_name(path), strerror(errno));
         else {
             if (!full)
@@ -760,16 +749,16 @@ static int open_log(mess_server *s, int writable, char *msg, size_t cap)
     char why[256] = "";
     int rc;
     if (!path)
-        return fail(msg, cap, MESS_ENOMEM, "out of memory");
+        return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
     rc = wal_open(path, s->generation, writable ? 0 : WAL_READONLY, &w, why, sizeof why);
     free(path);
     if (rc != MESS_OK)
-        return fail(msg, cap, rc, "%s", why[0] ? why : "cannot open the write-ahead log");
+        return mess_fail(msg, cap, rc, "%s", why[0] ? why : "cannot open the write-ahead log");
     s->replaying = 1;
     while (rc == MESS_OK && wal_replay_next(w, &r)) {
         rc = replay_record(s, &r);
         if (rc != MESS_OK)
-            rc = fail(msg, cap, rc, "write-ahead log: record %llu at byte %zu cannot be "
+            rc = mess_fail(msg, cap, rc, "write-ahead log: record %llu at byte %zu cannot be "
                       "applied: %s", (unsigned long long)r.seq, r.offset,
                       mess_strerror(rc));
     }
@@ -798,11 +787,11 @@ int store_open(const char *dir, const mess_params *expect, const uint32_t *shard
     if (out)
         *out = NULL;
     if (!dir || !out || (nshards && !shards))
-        return fail(msg, cap, MESS_EINVAL, "invalid argument");
+        return mess_fail(msg, cap, MESS_EINVAL, "invalid argument");
     if (sodium_init() < 0)
         return MESS_ECRYPTO;
     if (!host_little_endian())
-        return fail(msg, cap, MESS_EFORMAT, "server directories need a little-endian host");
+        return mess_fail(msg, cap, MESS_EFORMAT, "server directories need a little-endian host");
     rc = read_manifest(dir, &m, msg, cap);
     if (rc != MESS_OK)
         return rc;
@@ -810,19 +799,19 @@ int store_open(const char *dir, const mess_params *expect, const uint32_t *shard
         mess_params e;
         uint8_t fa[MESS_FINGERPRINT_BYTES], fb[MESS_FINGERPRINT_BYTES];
         if (params_import(expect, &e) != MESS_OK) {
-            rc = fail(msg, cap, MESS_EINVAL, "invalid expected parameters");
+            rc = mess_fail(msg, cap, MESS_EINVAL, "invalid expected parameters");
             goto done;
         }
         params_fingerprint(&m.p, fa);
         params_fingerprint(&e, fb);
         if (memcmp(fa, fb, sizeof fa) != 0) {
-            rc = fail(msg, cap, MESS_EPARAM, "%s was made for other parameters", dir);
+            rc = mess_fail(msg, cap, MESS_EPARAM, "%s was made for other parameters", dir);
             goto done;
         }
     }
     want = (uint8_t *)calloc(m.p.shards, 1);
     if (!want) {
-        rc = fail(msg, cap, MESS_ENOMEM, "out of memory");
+        rc = mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
         goto done;
     }
     rc = store_shard_set(shards, nshards, m.p.shards, want, msg, cap);
@@ -832,12 +821,12 @@ int store_open(const char *dir, const mess_params *expect, const uint32_t *shard
         memset(want, 1, m.p.shards);
     rc = server_alloc(&m.p, 0, &s);
     if (rc != MESS_OK) {
-        rc = fail(msg, cap, rc, "cannot make the server handle");
+        rc = mess_fail(msg, cap, rc, "cannot make the server handle");
         goto done;
     }
     s->dir = (char *)malloc(strlen(dir) + 1);
     if (!s->dir) {
-        rc = fail(msg, cap, MESS_ENOMEM, "out of memory");
+        rc = mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
         goto done;
     }
     strcpy(s->dir, dir);
@@ -883,7 +872,7 @@ int mess_server_verify(const char *dir, char *msg, size_t msg_cap)
         return rc;
     st.size = sizeof st;
     mess_server_stats_get(s, &st);
-    fail(msg, msg_cap, MESS_OK,
+    mess_fail(msg, msg_cap, MESS_OK,
          "ok: generation %llu, %u shards, %zu entries (%zu live), every file "
          "matches the manifest", (unsigned long long)s->generation,
          (unsigned)s->p.shards, st.entries, st.live);

@@ -22,16 +22,6 @@
 #define O_CLOEXEC 0
 #endif
 
-static void say(char *msg, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    if (!msg || cap == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-}
-
 static int kind_known(uint32_t kind)
 {
     return kind == WAL_UPLOAD || kind == WAL_DELETE || kind == WAL_COMPACT;
@@ -115,13 +105,13 @@ int wal_scan(const uint8_t *buf, size_t len, uint64_t gen, struct wal_scan *out,
         rgen = mess_load_u64(buf + pos + 8);
         seq = mess_load_u64(buf + pos + 16);
         if (!kind_known(kind)) {
-            say(msg, cap, "write-ahead log: record %llu at byte %zu has unknown kind %lu",
+            mess_say(msg, cap, "write-ahead log: record %llu at byte %zu has unknown kind %lu",
                 (unsigned long long)out->records, pos, (unsigned long)kind);
             goto corrupt;
         }
         if (out->records == 0) {
             if (rgen > gen) {
-                say(msg, cap,
+                mess_say(msg, cap,
                     "write-ahead log: record 0 is of generation %llu, newer than the "
                     "manifest's %llu",
                     (unsigned long long)rgen, (unsigned long long)gen);
@@ -129,7 +119,7 @@ int wal_scan(const uint8_t *buf, size_t len, uint64_t gen, struct wal_scan *out,
             }
             out->log_gen = rgen;
         } else if (rgen != out->log_gen) {
-            say(msg, cap,
+            mess_say(msg, cap,
                 "write-ahead log: record %llu at byte %zu is of generation %llu, "
                 "the records before it of %llu",
                 (unsigned long long)out->records, pos, (unsigned long long)rgen,
@@ -137,7 +127,7 @@ int wal_scan(const uint8_t *buf, size_t len, uint64_t gen, struct wal_scan *out,
             goto corrupt;
         }
         if (seq != out->records) {
-            say(msg, cap,
+            mess_say(msg, cap,
                 "write-ahead log: record %llu at byte %zu has sequence number %llu "
                 "(a record is missing or repeated)",
                 (unsigned long long)out->records, pos, (unsigned long long)seq);
@@ -152,14 +142,14 @@ int wal_scan(const uint8_t *buf, size_t len, uint64_t gen, struct wal_scan *out,
     if (pos < len) {
         next = complete_after(buf, len, pos);
         if (next == SIZE_MAX) {
-            say(msg, cap,
+            mess_say(msg, cap,
                 "write-ahead log: record %llu at byte %zu is damaged (%s) and too many "
                 "candidate records follow it to tell a torn tail from corruption",
                 (unsigned long long)out->records, pos, why);
             goto corrupt;
         }
         if (next < len) {
-            say(msg, cap,
+            mess_say(msg, cap,
                 "write-ahead log: record %llu at byte %zu is damaged (%s) but a complete "
                 "record follows at byte %zu: the log is corrupt, not torn",
                 (unsigned long long)out->records, pos, why, next);
@@ -306,30 +296,30 @@ int wal_open(const char *path, uint64_t gen, unsigned flags, struct wal **out,
         w->fd = open(path, O_RDONLY | O_CLOEXEC);
     }
     if (rc != MESS_OK || (w->fd < 0 && !(ro && errno == ENOENT))) {
-        say(msg, cap, "write-ahead log %s: %s", path, strerror(errno));
+        mess_say(msg, cap, "write-ahead log %s: %s", path, strerror(errno));
         wal_close(w);
         return rc != MESS_OK ? rc : MESS_EIO;
     }
     if (w->fd >= 0) {
         if (fstat(w->fd, &st) != 0) {
-            say(msg, cap, "write-ahead log %s: %s", path, strerror(errno));
+            mess_say(msg, cap, "write-ahead log %s: %s", path, strerror(errno));
             wal_close(w);
             return MESS_EIO;
         }
         if (!S_ISREG(st.st_mode)) {
-            say(msg, cap, "write-ahead log %s: not a regular file", path);
+            mess_say(msg, cap, "write-ahead log %s: not a regular file", path);
             wal_close(w);
             return MESS_EFORMAT;
         }
         if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX / 2) {
-            say(msg, cap, "write-ahead log %s: too large to map", path);
+            mess_say(msg, cap, "write-ahead log %s: too large to map", path);
             wal_close(w);
             return MESS_ELIMIT;
         }
         if (st.st_size > 0) {
             void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, w->fd, 0);
             if (m == MAP_FAILED) {
-                say(msg, cap, "write-ahead log %s: cannot map it: %s", path,
+                mess_say(msg, cap, "write-ahead log %s: cannot map it: %s", path,
                     strerror(errno));
                 wal_close(w);
                 return MESS_EIO;

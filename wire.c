@@ -450,16 +450,6 @@ done:
     return rc;
 }
 
-static void say(char *msg, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    if (!msg || cap == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-}
-
 static const char *header_problem(int rc)
 {
     switch (rc) {
@@ -488,24 +478,24 @@ int mess_response_merge(const mess_params *in, const uint8_t *req,
     uint8_t *out, *dst;
     int rc;
 
-    say(msg, msg_cap, "%s", "");
+    mess_say(msg, msg_cap, "%s", "");
     if (resp)
         *resp = NULL;
     if (resp_len)
         *resp_len = 0;
     if (!in || !req || !parts || !part_lens || nparts == 0 || !resp || !resp_len ||
         params_import(in, &p) != MESS_OK || mess_params_check(&p) != MESS_OK) {
-        say(msg, msg_cap, "invalid arguments (parameters, request, parts, outputs)");
+        mess_say(msg, msg_cap, "invalid arguments (parameters, request, parts, outputs)");
         return MESS_EINVAL;
     }
     for (i = 0; i < nparts; i++)
         if (!parts[i]) {
-            say(msg, msg_cap, "part %zu is NULL", i);
+            mess_say(msg, msg_cap, "part %zu is NULL", i);
             return MESS_EINVAL;
         }
     rc = wire_request_parse(&p, req, req_len, &rq);
     if (rc != MESS_OK) {
-        say(msg, msg_cap, "the request is not a valid request for these parameters");
+        mess_say(msg, msg_cap, "the request is not a valid request for these parameters");
         return rc;
     }
     eb = payload_entry_bytes(&p);
@@ -514,7 +504,7 @@ int mess_response_merge(const mess_params *in, const uint8_t *req,
     entries = (const uint8_t **)calloc(p.shards, sizeof *entries);
     if (!owner || !count || !entries) {
         rc = MESS_ENOMEM;
-        say(msg, msg_cap, "out of memory");
+        mess_say(msg, msg_cap, "out of memory");
         goto done;
     }
     for (i = 0; i < nparts; i++) {
@@ -524,39 +514,39 @@ int mess_response_merge(const mess_params *in, const uint8_t *req,
         rc = wire_partial_open(&p, parts[i], part_lens[i], &w);
         if (rc != MESS_OK) {
             if (rc == MESS_EFORMAT && w.request_id)
-                say(msg, msg_cap, "part %zu: section count must be 1..%u",
+                mess_say(msg, msg_cap, "part %zu: section count must be 1..%u",
                     i, (unsigned)p.shards);
             else
-                say(msg, msg_cap, "part %zu: %s", i, header_problem(rc));
+                mess_say(msg, msg_cap, "part %zu: %s", i, header_problem(rc));
             goto done;
         }
         if (memcmp(w.request_id, rq.request_id, WIRE_REQUEST_ID_BYTES) != 0) {
             rc = MESS_EAUTH;
-            say(msg, msg_cap, "part %zu answers another request (request id differs)", i);
+            mess_say(msg, msg_cap, "part %zu answers another request (request id differs)", i);
             goto done;
         }
         for (s = 0; s < w.sections; s++) {
             const uint8_t *e = wire_partial_next(&w, eb, &shard, &c);
             rc = MESS_EFORMAT;
             if (!e) {
-                say(msg, msg_cap, "part %zu: section %u is cut short", i, (unsigned)s);
+                mess_say(msg, msg_cap, "part %zu: section %u is cut short", i, (unsigned)s);
                 goto done;
             }
             if (shard >= p.shards || (s > 0 && shard <= prev)) {
-                say(msg, msg_cap,
+                mess_say(msg, msg_cap,
                     "part %zu: section %u names shard %lu (shards must be "
                     "below %u and increasing)", i, (unsigned)s,
                     (unsigned long)shard, (unsigned)p.shards);
                 goto done;
             }
             if (c > wire_request_budget(&rq, shard)) {
-                say(msg, msg_cap, "part %zu: shard %u returns %u entries, over its budget %u",
+                mess_say(msg, msg_cap, "part %zu: shard %u returns %u entries, over its budget %u",
                     i, (unsigned)shard, (unsigned)c,
                     (unsigned)wire_request_budget(&rq, shard));
                 goto done;
             }
             if (owner[shard]) {
-                say(msg, msg_cap, "overlap: shard %u is answered by parts %zu and %zu",
+                mess_say(msg, msg_cap, "overlap: shard %u is answered by parts %zu and %zu",
                     (unsigned)shard, owner[shard] - 1, i);
                 goto done;
             }
@@ -568,7 +558,7 @@ int mess_response_merge(const mess_params *in, const uint8_t *req,
         }
         if (mess_rd_left(&w.body) != 0) {
             rc = MESS_EFORMAT;
-            say(msg, msg_cap, "part %zu: %zu bytes after its last section", i,
+            mess_say(msg, msg_cap, "part %zu: %zu bytes after its last section", i,
                 mess_rd_left(&w.body));
             goto done;
         }
@@ -578,7 +568,7 @@ int mess_response_merge(const mess_params *in, const uint8_t *req,
             first_gap = j;
     if (missing) {
         rc = MESS_EFORMAT;
-        say(msg, msg_cap, "gap: %zu shard(s) answered by no part, the first is shard %u",
+        mess_say(msg, msg_cap, "gap: %zu shard(s) answered by no part, the first is shard %u",
             missing, (unsigned)first_gap);
         goto done;
     }
@@ -586,7 +576,7 @@ int mess_response_merge(const mess_params *in, const uint8_t *req,
     out = (uint8_t *)malloc(len);
     if (!out) {
         rc = MESS_ENOMEM;
-        say(msg, msg_cap, "out of memory");
+        mess_say(msg, msg_cap, "out of memory");
         goto done;
     }
     dst = wire_response_start(out, &p, rq.request_id);
