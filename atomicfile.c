@@ -31,26 +31,27 @@ int atomicfile_write(struct atomicfile *af, const void *data, size_t len)
     return MESS_OK;
 }
 
+int atomicfile_sync(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = MESS_OK, err = 0;
+    struct stat st;
+    if (fd < 0)
+        return MESS_EIO;
+    if (fsync(fd) != 0) {
+        err = errno;
+        if (!(err == EINVAL && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)))
+            rc = MESS_EIO;
+    }
+    close(fd);
+    errno = err;
+    return rc;
+}
+
 /* Syncs the directory holding the path in `copy` (a writable copy: dirname
- * may change it) so the rename itself is durable.  A file system that
- * cannot sync directories (EINVAL) is not an error. */
+ * may change it) so the rename itself is durable. */
 static int sync_parent(char *copy)
 {
-    int fd, rc = MESS_OK, err = 0;
-    fd = open(dirname(copy), O_RDONLY);
-    if (fd < 0) {
-        rc = MESS_EIO;
-        err = errno;
-    } else {
-        if (fsync(fd) != 0 && errno != EINVAL) {
-            rc = MESS_EIO;
-            err = errno;
-        }
-        close(fd);
-    }
-    if (rc == MESS_EIO)
-        errno = err;
-    return rc;
+    return atomicfile_sync(dirname(copy));
 }
 
 int atomicfile_begin(struct atomicfile *af, const char *path, unsigned mode)

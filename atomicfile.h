@@ -27,6 +27,11 @@ struct atomicfile {
  * the client file).  MESS_OK, MESS_ENOMEM or MESS_EIO (errno kept). */
 int atomicfile_begin(struct atomicfile *af, const char *path, unsigned mode);
 
+/* fsyncs the file or directory at path (after a rename: its directory, so
+ * the new name is durable).  A directory on a file system that cannot sync
+ * directories (EINVAL) is not an error.  MESS_EIO leaves errno set. */
+int atomicfile_sync(const char *path);
+
 /* Appends len bytes; MESS_EIO (errno kept) on a failed write. */
 int atomicfile_write(struct atomicfile *af, const void *data, size_t len);
 

@@ -3,6 +3,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -71,4 +72,10 @@ int mess_fail(char *msg, size_t cap, int rc, const char *fmt, ...)
         va_end(ap);
     }
     return rc;
+}
+
+const char *mess_base_name(const char *path)
+{
+    const char *q = strrchr(path, '/');
+    return q ? q + 1 : path;
 }

@@ -31,6 +31,9 @@
 void mess_say(char *msg, size_t cap, const char *fmt, ...) MESS_PRINTF(3, 4);
 int mess_fail(char *msg, size_t cap, int rc, const char *fmt, ...) MESS_PRINTF(4, 5);
 
+/* The file name alone, for messages: the part of path after its last '/'. */
+const char *mess_base_name(const char *path);
+
 /* ---- checked size arithmetic ------------------------------------------ */
 
 /* *out = a * b; returns 0, or MESS_ELIMIT on size_t overflow. */

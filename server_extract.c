@@ -25,27 +25,11 @@
 
 #include <sodium.h>
 
+#include "atomicfile.h"
 #include "server_store.h"
 #include "wal.h"
 
 #define COPY_CHUNK ((size_t)1 << 20)
-
-static const char *base_name(const char *path)
-{
-    const char *q = strrchr(path, '/');
-    return q ? q + 1 : path;
-}
-
-static int fsync_path(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = MESS_OK;
-    if (fd < 0)
-        return MESS_EIO;
-    if (fsync(fd) != 0)
-        rc = MESS_EIO;
-    close(fd);
-    return rc;
-}
 
 /* Copies the first `want` bytes of regular file src (exactly `want` long,
  * or at least: an arena may carry bytes past its valid length) into the
@@ -61,15 +45,15 @@ static int copy_file(const char *src, const char *dst, uint64_t want, int at_lea
 
     in = open(src, O_RDONLY | O_CLOEXEC);
     if (in < 0)
-        return mess_fail(msg, cap, MESS_EIO, "%s: %s", base_name(src), strerror(errno));
+        return mess_fail(msg, cap, MESS_EIO, "%s: %s", mess_base_name(src), strerror(errno));
     if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(in);
-        return mess_fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", base_name(src));
+        return mess_fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", mess_base_name(src));
     }
     if (at_least ? (uint64_t)st.st_size < want : (uint64_t)st.st_size != want) {
         close(in);
         return mess_fail(msg, cap, MESS_EFORMAT, "%s: %llu bytes, the manifest says %llu%s",
-                    base_name(src), (unsigned long long)st.st_size,
+                    mess_base_name(src), (unsigned long long)st.st_size,
                     (unsigned long long)want, at_least ? " (truncated)" : "");
     }
     out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -87,7 +71,7 @@ static int copy_file(const char *src, const char *dst, uint64_t want, int at_lea
             continue;
         if (k <= 0) {
             err = k < 0 ? errno : 0;
-            rc = mess_fail(msg, cap, MESS_EIO, "%s: %s", base_name(src),
+            rc = mess_fail(msg, cap, MESS_EIO, "%s: %s", mess_base_name(src),
                       err ? strerror(err) : "shorter than its size");
             break;
         }
@@ -103,7 +87,7 @@ static int copy_file(const char *src, const char *dst, uint64_t want, int at_lea
         crypto_generichash_final(&h, sum, sizeof sum);
         if (sodium_memcmp(sum, digest, sizeof sum) != 0)
             rc = mess_fail(msg, cap, MESS_EFORMAT,
-                      "%s: digest differs from the manifest's (modified)", base_name(src));
+                      "%s: digest differs from the manifest's (modified)", mess_base_name(src));
     }
     if (rc == MESS_OK && fsync(out) != 0) {
         err = errno;
@@ -389,7 +373,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
         rc = mess_fail(msg, cap, rc, "the extracted directory does not open: %s", why);
         goto done;
     }
-    if (fsync_path(tmp) != MESS_OK) {
+    if (atomicfile_sync(tmp) != MESS_OK) {
         int err = errno;
         rc = mess_fail(msg, cap, MESS_EIO, "%s: %s", tmp, strerror(err));
         errno = err;
@@ -405,7 +389,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
     }
     made = 0;
     parent = parent_of(dst_dir);
-    if (!parent || fsync_path(parent) != MESS_OK) {
+    if (!parent || atomicfile_sync(parent) != MESS_OK) {
         /* dst is complete; only its name's durability is in doubt */
         int err = errno;
         rc = mess_fail(msg, cap, MESS_EIO, "%s: the directory that holds it cannot be synced: %s",

@@ -18,6 +18,7 @@
 #include <sodium.h>
 
 #include "mess_experimental.h"
+#include "atomicfile.h"
 #include "params.h"
 #include "server_store.h"
 #include "statefile.h"
@@ -39,13 +40,6 @@ static char *store_path(const char *dir, const char *name, uint32_t shard,
     else
         snprintf(p, n, "%s/%s", dir, name);
     return p;
-}
-
-/* The file name alone (for messages): the part after the last '/'. */
-static const char *base_name(const char *path)
-{
-    const char *q = strrchr(path, '/');
-    return q ? q + 1 : path;
 }
 
 static int host_little_endian(void)
@@ -245,17 +239,17 @@ static int open_sized(const char *path, uint64_t want, int at_least, int *fd,
     struct stat st;
     *fd = open(path, O_RDONLY | O_CLOEXEC);
     if (*fd < 0)
-        return mess_fail(msg, cap, MESS_EIO, "%s: %s", base_name(path), strerror(errno));
+        return mess_fail(msg, cap, MESS_EIO, "%s: %s", mess_base_name(path), strerror(errno));
     if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(*fd);
         *fd = -1;
-        return mess_fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", base_name(path));
+        return mess_fail(msg, cap, MESS_EFORMAT, "%s: not a regular file", mess_base_name(path));
     }
     if (at_least ? (uint64_t)st.st_size < want : (uint64_t)st.st_size != want) {
         close(*fd);
         *fd = -1;
         return mess_fail(msg, cap, MESS_EFORMAT, "%s: %llu bytes, the manifest says %llu%s",
-                    base_name(path), (unsigned long long)st.st_size,
+                    mess_base_name(path), (unsigned long long)st.st_size,
                     (unsigned long long)want, at_least ? " (truncated)" : "");
     }
     return MESS_OK;
@@ -283,7 +277,7 @@ static int read_exact(const char *path, uint64_t want, uint8_t **out, char *msg,
             int err = k < 0 ? errno : 0;
             free(b);
             close(fd);
-            return mess_fail(msg, cap, MESS_EIO, "%s: %s", base_name(path),
+            return mess_fail(msg, cap, MESS_EIO, "%s: %s", mess_base_name(path),
                         err ? strerror(err) : "shorter than its size");
         }
         got += (size_t)k;
@@ -360,17 +354,6 @@ static int write_new(const char *path, const uint8_t *a, size_t alen,
     if (rc == MESS_OK)
         rc = store_write_all(fd, b, blen);
     return finish_new(path, fd, rc);
-}
-
-static int fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_CLOEXEC), rc = MESS_OK;
-    if (fd < 0)
-        return MESS_EIO;
-    if (fsync(fd) != 0)
-        rc = MESS_EIO;
-    close(fd);
-    return rc;
 }
 
 /* ---- graph files ---------------------------------------------------------
@@ -492,7 +475,7 @@ static int chain_apply(const char *dir, uint32_t j, const struct store_shard *e,
         if (rc == MESS_OK) {
             rc = hnsw_apply_delta(g, buf, (size_t)d->bytes, &di, why, sizeof why);
             if (rc != MESS_OK)
-                rc = mess_fail(msg, cap, rc, "%s: %s", base_name(path),
+                rc = mess_fail(msg, cap, rc, "%s: %s", mess_base_name(path),
                           why[0] ? why : mess_strerror(rc));
         }
         memcpy(di.prev_digest, d->digest, STORE_DIGEST_BYTES);
@@ -527,7 +510,7 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
     close(fd);
     if (m == MAP_FAILED)
         return mess_fail(msg, cap, errno == ENOMEM ? MESS_ENOMEM : MESS_EIO,
-                    "%s: cannot map: %s", base_name(path), strerror(errno));
+                    "%s: cannot map: %s", mess_base_name(path), strerror(errno));
     if (full) {
         uint8_t sum[STORE_DIGEST_BYTES];
         hnsw_graph_digest(m, (size_t)want, sum);
@@ -535,7 +518,7 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
             munmap(m, (size_t)want);
             return mess_fail(msg, cap, MESS_EFORMAT,
                         "%s: digest differs from the manifest's (modified)",
-                        base_name(path));
+                        mess_base_name(path));
         }
     }
     graph_advise((uint8_t *)m, (size_t)want, a, 1);
@@ -568,13 +551,13 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
         *g = NULL;
         if (e && e->chain_len > 0) {
             munmap(m, (size_t)want);
-            return mess_fail(msg, cap, rc, "%s with its %u deltas: %s", base_name(path),
+            return mess_fail(msg, cap, rc, "%s with its %u deltas: %s", mess_base_name(path),
                         (unsigned)e->chain_len, why[0] ? why : mess_strerror(rc));
         }
     }
     if (rc != MESS_OK) {
         munmap(m, (size_t)want);
-        return mess_fail(msg, cap, rc, "%s: %s", base_name(path),
+        return mess_fail(msg, cap, rc, "%s: %s", mess_base_name(path),
                     why[0] ? why : mess_strerror(rc));
     }
     graph_advise((uint8_t *)m, (size_t)want, a, 0);
@@ -661,7 +644,7 @@ static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
                    &st->graph, &st->graph_map, &st->graph_map_len, msg, cap);
     if (rc == MESS_OK && hnsw_count(st->graph) != e->nodes)
         rc = mess_fail(msg, cap, MESS_EFORMAT, "%s: %zu nodes, the manifest says %llu",
-                  base_name(path), hnsw_count(st->graph), (unsigned long long)e->nodes);
+                  mess_base_name(path), hnsw_count(st->graph), (unsigned long long)e->nodes);
     free(path);
     if (rc != MESS_OK)
         return rc;
@@ -674,7 +657,7 @@ static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
         void *m = mmap(NULL, (size_t)e->arena_bytes, PROT_READ, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED)
             rc = mess_fail(msg, cap, errno == ENOMEM ? MESS_ENOMEM : MESS_EIO,
-                      "%s: cannot map: %s", base_name(path), strerror(errno));
+                      "%s: cannot map: %s", mess_base_name(path), strerror(errno));
         else {
             if (!full)
                 arena_advise(m, (size_t)e->arena_bytes);
@@ -1101,7 +1084,7 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
             committed = 1;
             /* A failed directory fsync after the rename is reported, but
              * the new MANIFEST and every file it names are complete. */
-            rc = fsync_dir(s->dir);
+            rc = atomicfile_sync(s->dir);
             /* the log's records are in the files now: an empty log for
              * gen (a failure refuses later appends: MESS_EIO) */
             if (wal_writable(s->wal)) {
