@@ -94,7 +94,7 @@ FUZZ_SECONDS ?= 60
 
 # ThreadSanitizer build of the tests that run threads over one index.
 TSAN_CC    ?= clang
-TSAN_TESTS  = test_hnsw test_protocol test_concurrency test_client_threads test_batch test_search_width
+TSAN_TESTS  = test_hnsw test_protocol test_concurrency test_client_threads test_batch test_search_width test_lazy_threads
 TSAN_OBJ    = $(LIB_SRC:%.c=build/tsan/%.o)
 VALGRIND   ?= valgrind
 

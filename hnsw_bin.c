@@ -2680,36 +2680,17 @@ static int id_in(const uint8_t *ids, uint64_t n, uint32_t id)
     return 0;
 }
 
-int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
-                     const struct hnsw_delta_info *expect, char *msg, size_t cap)
+/* The header fields of a delta of len bytes (the file's length; only the
+ * first D_HEADER bytes of b are read) against what the graph h and the
+ * chain expect: shard, generations, base and previous digests, the graph's
+ * parameters, nodes before = `before` and after, every count in range,
+ * and the length the counts give.  The level check against h's top is
+ * hnsw_apply_delta's (it needs the earlier deltas applied). */
+static int delta_fields(const struct hnsw *h, const uint8_t *b, uint64_t len, uint64_t before_want,
+                        const struct hnsw_delta_info *expect, char *msg, size_t cap)
 {
-    uint8_t sum[32];
-    uint64_t before, after, k, c0, cu, cuw, nuw, nd, ndel, want, blk0, blk, off, i, up;
-    uint64_t newdel = 0;
-    uint32_t entry, top, version, lv;
-    const uint8_t *codes, *labels, *levels, *dels, *l0, *ublob, *c0ids, *c0blk, *cuids,
-        *cublob, *ndids;
-    struct hnsw_label *sorted = NULL;
-    uint32_t **blocks = NULL;
-    int rc;
-
-    if (msg && cap)
-        msg[0] = 0;
-    if (!h || !b || !expect)
-        return MESS_EINVAL;
-    if (len < D_HEADER + 32)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta of %zu bytes: shorter than its header", len);
-    if (memcmp(b, delta_magic, 8) != 0)
-        return mess_fail(msg, cap, MESS_EFORMAT, "not a delta file (bad magic)");
-    version = mess_load_u32(b + D_VERSION);
-    if (version != DELTA_VERSION)
-        return mess_fail(msg, cap, MESS_EVERSION, "delta format version %u, this library reads %u",
-                   version, DELTA_VERSION);
-    crypto_generichash(sum, 32, b, len - 32, NULL, 0);
-    if (sodium_memcmp(sum, b + len - 32, 32) != 0)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta checksum mismatch (truncated or modified)");
-    if (sodium_memcmp(sum, expect->digest, 32) != 0)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta digest differs from the manifest's");
+    uint64_t before, after, k, c0, cu, cuw, nuw, nd, ndel, want, blk0;
+    uint32_t entry, top;
     if (mess_load_u32(b + D_SHARD) != expect->shard ||
         mess_load_u64(b + D_GEN) != expect->generation ||
         mess_load_u64(b + D_BASEGEN) != expect->base_generation ||
@@ -2729,24 +2710,106 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
     cuw = mess_load_u64(b + D_CUW);
     nuw = mess_load_u64(b + D_NUW);
     nd = mess_load_u64(b + D_ND);
-    if (before != h->n || after < before || after > HNSW_MAX_NODES ||
+    if (before != before_want || after < before || after > HNSW_MAX_NODES ||
         (expect->nodes_after != UINT64_MAX && after != expect->nodes_after))
         return mess_fail(msg, cap, MESS_EFORMAT,
-                   "delta: %llu nodes before / %llu after, the graph has %zu",
-                   (unsigned long long)before, (unsigned long long)after, h->n);
+                   "delta: %llu nodes before / %llu after, the graph has %llu",
+                   (unsigned long long)before, (unsigned long long)after,
+                   (unsigned long long)before_want);
     if (c0 > before || cu > before || nd > before || cuw > UINT32_MAX || nuw > UINT32_MAX ||
         ndel > after || top > HNSW_MAX_LEVEL + 1 || (after == 0) != (top == 0) ||
-        (after > 0 && entry >= after) || (after == 0 && entry != EMPTY) ||
-        (int)top < h->max_level + 1)
+        (after > 0 && entry >= after) || (after == 0 && entry != EMPTY))
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta header: a count, entry point or level out of range");
+    k = after - before;
+    blk0 = (1 + (uint64_t)h->m0) * 4;
+    want = D_HEADER + k * ((uint64_t)h->words * 8 + 16 + 2 + blk0) + nuw * 4 +
+           c0 * (4 + blk0) + cu * 4 + cuw * 4 + nd * 4 + 32;
+    if (want != len || mess_load_u64(b + D_BYTES) != len)
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta of %llu bytes, its counts give %llu",
+                   (unsigned long long)len, (unsigned long long)want);
+    return MESS_OK;
+}
+
+/* Magic and version. */
+static int delta_magic_ok(const uint8_t *b, uint64_t len, char *msg, size_t cap)
+{
+    uint32_t version;
+    if (len < D_HEADER + 32)
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta of %llu bytes: shorter than its header",
+                   (unsigned long long)len);
+    if (memcmp(b, delta_magic, 8) != 0)
+        return mess_fail(msg, cap, MESS_EFORMAT, "not a delta file (bad magic)");
+    version = mess_load_u32(b + D_VERSION);
+    if (version != DELTA_VERSION)
+        return mess_fail(msg, cap, MESS_EVERSION, "delta format version %u, this library reads %u",
+                   version, DELTA_VERSION);
+    return MESS_OK;
+}
+
+int hnsw_delta_header_check(const struct hnsw *h, const uint8_t *hdr, size_t hdr_len,
+                            uint64_t file_len, uint64_t before,
+                            const struct hnsw_delta_info *expect, uint64_t *deleted_after,
+                            char *msg, size_t cap)
+{
+    int rc;
+    if (msg && cap)
+        msg[0] = 0;
+    if (!h || !hdr || !expect)
+        return MESS_EINVAL;
+    if (hdr_len < HNSW_DELTA_HEADER_BYTES)
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta of %llu bytes: shorter than its header",
+                   (unsigned long long)file_len);
+    rc = delta_magic_ok(hdr, file_len, msg, cap);
+    if (rc == MESS_OK)
+        rc = delta_fields(h, hdr, file_len, before, expect, msg, cap);
+    if (rc == MESS_OK && deleted_after)
+        *deleted_after = mess_load_u64(hdr + D_NDEL);
+    return rc;
+}
+
+int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
+                     const struct hnsw_delta_info *expect, char *msg, size_t cap)
+{
+    uint8_t sum[32];
+    uint64_t before, after, k, c0, cu, cuw, nuw, nd, ndel, blk0, blk, off, i, up;
+    uint64_t newdel = 0;
+    uint32_t entry, top, lv;
+    const uint8_t *codes, *labels, *levels, *dels, *l0, *ublob, *c0ids, *c0blk, *cuids,
+        *cublob, *ndids;
+    struct hnsw_label *sorted = NULL;
+    uint32_t **blocks = NULL;
+    int rc;
+
+    if (msg && cap)
+        msg[0] = 0;
+    if (!h || !b || !expect)
+        return MESS_EINVAL;
+    rc = delta_magic_ok(b, len, msg, cap);
+    if (rc != MESS_OK)
+        return rc;
+    crypto_generichash(sum, 32, b, len - 32, NULL, 0);
+    if (sodium_memcmp(sum, b + len - 32, 32) != 0)
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta checksum mismatch (truncated or modified)");
+    if (sodium_memcmp(sum, expect->digest, 32) != 0)
+        return mess_fail(msg, cap, MESS_EFORMAT, "delta digest differs from the manifest's");
+    rc = delta_fields(h, b, len, h->n, expect, msg, cap);
+    if (rc != MESS_OK)
+        return rc;
+    before = mess_load_u64(b + D_BEFORE);
+    after = mess_load_u64(b + D_AFTER);
+    entry = mess_load_u32(b + D_ENTRY);
+    top = mess_load_u32(b + D_TOP);
+    ndel = mess_load_u64(b + D_NDEL);
+    c0 = mess_load_u64(b + D_C0);
+    cu = mess_load_u64(b + D_CU);
+    cuw = mess_load_u64(b + D_CUW);
+    nuw = mess_load_u64(b + D_NUW);
+    nd = mess_load_u64(b + D_ND);
+    if ((int)top < h->max_level + 1)
         return mess_fail(msg, cap, MESS_EFORMAT, "delta header: a count, entry point or level out of range");
     k = after - before;
     blk0 = (1 + (uint64_t)h->m0) * 4;
     blk = (1 + (uint64_t)h->m) * 4;
-    want = D_HEADER + k * ((uint64_t)h->words * 8 + 16 + 2 + blk0) + nuw * 4 +
-           c0 * (4 + blk0) + cu * 4 + cuw * 4 + nd * 4 + 32;
-    if (want != len || mess_load_u64(b + D_BYTES) != len)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta of %zu bytes, its counts give %llu", len,
-                   (unsigned long long)want);
     off = D_HEADER;
     codes = b + off; off += k * h->words * 8;
     labels = b + off; off += k * 16;

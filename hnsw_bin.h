@@ -283,5 +283,19 @@ int hnsw_write_delta(const struct hnsw *h, const struct hnsw_delta_info *info, i
                      uint8_t digest[32], uint64_t *bytes);
 int hnsw_apply_delta(struct hnsw *h, const uint8_t *buf, size_t len,
                      const struct hnsw_delta_info *expect, char *msg, size_t cap);
+/* A delta's fixed header: its first HNSW_DELTA_HEADER_BYTES bytes (hdr,
+ * hdr_len of them) of a file of file_len bytes, checked without its body
+ * (docs/PROTOCOL.md "Lazy apply"): magic, version, shard, generations,
+ * base and previous digests, h's parameters, nodes before = `before`,
+ * nodes after (expect->nodes_after), every count in range and the file
+ * length the counts give.  expect->digest is not used: the body's
+ * checksum is hnsw_apply_delta's.  *deleted_after (may be NULL): the
+ * graph's deleted count after the delta.  MESS_EFORMAT / MESS_EVERSION
+ * with the reason in msg. */
+#define HNSW_DELTA_HEADER_BYTES 192
+int hnsw_delta_header_check(const struct hnsw *h, const uint8_t *hdr, size_t hdr_len,
+                            uint64_t file_len, uint64_t before,
+                            const struct hnsw_delta_info *expect, uint64_t *deleted_after,
+                            char *msg, size_t cap);
 
 #endif

@@ -349,6 +349,7 @@ void mess_server_free(mess_server *s)
             store_free_graph(&s->shards[j]);
             free(s->shards[j].entries);
             store_unmap_arena(&s->shards[j]);
+            free(s->shards[j].failed_msg);
         }
     store_release_claim(s);
     free(s->dir);
@@ -357,6 +358,7 @@ void mess_server_free(mess_server *s)
         hnsw_scratch_free(s->pool[--s->npool]);
     mess_workers_free(s->workers);
     pthread_mutex_destroy(&s->pool_lock);
+    pthread_mutex_destroy(&s->ready_lock);
     free(s->shards);
     free(s);
 }
@@ -421,6 +423,12 @@ int server_alloc(const mess_params *p, int with_graphs, mess_server **out)
         free(s);
         return MESS_ENOMEM;
     }
+    if (pthread_mutex_init(&s->ready_lock, NULL) != 0) {
+        pthread_mutex_destroy(&s->pool_lock);
+        free(s->shards);
+        free(s);
+        return MESS_ENOMEM;
+    }
     for (j = 0; with_graphs && j < p->shards; j++) {
         struct hnsw_params hp = server_graph_params(p, j);
         rc = hnsw_new(&hp, &s->shards[j].graph);
@@ -457,21 +465,28 @@ int mess_server_stats_get_sized(const mess_server *s, mess_server_stats *caller,
     out->size = (uint32_t)sizeof *out;
     out->min_shard = SIZE_MAX;
     out->bytes = sizeof *s + (size_t)s->p.shards * sizeof *s->shards;
+    /* a shard whose chain is not applied yet (lazy open) counts what its
+     * MANIFEST record and last delta header say; the lock keeps a search
+     * from applying one meanwhile */
+    pthread_mutex_lock(&((mess_server *)(uintptr_t)s)->ready_lock);
     for (j = 0; j < s->p.shards; j++) {
         const struct shard_store *st = &s->shards[j];
-        size_t live;
+        size_t live, n, del;
         if (!st->graph)
             continue; /* a subset server: not held */
-        live = hnsw_live(st->graph);
-        out->entries += hnsw_count(st->graph);
+        n = st->pending ? (size_t)st->nodes : hnsw_count(st->graph);
+        del = st->pending ? (size_t)st->pending_deleted : hnsw_deleted(st->graph);
+        live = n - del;
+        out->entries += n;
         out->live += live;
-        out->deleted += hnsw_deleted(st->graph);
+        out->deleted += del;
         out->bytes += hnsw_bytes(st->graph) + st->cap * s->entry_bytes;
         if (live < out->min_shard)
             out->min_shard = live;
         if (live > out->max_shard)
             out->max_shard = live;
     }
+    pthread_mutex_unlock(&((mess_server *)(uintptr_t)s)->ready_lock);
     return mess_struct_out(caller, size, out,
                            MESS_FIELD_END(mess_server_stats, max_shard),
                            MESS_SERVER_STATS_MIN_SIZE);

@@ -565,7 +565,10 @@ int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
                              size_t *missing);
 
 /* Rebuilds every shard without its deleted entries.  All or nothing: the
- * new shards are built aside and replace the old ones once all exist. */
+ * new shards are built aside and replace the old ones once all exist.
+ * A directory-backed server's next checkpoint also writes every shard
+ * that has a delta chain as a new graph file (the chain folds away, so
+ * later opens have nothing to apply; docs/PROTOCOL.md "Lazy apply"). */
 MESS_API MESS_NODISCARD
 int mess_server_compact(mess_server *s, unsigned threads);
 
@@ -926,7 +929,10 @@ int mess_server_load(const char *path, const mess_params *expect,
  * A directory, its files or its MANIFEST that is missing, truncated or
  * modified is MESS_EIO (errno kept) or MESS_EFORMAT (a length, a
  * checksum or a field the manifest, a graph or a delta does not bear
- * out); mess_server_verify names the file and the reason.  A directory of
+ * out); mess_server_verify names the file and the reason.  The open
+ * checks a delta's length and header only: its body is read and checked
+ * when the first call reads its shard, which then fails
+ * (mess_server_error names the file).  A directory of
  * an older format (MANIFEST version 1, before the deltas) is
  * MESS_EVERSION: export it with the library that wrote it and import the
  * file with this one.
@@ -1006,6 +1012,16 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
 MESS_API MESS_NODISCARD
 int mess_server_log_position(const mess_server *s, uint64_t *generation,
                              uint64_t *log_records);
+/* Why a shard of a directory-backed server cannot be used.  The open
+ * checks each delta of a shard's chain only by its length and header; the
+ * chain is read, checked and applied by the first call that reads the
+ * shard (a search, an update, compact, export...), so a delta damaged in
+ * its body fails that call, and every later one that reads the shard,
+ * with MESS_EFORMAT (MESS_EIO if it cannot be read) while the other
+ * shards keep working (docs/PROTOCOL.md "Lazy apply").  This returns that
+ * code with one line in msg naming the file and the reason, or MESS_OK
+ * and an empty msg when no shard has failed.  Safe from many threads. */
+MESS_API int mess_server_error(const mess_server *s, char *msg, size_t msg_cap);
 
 typedef struct mess_server_stats {
     uint32_t size;         /* sizeof as the caller compiled it (set by the getter) */

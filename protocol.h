@@ -97,6 +97,17 @@ struct shard_store {
     struct store_delta chain[STORE_CHAIN_MAX];
     int dirty;            /* graph changed since the last checkpoint */
     int rewrite;          /* arena to be rewritten whole (after compact) */
+    /* Lazy apply (docs/PROTOCOL.md "Lazy apply"): the open attaches the
+     * base and checks only each delta's header; the first operation that
+     * reads the shard applies its chain (server_ready, under the server's
+     * ready_lock).  A pending shard is never changed and keeps its record. */
+    int pending;          /* chain not applied yet: the graph is the base's */
+    uint32_t chain_done;  /* deltas of the chain applied so far */
+    uint64_t pending_deleted; /* deleted nodes after the chain (its last header) */
+    int failed;           /* 0, or the code its chain's apply failed with (sticky) */
+    char *failed_msg;     /* that failure's reason, naming the file (malloc'd) */
+    int fold;             /* the next checkpoint writes a new graph file
+                             (mess_server_compact: the chain folds away) */
 };
 
 /* Node `node`'s ciphertext (node < hnsw_count(st->graph)). */
@@ -160,7 +171,21 @@ struct mess_server {
                                         shards: it may not checkpoint (fold) it */
     int claimed, claim_fd;           /* the directory's writer claim (flock on
                                         S/LOCK) and its descriptor */
+    /* Guards the lazy apply of the shards' delta chains (server_ready) and
+     * `unready`: the shards pending or failed.  A search takes it once. */
+    pthread_mutex_t ready_lock;
+    uint32_t unready;
 };
+
+/* Applies the delta chain of each listed shard (shards NULL / n 0: every
+ * shard it holds) that the lazy open left pending, exactly as an eager
+ * open would (server_store.c); shards out of range or not held are
+ * skipped (the caller refuses them).  One lock when nothing is pending.
+ * MESS_OK, or the first failure: a shard whose chain fails (MESS_EFORMAT,
+ * MESS_EIO...) keeps failing with that code and mess_server_error names
+ * the file; MESS_ENOMEM leaves it pending, resumed at the next call.
+ * Safe from many threads (searches on a const server). */
+int server_ready(const mess_server *s, const uint32_t *shards, size_t n);
 
 /* 1 if the server holds shard j (every shard, unless opened on a subset). */
 static inline int server_holds(const mess_server *s, uint32_t j)

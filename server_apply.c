@@ -122,6 +122,15 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
             free(a.start);
             return MESS_EFORMAT;
         }
+        if (i == 0 || shard != prev_shard) {
+            /* a shard's delta chain is applied before it is read (lazy
+             * open); records are in shard order: once per shard */
+            rc = server_ready(s, &shard, 1);
+            if (rc != MESS_OK) {
+                free(a.start);
+                return rc;
+            }
+        }
         if (hnsw_find(s->shards[shard].graph, label_load(label), NULL) == MESS_OK) {
             free(a.start);
             return MESS_ESTATE; /* already stored: the server's state, not the buffer */
@@ -188,9 +197,14 @@ int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
     for (i = 0; i < recs.n; i++)
         if (wire_record_shard(wire_record(&recs, i)) >= s->p.shards)
             return MESS_EFORMAT;
-    for (i = 0; i < recs.n; i++)
-        if (!server_holds(s, wire_record_shard(wire_record(&recs, i))))
+    for (i = 0; i < recs.n; i++) {
+        uint32_t shard = wire_record_shard(wire_record(&recs, i));
+        if (!server_holds(s, shard))
             return MESS_ESTATE; /* a subset server: another holder's shard */
+        if ((i == 0 || shard != wire_record_shard(wire_record(&recs, i - 1))) &&
+            (rc = server_ready(s, &shard, 1)) != MESS_OK)
+            return rc; /* its delta chain (lazy open) could not be applied */
+    }
     rc = store_log(s, WIRE_DELETE, buf, len);
     if (rc != MESS_OK)
         return rc;
@@ -266,6 +280,9 @@ int mess_server_compact(mess_server *s, unsigned threads)
     int rc;
     if (!s)
         return MESS_EINVAL;
+    rc = server_ready(s, NULL, 0); /* every chain a lazy open left */
+    if (rc != MESS_OK)
+        return rc;
     a.s = s;
     a.fresh = (struct shard_store *)calloc(s->p.shards, sizeof *a.fresh);
     if (!a.fresh)
@@ -283,8 +300,14 @@ int mess_server_compact(mess_server *s, unsigned threads)
     }
     for (j = 0; j < s->p.shards; j++) {
         struct shard_store *st = &s->shards[j], *f = &a.fresh[j];
-        if (!f->graph)
+        if (!f->graph) {
+            /* a compaction also folds the shard's delta chain: the next
+             * checkpoint writes its graph file anew (docs/PROTOCOL.md
+             * "Lazy apply") */
+            if (rc == MESS_OK && st->graph && st->chain_len > 0)
+                st->fold = 1;
             continue;
+        }
         if (rc == MESS_OK) {
             /* the new shard lives in the heap; a directory-backed server
              * writes it to fresh files at the next checkpoint */

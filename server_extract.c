@@ -367,7 +367,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
     }
     /* Opened once as any open does (every graph attached, every length
      * checked against its MANIFEST); the open also makes the empty log. */
-    rc = store_open(tmp, &m.p, NULL, 0, 0, &check, why, sizeof why);
+    rc = store_open(tmp, &m.p, NULL, 0, STORE_EAGER, &check, why, sizeof why);
     mess_server_free(check);
     if (rc != MESS_OK) {
         rc = mess_fail(msg, cap, rc, "the extracted directory does not open: %s", why);

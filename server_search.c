@@ -418,6 +418,11 @@ static int server_search(const mess_server *s, const uint8_t *req,
     if (resp)
         *resp = NULL;
     *resp_len = 0;
+    /* the searched shards' delta chains, if a lazy open left any (one
+     * lock when none is pending) */
+    rc = server_ready(s, sel->shards, sel->n);
+    if (rc != MESS_OK)
+        return rc;
     rc = one_prepare(&o, s, req, req_len, sel, threads, 1);
     if (rc == MESS_OK)
         rc = one_run(&o);
@@ -578,6 +583,12 @@ int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
         resp_lens[i] = 0;
         if (status)
             status[i] = MESS_OK;
+    }
+    rc = server_ready(s, NULL, 0); /* every shard's chain (lazy open) */
+    if (rc != MESS_OK) {
+        for (i = 0; i < n && status; i++)
+            status[i] = rc;
+        return rc;
     }
     b.s = s;
     b.reqs = reqs;

@@ -448,21 +448,26 @@ static void arena_advise(void *m, size_t len)
         posix_madvise(m, len, POSIX_MADV_RANDOM);
 }
 
-/* Applies shard j's delta chain (record e, directory dir) to graph g, in
- * order; every delta is read whole and checked as hostile input before it
- * changes g (hnsw_apply_delta).  The reason names the file. */
-static int chain_apply(const char *dir, uint32_t j, const struct store_shard *e,
-                       struct hnsw *g, char *msg, size_t cap)
+/* Applies deltas *done.. of shard j's chain (base generation base_gen and
+ * digest base_digest, `len` deltas, directory dir) to graph g, in order;
+ * every delta is read whole and checked as hostile input before it
+ * changes g (hnsw_apply_delta), and *done counts the deltas applied (each
+ * one whole or not at all), so a call that ran out of memory resumes
+ * where it stopped.  The reason names the file. */
+static int chain_apply(const char *dir, uint32_t j, uint64_t base_gen,
+                       const uint8_t *base_digest, const struct store_delta *chain,
+                       uint32_t len, uint32_t *done, struct hnsw *g, char *msg, size_t cap)
 {
     struct hnsw_delta_info di;
-    uint32_t k;
     int rc = MESS_OK;
     memset(&di, 0, sizeof di);
     di.shard = j;
-    di.base_generation = e->graph_gen;
-    memcpy(di.base_digest, e->graph_digest, STORE_DIGEST_BYTES);
-    for (k = 0; k < e->chain_len && rc == MESS_OK; k++) {
-        const struct store_delta *d = &e->chain[k];
+    di.base_generation = base_gen;
+    memcpy(di.base_digest, base_digest, STORE_DIGEST_BYTES);
+    if (*done > 0)
+        memcpy(di.prev_digest, chain[*done - 1].digest, STORE_DIGEST_BYTES);
+    while (*done < len && rc == MESS_OK) {
+        const struct store_delta *d = &chain[*done];
         char why[160] = "";
         uint8_t *buf = NULL;
         char *path = store_path(dir, NULL, j, d->gen, "delta");
@@ -478,23 +483,101 @@ static int chain_apply(const char *dir, uint32_t j, const struct store_shard *e,
                 rc = mess_fail(msg, cap, rc, "%s: %s", mess_base_name(path),
                           why[0] ? why : mess_strerror(rc));
         }
-        memcpy(di.prev_digest, d->digest, STORE_DIGEST_BYTES);
+        if (rc == MESS_OK) {
+            memcpy(di.prev_digest, d->digest, STORE_DIGEST_BYTES);
+            ++*done;
+        }
         free(buf);
         free(path);
     }
     return rc;
 }
 
-/* Maps the graph file at path (exactly `want` bytes), attaches shard j's
- * graph to it and applies its delta chain (e: the manifest record, NULL
- * for none; dir: where the deltas are); full: also the base's digest and
- * hnsw_check of the result (verify, which reads every page: no advice
- * then).  Starts the graph's change record (hnsw_track) for the next
- * checkpoint's delta. */
+/* Checks the fixed header of each delta of shard j's chain (record e,
+ * directory dir) against the MANIFEST and the base graph g, reading
+ * HNSW_DELTA_HEADER_BYTES of each file and nothing of its body (the lazy
+ * open, docs/PROTOCOL.md "Lazy apply"): its length, shard, generations,
+ * base and previous digests, node counts.  *deleted_after: the deleted
+ * count the last header gives.  The reason names the file. */
+static int chain_headers(const char *dir, uint32_t j, const struct store_shard *e,
+                         const struct hnsw *g, uint64_t *deleted_after, char *msg,
+                         size_t cap)
+{
+    struct hnsw_delta_info di;
+    uint64_t before = hnsw_count(g);
+    uint32_t k;
+    int rc = MESS_OK;
+    memset(&di, 0, sizeof di);
+    di.shard = j;
+    di.base_generation = e->graph_gen;
+    memcpy(di.base_digest, e->graph_digest, STORE_DIGEST_BYTES);
+    for (k = 0; k < e->chain_len && rc == MESS_OK; k++) {
+        const struct store_delta *d = &e->chain[k];
+        uint8_t hdr[HNSW_DELTA_HEADER_BYTES];
+        size_t want = d->bytes < sizeof hdr ? (size_t)d->bytes : sizeof hdr, got = 0;
+        char why[160] = "";
+        char *path = store_path(dir, NULL, j, d->gen, "delta");
+        int fd;
+        if (!path)
+            return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
+        rc = open_sized(path, d->bytes, 0, &fd, msg, cap);
+        while (rc == MESS_OK && got < want) {
+            ssize_t n = pread(fd, hdr + got, want - got, (off_t)got);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                rc = mess_fail(msg, cap, MESS_EIO, "%s: %s", mess_base_name(path),
+                          n < 0 ? strerror(errno) : "shorter than its size");
+            else
+                got += (size_t)n;
+        }
+        if (fd >= 0)
+            close(fd);
+        if (rc == MESS_OK) {
+            di.generation = d->gen;
+            di.nodes_after = d->nodes;
+            rc = hnsw_delta_header_check(g, hdr, got, d->bytes, before, &di, deleted_after,
+                                         why, sizeof why);
+            if (rc != MESS_OK)
+                rc = mess_fail(msg, cap, rc, "%s: %s", mess_base_name(path),
+                          why[0] ? why : mess_strerror(rc));
+        }
+        memcpy(di.prev_digest, d->digest, STORE_DIGEST_BYTES);
+        before = d->nodes;
+        free(path);
+    }
+    return rc;
+}
+
+/* A chain whose deltas are large beside the base changes blocks on most
+ * pages of the flags and link sections (docs/PROTOCOL.md "Proportional
+ * checkpoint"): read those sections ahead in one sweep rather than page
+ * by page as the blocks are written (a: the advice mask, 0: none). */
+static void chain_readahead(void *m, size_t len, const struct store_delta *chain,
+                            uint32_t chain_len, unsigned a)
+{
+    uint64_t cb = 0;
+    uint32_t k;
+    for (k = 0; k < chain_len; k++)
+        cb += chain[k].bytes;
+    if (a && chain_len > 0 && cb * 16 >= len) {
+        graph_willneed((uint8_t *)m, len, 3); /* deleted flags */
+        graph_willneed((uint8_t *)m, len, 4); /* layer-0 links */
+        graph_willneed((uint8_t *)m, len, 6); /* upper links */
+    }
+}
+
+/* Maps the graph file at path (exactly `want` bytes) and attaches shard
+ * j's graph to it; e: the manifest record (NULL for no chain), dir: where
+ * its deltas are.  lazy: each delta's header is checked (chain_headers,
+ * *deleted_after) and the chain is left for server_ready; else the chain
+ * is applied and the graph's change record (hnsw_track) starts for the
+ * next checkpoint's delta.  full: also the base's digest and hnsw_check of
+ * the result (verify, which reads every page: no advice then). */
 static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_t want,
                      const uint8_t *digest, const char *dir, const struct store_shard *e,
-                     int full, struct hnsw **g, void **map, size_t *map_len, char *msg,
-                     size_t cap)
+                     int full, int lazy, uint64_t *deleted_after, struct hnsw **g,
+                     void **map, size_t *map_len, char *msg, size_t cap)
 {
     struct hnsw_params hp = server_graph_params(p, j);
     char why[160];
@@ -524,21 +607,16 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
     graph_advise((uint8_t *)m, (size_t)want, a, 1);
     why[0] = '\0';
     rc = hnsw_attach_msg(m, (size_t)want, &hp, g, why, sizeof why);
+    lazy = lazy && e && e->chain_len > 0;
     if (rc == MESS_OK && e && e->chain_len > 0) {
-        /* A chain whose deltas are large beside the base changes blocks on
-         * most pages of the flags and link sections (docs/PROTOCOL.md
-         * "Proportional checkpoint"): read those sections ahead in one
-         * sweep rather than page by page as the blocks are written. */
-        uint64_t cb = 0;
-        uint32_t k;
-        for (k = 0; k < e->chain_len; k++)
-            cb += e->chain[k].bytes;
-        if (a && cb * 16 >= want) {
-            graph_willneed((uint8_t *)m, (size_t)want, 3); /* deleted flags */
-            graph_willneed((uint8_t *)m, (size_t)want, 4); /* layer-0 links */
-            graph_willneed((uint8_t *)m, (size_t)want, 6); /* upper links */
+        uint32_t done = 0;
+        if (lazy) {
+            rc = chain_headers(dir, j, e, *g, deleted_after, msg, cap);
+        } else {
+            chain_readahead(m, (size_t)want, e->chain, e->chain_len, a);
+            rc = chain_apply(dir, j, e->graph_gen, e->graph_digest, e->chain, e->chain_len,
+                             &done, *g, msg, cap);
         }
-        rc = chain_apply(dir, j, e, *g, msg, cap);
         if (rc != MESS_OK) {
             hnsw_free(*g);
             *g = NULL;
@@ -561,10 +639,90 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
                     why[0] ? why : mess_strerror(rc));
     }
     graph_advise((uint8_t *)m, (size_t)want, a, 0);
-    hnsw_track(*g); /* MESS_ENOMEM: untracked, the next checkpoint folds */
+    if (!lazy)
+        hnsw_track(*g); /* MESS_ENOMEM: untracked, the next checkpoint folds */
     *map = m;
     *map_len = (size_t)want;
     return MESS_OK;
+}
+
+/* ---- lazy apply (docs/PROTOCOL.md "Lazy apply") ------------------------------ */
+
+/* Applies pending shard j's chain, under s->ready_lock. */
+static int shard_apply(mess_server *s, uint32_t j)
+{
+    struct shard_store *st = &s->shards[j];
+    char msg[320] = "";
+    int rc;
+    if (st->chain_done == 0)
+        chain_readahead(st->graph_map, st->graph_map_len, st->chain, st->chain_len, advice());
+    rc = chain_apply(s->dir, j, st->graph_gen, st->graph_digest, st->chain, st->chain_len,
+                     &st->chain_done, st->graph, msg, sizeof msg);
+    if (rc == MESS_OK && hnsw_count(st->graph) != st->nodes)
+        rc = mess_fail(msg, sizeof msg, MESS_EFORMAT,
+                       "shard %u: %zu nodes after its chain, the manifest says %llu",
+                       (unsigned)j, hnsw_count(st->graph), (unsigned long long)st->nodes);
+    if (rc == MESS_OK) {
+        st->pending = 0;
+        s->unready--;
+        hnsw_track(st->graph); /* MESS_ENOMEM: untracked, the next checkpoint folds */
+        return MESS_OK;
+    }
+    if (rc == MESS_ENOMEM)
+        return rc; /* every delta applied whole or not at all: resumed later */
+    /* sticky: the graph may hold the deltas before the failing one, so it
+     * is never searched or applied to again */
+    st->failed = rc;
+    st->failed_msg = (char *)malloc(strlen(msg) + 1);
+    if (st->failed_msg)
+        strcpy(st->failed_msg, msg);
+    return rc;
+}
+
+int server_ready(const mess_server *cs, const uint32_t *shards, size_t n)
+{
+    mess_server *s = (mess_server *)(uintptr_t)cs;
+    size_t i, count = shards && n ? n : s->p.shards;
+    int rc = MESS_OK;
+    if (!s->dir)
+        return MESS_OK; /* in memory: nothing is ever pending */
+    pthread_mutex_lock(&s->ready_lock);
+    for (i = 0; s->unready > 0 && i < count; i++) {
+        uint32_t j = shards && n ? shards[i] : (uint32_t)i;
+        struct shard_store *st;
+        int r = MESS_OK;
+        if (j >= s->p.shards || !s->shards[j].graph)
+            continue;
+        st = &s->shards[j];
+        if (st->failed)
+            r = st->failed;
+        else if (st->pending)
+            r = shard_apply(s, j);
+        if (r != MESS_OK && rc == MESS_OK)
+            rc = r;
+    }
+    pthread_mutex_unlock(&s->ready_lock);
+    return rc;
+}
+
+int mess_server_error(const mess_server *cs, char *msg, size_t msg_cap)
+{
+    mess_server *s = (mess_server *)(uintptr_t)cs;
+    uint32_t j;
+    int rc = MESS_OK;
+    if (msg && msg_cap)
+        msg[0] = '\0';
+    if (!s || (msg_cap && !msg))
+        return MESS_EINVAL;
+    pthread_mutex_lock(&s->ready_lock);
+    for (j = 0; j < s->p.shards && rc == MESS_OK; j++)
+        if (s->shards[j].failed) {
+            rc = s->shards[j].failed;
+            mess_fail(msg, msg_cap, rc, "%s",
+                      s->shards[j].failed_msg ? s->shards[j].failed_msg : mess_strerror(rc));
+        }
+    pthread_mutex_unlock(&s->ready_lock);
+    return rc;
 }
 
 /* ---- open ------------------------------------------------------------------ */
@@ -631,18 +789,26 @@ static int read_manifest(const char *dir, struct store_manifest *m, char *msg,
 
 /* Loads shard j of s (its manifest record e): graph and arena mapping. */
 static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
-                      int full, char *msg, size_t cap)
+                      int mode, char *msg, size_t cap)
 {
     struct shard_store *st = &s->shards[j];
+    int full = mode == STORE_VERIFY, lazy = mode == STORE_LAZY && e->chain_len > 0;
     char *path;
     int rc, fd;
 
     path = store_path(s->dir, NULL, j, e->graph_gen, "graph");
     if (!path)
         return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
-    rc = graph_map(&s->p, j, path, e->graph_bytes, e->graph_digest, s->dir, e, full,
-                   &st->graph, &st->graph_map, &st->graph_map_len, msg, cap);
-    if (rc == MESS_OK && hnsw_count(st->graph) != e->nodes)
+    rc = graph_map(&s->p, j, path, e->graph_bytes, e->graph_digest, s->dir, e, full, lazy,
+                   &st->pending_deleted, &st->graph, &st->graph_map, &st->graph_map_len,
+                   msg, cap);
+    if (rc == MESS_OK && lazy) {
+        /* its chain waits for the first operation that reads the shard */
+        st->pending = 1;
+        st->chain_done = 0;
+        s->unready++;
+    }
+    if (rc == MESS_OK && !lazy && hnsw_count(st->graph) != e->nodes)
         rc = mess_fail(msg, cap, MESS_EFORMAT, "%s: %zu nodes, the manifest says %llu",
                   mess_base_name(path), hnsw_count(st->graph), (unsigned long long)e->nodes);
     free(path);
@@ -757,7 +923,7 @@ static int open_log(mess_server *s, int writable, char *msg, size_t cap)
 }
 
 int store_open(const char *dir, const mess_params *expect, const uint32_t *shards,
-               size_t nshards, int full, mess_server **out, char *msg, size_t cap)
+               size_t nshards, int mode, mess_server **out, char *msg, size_t cap)
 {
     struct store_manifest m;
     mess_server *s = NULL;
@@ -821,12 +987,12 @@ int store_open(const char *dir, const mess_params *expect, const uint32_t *shard
         shard_take_record(&s->shards[j], &m.shard[j]);
         if (!want[j])
             continue;
-        rc = load_shard(s, j, &m.shard[j], full, msg, cap);
+        rc = load_shard(s, j, &m.shard[j], mode, msg, cap);
         if (rc != MESS_OK)
             goto done;
         s->held++;
     }
-    rc = open_log(s, !full, msg, cap);
+    rc = open_log(s, mode != STORE_VERIFY, msg, cap);
 done:
     free(want);
     free(m.shard);
@@ -840,7 +1006,7 @@ done:
 int mess_server_open(const char *dir, const mess_params *expect,
                      const uint32_t *shards, size_t nshards, mess_server **out)
 {
-    return store_open(dir, expect, shards, nshards, 0, out, NULL, 0);
+    return store_open(dir, expect, shards, nshards, STORE_LAZY, out, NULL, 0);
 }
 
 int mess_server_verify(const char *dir, char *msg, size_t msg_cap)
@@ -850,7 +1016,7 @@ int mess_server_verify(const char *dir, char *msg, size_t msg_cap)
     int rc;
     if (!dir || (msg_cap && !msg))
         return MESS_EINVAL;
-    rc = store_open(dir, NULL, NULL, 0, 1, &s, msg, msg_cap);
+    rc = store_open(dir, NULL, NULL, 0, STORE_VERIFY, &s, msg, msg_cap);
     if (rc != MESS_OK)
         return rc;
     st.size = sizeof st;
@@ -1013,6 +1179,8 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
                 rec[j] = fresh->shard[j];
             continue;
         }
+        if (st->pending)
+            continue; /* chain not applied (lazy open): unchanged, its record stays */
         rec[j].nodes = hnsw_count(st->graph);
         rec[j].arena_bytes = rec[j].nodes * (uint64_t)s->entry_bytes;
         if (st->rewrite || st->arena_gen == 0) {
@@ -1030,13 +1198,14 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
         }
         free(path);
         path = NULL;
-        if (rc == MESS_OK && (st->dirty || st->graph_gen == 0)) {
+        if (rc == MESS_OK && (st->dirty || st->graph_gen == 0 || st->fold)) {
             /* a delta while the fold rule allows one, else a new base */
             uint64_t est = UINT64_MAX, chain_bytes = 0;
             uint32_t k;
             for (k = 0; k < st->chain_len; k++)
                 chain_bytes += st->chain[k].bytes;
-            if (st->graph_gen != 0 && !st->rewrite && st->chain_len < STORE_CHAIN_MAX)
+            if (st->graph_gen != 0 && !st->rewrite && !st->fold &&
+                st->chain_len < STORE_CHAIN_MAX)
                 est = hnsw_delta_bytes(st->graph);
             if (est != UINT64_MAX &&
                 (chain_bytes + est) * STORE_FOLD_DEN <= st->graph_bytes * STORE_FOLD_NUM) {
@@ -1129,7 +1298,7 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
      * maps what it wrote (a mapping that fails keeps the heap copy). */
     for (j = 0; j < M; j++) {
         struct shard_store *st = &s->shards[j];
-        if (!st->graph)
+        if (!st->graph || st->pending)
             continue;
         if ((made[j] & 1) && st->graph_gen != 0) {
             char *p = store_path(s->dir, NULL, j, st->graph_gen, "graph");
@@ -1145,7 +1314,7 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
             void *gm = NULL;
             size_t gl = 0;
             if (p && graph_map(&s->p, j, p, rec[j].graph_bytes, rec[j].graph_digest, NULL,
-                               NULL, 0, &g, &gm, &gl, NULL, 0) == MESS_OK) {
+                               NULL, 0, 0, NULL, &g, &gm, &gl, NULL, 0) == MESS_OK) {
                 store_free_graph(st);
                 st->graph = g;
                 st->graph_map = gm;
@@ -1190,6 +1359,7 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
         shard_take_record(st, &rec[j]);
         st->dirty = 0;
         st->rewrite = 0;
+        st->fold = 0;
     }
     sweep(s, rec);
     s->generation = gen;

@@ -14,7 +14,8 @@
  *   S/shard-JJJJ-GGGGGGGG.delta   what checkpoint GGGGGGGG changed in
  *                                 shard JJJJ's graph (hnsw_write_delta);
  *                                 the MANIFEST names each shard's chain,
- *                                 applied in order at the open
+ *                                 applied in order by the first operation
+ *                                 that reads the shard (server_ready)
  *
  * Opening costs O(shards) system calls: the arena is mapped, never read
  * whole; every length the manifest gives is checked against the file.
@@ -68,10 +69,17 @@ void store_unmap_arena(struct shard_store *st);
 /* Frees a shard's graph, then the mapping it was attached to. */
 void store_free_graph(struct shard_store *st);
 
-/* mess_server_open with a reason in msg on failure; full: also checks
- * every graph file's digest (mess_server_verify). */
+/* How store_open treats the shards' delta chains (docs/PROTOCOL.md "Lazy
+ * apply"): LAZY (mess_server_open) checks each delta's length and header
+ * and leaves the chain to the first operation that reads the shard
+ * (server_ready); EAGER applies every chain (each delta read and checked
+ * whole); VERIFY (mess_server_verify) also checks every graph file's
+ * digest and runs hnsw_check, and opens the log read-only. */
+enum store_mode { STORE_LAZY = 0, STORE_VERIFY = 1, STORE_EAGER = 2 };
+
+/* mess_server_open with a reason in msg on failure; mode: enum store_mode. */
 int store_open(const char *dir, const mess_params *expect, const uint32_t *shards,
-               size_t nshards, int full, mess_server **out, char *msg,
+               size_t nshards, int mode, mess_server **out, char *msg,
                size_t msg_cap);
 
 /* ---- hook points of the write-ahead log (D16, wal.c) -------------------

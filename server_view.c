@@ -17,6 +17,8 @@ static const struct hnsw *view_graph(const mess_server *s, uint32_t shard,
     *rc = MESS_EINVAL;
     if (!s || !out || !server_holds(s, shard))
         return NULL;
+    if ((*rc = server_ready(s, &shard, 1)) != MESS_OK)
+        return NULL; /* its delta chain (lazy open) could not be applied */
     g = s->shards[shard].graph;
     if (cap < hnsw_count(g)) {
         *rc = MESS_ELIMIT;
@@ -28,8 +30,11 @@ static const struct hnsw *view_graph(const mess_server *s, uint32_t shard,
 
 int mess_server_shard_nodes(const mess_server *s, uint32_t shard, size_t *nodes)
 {
+    int rc;
     if (!s || !nodes || !server_holds(s, shard))
         return MESS_EINVAL;
+    if ((rc = server_ready(s, &shard, 1)) != MESS_OK)
+        return rc;
     *nodes = hnsw_count(s->shards[shard].graph);
     return MESS_OK;
 }
@@ -37,8 +42,11 @@ int mess_server_shard_nodes(const mess_server *s, uint32_t shard, size_t *nodes)
 int mess_server_shard_entry_point(const mess_server *s, uint32_t shard,
                                   uint32_t *node)
 {
+    int rc;
     if (!s || !node || !server_holds(s, shard))
         return MESS_EINVAL;
+    if ((rc = server_ready(s, &shard, 1)) != MESS_OK)
+        return rc;
     *node = hnsw_entry_point(s->shards[shard].graph);
     return *node == UINT32_MAX ? MESS_ENOTFOUND : MESS_OK;
 }
@@ -129,6 +137,8 @@ int mess_server_shard_neighbors(const mess_server *s, uint32_t shard,
     int rc;
     if (!s || !n || !server_holds(s, shard) || (cap && !ids))
         return MESS_EINVAL;
+    if ((rc = server_ready(s, &shard, 1)) != MESS_OK)
+        return rc;
     rc = hnsw_neighbors(s->shards[shard].graph, node, level, &l, &cnt);
     if (rc != MESS_OK)
         return rc;
@@ -146,8 +156,11 @@ int mess_server_shard_links(const mess_server *s, uint32_t shard,
 {
     const struct hnsw *g;
     size_t i, n, total = 0;
+    int rc;
     if (!s || !offsets || !n_ids || !server_holds(s, shard) || (cap && !ids))
         return MESS_EINVAL;
+    if ((rc = server_ready(s, &shard, 1)) != MESS_OK)
+        return rc;
     g = s->shards[shard].graph;
     n = hnsw_count(g);
     if (n_offsets < n + 1)

@@ -157,6 +157,9 @@ int mess_server_save(const mess_server *s, const char *path)
     int rc = MESS_OK;
     if (!s || !path || s->held != s->p.shards)
         return MESS_EINVAL; /* the travel form holds every shard */
+    rc = server_ready(s, NULL, 0); /* every delta chain a lazy open left */
+    if (rc != MESS_OK)
+        return rc;
     mess_wr_init(&w);
     mess_wr_u32(&w, SERVER_BODY_VERSION);
     mess_wr_u8(&w, (uint8_t)s->owned);

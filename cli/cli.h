@@ -170,6 +170,10 @@ int cli_server_write(mess_server *s, const char *dir);
 /* "cannot write server 'DIR' (it keeps its last checkpoint): <reason>"
  * (err: errno of a MESS_EIO); CLI_FAIL. */
 int cli_server_failed(const char *dir, int rc, int err);
+/* After a call on s failed: if a shard's delta chain could not be applied
+ * (mess_server_error, docs/PROTOCOL.md "Lazy apply"), says so naming the
+ * file and returns CLI_FAIL; else CLI_OK (nothing said). */
+int cli_server_unusable(const mess_server *s, const char *dir);
 /* CLI_OK if dir does not exist or is an empty directory (init makes the
  * server there), else a message and CLI_FAIL. */
 int cli_server_fresh(const char *dir);

@@ -253,7 +253,9 @@ int cli_cmd_insert(int argc, char **argv)
         mess_buf_free(buf);
         bytes += len;
         if (rc != MESS_OK) {
-            if (rc == MESS_EIO) /* its write-ahead log cannot be written */
+            if (cli_server_unusable(s, spath) != CLI_OK)
+                ; /* said: a shard's delta chain */
+            else if (rc == MESS_EIO) /* its write-ahead log cannot be written */
                 cli_server_failed(spath, rc, err);
             else if (rc == MESS_ESTATE)
                 cli_error("server refused the upload: an id in [%zu, %zu) is already stored",
@@ -431,7 +433,10 @@ int cli_cmd_query(int argc, char **argv)
         mess_buf_free(req);
         if (rc != MESS_OK) {
             mess_query_free(qs);
-            rc = cli_fail("server search", NULL, rc);
+            if (cli_server_unusable(s, spath) != CLI_OK)
+                rc = CLI_FAIL;
+            else
+                rc = cli_fail("server search", NULL, rc);
             goto done;
         }
         rc = mess_client_finish(c, qs, resp, resp_len, (size_t)k, ids, dists, &got, &st);
@@ -549,7 +554,9 @@ int cli_cmd_delete(int argc, char **argv)
         rc = mess_server_apply_delete(s, buf, len, &missing);
         err = errno;
         mess_buf_free(buf);
-        if (rc == MESS_EIO) /* its write-ahead log cannot be written */
+        if (rc != MESS_OK && cli_server_unusable(s, spath) != CLI_OK)
+            rc = CLI_FAIL;
+        else if (rc == MESS_EIO) /* its write-ahead log cannot be written */
             rc = cli_server_failed(spath, rc, err);
     }
     if (rc == CLI_FAIL) {
@@ -624,8 +631,12 @@ int cli_cmd_compact(int argc, char **argv)
         return CLI_FAIL;
     rc = mess_server_compact(s, (unsigned)threads);
     if (rc != MESS_OK) {
+        if (cli_server_unusable(s, spath) != CLI_OK)
+            rc = CLI_FAIL;
+        else
+            rc = cli_fail("compact", spath, rc);
         mess_server_free(s);
-        return cli_fail("compact", spath, rc);
+        return rc;
     }
     if (cli_server_write(s, spath) != CLI_OK) {
         mess_server_free(s);

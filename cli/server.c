@@ -104,6 +104,15 @@ int cli_server_failed(const char *dir, int rc, int err)
     return CLI_FAIL;
 }
 
+int cli_server_unusable(const mess_server *s, const char *dir)
+{
+    char why[512];
+    if (!s || mess_server_error(s, why, sizeof why) == MESS_OK)
+        return CLI_OK;
+    cli_error("server '%s': %s (`mess verify --server %s` checks every file)", dir, why, dir);
+    return CLI_FAIL;
+}
+
 int cli_server_write(mess_server *s, const char *dir)
 {
     int rc;
@@ -145,6 +154,10 @@ int cli_cmd_export(int argc, char **argv)
     errno = 0;
     rc = mess_server_export(s, file);
     err = errno;
+    if (rc != MESS_OK && cli_server_unusable(s, spath) != CLI_OK) {
+        mess_server_free(s);
+        return CLI_FAIL;
+    }
     mess_server_free(s);
     if (rc != MESS_OK) {
         cli_error("cannot export to '%s': %s", file, reason(rc, err));

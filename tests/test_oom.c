@@ -1150,14 +1150,84 @@ done:
     restore();
 }
 
+/* The first search of a lazily opened directory (docs/PROTOCOL.md "Lazy
+ * apply") with the n-th allocation failing, for every n: the search fails
+ * with MESS_ENOMEM or answers; either way the next search (nothing
+ * failing) resumes the chains where they stopped and answers exactly as a
+ * run without failures. */
+static void test_dir_lazy(void)
+{
+    char d[256];
+    uint8_t *ups[2], *ref = NULL, *got = NULL;
+    size_t lens[2], ref_len = 0, got_len = 0, i;
+    float v[6 * DIM];
+    uint64_t ids[6], rs = 77;
+    mess_server *w = NULL, *s = NULL;
+    unsigned long n, calls = 0, injected = 0;
+    int k, rc, fired;
+
+    path_of(d, sizeof d, "lazy");
+    for (k = 0; k < 2; k++) {
+        for (i = 0; i < 6; i++)
+            ids[i] = 9500 + 10 * (uint64_t)k + i;
+        for (i = 0; i < 6 * DIM; i++)
+            v[i] = frand(&rs);
+        CHECK_OK(mess_client_upload(C, ids, v, 6, 1, &ups[k], &lens[k]));
+    }
+    CHECK_OK(mess_server_create(d, &P, &w));
+    CHECK_OK(mess_server_apply_upload(w, BASE_UP, BASE_UP_LEN, 1));
+    CHECK_OK(mess_server_checkpoint(w));
+    for (k = 0; k < 2; k++) {
+        CHECK_OK(mess_server_apply_upload(w, ups[k], lens[k], 1));
+        CHECK_OK(mess_server_checkpoint(w));
+    }
+    mess_server_free(w);
+    CHECK(count_suffix(d, ".delta") > 0);
+    CHECK_OK(mess_server_open(d, &P, NULL, 0, &s));
+    CHECK_OK(mess_server_search(s, REQ, REQ_LEN, 1, &ref, &ref_len));
+    mess_server_free(s);
+    for (n = 1; ref; n++) {
+        s = NULL;
+        CHECK_OK(mess_server_open(d, &P, NULL, 0, &s));
+        if (!s)
+            break;
+        oom_arm(n, 0);
+        rc = mess_server_search(s, REQ, REQ_LEN, 1, &got, &got_len);
+        calls = oom_disarm(&fired);
+        if (rc != MESS_OK) {
+            injected++;
+            CHECK_RC(rc, MESS_ENOMEM);
+            rc = mess_server_search(s, REQ, REQ_LEN, 1, &got, &got_len);
+        }
+        if (rc != MESS_OK || got_len != ref_len || memcmp(got, ref, ref_len) != 0) {
+            fprintf(stderr, "  FAIL lazy apply: allocation %lu failed: afterwards %s\n", n,
+                    rc != MESS_OK ? mess_strerror(rc) : "other answers");
+            harness_test_failed = 1;
+        }
+        mess_buf_free(got);
+        got = NULL;
+        mess_server_free(s);
+        if (!fired || (harness_test_failed && !full))
+            break;
+    }
+    printf("# %-28s %5lu allocations, %5lu failures injected\n", "first search (lazy apply)",
+           calls, injected);
+    mess_buf_free(ref);
+    for (k = 0; k < 2; k++)
+        mess_buf_free(ups[k]);
+    restore();
+}
+
 static void run_all(void)
 {
     RUN(test_server);
     RUN(test_client);
     RUN(test_vecs);
     RUN(test_accountants);
-    if (!persistent && threads == 1)
+    if (!persistent && threads == 1) {
         RUN(test_dir_checkpoint);
+        RUN(test_dir_lazy);
+    }
 }
 
 int main(void)

@@ -34,6 +34,9 @@ static uint8_t *dels[NDELS]; /* 10 of up1's ids each (100..199) */
 static size_t dels_len[NDELS];
 static uint8_t *req[NQ];
 static size_t req_len[NQ];
+#define NLQ 40
+static uint8_t *lreq[NLQ]; /* more requests, for the lazy apply's equality */
+static size_t lreq_len[NLQ];
 
 static void path_of(char *out, size_t cap, const char *name)
 {
@@ -828,17 +831,29 @@ static void test_delta_hostile(void)
     b = test_read_file(keep, &n);
     CHECK(b != NULL && n > 224);
     for (i = 0; b && i < n; i += 1 + n / 97) {
+        int orc;
         b[i] ^= 0x10;
         write_file(delta, b, n);
         b[i] ^= 0x10;
         x = NULL;
-        CHECK_RC(mess_server_open(dir, NULL, NULL, 0, &x), MESS_EFORMAT);
-        CHECK(x == NULL);
+        orc = mess_server_open(dir, NULL, NULL, 0, &x);
+        /* the open reads a delta's header only (lazy apply): a byte of
+         * its body fails the first search instead, naming the file */
+        CHECK(orc == MESS_OK || (orc == MESS_EFORMAT && x == NULL && i < 192));
+        if (orc == MESS_OK) {
+            uint8_t *resp = NULL;
+            size_t rl = 0;
+            CHECK_RC(mess_server_search(x, req[0], req_len[0], 1, &resp, &rl), MESS_EFORMAT);
+            CHECK(resp == NULL);
+            CHECK_RC(mess_server_error(x, msg, sizeof msg), MESS_EFORMAT);
+            CHECK(strstr(msg, "shard-0001-") != NULL && strstr(msg, ".delta") != NULL);
+            mess_server_free(x);
+        }
     }
     CHECK_RC(mess_server_verify(dir, msg, sizeof msg), MESS_EFORMAT);
     CHECK(strstr(msg, "shard-0001-") != NULL && strstr(msg, ".delta") != NULL);
     if (b)
-        write_file(delta, b, n - 1);
+        write_file(delta, b, n - 1); /* a length unlike the MANIFEST's: the open */
     CHECK_RC(mess_server_open(dir, NULL, NULL, 0, &x), MESS_EFORMAT);
     CHECK(unlink(delta) == 0);
     CHECK_RC(mess_server_open(dir, NULL, NULL, 0, &x), MESS_EIO);
@@ -1001,6 +1016,310 @@ static void test_delta_fold_k(void)
     rm_tree(dir);
 }
 
+/* ---- lazy apply (docs/PROTOCOL.md "Lazy apply") ------------------------- */
+
+static void both_upload(mess_server *m, mess_server *s, const uint8_t *b, size_t n)
+{
+    CHECK_OK(mess_server_apply_upload(m, b, n, 1));
+    CHECK_OK(mess_server_apply_upload(s, b, n, 1));
+}
+
+/* A directory whose four shards have delta chains of two deltas (a base of
+ * 400 items, then two checkpoints of small changes), and in *m the server
+ * in memory given the same buffers. */
+static void make_chained(const char *dir, mess_server **m)
+{
+    mess_server *s = NULL;
+    uint32_t j;
+    CHECK_OK(mess_server_new(&P, m));
+    CHECK_OK(mess_server_create(dir, &P, &s));
+    both_upload(*m, s, up1, up1_len);
+    both_upload(*m, s, up2, up2_len);
+    CHECK_OK(mess_server_checkpoint(s));
+    both_upload(*m, s, ups[0], ups_len[0]);
+    CHECK_OK(mess_server_apply_delete(*m, del2, del2_len, NULL));
+    CHECK_OK(mess_server_apply_delete(s, del2, del2_len, NULL));
+    CHECK_OK(mess_server_checkpoint(s));
+    both_upload(*m, s, ups[1], ups_len[1]);
+    CHECK_OK(mess_server_checkpoint(s));
+    mess_server_free(s);
+    for (j = 0; j < P.shards; j++)
+        CHECK(shard_deltas(dir, j) == 2);
+}
+
+/* 1 if both servers answer the partial search of request q on shard set
+ * (sh, n) with the same bytes. */
+static int same_partial(const mess_server *a, const mess_server *b, const uint8_t *r,
+                        size_t rl, const uint32_t *sh, size_t n)
+{
+    uint8_t *pa = NULL, *pb = NULL;
+    size_t la = 0, lb = 0;
+    int same = mess_server_search_shards(a, r, rl, sh, n, 1, &pa, &la) == MESS_OK &&
+               mess_server_search_shards(b, r, rl, sh, n, 1, &pb, &lb) == MESS_OK &&
+               la == lb && memcmp(pa, pb, la) == 0;
+    mess_buf_free(pa);
+    mess_buf_free(pb);
+    return same;
+}
+
+static int same_many(const mess_server *a, const mess_server *b)
+{
+    int q, same = 1;
+    for (q = 0; q < NLQ; q++) {
+        uint8_t *ra = NULL, *rb = NULL;
+        size_t la = 0, lb = 0;
+        if (mess_server_search(a, lreq[q], lreq_len[q], 1, &ra, &la) != MESS_OK ||
+            mess_server_search(b, lreq[q], lreq_len[q], 1, &rb, &lb) != MESS_OK ||
+            la != lb || memcmp(ra, rb, la) != 0)
+            same = 0;
+        mess_buf_free(ra);
+        mess_buf_free(rb);
+    }
+    return same;
+}
+
+/* The open does not read a delta's body: one whose body has a byte
+ * flipped (its header intact) opens, its stats come from the MANIFEST and
+ * the headers, the other shards search and take updates; every call that
+ * reads its shard fails with MESS_EFORMAT and mess_server_error names the
+ * file, again and again; a checkpoint leaves that shard's chain as it was;
+ * verify fails naming the file, and passes once the byte is restored. */
+static void test_lazy_body(void)
+{
+    static const uint32_t others[3] = {0, 2, 3}, bad[1] = {1}, zero[1] = {0};
+    char dir[256], delta[300], fe[256], msg[400];
+    mess_server *m = NULL, *x = NULL;
+    mess_server_stats sm, sx;
+    uint8_t *b, *resp = NULL, *part = NULL;
+    size_t n, rl = 0, pl = 0;
+    int q;
+    path_of(dir, sizeof dir, "lzb");
+    path_of(fe, sizeof fe, "lzb.mess");
+    make_chained(dir, &m);
+    shard_file(dir, 1, ".delta", delta, sizeof delta);
+    b = test_read_file(delta, &n);
+    CHECK(b != NULL && n > 400);
+    if (!b || n <= 400) {
+        mess_server_free(m);
+        rm_tree(dir);
+        free(b);
+        return;
+    }
+    b[n / 2] ^= 0x01;
+    write_file(delta, b, n);
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+    if (!x) {
+        mess_server_free(m);
+        rm_tree(dir);
+        free(b);
+        return;
+    }
+    CHECK_OK(mess_server_error(x, msg, sizeof msg));
+    CHECK(msg[0] == '\0');
+    sm.size = sx.size = sizeof sm;
+    CHECK_OK(mess_server_stats_get(m, &sm));
+    CHECK_OK(mess_server_stats_get(x, &sx));
+    CHECK(sx.entries == sm.entries && sx.live == sm.live && sx.deleted == sm.deleted &&
+          sx.min_shard == sm.min_shard && sx.max_shard == sm.max_shard);
+    for (q = 0; q < NQ; q++)
+        CHECK(same_partial(m, x, req[q], req_len[q], others, 3));
+    for (q = 0; q < 3; q++) {
+        /* sticky: the same failure each time, never a retry */
+        CHECK_RC(mess_server_search(x, req[q], req_len[q], 1, &resp, &rl), MESS_EFORMAT);
+        CHECK(resp == NULL);
+        CHECK_RC(mess_server_search_shards(x, req[q], req_len[q], bad, 1, 1, &part, &pl),
+                 MESS_EFORMAT);
+        CHECK_RC(mess_server_error(x, msg, sizeof msg), MESS_EFORMAT);
+        CHECK(strstr(msg, strrchr(delta, '/') + 1) != NULL);
+    }
+    CHECK_RC(mess_server_export(x, fe), MESS_EFORMAT);
+    CHECK(access(fe, F_OK) != 0);
+    CHECK_RC(mess_server_compact(x, 1), MESS_EFORMAT);
+    {
+        /* an update of shard 1 fails; one of shard 0 goes in */
+        uint8_t *p1 = NULL, *p0 = NULL;
+        size_t l1 = 0, l0 = 0;
+        CHECK_OK(mess_records_split(&P, ups[2], ups_len[2], bad, 1, &p1, &l1));
+        CHECK_OK(mess_records_split(&P, ups[2], ups_len[2], zero, 1, &p0, &l0));
+        CHECK_RC(mess_server_apply_upload(x, p1, l1, 1), MESS_EFORMAT);
+        CHECK_OK(mess_server_apply_upload(x, p0, l0, 1));
+        CHECK_OK(mess_server_apply_upload(m, p0, l0, 1));
+        mess_buf_free(p1);
+        mess_buf_free(p0);
+    }
+    for (q = 0; q < NQ; q++)
+        CHECK(same_partial(m, x, req[q], req_len[q], others, 3));
+    CHECK_OK(mess_server_checkpoint(x));
+    mess_server_free(x);
+    x = NULL;
+    {
+        size_t n2;
+        uint8_t *now = test_read_file(delta, &n2);
+        CHECK(now && n2 == n && memcmp(now, b, n) == 0); /* untouched */
+        free(now);
+    }
+    CHECK(shard_deltas(dir, 1) == 2);
+    CHECK_RC(mess_server_verify(dir, msg, sizeof msg), MESS_EFORMAT);
+    CHECK(strstr(msg, strrchr(delta, '/') + 1) != NULL);
+    b[n / 2] ^= 0x01;
+    write_file(delta, b, n);
+    CHECK_OK(mess_server_verify(dir, msg, sizeof msg));
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+    CHECK(x && same_many(m, x));
+    mess_server_free(x);
+    mess_server_free(m);
+    free(b);
+    rm_tree(dir);
+}
+
+/* A lazily opened server answers exactly as the server in memory and as
+ * one without chains (its export imported), shard by shard as each is
+ * first searched and then whole; the first search is what applies (the
+ * handle grows then, not at the open). */
+static void test_lazy_same(void)
+{
+    char dir[256], dir2[256], fm[256];
+    mess_server *m = NULL, *x = NULL, *y = NULL;
+    mess_server_stats s0, s1;
+    uint32_t j;
+    int q;
+    path_of(dir, sizeof dir, "lzs");
+    path_of(dir2, sizeof dir2, "lzs-imported");
+    path_of(fm, sizeof fm, "lzs.mess");
+    make_chained(dir, &m);
+    CHECK_OK(mess_server_save(m, fm));
+    CHECK_OK(mess_server_import(fm, dir2));
+    CHECK(count_suffix(dir2, ".delta") == 0);
+    CHECK_OK(mess_server_open(dir2, &P, NULL, 0, &y));
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+    if (!x || !y) {
+        mess_server_free(x);
+        mess_server_free(y);
+        mess_server_free(m);
+        return;
+    }
+    s0.size = s1.size = sizeof s0;
+    CHECK_OK(mess_server_stats_get(x, &s0));
+    for (j = 0; j < P.shards; j++) {
+        uint32_t one[1];
+        one[0] = (j * 3 + 1) % P.shards; /* 1, 0, 3, 2 */
+        for (q = 0; q < NLQ; q++) {
+            CHECK(same_partial(m, x, lreq[q], lreq_len[q], one, 1));
+            CHECK(same_partial(y, x, lreq[q], lreq_len[q], one, 1));
+        }
+    }
+    CHECK(same_many(m, x));
+    CHECK(same_many(y, x));
+    CHECK_OK(mess_server_stats_get(x, &s1));
+    CHECK(s1.entries == s0.entries && s1.live == s0.live);
+    CHECK(s1.bytes > s0.bytes); /* the chains were applied after the open */
+    mess_server_free(x);
+    mess_server_free(y);
+    mess_server_free(m);
+    unlink(fm);
+    rm_tree(dir);
+    rm_tree(dir2);
+}
+
+/* Checkpoint, compact and export of a server where some shards are
+ * applied and others not: the directory opens, verifies and answers as
+ * the server in memory; the unapplied unchanged shards keep their chains
+ * (the same files); a compaction folds every chain away. */
+static void test_lazy_partial(void)
+{
+    static const uint32_t zero[1] = {0}, two[1] = {2}, one[1] = {1}, three[1] = {3};
+    char dir[256], fm[256], fx[256], msg[400], d1[300], d3[300], e1[300], e3[300];
+    mess_server *m = NULL, *x = NULL;
+    uint8_t *part = NULL;
+    size_t pl = 0;
+    path_of(dir, sizeof dir, "lzp");
+    path_of(fm, sizeof fm, "lzp-mem.mess");
+    path_of(fx, sizeof fx, "lzp-dir.mess");
+    make_chained(dir, &m);
+
+    /* export with shard 3 applied only */
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+    CHECK(x && same_partial(m, x, req[0], req_len[0], three, 1));
+    CHECK_OK(mess_server_export(x, fx));
+    CHECK_OK(mess_server_save(m, fm));
+    CHECK(files_equal(fm, fx));
+    mess_server_free(x);
+    x = NULL;
+
+    /* checkpoint: shard 2 applied, shard 0 applied and changed, 1 and 3
+     * never read */
+    shard_file(dir, 1, ".delta", d1, sizeof d1);
+    shard_file(dir, 3, ".delta", d3, sizeof d3);
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+    CHECK(x && same_partial(m, x, req[1], req_len[1], two, 1));
+    CHECK_OK(mess_records_split(&P, ups[3], ups_len[3], zero, 1, &part, &pl));
+    CHECK_OK(mess_server_apply_upload(x, part, pl, 1));
+    CHECK_OK(mess_server_apply_upload(m, part, pl, 1));
+    mess_buf_free(part);
+    CHECK_OK(mess_server_checkpoint(x));
+    mess_server_free(x);
+    x = NULL;
+    shard_file(dir, 1, ".delta", e1, sizeof e1);
+    shard_file(dir, 3, ".delta", e3, sizeof e3);
+    CHECK(strcmp(d1, e1) == 0 && strcmp(d3, e3) == 0);
+    CHECK(shard_deltas(dir, 1) == 2 && shard_deltas(dir, 2) == 2 && shard_deltas(dir, 3) == 2);
+    CHECK(shard_deltas(dir, 0) == 3);
+    CHECK_OK(mess_server_verify(dir, msg, sizeof msg));
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+    CHECK(x && same_many(m, x));
+    /* its change record started right after the apply: shard 0 again */
+    CHECK_OK(mess_records_split(&P, ups[4], ups_len[4], zero, 1, &part, &pl));
+    CHECK_OK(mess_server_apply_upload(x, part, pl, 1));
+    CHECK_OK(mess_server_apply_upload(m, part, pl, 1));
+    mess_buf_free(part);
+    CHECK_OK(mess_server_checkpoint(x));
+    mess_server_free(x);
+    x = NULL;
+    CHECK_OK(mess_server_verify(dir, msg, sizeof msg));
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+    CHECK(x && same_many(m, x));
+    mess_server_free(x);
+    x = NULL;
+
+    /* compact with shard 1 applied only: every chain folds away */
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+    CHECK(x && same_partial(m, x, req[2], req_len[2], one, 1));
+    CHECK_OK(mess_server_compact(x, 1));
+    CHECK_OK(mess_server_compact(m, 1));
+    CHECK_OK(mess_server_checkpoint(x));
+    mess_server_free(x);
+    x = NULL;
+    CHECK(count_suffix(dir, ".delta") == 0);
+    CHECK(count_suffix(dir, ".graph") == (int)P.shards);
+    CHECK_OK(mess_server_verify(dir, msg, sizeof msg));
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+    CHECK(x && same_many(m, x));
+    CHECK_OK(mess_server_export(x, fx));
+    CHECK_OK(mess_server_save(m, fm));
+    CHECK(files_equal(fm, fx));
+    /* chains without deletions (nothing to compact) fold away too */
+    if (x)
+        both_upload(m, x, ups[5], ups_len[5]);
+    CHECK_OK(mess_server_checkpoint(x));
+    mess_server_free(x);
+    x = NULL;
+    CHECK(count_suffix(dir, ".delta") > 0);
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+    CHECK_OK(mess_server_compact(x, 1));
+    CHECK_OK(mess_server_checkpoint(x));
+    mess_server_free(x);
+    x = NULL;
+    CHECK(count_suffix(dir, ".delta") == 0);
+    CHECK_OK(mess_server_verify(dir, msg, sizeof msg));
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+    CHECK(x && same_many(m, x));
+    mess_server_free(x);
+    mess_server_free(m);
+    unlink(fm);
+    unlink(fx);
+    rm_tree(dir);
+}
+
 /* create refuses a non-empty directory and fills an empty one. */
 static void test_create_rules(void)
 {
@@ -1081,6 +1400,15 @@ int main(void)
         }
         mess_query_free(q);
     }
+    for (i = 0; i < NLQ; i++) {
+        mess_query *q = NULL;
+        if (mess_client_request(c, vecs + (700 + i) * DIM, 64, &q, &lreq[i], &lreq_len[i]) !=
+            MESS_OK) {
+            fprintf(stderr, "cannot encode the test requests\n");
+            return 1;
+        }
+        mess_query_free(q);
+    }
     mess_client_free(c);
     mkdir("build", 0755);
     if (!mkdtemp(root)) {
@@ -1099,6 +1427,9 @@ int main(void)
     RUN(test_delta_hostile);
     RUN(test_delta_two_holders);
     RUN(test_delta_fold_k);
+    RUN(test_lazy_body);
+    RUN(test_lazy_same);
+    RUN(test_lazy_partial);
     for (i = 0; i < NSMALL; i++)
         mess_buf_free(ups[i]);
     mess_buf_free(del2);
@@ -1106,6 +1437,8 @@ int main(void)
         mess_buf_free(dels[i]);
     for (i = 0; i < NQ; i++)
         mess_buf_free(req[i]);
+    for (i = 0; i < NLQ; i++)
+        mess_buf_free(lreq[i]);
     mess_buf_free(up1);
     mess_buf_free(up2);
     mess_buf_free(del);
