@@ -24,10 +24,14 @@ one JSON object per line to OUT/results.jsonl.
         Recall@10 vs B, server and client ms per query, bytes per query,
         resident bytes (/proc/self/smaps: the mappings of S's files, and
         the process) after the queries.
-    onem.py open --dir S
+    onem.py open --dir S [--first-query --data D --pool B]
         mess_server_open time, cold (every file of S dropped from the page
         cache with posix_fadvise(POSIX_FADV_DONTNEED): no root needed) and
-        warm, and resident bytes right after the open.
+        warm, and resident bytes right after the open; with --first-query
+        also the server time of the first and the second query after each
+        open (one thread, B = --pool), where a lazy open pays the shards'
+        delta chains (docs/PROTOCOL.md "Lazy apply"), and the copied graph
+        pages after them.
     onem.py cold --data datasets/large --dir S --config d8q8
         per page-cache advice policy (mess_server_set_advice: none,
         graph-random, arena-random, ... joined by '+'), in one process and
@@ -444,7 +448,16 @@ def cmd_open(a):
     m = lib()
     rows = {"cold": [], "warm": []}
     cpu = {"cold": [], "warm": []}
+    first = {"cold": [], "warm": []}
+    second = {"cold": [], "warm": []}
+    first_cpu = {"cold": [], "warm": []}
+    dirty = {"cold": [], "warm": []}
     res = None
+    client = qs = None
+    if a.first_query:
+        d = load_set(a, need_base=False)
+        qs = d["queries"]
+        client = m.Client.load(a.dir + ".client")
     for i in range(a.repeat):
         for mode in ("cold", "warm"):
             if mode == "cold":
@@ -459,8 +472,30 @@ def cmd_open(a):
                 res = smaps(a.dir)
                 res["rss"] -= before["rss"]
                 entries = s.stats().entries
+            if client is not None:
+                # two different queries: the first pays what the open left
+                c0 = time.process_time()
+                r = client.query(s, qs[(2 * i) % len(qs)], K, a.pool, 1)
+                first_cpu[mode].append(1e3 * (time.process_time() - c0))
+                first[mode].append(1e3 * r.server_seconds)
+                r = client.query(s, qs[(2 * i + 1) % len(qs)], K, a.pool, 1)
+                second[mode].append(1e3 * r.server_seconds)
+                dirty[mode].append(smaps(a.dir)["graph_private_dirty"])
             s.close()
-    record(a.out, dict(kind="mess_open", dir=a.dir, entries=entries, repeat=a.repeat,
+    if client is not None:
+        client.close()
+    extra = {"library": os.environ.get("MESS_LIBRARY", "python/mess default")}
+    if first["cold"]:
+        for mode in ("cold", "warm"):
+            extra["first_query_server_ms_%s_median" % mode] = float(np.median(first[mode]))
+            extra["second_query_server_ms_%s_median" % mode] = float(np.median(second[mode]))
+            extra["first_query_server_ms_%s" % mode] = first[mode]
+            # the process's CPU over the whole first query (request, search, finish)
+            extra["first_query_cpu_ms_%s_median" % mode] = float(np.median(first_cpu[mode]))
+            extra["second_query_server_ms_%s" % mode] = second[mode]
+        extra["graph_private_dirty_after_two_queries"] = int(np.median(dirty["warm"]))
+        extra["pool"] = a.pool
+    record(a.out, dict(extra, kind="mess_open", dir=a.dir, entries=entries, repeat=a.repeat,
                        cold_ms_median=float(np.median(rows["cold"])),
                        warm_ms_median=float(np.median(rows["warm"])),
                        cold_ms=rows["cold"], warm_ms=rows["warm"],
@@ -968,6 +1003,9 @@ def main():
     o = sub.add_parser("open", help="open time cold / warm")
     common(o)
     o.add_argument("--repeat", type=int, default=5)
+    o.add_argument("--first-query", action="store_true",
+                   help="also time the first two queries after each open (--data, --pool)")
+    o.add_argument("--pool", type=int, default=1500)
     cc = sub.add_parser("cold", help="open + first queries cold, per page-cache advice")
     common(cc, data="datasets/large")
     cc.add_argument("--pool", type=int, default=1500)

@@ -475,6 +475,7 @@ server_export = _proto("mess_server_export", [c_void_p, c_char_p])
 server_import = _proto("mess_server_import", [c_char_p, c_char_p])
 server_extract = _proto("mess_server_extract", [c_char_p, c_void_p, c_size_t, c_char_p,
                                                 c_char_p, c_size_t], check=False)
+server_error = _proto("mess_server_error", [c_void_p, c_char_p, c_size_t], check=False)
 server_log_position = _proto("mess_server_log_position", [c_void_p, POINTER(ctypes.c_uint64),
                                                           POINTER(ctypes.c_uint64)])
 server_stats_get = _proto("mess_server_stats_get_sized", [c_void_p, POINTER(mess_server_stats),

@@ -564,10 +564,39 @@ class Workers(_Handle):
         return L.workers_threads(self.ptr)
 
 
+def _shard_reason(method):
+    """A Server method whose failure, when a shard's delta chain could not
+    be applied (docs/PROTOCOL.md "Lazy apply"), gets Server.error()'s line
+    (the file and the reason) appended to its message."""
+    def wrapped(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except L.MessError as e:
+            why = self.error()
+            if why:
+                e.args = ("%s: %s" % (e.args[0], why),)
+            raise
+    wrapped.__name__ = method.__name__
+    wrapped.__doc__ = method.__doc__
+    return wrapped
+
+
 class Server(_Handle):
     """The untrusted role: M HNSW graphs over perturbed codes plus
     ciphertexts (mess_server).  Server(params) is empty."""
     _free = staticmethod(L.server_free)
+
+    def error(self):
+        """None, or the line naming the delta file (and why) of a shard
+        that cannot be used: the open checks a delta's header only, and the
+        first call that reads the shard applies its chain
+        (mess_server_error; docs/PROTOCOL.md "Lazy apply")."""
+        msg = ctypes.create_string_buffer(512)
+        try:
+            rc = L.server_error(self.ptr, msg, len(msg))
+        except NotImplementedError:  # an older library: applied at the open
+            return None
+        return msg.value.decode("utf-8", "replace") if rc != 0 else None
 
     def __init__(self, params, _ptr=None):
         if _ptr is not None:
@@ -585,6 +614,7 @@ class Server(_Handle):
                       byref(out))
         return cls(None, _ptr=out.value)
 
+    @_shard_reason
     def save(self, path):
         """The travel form: one compressed file (the same as export)."""
         L.server_save(self.ptr, _path(path))
@@ -630,6 +660,7 @@ class Server(_Handle):
         directory's next generation (mess_server_checkpoint)."""
         L.server_checkpoint(self.ptr)
 
+    @_shard_reason
     def export(self, path):
         """The travel form: one compressed file, byte for byte the same for
         the same server (mess_server_export)."""
@@ -689,11 +720,13 @@ class Server(_Handle):
         L.server_params(self.ptr, byref(p), ctypes.sizeof(p))
         return p
 
+    @_shard_reason
     def apply_upload(self, buf, threads=1):
         ptr, n, keep = _buf_arg(buf)
         L.server_apply_upload(self.ptr, ptr, n, _threads(threads))
         del keep
 
+    @_shard_reason
     def apply_delete(self, buf):
         """Returns how many (shard, label) pairs were not found."""
         ptr, n, keep = _buf_arg(buf)
@@ -702,6 +735,7 @@ class Server(_Handle):
         del keep
         return missing.value
 
+    @_shard_reason
     def compact(self, threads=1):
         L.server_compact(self.ptr, _threads(threads))
 
@@ -739,6 +773,7 @@ class Server(_Handle):
             raise L.error(rc, "mess_server_check_owner")
         return rc == 0
 
+    @_shard_reason
     def search(self, request, threads=1):
         """Answers a request: the response Buffer."""
         threads = _threads(threads)
@@ -748,6 +783,7 @@ class Server(_Handle):
         del keep
         return _take_buf(out, m)
 
+    @_shard_reason
     def search_batch(self, requests, workers=None, threads=1):
         """Answers many requests in one C call (mess_server_search_batch): a
         list of response Buffers, in order, each what search() returns.
@@ -777,6 +813,7 @@ class Server(_Handle):
         del args
         return [Buffer(outs[i], out_lens[i]) for i in range(n)]
 
+    @_shard_reason
     def search_shards(self, request, shards, threads=1):
         """Answers a request on a shard set only (mess_server_search_shards):
         a partial response Buffer covering exactly those shards, for

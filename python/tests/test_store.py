@@ -82,6 +82,32 @@ class TestStore(unittest.TestCase):
             mess.Server.open(self.path("a.mess"))
         self.assertIn("exported server", str(e.exception))
 
+    def test_lazy_damaged_delta(self):
+        # a chain of deltas (an insert after the base's checkpoint); a byte
+        # of a delta's body flipped: the open reads the header only, the
+        # first search fails naming the file, other shards still answer
+        with self.build() as s:
+            self.c.insert(s, np.arange(N, N + 20), Data.base[:20] + 1)
+            s.checkpoint()
+        delta = sorted(glob.glob(self.path("s/shard-0001-*.delta")))[-1]
+        with open(delta, "r+b") as f:
+            f.seek(300)
+            b = f.read(1)
+            f.seek(300)
+            f.write(bytes([b[0] ^ 1]))
+        req = self.c.request(Data.queries[0], 64)[1]
+        with mess.Server.open(self.path("s")) as s:
+            self.assertIsNone(s.error())
+            self.assertEqual(s.stats().entries, (N + 20) * 2)
+            s.search_shards(req, [0, 2, 3])
+            with self.assertRaises(mess.FormatError) as e:
+                s.search(req)
+            self.assertIn(os.path.basename(delta), str(e.exception))
+            self.assertIn(os.path.basename(delta), s.error())
+        with self.assertRaises(mess.FormatError) as e:
+            mess.Server.verify(self.path("s"))
+        self.assertIn(os.path.basename(delta), str(e.exception))
+
     def test_subset(self):
         self.build().close()
         with mess.Server.open(self.path("s"), shards=[2, 0]) as s:
