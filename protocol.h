@@ -108,6 +108,11 @@ struct shard_store {
     char *failed_msg;     /* that failure's reason, naming the file (malloc'd) */
     int fold;             /* the next checkpoint writes a new graph file
                              (mess_server_compact: the chain folds away) */
+    /* A pending chain's deltas mapped at the open (NULL: not mapped), read
+     * only if the file's name is gone when the chain is applied: another
+     * handle's checkpoint folded the chain and unlinked them, and this
+     * handle still applies what it opened (unmapped once applied). */
+    const uint8_t *chain_map[STORE_CHAIN_MAX];
 };
 
 /* Node `node`'s ciphertext (node < hnsw_count(st->graph)). */

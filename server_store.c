@@ -56,8 +56,20 @@ void store_unmap_arena(struct shard_store *st)
     st->arena_map = 0;
 }
 
+/* Unmaps a pending chain's deltas (the lazy open's, chain_headers). */
+static void unmap_chain(struct shard_store *st)
+{
+    uint32_t k;
+    for (k = 0; k < STORE_CHAIN_MAX; k++) {
+        if (st->chain_map[k])
+            munmap((void *)(uintptr_t)st->chain_map[k], (size_t)st->chain[k].bytes);
+        st->chain_map[k] = NULL;
+    }
+}
+
 void store_free_graph(struct shard_store *st)
 {
+    unmap_chain(st);
     hnsw_free(st->graph);
     st->graph = NULL;
     if (st->graph_map && st->graph_map_len)
@@ -456,7 +468,8 @@ static void arena_advise(void *m, size_t len)
  * where it stopped.  The reason names the file. */
 static int chain_apply(const char *dir, uint32_t j, uint64_t base_gen,
                        const uint8_t *base_digest, const struct store_delta *chain,
-                       uint32_t len, uint32_t *done, struct hnsw *g, char *msg, size_t cap)
+                       const uint8_t *const *maps, uint32_t len, uint32_t *done,
+                       struct hnsw *g, char *msg, size_t cap)
 {
     struct hnsw_delta_info di;
     int rc = MESS_OK;
@@ -477,8 +490,16 @@ static int chain_apply(const char *dir, uint32_t j, uint64_t base_gen,
         memcpy(di.digest, d->digest, STORE_DIGEST_BYTES);
         di.nodes_after = d->nodes;
         rc = read_exact(path, d->bytes, &buf, msg, cap);
+        if (rc != MESS_OK && maps && maps[*done]) {
+            /* its name is gone: another handle's checkpoint folded the
+             * chain after this handle's open, which mapped the file */
+            struct stat sb;
+            if (stat(path, &sb) != 0 && errno == ENOENT)
+                rc = MESS_OK;
+        }
         if (rc == MESS_OK) {
-            rc = hnsw_apply_delta(g, buf, (size_t)d->bytes, &di, why, sizeof why);
+            rc = hnsw_apply_delta(g, buf ? buf : maps[*done], (size_t)d->bytes, &di, why,
+                                  sizeof why);
             if (rc != MESS_OK)
                 rc = mess_fail(msg, cap, rc, "%s: %s", mess_base_name(path),
                           why[0] ? why : mess_strerror(rc));
@@ -500,8 +521,8 @@ static int chain_apply(const char *dir, uint32_t j, uint64_t base_gen,
  * base and previous digests, node counts.  *deleted_after: the deleted
  * count the last header gives.  The reason names the file. */
 static int chain_headers(const char *dir, uint32_t j, const struct store_shard *e,
-                         const struct hnsw *g, uint64_t *deleted_after, char *msg,
-                         size_t cap)
+                         const struct hnsw *g, uint64_t *deleted_after,
+                         const uint8_t **maps, char *msg, size_t cap)
 {
     struct hnsw_delta_info di;
     uint64_t before = hnsw_count(g);
@@ -531,6 +552,12 @@ static int chain_headers(const char *dir, uint32_t j, const struct store_shard *
             else
                 got += (size_t)n;
         }
+        if (rc == MESS_OK) {
+            /* kept for a fold by another handle before the apply (no page
+             * is read now; a failed map only loses that fallback) */
+            void *mp = mmap(NULL, (size_t)d->bytes, PROT_READ, MAP_SHARED, fd, 0);
+            maps[k] = mp == MAP_FAILED ? NULL : (const uint8_t *)mp;
+        }
         if (fd >= 0)
             close(fd);
         if (rc == MESS_OK) {
@@ -545,6 +572,11 @@ static int chain_headers(const char *dir, uint32_t j, const struct store_shard *
         memcpy(di.prev_digest, d->digest, STORE_DIGEST_BYTES);
         before = d->nodes;
         free(path);
+    }
+    for (k = 0; rc != MESS_OK && k < e->chain_len; k++) {
+        if (maps[k])
+            munmap((void *)(uintptr_t)maps[k], (size_t)e->chain[k].bytes);
+        maps[k] = NULL;
     }
     return rc;
 }
@@ -576,8 +608,8 @@ static void chain_readahead(void *m, size_t len, const struct store_delta *chain
  * the result (verify, which reads every page: no advice then). */
 static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_t want,
                      const uint8_t *digest, const char *dir, const struct store_shard *e,
-                     int full, int lazy, uint64_t *deleted_after, struct hnsw **g,
-                     void **map, size_t *map_len, char *msg, size_t cap)
+                     int full, int lazy, uint64_t *deleted_after, const uint8_t **chain_maps,
+                     struct hnsw **g, void **map, size_t *map_len, char *msg, size_t cap)
 {
     struct hnsw_params hp = server_graph_params(p, j);
     char why[160];
@@ -611,11 +643,11 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
     if (rc == MESS_OK && e && e->chain_len > 0) {
         uint32_t done = 0;
         if (lazy) {
-            rc = chain_headers(dir, j, e, *g, deleted_after, msg, cap);
+            rc = chain_headers(dir, j, e, *g, deleted_after, chain_maps, msg, cap);
         } else {
             chain_readahead(m, (size_t)want, e->chain, e->chain_len, a);
-            rc = chain_apply(dir, j, e->graph_gen, e->graph_digest, e->chain, e->chain_len,
-                             &done, *g, msg, cap);
+            rc = chain_apply(dir, j, e->graph_gen, e->graph_digest, e->chain, NULL,
+                             e->chain_len, &done, *g, msg, cap);
         }
         if (rc != MESS_OK) {
             hnsw_free(*g);
@@ -656,12 +688,15 @@ static int shard_apply(mess_server *s, uint32_t j)
     int rc;
     if (st->chain_done == 0)
         chain_readahead(st->graph_map, st->graph_map_len, st->chain, st->chain_len, advice());
-    rc = chain_apply(s->dir, j, st->graph_gen, st->graph_digest, st->chain, st->chain_len,
-                     &st->chain_done, st->graph, msg, sizeof msg);
+    rc = chain_apply(s->dir, j, st->graph_gen, st->graph_digest, st->chain,
+                     (const uint8_t *const *)st->chain_map, st->chain_len, &st->chain_done,
+                     st->graph, msg, sizeof msg);
     if (rc == MESS_OK && hnsw_count(st->graph) != st->nodes)
         rc = mess_fail(msg, sizeof msg, MESS_EFORMAT,
                        "shard %u: %zu nodes after its chain, the manifest says %llu",
                        (unsigned)j, hnsw_count(st->graph), (unsigned long long)st->nodes);
+    if (rc != MESS_ENOMEM)
+        unmap_chain(st); /* applied, or failed for good */
     if (rc == MESS_OK) {
         st->pending = 0;
         s->unready--;
@@ -800,8 +835,8 @@ static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
     if (!path)
         return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
     rc = graph_map(&s->p, j, path, e->graph_bytes, e->graph_digest, s->dir, e, full, lazy,
-                   &st->pending_deleted, &st->graph, &st->graph_map, &st->graph_map_len,
-                   msg, cap);
+                   &st->pending_deleted, st->chain_map, &st->graph, &st->graph_map,
+                   &st->graph_map_len, msg, cap);
     if (rc == MESS_OK && lazy) {
         /* its chain waits for the first operation that reads the shard */
         st->pending = 1;
@@ -1314,7 +1349,7 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
             void *gm = NULL;
             size_t gl = 0;
             if (p && graph_map(&s->p, j, p, rec[j].graph_bytes, rec[j].graph_digest, NULL,
-                               NULL, 0, 0, NULL, &g, &gm, &gl, NULL, 0) == MESS_OK) {
+                               NULL, 0, 0, NULL, NULL, &g, &gm, &gl, NULL, 0) == MESS_OK) {
                 store_free_graph(st);
                 st->graph = g;
                 st->graph_map = gm;

@@ -1320,6 +1320,36 @@ static void test_lazy_partial(void)
     rm_tree(dir);
 }
 
+/* A handle opened lazily before another handle's checkpoint folds the
+ * chains (a compaction: each chain's deltas are replaced by a new graph
+ * file and unlinked) still answers as it would have at its open: the
+ * files its pending chains need were unlinked, not changed, and a reader
+ * keeps using what it opened (docs/PROTOCOL.md "Lazy apply"), as it keeps
+ * the pages of a replaced graph file it maps. */
+static void test_lazy_reader_fold(void)
+{
+    static const uint32_t two[1] = {2};
+    char dir[256], msg[400];
+    mess_server *m = NULL, *x = NULL, *w = NULL;
+    path_of(dir, sizeof dir, "lzr");
+    make_chained(dir, &m);
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+    /* shard 2 applied before the fold, the others after it */
+    CHECK(x && same_partial(m, x, req[0], req_len[0], two, 1));
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &w));
+    CHECK_OK(mess_server_compact(w, 1));
+    CHECK_OK(mess_server_checkpoint(w));
+    mess_server_free(w);
+    CHECK(count_suffix(dir, ".delta") == 0); /* the chains' files are gone */
+    CHECK(x && same_many(m, x));
+    if (x && mess_server_error(x, msg, sizeof msg) != MESS_OK)
+        fprintf(stderr, "  %s\n", msg);
+    CHECK(x && mess_server_error(x, msg, sizeof msg) == MESS_OK && msg[0] == '\0');
+    mess_server_free(x);
+    mess_server_free(m);
+    rm_tree(dir);
+}
+
 /* create refuses a non-empty directory and fills an empty one. */
 static void test_create_rules(void)
 {
@@ -1430,6 +1460,7 @@ int main(void)
     RUN(test_lazy_body);
     RUN(test_lazy_same);
     RUN(test_lazy_partial);
+    RUN(test_lazy_reader_fold);
     for (i = 0; i < NSMALL; i++)
         mess_buf_free(ups[i]);
     mess_buf_free(del2);
