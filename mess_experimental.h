@@ -61,6 +61,9 @@ MESS_API void mess_vecs_free(void *p);
  * deleted flag, links per level and ciphertext.  Nothing here is secret and
  * nothing here changes the server.  shard >= M is MESS_EINVAL; an output
  * array with room for fewer than the shard's n nodes (`cap`) is MESS_ELIMIT.
+ * On a directory-backed server the first view of a shard applies its delta
+ * chain, like a search (docs/PROTOCOL.md "Lazy apply"): a damaged delta is
+ * MESS_EFORMAT, mess_server_error names it.
  * ---------------------------------------------------------------------- */
 
 /* *nodes: nodes of the shard, deleted ones included. */

@@ -36,7 +36,7 @@ struct worker {
     int errors, mismatches;
 };
 
-static int same_search(const uint32_t *shard, unsigned q)
+static int same_search(const uint32_t *shard, unsigned q, unsigned threads)
 {
     uint8_t *a = NULL, *b = NULL;
     size_t la = 0, lb = 0;
@@ -46,7 +46,7 @@ static int same_search(const uint32_t *shard, unsigned q)
                  MESS_OK &&
              mess_server_search_shards(ref, req[q], req_len[q], shard, 1, 1, &b, &lb) == MESS_OK;
     else
-        ok = mess_server_search(server, req[q], req_len[q], 1, &a, &la) == MESS_OK &&
+        ok = mess_server_search(server, req[q], req_len[q], threads, &a, &la) == MESS_OK &&
              mess_server_search(ref, req[q], req_len[q], 1, &b, &lb) == MESS_OK;
     ok = ok ? (la == lb && memcmp(a, b, la) == 0 ? 1 : 0) : -1;
     mess_buf_free(a);
@@ -69,7 +69,8 @@ static void *worker_main(void *arg)
             if (mess_server_stats_get(server, &st) != MESS_OK || st.live + st.deleted != st.entries)
                 w->errors++;
         }
-        r = same_search(w->index % 2 ? &one : NULL, q);
+        /* worker 0's whole searches fan out on two threads of their own */
+        r = same_search(w->index % 2 ? &one : NULL, q, w->index == 0 ? 2 : 1);
         if (r < 0)
             w->errors++;
         else if (r == 0)

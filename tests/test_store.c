@@ -1214,6 +1214,40 @@ static void test_lazy_same(void)
     CHECK(s1.entries == s0.entries && s1.live == s0.live);
     CHECK(s1.bytes > s0.bytes); /* the chains were applied after the open */
     mess_server_free(x);
+    x = NULL;
+    /* the batch search and the server view as first readers */
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+    if (x) {
+        uint8_t *ra[NLQ], *rb = NULL;
+        size_t la[NLQ], lb = 0;
+        size_t nx = 0, nm = 0;
+        CHECK_OK(mess_server_search_batch(x, (const uint8_t *const *)lreq, lreq_len, NLQ, NULL,
+                                          ra, la, NULL));
+        for (q = 0; q < NLQ; q++) {
+            CHECK_OK(mess_server_search(m, lreq[q], lreq_len[q], 1, &rb, &lb));
+            CHECK(ra[q] && la[q] == lb && memcmp(ra[q], rb, lb) == 0);
+            mess_buf_free(ra[q]);
+            mess_buf_free(rb);
+            rb = NULL;
+        }
+        mess_server_free(x);
+        x = NULL;
+        CHECK_OK(mess_server_open(dir, &P, NULL, 0, &x));
+        for (j = 0; x && j < P.shards; j++) {
+            uint8_t *lx, *lm;
+            CHECK_OK(mess_server_shard_nodes(x, j, &nx));
+            CHECK_OK(mess_server_shard_nodes(m, j, &nm));
+            CHECK(nx == nm && nx > 0);
+            lx = (uint8_t *)malloc(nx * MESS_LABEL_BYTES);
+            lm = (uint8_t *)malloc(nm * MESS_LABEL_BYTES);
+            CHECK_OK(mess_server_shard_labels(x, j, lx, nx));
+            CHECK_OK(mess_server_shard_labels(m, j, lm, nm));
+            CHECK(memcmp(lx, lm, nx * MESS_LABEL_BYTES) == 0);
+            free(lx);
+            free(lm);
+        }
+    }
+    mess_server_free(x);
     mess_server_free(y);
     mess_server_free(m);
     unlink(fm);
