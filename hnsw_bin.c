@@ -948,12 +948,13 @@ struct beam {
  * the largest visit bitmap cleared whole rather than through the list of
  * the nodes visited (words).  hnsw_many_set_paths for the tests and the
  * benchmark, which compare them with the former loops (fast 0). */
-static int many_fast = 1, many_defer = 1;
+static int many_fast = HNSW_MANY_FAST, many_defer = 1;
 static size_t many_clear_words = HNSW_MANY_CLEAR_WORDS;
 
 void hnsw_many_set_paths(int fast, size_t clear_words)
 {
-    many_fast = many_defer = fast != 0;
+    many_fast = fast < 0 ? 0 : fast > 2 ? 2 : fast;
+    many_defer = fast != 0;
     many_clear_words = clear_words;
 }
 
@@ -1002,6 +1003,25 @@ HNSW_INLINE int beam_gather(struct beam *b)
     s->cnt.expanded++;
     s->cnt.links += cnt;
     s->cnt.link_lines += lines_of(l, cnt);
+    if (b->fast == 2) {
+        /* no branch on the visit bit: every id's bit is set and the id is
+         * kept (np advanced) only if the bit was clear; an id past the
+         * last node reads and rewrites word 0 unchanged */
+        const uint64_t *codes = b->codes;
+        for (i = 1; i <= cnt; i++) {
+            uint32_t e = l[i];
+            uint32_t in = e < n, x = in ? e : 0;
+            uint64_t *w = vis + (x >> 6), v = *w;
+            uint64_t bit = (uint64_t)in << (x & 63);
+            pend[np] = e;
+            np += (uint32_t)(((v & bit) == 0) & in);
+            *w = v | bit;
+            PREFETCH(codes + 2 * (size_t)x);
+        }
+        s->cnt.scored += np;
+        b->np = np;
+        return np ? BEAM_SCORE : BEAM_PICK;
+    }
     if (b->fast) {
         const uint64_t *codes = b->codes;
         const int listed = b->listed;
@@ -1297,6 +1317,8 @@ HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scr
               (h->n_base == h->n || h->n_base == 0);
     b->codes = h->n_base ? h->bcodes : h->codes;
     b->listed = !many_fast || (h->n + 63) / 64 > many_clear_words;
+    if (b->fast && many_fast == 2 && !b->listed)
+        b->fast = 2; /* the branch-free loops (their bitmap is cleared whole) */
     b->ep = h->entry;
     b->epd = dist_to(h, job->query, b->ep);
     b->level = h->max_level;

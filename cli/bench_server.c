@@ -59,7 +59,8 @@ static const char help[] =
     "1 = searches on more than one thread use the server's kept workers, 0 =\n"
     "threads started per search (the former way); default 1.  --fast LIST: 1 =\n"
     "the interleaved searches run the common case (128-bit codes, no deleted\n"
-    "node) in loops of their own, 0 = the general loops; default 1.  --warm:\n"
+    "node) in loops of their own, 2 = those loops gathering without a branch\n"
+    "on the visit bit, 0 = the general loops; default 2.  --warm:\n"
     "every variant also timed warm (each search run twice, the second timed:\n"
     "its lines in cache, what is left is the search's instructions).\n"
     "  --travel F     load travel file F in memory (mess_server_load) instead of\n"
@@ -265,7 +266,7 @@ static int run_variant(const mess_server *s, uint8_t **reqs, const size_t *lens,
     server_search_set_width(SERVER_SEARCH_WIDTH);
     server_search_set_copy_ahead(SERVER_COPY_AHEAD);
     server_search_set_keep_workers(1);
-    hnsw_many_set_paths(1, HNSW_MANY_CLEAR_WORDS);
+    hnsw_many_set_paths(HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS);
     return rc;
 }
 
@@ -347,7 +348,7 @@ int bench_server(int argc, char **argv)
     struct cli_args a;
     const char *dir, *client_path, *data, *python, *travel;
     char path[4096], cpath[4096], load0[64], load1[64];
-    unsigned widths[MAXV], threads[MAXV], bthreads[MAXV], aheads[MAXV], keeps[2], fasts[2];
+    unsigned widths[MAXV], threads[MAXV], bthreads[MAXV], aheads[MAXV], keeps[2], fasts[3];
     size_t nw, nt, nbt, na, nk, nf, nv = 0, i, r, nq, qn, qdim, differ = 0;
     long queries = 1000, pool = 1500, rounds = 3, chase_mib = 1024;
     struct variant *v = NULL;
@@ -387,7 +388,7 @@ int bench_server(int argc, char **argv)
         parse_ulist(cli_opt(&a, "--ahead") ? cli_opt(&a, "--ahead") : "0,4", aheads, MAXV,
                     &na) ||
         parse_ulist(cli_opt(&a, "--keep") ? cli_opt(&a, "--keep") : "1", keeps, 2, &nk) ||
-        parse_ulist(cli_opt(&a, "--fast") ? cli_opt(&a, "--fast") : "1", fasts, 2, &nf)) {
+        parse_ulist(cli_opt(&a, "--fast") ? cli_opt(&a, "--fast") : "2", fasts, 3, &nf)) {
         cli_error("bad --widths, --threads, --ahead, --keep, --fast or --batch-threads list");
         return CLI_USAGE;
     }
@@ -403,6 +404,11 @@ int bench_server(int argc, char **argv)
                   "(mess bench server --help)");
         return CLI_USAGE;
     }
+    for (i = 0; i < nf; i++)
+        if (fasts[i] > 2) {
+            cli_error("--fast: 0, 1 or 2");
+            return CLI_USAGE;
+        }
     for (i = 0; i < nw; i++)
         if (widths[i] > HNSW_MANY_MAX) {
             cli_error("--widths: at most %d", HNSW_MANY_MAX);

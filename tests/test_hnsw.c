@@ -852,6 +852,39 @@ static void exercise(struct hnsw *b)
         return;
     for (q = 0; q < 3; q++)
         CHECK_OK(hnsw_search(b, s, qcodes + q * WORDS, 20, 30, hits, &got));
+    {
+        /* the interleaved searches on each path (the attached graph, not
+         * yet changed, takes the fast loops) make hnsw_search's decisions
+         * over the hostile bytes too */
+        struct hnsw_scratch *sc[2] = {NULL, NULL};
+        struct hnsw_job jobs[3];
+        struct hnsw_hit mh[3][20];
+        int path;
+        if (hnsw_scratch_new(&sc[0]) == MESS_OK && hnsw_scratch_new(&sc[1]) == MESS_OK)
+            for (path = 0; path <= HNSW_MANY_FAST; path++) {
+                hnsw_many_set_paths(path, HNSW_MANY_CLEAR_WORDS);
+                memset(jobs, 0, sizeof jobs);
+                for (q = 0; q < 3; q++) {
+                    jobs[q].h = b;
+                    jobs[q].query = qcodes + q * WORDS;
+                    jobs[q].P = 20;
+                    jobs[q].ef = 30;
+                    jobs[q].out = mh[q];
+                }
+                CHECK_OK(hnsw_search_many(jobs, 3, sc, 2));
+                for (q = 0; q < 3; q++) {
+                    size_t h;
+                    CHECK_OK(hnsw_search(b, s, qcodes + q * WORDS, 20, 30, hits, &got));
+                    CHECK(jobs[q].n_out == got);
+                    for (h = 0; h < got && h < jobs[q].n_out; h++)
+                        CHECK(jobs[q].out[h].node == hits[h].node &&
+                              jobs[q].out[h].dist == hits[h].dist);
+                }
+            }
+        hnsw_many_set_paths(HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS);
+        hnsw_scratch_free(sc[0]);
+        hnsw_scratch_free(sc[1]);
+    }
     hnsw_check_msg(b, msg, sizeof msg);
     hnsw_find(b, LB(3), &node);
     hnsw_delete(b, LB(5));
@@ -1063,6 +1096,91 @@ static void test_graph_hostile(void)
     hnsw_free(a);
 }
 
+/* The interleaved searches' fast loops (an attached graph with no deleted
+ * node) over hostile layer-0 links: ids past the last node (two, then the
+ * whole section all ones, then random bytes) are skipped as hnsw_search
+ * skips them, on every path, with the same hits. */
+static void test_graph_hostile_fast(void)
+{
+    struct hnsw *a = build(300, 4, 16), *b;
+    uint8_t *buf, *copy;
+    size_t len = 0, i;
+    uint64_t off4, len4;
+    struct mess_rng rng;
+    uint8_t seed[32] = {19};
+    int pass, fast_seen = 0;
+    CHECK(a != NULL);
+    if (!a)
+        return;
+    buf = graph_buf(a, &len);
+    copy = NULL;
+    if (!buf || posix_memalign((void **)&copy, 4096, len) != 0) {
+        free(buf);
+        hnsw_free(a);
+        CHECK(0);
+        return;
+    }
+    off4 = mess_load_u64(buf + 104 + 16 * 4);
+    len4 = mess_load_u64(buf + 104 + 16 * 4 + 8);
+    mess_rng_init(&rng, seed, 3);
+    for (pass = 0; pass < 4; pass++) {
+        struct hnsw_scratch *ref = NULL, *sc[3] = {NULL, NULL, NULL};
+        struct hnsw_hit want[40], got[3][40];
+        struct hnsw_job jobs[3];
+        size_t nw, q;
+        int path;
+        memcpy(copy, buf, len);
+        if (pass == 0) { /* node 0's first two links past the last node */
+            mess_store_u32(copy + off4 + 4, 300);
+            mess_store_u32(copy + off4 + 8, 0xffffffffu);
+        } else if (pass == 1) {
+            memset(copy + off4, 0xff, (size_t)len4);
+        } else {
+            for (i = 0; i < len4; i++)
+                if (mess_rng_below(&rng, 4) == 0)
+                    copy[off4 + i] = (uint8_t)mess_rng_below(&rng, 256);
+        }
+        b = NULL;
+        CHECK_OK(hnsw_attach(copy, len, NULL, &b));
+        if (!b)
+            continue;
+        CHECK(hnsw_deleted(b) == 0);
+        CHECK_OK(hnsw_scratch_new(&ref));
+        for (i = 0; i < 3; i++)
+            CHECK_OK(hnsw_scratch_new(&sc[i]));
+        for (path = 0; path <= HNSW_MANY_FAST && ref && sc[2]; path++) {
+            hnsw_many_set_paths(path, HNSW_MANY_CLEAR_WORDS);
+            memset(jobs, 0, sizeof jobs);
+            for (q = 0; q < 3; q++) {
+                jobs[q].h = b;
+                jobs[q].query = qcodes + q * WORDS;
+                jobs[q].P = 20 + 10 * q;
+                jobs[q].ef = 40;
+                jobs[q].out = got[q];
+            }
+            CHECK_OK(hnsw_search_many(jobs, 3, sc, 3));
+            for (q = 0; q < 3; q++) {
+                size_t h;
+                CHECK_OK(hnsw_search(b, ref, qcodes + q * WORDS, 20 + 10 * q, 40, want, &nw));
+                CHECK(jobs[q].rc == MESS_OK && jobs[q].n_out == nw);
+                for (h = 0; h < nw && h < jobs[q].n_out; h++)
+                    CHECK(got[q][h].node == want[h].node && got[q][h].dist == want[h].dist &&
+                          hnsw_label_eq(got[q][h].label, want[h].label));
+                fast_seen += path == HNSW_MANY_FAST && nw > 1;
+            }
+        }
+        hnsw_many_set_paths(HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS);
+        hnsw_scratch_free(ref);
+        for (i = 0; i < 3; i++)
+            hnsw_scratch_free(sc[i]);
+        hnsw_free(b);
+    }
+    CHECK(fast_seen > 0);
+    free(copy);
+    free(buf);
+    hnsw_free(a);
+}
+
 /* Attach is O(1): with every page of the sections but the one holding
  * the entry point's level byte made inaccessible, it still succeeds (a
  * read of any other section page would fault).  Write errors are
@@ -1185,11 +1303,14 @@ static void test_search_many(void)
     CHECK(c0.searches > 0 && c0.expanded > 0 && c0.scored >= c0.expanded &&
           c0.links >= c0.scored && c0.link_lines >= c0.expanded);
     /* every width on each of hnsw_search_many's paths: the common case's
-     * loops with the visit bitmap cleared whole, with it cleared through the
-     * visit list, and the general loops alone */
-    for (w = 1; w <= 3 * HNSW_MANY_MAX; w++) {
+     * branch-free loops (fast 2, the visit bitmap cleared whole), its
+     * former loops with the bitmap cleared whole and through the visit
+     * list (fast 1; fast 2 with a list runs them too), and the general
+     * loops alone (fast 0) */
+    for (w = 1; w <= 4 * HNSW_MANY_MAX; w++) {
+        static const int fast[4] = {2, 1, 2, 0};
         unsigned path = (unsigned)((w - 1) / HNSW_MANY_MAX);
-        hnsw_many_set_paths(path != 2, path == 1 ? 0 : HNSW_MANY_CLEAR_WORDS);
+        hnsw_many_set_paths(fast[path], path == 2 ? 0 : HNSW_MANY_CLEAR_WORDS);
         memset(&c1, 0, sizeof c1);
         for (k = 0; k < HNSW_MANY_MAX; k++)
             hnsw_scratch_counts_reset(sc[k]);
@@ -1219,7 +1340,7 @@ static void test_search_many(void)
                                                           : want[i][h].label);
         }
     }
-    hnsw_many_set_paths(1, HNSW_MANY_CLEAR_WORDS);
+    hnsw_many_set_paths(HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS);
     CHECK(bad == 0);
     CHECK(bad_counts == 0);
     /* bad calls; a bad job fails alone */
@@ -1269,6 +1390,7 @@ int main(void)
     RUN(test_graph_file_roundtrip);
     RUN(test_graph_attach_then_insert);
     RUN(test_graph_hostile);
+    RUN(test_graph_hostile_fast);
     RUN(test_graph_attach_o1);
     RUN(test_graph_layout_bytes);
     hnsw_free(g);
