@@ -405,11 +405,14 @@ typedef struct mess_query  mess_query;   /* client-side state of one query */
  *   tests/test_client_threads.c drives one client from four threads under
  *   ThreadSanitizer (make tsan).
  * mess_server: searches may run from many threads at once, together with
- *   the calls that only read (params, owner, check_owner, stats, save, the
- *   server view).  apply_upload, apply_delete, compact and set_ef_search
- *   change the index: no other call on the same server may overlap them
- *   (a readers-writer lock in the caller: searches share, changes are
- *   exclusive).
+ *   the calls that only read (params, owner, check_owner, stats, save,
+ *   error, log_position, the server view).  On a directory opened with
+ *   delta chains the first of these calls to read a shard applies its
+ *   chain under a lock in the handle, and the others wait for it
+ *   (docs/PROTOCOL.md "Lazy apply").  apply_upload, apply_delete, compact,
+ *   checkpoint and set_ef_search change the index: no other call on the
+ *   same server may overlap them (a readers-writer lock in the caller:
+ *   searches share, changes are exclusive).
  * mess_query: made by one client's request, finished with that client
  *   (another client's keys make every entry fail: MESS_EAUTH).  finish
  *   does not change it, so it may be finished any number of times (the
@@ -1018,7 +1021,9 @@ int mess_server_log_position(const mess_server *s, uint64_t *generation,
  * shard (a search, an update, compact, export...), so a delta damaged in
  * its body fails that call, and every later one that reads the shard,
  * with MESS_EFORMAT (MESS_EIO if it cannot be read) while the other
- * shards keep working (docs/PROTOCOL.md "Lazy apply").  This returns that
+ * shards keep working (docs/PROTOCOL.md "Lazy apply").  Running out of
+ * memory (MESS_ENOMEM) or of file descriptors (MESS_EIO, errno EMFILE or
+ * ENFILE) fails only that call: the next one applies the chain again.  This returns that
  * code with one line in msg naming the file and the reason, or MESS_OK
  * and an empty msg when no shard has failed.  Safe from many threads. */
 MESS_API int mess_server_error(const mess_server *s, char *msg, size_t msg_cap);

@@ -494,8 +494,10 @@ static int chain_apply(const char *dir, uint32_t j, uint64_t base_gen,
             /* its name is gone: another handle's checkpoint folded the
              * chain after this handle's open, which mapped the file */
             struct stat sb;
+            int err = errno;
             if (stat(path, &sb) != 0 && errno == ENOENT)
                 rc = MESS_OK;
+            errno = err;
         }
         if (rc == MESS_OK) {
             rc = hnsw_apply_delta(g, buf ? buf : maps[*done], (size_t)d->bytes, &di, why,
@@ -680,17 +682,26 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
 
 /* ---- lazy apply (docs/PROTOCOL.md "Lazy apply") ------------------------------ */
 
-/* Applies pending shard j's chain, under s->ready_lock. */
+/* Applies pending shard j's chain, under s->ready_lock.  Running out of
+ * memory or of file descriptors (MESS_EIO, errno EMFILE or ENFILE: a
+ * delta could not be opened) leaves the shard pending, resumed by the
+ * next call; any other failure is the shard's for good. */
 static int shard_apply(mess_server *s, uint32_t j)
 {
     struct shard_store *st = &s->shards[j];
     char msg[320] = "";
-    int rc;
+    int rc, err;
     if (st->chain_done == 0)
         chain_readahead(st->graph_map, st->graph_map_len, st->chain, st->chain_len, advice());
+    errno = 0;
     rc = chain_apply(s->dir, j, st->graph_gen, st->graph_digest, st->chain,
                      (const uint8_t *const *)st->chain_map, st->chain_len, &st->chain_done,
                      st->graph, msg, sizeof msg);
+    err = errno;
+    if (rc == MESS_EIO && (err == EMFILE || err == ENFILE)) {
+        errno = err;
+        return rc; /* the process's descriptors, not the file: resumed later */
+    }
     if (rc == MESS_OK && hnsw_count(st->graph) != st->nodes)
         rc = mess_fail(msg, sizeof msg, MESS_EFORMAT,
                        "shard %u: %zu nodes after its chain, the manifest says %llu",
