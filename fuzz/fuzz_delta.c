@@ -11,7 +11,12 @@
  * checks reached are the delta's own.  A refused delta must come with a
  * reason and leave the graph as it was (same node count, hnsw_check still
  * passes); an applied one must survive searches, inserts, deletes,
- * hnsw_check, a graph-file write and a new delta without a fault.
+ * hnsw_check, a graph-file write and a new delta without a fault.  The
+ * lazy open's check of the header alone (hnsw_delta_header_check, given
+ * exactly the first HNSW_DELTA_HEADER_BYTES bytes or fewer, as the open
+ * reads them) must never read past them, and must pass every delta the
+ * apply takes, with the deleted count the applied graph then has (what
+ * mess_server_stats reports before the apply).
  */
 #include <fcntl.h>
 #include <stdlib.h>
@@ -35,10 +40,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct hnsw_hit hits[8];
     uint64_t code[MESS_MAX_BITS / 64];
     uint8_t *buf, *map = NULL, digest[32];
-    uint64_t bytes;
+    uint64_t bytes, hdel = 0;
     size_t len, n0, found, k, words;
     char msg[256];
-    int rc, fd;
+    int rc, hrc, fd;
 
     if (!base && fuzz_delta_base(NULL, &base, &base_len) != 0)
         fuzz_fail("the base graph");
@@ -69,8 +74,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(e.digest, buf + len - 32, 32);
     }
     n0 = hnsw_count(h);
+    {
+        /* the header as the lazy open reads it: its own allocation, so a
+         * read past it is caught */
+        size_t hl = len < HNSW_DELTA_HEADER_BYTES ? len : HNSW_DELTA_HEADER_BYTES;
+        uint8_t *hdr = (uint8_t *)malloc(hl ? hl : 1);
+        if (!hdr) {
+            hnsw_free(h);
+            free(map);
+            free(buf);
+            return 0;
+        }
+        memcpy(hdr, buf, hl);
+        msg[0] = 0;
+        hrc = hnsw_delta_header_check(h, hdr, hl, len, n0, &e, &hdel, msg, sizeof msg);
+        free(hdr);
+        if (hrc != MESS_OK && !msg[0])
+            fuzz_fail("a refused delta header without a reason");
+    }
     msg[0] = 0;
     rc = hnsw_apply_delta(h, buf, len, &e, msg, sizeof msg);
+    if (rc == MESS_OK && hrc != MESS_OK)
+        fuzz_fail("the header check refuses a delta the apply takes");
+    if (rc == MESS_OK && hdel != hnsw_deleted(h))
+        fuzz_fail("the header's deleted count differs from the applied graph's");
     if (rc != MESS_OK) {
         if (rc != MESS_ENOMEM) {
             if (!msg[0])
