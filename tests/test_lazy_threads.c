@@ -3,8 +3,9 @@
  * shards have delta chains (docs/PROTOCOL.md "Lazy apply"), made from
  * several threads at once on one handle: the open applied nothing, the
  * threads race to be first on each shard (whole searches, partial
- * searches of one shard, stats), and every answer equals the server in
- * memory given the same buffers.  Run under ASan in make check and under
+ * searches of one shard, stats, the server view, mess_server_error,
+ * batches), and every answer equals the server in memory given the same
+ * buffers.  Run under ASan in make check and under
  * ThreadSanitizer by make tsan (any report fails).
  */
 #include <dirent.h>
@@ -68,6 +69,27 @@ static void *worker_main(void *arg)
             st.size = sizeof st;
             if (mess_server_stats_get(server, &st) != MESS_OK || st.live + st.deleted != st.entries)
                 w->errors++;
+        }
+        if (w->index == THREADS - 2 && i % 4 == 1) {
+            /* the other callers that read shards: the server view, the
+             * error line, a batch (every shard) */
+            char msg[128];
+            size_t nodes = 0;
+            uint32_t sh = (q + 1) % P.shards;
+            const uint8_t *rq[2];
+            size_t rl[2], ol[2];
+            uint8_t *out[2] = {NULL, NULL};
+            if (mess_server_shard_nodes(server, sh, &nodes) != MESS_OK || nodes == 0 ||
+                mess_server_error(server, msg, sizeof msg) != MESS_OK)
+                w->errors++;
+            rq[0] = req[q];
+            rq[1] = req[(q + 1) % NQ];
+            rl[0] = req_len[q];
+            rl[1] = req_len[(q + 1) % NQ];
+            if (mess_server_search_batch(server, rq, rl, 2, NULL, out, ol, NULL) != MESS_OK)
+                w->errors++;
+            mess_buf_free(out[0]);
+            mess_buf_free(out[1]);
         }
         /* worker 0's whole searches fan out on two threads of their own */
         r = same_search(w->index % 2 ? &one : NULL, q, w->index == 0 ? 2 : 1);
