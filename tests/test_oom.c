@@ -1218,6 +1218,99 @@ static void test_dir_lazy(void)
     restore();
 }
 
+/* The first upload into a lazily opened directory with the n-th
+ * allocation failing, for every n, then a checkpoint (nothing failing):
+ * the upload fails with MESS_ENOMEM and changes nothing (a shard whose
+ * chain stopped half-way stays pending: the checkpoint keeps its record
+ * and files) or goes in, and the checkpoint writes the shards it changed
+ * as deltas over their applied chains; after a failure the same handle
+ * retries it and checkpoints again.  The directory then verifies, opens
+ * and answers as the server in memory given the same buffers. */
+static void test_dir_lazy_upload(void)
+{
+    char d0[256], d[256], cmd[1024], why[300];
+    uint8_t *ups[3], *ref = NULL, *got = NULL;
+    size_t lens[3], ref_len = 0, got_len = 0, i;
+    float v[6 * DIM];
+    uint64_t ids[6], rs = 99;
+    mess_server *w = NULL, *m = NULL, *s = NULL;
+    unsigned long n, calls = 0, injected = 0;
+    int k, rc, fired;
+
+    path_of(d0, sizeof d0, "lazyup0");
+    path_of(d, sizeof d, "lazyup1");
+    for (k = 0; k < 3; k++) {
+        for (i = 0; i < 6; i++)
+            ids[i] = 9700 + 10 * (uint64_t)k + i;
+        for (i = 0; i < 6 * DIM; i++)
+            v[i] = frand(&rs);
+        CHECK_OK(mess_client_upload(C, ids, v, 6, 1, &ups[k], &lens[k]));
+    }
+    CHECK_OK(mess_server_new(&P, &m));
+    CHECK_OK(mess_server_create(d0, &P, &w));
+    CHECK_OK(mess_server_apply_upload(w, BASE_UP, BASE_UP_LEN, 1));
+    CHECK_OK(mess_server_apply_upload(m, BASE_UP, BASE_UP_LEN, 1));
+    CHECK_OK(mess_server_checkpoint(w));
+    for (k = 0; k < 3; k++) {
+        if (k < 2) {
+            CHECK_OK(mess_server_apply_upload(w, ups[k], lens[k], 1));
+            CHECK_OK(mess_server_checkpoint(w));
+        }
+        CHECK_OK(mess_server_apply_upload(m, ups[k], lens[k], 1));
+    }
+    mess_server_free(w);
+    CHECK(count_suffix(d0, ".delta") > 0);
+    CHECK_OK(mess_server_search(m, REQ, REQ_LEN, 1, &ref, &ref_len));
+    for (n = 1; ref; n++) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", d, d0, d);
+        if (system(cmd) != 0) {
+            CHECK(0);
+            break;
+        }
+        s = NULL;
+        CHECK_OK(mess_server_open(d, &P, NULL, 0, &s));
+        if (!s)
+            break;
+        oom_arm(n, 0);
+        rc = mess_server_apply_upload(s, ups[2], lens[2], 1);
+        calls = oom_disarm(&fired);
+        if (rc != MESS_OK) {
+            injected++;
+            CHECK_RC(rc, MESS_ENOMEM);
+            CHECK_OK(mess_server_checkpoint(s));
+            rc = mess_server_apply_upload(s, ups[2], lens[2], 1);
+        }
+        if (rc == MESS_OK)
+            rc = mess_server_checkpoint(s);
+        mess_server_free(s);
+        s = NULL;
+        why[0] = '\0';
+        if (rc == MESS_OK)
+            rc = mess_server_verify(d, why, sizeof why);
+        if (rc == MESS_OK)
+            rc = mess_server_open(d, &P, NULL, 0, &s);
+        if (rc == MESS_OK)
+            rc = mess_server_search(s, REQ, REQ_LEN, 1, &got, &got_len);
+        if (rc != MESS_OK || got_len != ref_len || memcmp(got, ref, ref_len) != 0) {
+            fprintf(stderr, "  FAIL lazy upload: allocation %lu failed: afterwards %s (%s)\n",
+                    n, rc != MESS_OK ? mess_strerror(rc) : "other answers", why);
+            harness_test_failed = 1;
+        }
+        mess_buf_free(got);
+        got = NULL;
+        mess_server_free(s);
+        if (!fired || (harness_test_failed && !full))
+            break;
+    }
+    printf("# %-28s %5lu allocations, %5lu failures injected\n", "first upload (lazy apply)",
+           calls, injected);
+    mess_buf_free(ref);
+    mess_server_free(m);
+    for (k = 0; k < 3; k++)
+        mess_buf_free(ups[k]);
+    restore();
+}
+
 static void run_all(void)
 {
     RUN(test_server);
@@ -1227,6 +1320,7 @@ static void run_all(void)
     if (!persistent && threads == 1) {
         RUN(test_dir_checkpoint);
         RUN(test_dir_lazy);
+        RUN(test_dir_lazy_upload);
     }
 }
 
