@@ -2702,17 +2702,40 @@ static int id_in(const uint8_t *ids, uint64_t n, uint32_t id)
     return 0;
 }
 
+/* A delta's counts as its header states them (D_* offsets above). */
+struct delta_head {
+    uint64_t before, after; /* nodes */
+    uint64_t ndel;          /* deleted nodes after */
+    uint64_t c0, cu, cuw;   /* changed layer-0 blocks, upper blocks, their words */
+    uint64_t nuw, nd;       /* new nodes' upper words, newly deleted older nodes */
+    uint32_t entry, top;
+};
+
+static void delta_head_load(const uint8_t *b, struct delta_head *d)
+{
+    d->before = mess_load_u64(b + D_BEFORE);
+    d->after = mess_load_u64(b + D_AFTER);
+    d->entry = mess_load_u32(b + D_ENTRY);
+    d->top = mess_load_u32(b + D_TOP);
+    d->ndel = mess_load_u64(b + D_NDEL);
+    d->c0 = mess_load_u64(b + D_C0);
+    d->cu = mess_load_u64(b + D_CU);
+    d->cuw = mess_load_u64(b + D_CUW);
+    d->nuw = mess_load_u64(b + D_NUW);
+    d->nd = mess_load_u64(b + D_ND);
+}
+
 /* The header fields of a delta of len bytes (the file's length; only the
  * first D_HEADER bytes of b are read) against what the graph h and the
  * chain expect: shard, generations, base and previous digests, the graph's
  * parameters, nodes before = `before` and after, every count in range,
  * and the length the counts give.  The level check against h's top is
- * hnsw_apply_delta's (it needs the earlier deltas applied). */
+ * hnsw_apply_delta's (it needs the earlier deltas applied).  Fills d. */
 static int delta_fields(const struct hnsw *h, const uint8_t *b, uint64_t len, uint64_t before_want,
-                        const struct hnsw_delta_info *expect, char *msg, size_t cap)
+                        const struct hnsw_delta_info *expect, struct delta_head *d, char *msg,
+                        size_t cap)
 {
-    uint64_t before, after, k, c0, cu, cuw, nuw, nd, ndel, want, blk0;
-    uint32_t entry, top;
+    uint64_t k, want, blk0;
     if (mess_load_u32(b + D_SHARD) != expect->shard ||
         mess_load_u64(b + D_GEN) != expect->generation ||
         mess_load_u64(b + D_BASEGEN) != expect->base_generation ||
@@ -2722,30 +2745,22 @@ static int delta_fields(const struct hnsw *h, const uint8_t *b, uint64_t len, ui
                    "delta belongs to another shard, generation, base or chain");
     if (mess_load_u32(b + D_BITS) != h->p.bits || mess_load_u32(b + D_M) != h->p.m)
         return mess_fail(msg, cap, MESS_EFORMAT, "delta made for other graph parameters");
-    before = mess_load_u64(b + D_BEFORE);
-    after = mess_load_u64(b + D_AFTER);
-    entry = mess_load_u32(b + D_ENTRY);
-    top = mess_load_u32(b + D_TOP);
-    ndel = mess_load_u64(b + D_NDEL);
-    c0 = mess_load_u64(b + D_C0);
-    cu = mess_load_u64(b + D_CU);
-    cuw = mess_load_u64(b + D_CUW);
-    nuw = mess_load_u64(b + D_NUW);
-    nd = mess_load_u64(b + D_ND);
-    if (before != before_want || after < before || after > HNSW_MAX_NODES ||
-        (expect->nodes_after != UINT64_MAX && after != expect->nodes_after))
+    delta_head_load(b, d);
+    if (d->before != before_want || d->after < d->before || d->after > HNSW_MAX_NODES ||
+        (expect->nodes_after != UINT64_MAX && d->after != expect->nodes_after))
         return mess_fail(msg, cap, MESS_EFORMAT,
                    "delta: %llu nodes before / %llu after, the graph has %llu",
-                   (unsigned long long)before, (unsigned long long)after,
+                   (unsigned long long)d->before, (unsigned long long)d->after,
                    (unsigned long long)before_want);
-    if (c0 > before || cu > before || nd > before || cuw > UINT32_MAX || nuw > UINT32_MAX ||
-        ndel > after || top > HNSW_MAX_LEVEL + 1 || (after == 0) != (top == 0) ||
-        (after > 0 && entry >= after) || (after == 0 && entry != EMPTY))
+    if (d->c0 > d->before || d->cu > d->before || d->nd > d->before || d->cuw > UINT32_MAX ||
+        d->nuw > UINT32_MAX ||
+        d->ndel > d->after || d->top > HNSW_MAX_LEVEL + 1 || (d->after == 0) != (d->top == 0) ||
+        (d->after > 0 && d->entry >= d->after) || (d->after == 0 && d->entry != EMPTY))
         return mess_fail(msg, cap, MESS_EFORMAT, "delta header: a count, entry point or level out of range");
-    k = after - before;
+    k = d->after - d->before;
     blk0 = (1 + (uint64_t)h->m0) * 4;
-    want = D_HEADER + k * ((uint64_t)h->words * 8 + 16 + 2 + blk0) + nuw * 4 +
-           c0 * (4 + blk0) + cu * 4 + cuw * 4 + nd * 4 + 32;
+    want = D_HEADER + k * ((uint64_t)h->words * 8 + 16 + 2 + blk0) + d->nuw * 4 +
+           d->c0 * (4 + blk0) + d->cu * 4 + d->cuw * 4 + d->nd * 4 + 32;
     if (want != len || mess_load_u64(b + D_BYTES) != len)
         return mess_fail(msg, cap, MESS_EFORMAT, "delta of %llu bytes, its counts give %llu",
                    (unsigned long long)len, (unsigned long long)want);
@@ -2773,6 +2788,7 @@ int hnsw_delta_header_check(const struct hnsw *h, const uint8_t *hdr, size_t hdr
                             const struct hnsw_delta_info *expect, uint64_t *deleted_after,
                             char *msg, size_t cap)
 {
+    struct delta_head d;
     int rc;
     if (msg && cap)
         msg[0] = 0;
@@ -2783,9 +2799,9 @@ int hnsw_delta_header_check(const struct hnsw *h, const uint8_t *hdr, size_t hdr
                    (unsigned long long)file_len);
     rc = delta_magic_ok(hdr, file_len, msg, cap);
     if (rc == MESS_OK)
-        rc = delta_fields(h, hdr, file_len, before, expect, msg, cap);
+        rc = delta_fields(h, hdr, file_len, before, expect, &d, msg, cap);
     if (rc == MESS_OK && deleted_after)
-        *deleted_after = mess_load_u64(hdr + D_NDEL);
+        *deleted_after = d.ndel;
     return rc;
 }
 
@@ -2793,9 +2809,10 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
                      const struct hnsw_delta_info *expect, char *msg, size_t cap)
 {
     uint8_t sum[32];
-    uint64_t before, after, k, c0, cu, cuw, nuw, nd, ndel, blk0, blk, off, i, up;
+    uint64_t k, blk0, blk, off, i, up;
     uint64_t newdel = 0;
-    uint32_t entry, top, lv;
+    uint32_t lv;
+    struct delta_head d;
     const uint8_t *codes, *labels, *levels, *dels, *l0, *ublob, *c0ids, *c0blk, *cuids,
         *cublob, *ndids;
     struct hnsw_label *sorted = NULL;
@@ -2814,22 +2831,12 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
         return mess_fail(msg, cap, MESS_EFORMAT, "delta checksum mismatch (truncated or modified)");
     if (sodium_memcmp(sum, expect->digest, 32) != 0)
         return mess_fail(msg, cap, MESS_EFORMAT, "delta digest differs from the manifest's");
-    rc = delta_fields(h, b, len, h->n, expect, msg, cap);
+    rc = delta_fields(h, b, len, h->n, expect, &d, msg, cap);
     if (rc != MESS_OK)
         return rc;
-    before = mess_load_u64(b + D_BEFORE);
-    after = mess_load_u64(b + D_AFTER);
-    entry = mess_load_u32(b + D_ENTRY);
-    top = mess_load_u32(b + D_TOP);
-    ndel = mess_load_u64(b + D_NDEL);
-    c0 = mess_load_u64(b + D_C0);
-    cu = mess_load_u64(b + D_CU);
-    cuw = mess_load_u64(b + D_CUW);
-    nuw = mess_load_u64(b + D_NUW);
-    nd = mess_load_u64(b + D_ND);
-    if ((int)top < h->max_level + 1)
+    if ((int)d.top < h->max_level + 1)
         return mess_fail(msg, cap, MESS_EFORMAT, "delta header: a count, entry point or level out of range");
-    k = after - before;
+    k = d.after - d.before;
     blk0 = (1 + (uint64_t)h->m0) * 4;
     blk = (1 + (uint64_t)h->m) * 4;
     off = D_HEADER;
@@ -2838,69 +2845,70 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
     levels = b + off; off += k;
     dels = b + off; off += k;
     l0 = b + off; off += k * blk0;
-    ublob = b + off; off += nuw * 4;
-    c0ids = b + off; off += c0 * 4;
-    c0blk = b + off; off += c0 * blk0;
-    cuids = b + off; off += cu * 4;
-    cublob = b + off; off += cuw * 4;
+    ublob = b + off; off += d.nuw * 4;
+    c0ids = b + off; off += d.c0 * 4;
+    c0blk = b + off; off += d.c0 * blk0;
+    cuids = b + off; off += d.cu * 4;
+    cublob = b + off; off += d.cuw * 4;
     ndids = b + off;
 
     /* new nodes: levels, flags, blocks */
     up = 0;
     for (i = 0; i < k; i++) {
-        if (levels[i] > HNSW_MAX_LEVEL || levels[i] >= top || dels[i] > 1)
+        if (levels[i] > HNSW_MAX_LEVEL || levels[i] >= d.top || dels[i] > 1)
             return mess_fail(msg, cap, MESS_EFORMAT, "delta: new node %llu: level or flag out of range",
-                       (unsigned long long)(before + i));
+                       (unsigned long long)(d.before + i));
         newdel += dels[i];
-        if (!delta_block_ok(l0 + i * blk0, h->m0, after))
+        if (!delta_block_ok(l0 + i * blk0, h->m0, d.after))
             return mess_fail(msg, cap, MESS_EFORMAT, "delta: new node %llu: bad layer-0 links",
-                       (unsigned long long)(before + i));
+                       (unsigned long long)(d.before + i));
         for (lv = 0; lv < levels[i]; lv++) {
-            if (nuw - up < 1 + (uint64_t)h->m || !delta_block_ok(ublob + up * 4, h->m, after))
+            if (d.nuw - up < 1 + (uint64_t)h->m || !delta_block_ok(ublob + up * 4, h->m, d.after))
                 return mess_fail(msg, cap, MESS_EFORMAT, "delta: new node %llu: bad upper links",
-                           (unsigned long long)(before + i));
+                           (unsigned long long)(d.before + i));
             up += 1 + h->m;
         }
     }
-    if (up != nuw)
+    if (up != d.nuw)
         return mess_fail(msg, cap, MESS_EFORMAT, "delta: new nodes' upper words disagree with the header");
     /* changed blocks of older nodes */
-    for (i = 0; i < c0; i++) {
+    for (i = 0; i < d.c0; i++) {
         uint32_t id = mess_load_u32(c0ids + 4 * i);
-        if (id >= before || (i > 0 && id <= mess_load_u32(c0ids + 4 * (i - 1))) ||
-            !delta_block_ok(c0blk + i * blk0, h->m0, after))
+        if (id >= d.before || (i > 0 && id <= mess_load_u32(c0ids + 4 * (i - 1))) ||
+            !delta_block_ok(c0blk + i * blk0, h->m0, d.after))
             return mess_fail(msg, cap, MESS_EFORMAT, "delta: changed layer-0 block %llu is bad",
                        (unsigned long long)i);
     }
     up = 0;
-    for (i = 0; i < cu; i++) {
+    for (i = 0; i < d.cu; i++) {
         uint32_t id = mess_load_u32(cuids + 4 * i), L;
-        if (id >= before || (i > 0 && id <= mess_load_u32(cuids + 4 * (i - 1))))
+        if (id >= d.before || (i > 0 && id <= mess_load_u32(cuids + 4 * (i - 1))))
             return mess_fail(msg, cap, MESS_EFORMAT, "delta: changed upper node %llu out of order",
                        (unsigned long long)i);
         L = *level_ptr(h, id);
         if (L == 0 || L > HNSW_MAX_LEVEL || !links_of(h, id, (int)L))
             return mess_fail(msg, cap, MESS_EFORMAT, "delta: node %u has no upper blocks to change", id);
         for (lv = 0; lv < L; lv++) {
-            if (cuw - up < 1 + (uint64_t)h->m || !delta_block_ok(cublob + up * 4, h->m, after))
+            if (d.cuw - up < 1 + (uint64_t)h->m || !delta_block_ok(cublob + up * 4, h->m, d.after))
                 return mess_fail(msg, cap, MESS_EFORMAT, "delta: node %u: bad upper links", id);
             up += 1 + h->m;
         }
     }
-    if (up != cuw)
+    if (up != d.cuw)
         return mess_fail(msg, cap, MESS_EFORMAT, "delta: changed upper words disagree with the header");
-    for (i = 0; i < nd; i++) {
+    for (i = 0; i < d.nd; i++) {
         uint32_t id = mess_load_u32(ndids + 4 * i);
-        if (id >= before || (i > 0 && id <= mess_load_u32(ndids + 4 * (i - 1))) ||
+        if (id >= d.before || (i > 0 && id <= mess_load_u32(ndids + 4 * (i - 1))) ||
             *del_ptr(h, id))
             return mess_fail(msg, cap, MESS_EFORMAT, "delta: deletion %llu names no live older node",
                        (unsigned long long)i);
     }
-    if (h->n_deleted + nd + newdel != ndel)
+    if (h->n_deleted + d.nd + newdel != d.ndel)
         return mess_fail(msg, cap, MESS_EFORMAT, "delta: deleted count %llu, its deletions give %llu",
-                   (unsigned long long)ndel,
-                   (unsigned long long)(h->n_deleted + nd + newdel));
-    if (after > 0 && (entry < before ? *level_ptr(h, entry) : levels[entry - before]) + 1u != top)
+                   (unsigned long long)d.ndel,
+                   (unsigned long long)(h->n_deleted + d.nd + newdel));
+    if (d.after > 0 &&
+        (d.entry < d.before ? *level_ptr(h, d.entry) : levels[d.entry - d.before]) + 1u != d.top)
         return mess_fail(msg, cap, MESS_EFORMAT, "delta: the entry point is not on the top level");
     /* the new live labels: unique, and not a live older node's (unless it
      * is deleted here) */
@@ -2918,10 +2926,10 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
                 uint32_t node;
                 memcpy(&l, labels + 16 * i, 16);
                 sorted[nl++] = l;
-                if (hnsw_find(h, l, &node) == MESS_OK && !id_in(ndids, nd, node)) {
+                if (hnsw_find(h, l, &node) == MESS_OK && !id_in(ndids, d.nd, node)) {
                     rc = mess_fail(msg, cap, MESS_EFORMAT,
                              "delta: new node %llu has the label of live node %u",
-                             (unsigned long long)(before + i), node);
+                             (unsigned long long)(d.before + i), node);
                     goto fail;
                 }
             }
@@ -2940,20 +2948,20 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
                     goto fail;
                 }
             }
-        rc = grow(h, (size_t)after);
+        rc = grow(h, (size_t)d.after);
         if (rc != MESS_OK)
             goto fail;
     }
-    if (!h->map || 2 * after > h->map_mask + 1) {
+    if (!h->map || 2 * d.after > h->map_mask + 1) {
         /* the map a handle growing to `after` nodes rebuilds; made
          * before any change (a failure leaves the graph as it was) */
-        rc = map_rebuild(h, 2 * (size_t)after > 16 ? 2 * (size_t)after : 16);
+        rc = map_rebuild(h, 2 * (size_t)d.after > 16 ? 2 * (size_t)d.after : 16);
         if (rc != MESS_OK)
             goto fail;
     }
 
     /* apply: nothing below fails */
-    for (i = 0; i < nd; i++) {
+    for (i = 0; i < d.nd; i++) {
         uint32_t id = mess_load_u32(ndids + 4 * i);
         size_t s = map_find_slot(h, *label_ptr(h, id));
         *del_ptr(h, id) = 1;
@@ -2961,7 +2969,7 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
             map_remove(h, s);
     }
     for (i = 0; i < k; i++) {
-        size_t t = (size_t)(before + i - h->n_base);
+        size_t t = (size_t)(d.before + i - h->n_base);
         memcpy(h->codes + t * h->words, codes + i * h->words * 8, (size_t)h->words * 8);
         memcpy(&h->labels[t], labels + 16 * i, 16);
         h->levels[t] = levels[i];
@@ -2974,32 +2982,32 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
     up = 0;
     for (i = 0; i < k; i++)
         if (levels[i] > 0) {
-            size_t t = (size_t)(before + i - h->n_base);
+            size_t t = (size_t)(d.before + i - h->n_base);
             memcpy(h->upper[t], ublob + up * 4, (size_t)levels[i] * (size_t)blk);
             up += (uint64_t)levels[i] * (1 + h->m);
         }
-    h->n = (size_t)after;
-    h->upper_words += (size_t)nuw;
+    h->n = (size_t)d.after;
+    h->upper_words += (size_t)d.nuw;
     for (i = 0; i < k; i++)
         if (!dels[i]) {
-            size_t s = map_find_slot(h, h->labels[before + i - h->n_base]);
+            size_t s = map_find_slot(h, h->labels[d.before + i - h->n_base]);
             if (s == NO_SLOT) { /* cannot happen: the map has room */
                 map_fill(h, h->map, h->map_mask);
                 break;
             }
-            h->map[s] = (uint32_t)(before + i);
+            h->map[s] = (uint32_t)(d.before + i);
         }
-    for (i = 0; i < c0; i++)
+    for (i = 0; i < d.c0; i++)
         memcpy(links0_of(h, mess_load_u32(c0ids + 4 * i)), c0blk + i * blk0, (size_t)blk0);
     up = 0;
-    for (i = 0; i < cu; i++) {
+    for (i = 0; i < d.cu; i++) {
         uint32_t id = mess_load_u32(cuids + 4 * i), L = *level_ptr(h, id);
         memcpy(links_of(h, id, 1), cublob + up * 4, (size_t)L * (size_t)blk);
         up += (uint64_t)L * (1 + h->m);
     }
-    h->entry = after ? entry : EMPTY;
-    h->max_level = (int)top - 1;
-    h->n_deleted = (size_t)ndel;
+    h->entry = d.after ? d.entry : EMPTY;
+    h->max_level = (int)d.top - 1;
+    h->n_deleted = (size_t)d.ndel;
     h->rng = mess_load_u64(b + D_RNG);
     rc = MESS_OK;
 fail:
