@@ -267,11 +267,27 @@ static int open_sized(const char *path, uint64_t want, int at_least, int *fd,
     return MESS_OK;
 }
 
+/* Reads the next `want` bytes of fd (the file at path, for the message)
+ * into b: MESS_OK, or MESS_EIO when a read fails or the file ends first. */
+static int read_fd(int fd, uint8_t *b, size_t want, const char *path, char *msg, size_t cap)
+{
+    size_t got = 0;
+    while (got < want) {
+        ssize_t k = read(fd, b + got, want - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return mess_fail(msg, cap, MESS_EIO, "%s: %s", mess_base_name(path),
+                             k < 0 ? strerror(errno) : "shorter than its size");
+        got += (size_t)k;
+    }
+    return MESS_OK;
+}
+
 static int read_exact(const char *path, uint64_t want, uint8_t **out, char *msg,
                       size_t cap)
 {
     uint8_t *b;
-    size_t got = 0;
     int fd, rc;
     *out = NULL;
     if ((rc = open_sized(path, want, 0, &fd, msg, cap)) != MESS_OK)
@@ -281,20 +297,12 @@ static int read_exact(const char *path, uint64_t want, uint8_t **out, char *msg,
         close(fd);
         return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
     }
-    while (got < want) {
-        ssize_t k = read(fd, b + got, (size_t)want - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            int err = k < 0 ? errno : 0;
-            free(b);
-            close(fd);
-            return mess_fail(msg, cap, MESS_EIO, "%s: %s", mess_base_name(path),
-                        err ? strerror(err) : "shorter than its size");
-        }
-        got += (size_t)k;
-    }
+    rc = read_fd(fd, b, (size_t)want, path, msg, cap);
     close(fd);
+    if (rc != MESS_OK) {
+        free(b);
+        return rc;
+    }
     *out = b;
     return MESS_OK;
 }
@@ -537,23 +545,15 @@ static int chain_headers(const char *dir, uint32_t j, const struct store_shard *
     for (k = 0; k < e->chain_len && rc == MESS_OK; k++) {
         const struct store_delta *d = &e->chain[k];
         uint8_t hdr[HNSW_DELTA_HEADER_BYTES];
-        size_t want = d->bytes < sizeof hdr ? (size_t)d->bytes : sizeof hdr, got = 0;
+        size_t want = d->bytes < sizeof hdr ? (size_t)d->bytes : sizeof hdr;
         char why[160] = "";
         char *path = store_path(dir, NULL, j, d->gen, "delta");
         int fd;
         if (!path)
             return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
         rc = open_sized(path, d->bytes, 0, &fd, msg, cap);
-        while (rc == MESS_OK && got < want) {
-            ssize_t n = pread(fd, hdr + got, want - got, (off_t)got);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                rc = mess_fail(msg, cap, MESS_EIO, "%s: %s", mess_base_name(path),
-                          n < 0 ? strerror(errno) : "shorter than its size");
-            else
-                got += (size_t)n;
-        }
+        if (rc == MESS_OK)
+            rc = read_fd(fd, hdr, want, path, msg, cap);
         if (rc == MESS_OK) {
             /* kept for a fold by another handle before the apply (no page
              * is read now; a failed map only loses that fallback) */
@@ -565,7 +565,7 @@ static int chain_headers(const char *dir, uint32_t j, const struct store_shard *
         if (rc == MESS_OK) {
             di.generation = d->gen;
             di.nodes_after = d->nodes;
-            rc = hnsw_delta_header_check(g, hdr, got, d->bytes, before, &di, deleted_after,
+            rc = hnsw_delta_header_check(g, hdr, want, d->bytes, before, &di, deleted_after,
                                          why, sizeof why);
             if (rc != MESS_OK)
                 rc = mess_fail(msg, cap, rc, "%s: %s", mess_base_name(path),
@@ -601,17 +601,16 @@ static void chain_readahead(void *m, size_t len, const struct store_delta *chain
     }
 }
 
-/* Maps the graph file at path (exactly `want` bytes) and attaches shard
- * j's graph to it; e: the manifest record (NULL for no chain), dir: where
- * its deltas are.  lazy: each delta's header is checked (chain_headers,
- * *deleted_after) and the chain is left for server_ready; else the chain
- * is applied and the graph's change record (hnsw_track) starts for the
- * next checkpoint's delta.  full: also the base's digest and hnsw_check of
- * the result (verify, which reads every page: no advice then). */
+/* Maps the graph file at path (exactly `want` bytes), attaches shard j's
+ * graph to it and applies its delta chain (e: the manifest record, NULL
+ * for none or for a chain left to server_ready; dir: where the deltas
+ * are); full: also the base's digest and hnsw_check of the result
+ * (verify, which reads every page: no advice then).  The caller starts
+ * the graph's change record (hnsw_track) when the chain is applied. */
 static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_t want,
                      const uint8_t *digest, const char *dir, const struct store_shard *e,
-                     int full, int lazy, uint64_t *deleted_after, const uint8_t **chain_maps,
-                     struct hnsw **g, void **map, size_t *map_len, char *msg, size_t cap)
+                     int full, struct hnsw **g, void **map, size_t *map_len, char *msg,
+                     size_t cap)
 {
     struct hnsw_params hp = server_graph_params(p, j);
     char why[160];
@@ -641,16 +640,11 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
     graph_advise((uint8_t *)m, (size_t)want, a, 1);
     why[0] = '\0';
     rc = hnsw_attach_msg(m, (size_t)want, &hp, g, why, sizeof why);
-    lazy = lazy && e && e->chain_len > 0;
     if (rc == MESS_OK && e && e->chain_len > 0) {
         uint32_t done = 0;
-        if (lazy) {
-            rc = chain_headers(dir, j, e, *g, deleted_after, chain_maps, msg, cap);
-        } else {
-            chain_readahead(m, (size_t)want, e->chain, e->chain_len, a);
-            rc = chain_apply(dir, j, e->graph_gen, e->graph_digest, e->chain, NULL,
-                             e->chain_len, &done, *g, msg, cap);
-        }
+        chain_readahead(m, (size_t)want, e->chain, e->chain_len, a);
+        rc = chain_apply(dir, j, e->graph_gen, e->graph_digest, e->chain, NULL, e->chain_len,
+                         &done, *g, msg, cap);
         if (rc != MESS_OK) {
             hnsw_free(*g);
             *g = NULL;
@@ -673,8 +667,6 @@ static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_
                     why[0] ? why : mess_strerror(rc));
     }
     graph_advise((uint8_t *)m, (size_t)want, a, 0);
-    if (!lazy)
-        hnsw_track(*g); /* MESS_ENOMEM: untracked, the next checkpoint folds */
     *map = m;
     *map_len = (size_t)want;
     return MESS_OK;
@@ -845,18 +837,26 @@ static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
     path = store_path(s->dir, NULL, j, e->graph_gen, "graph");
     if (!path)
         return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
-    rc = graph_map(&s->p, j, path, e->graph_bytes, e->graph_digest, s->dir, e, full, lazy,
-                   &st->pending_deleted, st->chain_map, &st->graph, &st->graph_map,
-                   &st->graph_map_len, msg, cap);
+    rc = graph_map(&s->p, j, path, e->graph_bytes, e->graph_digest, s->dir, lazy ? NULL : e,
+                   full, &st->graph, &st->graph_map, &st->graph_map_len, msg, cap);
     if (rc == MESS_OK && lazy) {
-        /* its chain waits for the first operation that reads the shard */
-        st->pending = 1;
-        st->chain_done = 0;
-        s->unready++;
+        /* its chain waits for the first operation that reads the shard:
+         * the open checks each delta's header only */
+        rc = chain_headers(s->dir, j, e, st->graph, &st->pending_deleted, st->chain_map, msg,
+                           cap);
+        if (rc == MESS_OK) {
+            st->pending = 1;
+            st->chain_done = 0;
+            s->unready++;
+        }
+    } else if (rc == MESS_OK) {
+        if (hnsw_count(st->graph) != e->nodes)
+            rc = mess_fail(msg, cap, MESS_EFORMAT, "%s: %zu nodes, the manifest says %llu",
+                           mess_base_name(path), hnsw_count(st->graph),
+                           (unsigned long long)e->nodes);
+        else
+            hnsw_track(st->graph); /* MESS_ENOMEM: untracked, the next checkpoint folds */
     }
-    if (rc == MESS_OK && !lazy && hnsw_count(st->graph) != e->nodes)
-        rc = mess_fail(msg, cap, MESS_EFORMAT, "%s: %zu nodes, the manifest says %llu",
-                  mess_base_name(path), hnsw_count(st->graph), (unsigned long long)e->nodes);
     free(path);
     if (rc != MESS_OK)
         return rc;
@@ -1360,18 +1360,17 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
             void *gm = NULL;
             size_t gl = 0;
             if (p && graph_map(&s->p, j, p, rec[j].graph_bytes, rec[j].graph_digest, NULL,
-                               NULL, 0, 0, NULL, NULL, &g, &gm, &gl, NULL, 0) == MESS_OK) {
+                               NULL, 0, &g, &gm, &gl, NULL, 0) == MESS_OK) {
                 store_free_graph(st);
                 st->graph = g;
                 st->graph_map = gm;
                 st->graph_map_len = gl;
-            } else {
-                /* the heap graph is the new base's content: its change
-                 * record restarts here too, or the next delta would be
-                 * written against the old mark (MESS_ENOMEM: untracked,
-                 * the next checkpoint folds) */
-                hnsw_track(st->graph);
             }
+            /* the change record restarts at the new base, mapped or (when
+             * it cannot be mapped) the heap graph with the same content,
+             * or the next delta would be written against the old mark
+             * (MESS_ENOMEM: untracked, the next checkpoint folds) */
+            hnsw_track(st->graph);
             free(p);
         }
         if ((made[j] & 2) && st->arena_gen != 0) {
