@@ -8,18 +8,30 @@
  * Read-only server view (what the untrusted server can see, per shard)
  * ---------------------------------------------------------------------- */
 
-/* The shard's graph after checking the handle, the index and that `cap`
- * output slots hold every node; NULL with *rc set otherwise. */
+/* Shard `shard`'s graph in *g, once the handle and the index are checked
+ * and its delta chain is applied (a lazy open's: server_ready, whose
+ * failure is returned). */
+static int view_shard(const mess_server *s, uint32_t shard, const struct hnsw **g)
+{
+    int rc;
+    *g = NULL;
+    if (!s || !server_holds(s, shard))
+        return MESS_EINVAL;
+    if ((rc = server_ready(s, &shard, 1)) != MESS_OK)
+        return rc;
+    *g = s->shards[shard].graph;
+    return MESS_OK;
+}
+
+/* The shard's graph after view_shard and a check that `cap` output slots
+ * hold every node; NULL with *rc set otherwise. */
 static const struct hnsw *view_graph(const mess_server *s, uint32_t shard,
                                      const void *out, size_t cap, int *rc)
 {
     const struct hnsw *g;
-    *rc = MESS_EINVAL;
-    if (!s || !out || !server_holds(s, shard))
+    *rc = out ? view_shard(s, shard, &g) : MESS_EINVAL;
+    if (*rc != MESS_OK)
         return NULL;
-    if ((*rc = server_ready(s, &shard, 1)) != MESS_OK)
-        return NULL; /* its delta chain (lazy open) could not be applied */
-    g = s->shards[shard].graph;
     if (cap < hnsw_count(g)) {
         *rc = MESS_ELIMIT;
         return NULL;
@@ -30,24 +42,22 @@ static const struct hnsw *view_graph(const mess_server *s, uint32_t shard,
 
 int mess_server_shard_nodes(const mess_server *s, uint32_t shard, size_t *nodes)
 {
-    int rc;
-    if (!s || !nodes || !server_holds(s, shard))
-        return MESS_EINVAL;
-    if ((rc = server_ready(s, &shard, 1)) != MESS_OK)
+    const struct hnsw *g;
+    int rc = nodes ? view_shard(s, shard, &g) : MESS_EINVAL;
+    if (rc != MESS_OK)
         return rc;
-    *nodes = hnsw_count(s->shards[shard].graph);
+    *nodes = hnsw_count(g);
     return MESS_OK;
 }
 
 int mess_server_shard_entry_point(const mess_server *s, uint32_t shard,
                                   uint32_t *node)
 {
-    int rc;
-    if (!s || !node || !server_holds(s, shard))
-        return MESS_EINVAL;
-    if ((rc = server_ready(s, &shard, 1)) != MESS_OK)
+    const struct hnsw *g;
+    int rc = node ? view_shard(s, shard, &g) : MESS_EINVAL;
+    if (rc != MESS_OK)
         return rc;
-    *node = hnsw_entry_point(s->shards[shard].graph);
+    *node = hnsw_entry_point(g);
     return *node == UINT32_MAX ? MESS_ENOTFOUND : MESS_OK;
 }
 
@@ -132,14 +142,13 @@ int mess_server_shard_neighbors(const mess_server *s, uint32_t shard,
                                 uint32_t node, uint32_t level, uint32_t *ids,
                                 size_t cap, size_t *n)
 {
+    const struct hnsw *g;
     const uint32_t *l;
     size_t cnt;
-    int rc;
-    if (!s || !n || !server_holds(s, shard) || (cap && !ids))
-        return MESS_EINVAL;
-    if ((rc = server_ready(s, &shard, 1)) != MESS_OK)
+    int rc = n && !(cap && !ids) ? view_shard(s, shard, &g) : MESS_EINVAL;
+    if (rc != MESS_OK)
         return rc;
-    rc = hnsw_neighbors(s->shards[shard].graph, node, level, &l, &cnt);
+    rc = hnsw_neighbors(g, node, level, &l, &cnt);
     if (rc != MESS_OK)
         return rc;
     *n = cnt;
@@ -156,12 +165,9 @@ int mess_server_shard_links(const mess_server *s, uint32_t shard,
 {
     const struct hnsw *g;
     size_t i, n, total = 0;
-    int rc;
-    if (!s || !offsets || !n_ids || !server_holds(s, shard) || (cap && !ids))
-        return MESS_EINVAL;
-    if ((rc = server_ready(s, &shard, 1)) != MESS_OK)
+    int rc = offsets && n_ids && !(cap && !ids) ? view_shard(s, shard, &g) : MESS_EINVAL;
+    if (rc != MESS_OK)
         return rc;
-    g = s->shards[shard].graph;
     n = hnsw_count(g);
     if (n_offsets < n + 1)
         return MESS_ELIMIT;
