@@ -1,7 +1,6 @@
 /*
  * wire.c - headers, sizes and validation of the client/server buffers.
  */
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "payload.h"
