@@ -52,7 +52,13 @@ OPT     ?= -O2 -g
 # Hidden by default: only MESS_API functions (mess.h, mess_experimental.h)
 # are exported, and the version script (libmess.map) names them MESS_0.
 VISIBILITY = -fvisibility=hidden
-CFLAGS_ALL = $(WARN) -D_POSIX_C_SOURCE=200809L $(CPPFLAGS) $(OPT) $(VISIBILITY) -pthread $(CFLAGS)
+# The library's components (docs/ARCHITECTURE.md): the paper's files at the
+# root, the machinery under src/COMPONENT/.  Every object also writes its
+# header dependencies (-MMD -MP, build/.../X.d, included below).
+COMPONENTS = common crypto format index client server store plan
+INCLUDES   = -I. $(COMPONENTS:%=-Isrc/%)
+DEPFLAGS   = -MMD -MP
+CFLAGS_ALL = $(WARN) -D_POSIX_C_SOURCE=200809L $(INCLUDES) $(CPPFLAGS) $(OPT) $(VISIBILITY) -pthread $(CFLAGS)
 # Objects depend on the flags they were built with (build/cflags): a change
 # of OPT, CFLAGS, CPPFLAGS or the compilers rebuilds them.  WERROR is left
 # out, so switching between a plain make and make check rebuilds nothing:
@@ -64,12 +70,18 @@ FLAGS_LINE  = $(CC) $(filter-out -Werror,$(CFLAGS_ALL)) | $(TSAN_CC) $(FUZZ_CC)
 SANFLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 LDLIBS   = -lsodium -lzstd -llapack -lblas -lm -pthread
 
-LIB_SRC  = $(sort $(wildcard *.c))
+LIB_SRC  = $(sort $(wildcard *.c) $(foreach c,$(COMPONENTS),$(wildcard src/$(c)/*.c)))
 CLI_SRC  = $(sort $(wildcard cli/*.c))
 TEST_SRC = $(sort $(wildcard tests/test_*.c))
 EXAMPLE_SRC = $(sort $(wildcard examples/*.c))
 EXAMPLES = $(EXAMPLE_SRC:examples/%.c=build/examples/%)
-HDRS     = $(wildcard *.h) $(wildcard cli/*.h) $(wildcard tests/*.h)
+# Header dependencies come from -MMD; HDRS are the public headers only
+# (a change to them rebuilds everything, including what was never built
+# with -MMD before).
+HDRS     = mess.h $(wildcard mess_experimental.h)
+# Every header, for the rules that build one program from several sources
+# (a -MMD file per program cannot name them all).
+ALL_HDRS = $(wildcard *.h src/*/*.h cli/*.h tests/*.h)
 
 REL_OBJ  = $(LIB_SRC:%.c=build/rel/%.o)
 ASAN_OBJ = $(LIB_SRC:%.c=build/asan/%.o)
@@ -84,7 +96,6 @@ ABI_TESTS  = $(sort $(wildcard tests/abi_*.sh))
 # replay programs (every corpus and regression input once) for make check.
 FUZZ_TARGETS = $(sort $(patsubst fuzz/fuzz_%.c,%,$(wildcard fuzz/fuzz_*.c)))
 FUZZ_COMMON  = fuzz/setup.c fuzz/state.c
-FUZZ_HDRS    = $(HDRS) fuzz/fuzz.h
 FUZZ_REPLAY  = $(FUZZ_TARGETS:%=build/asan/fuzz/replay_%)
 FUZZ_BINS    = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 FUZZ_CC     ?= clang
@@ -118,11 +129,11 @@ tools: $(if $(CLI_SRC),$(MESS) build/mess.1)
 
 build/rel/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -fPIC -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -fPIC -c $< -o $@
 
 build/asan/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(SANFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) $(SANFLAGS) -c $< -o $@
 
 build/libmess.a: $(REL_OBJ)
 	rm -f $@
@@ -145,15 +156,15 @@ build/mess.1: $(MESS) scripts/manpage.sh
 
 build/examples/%: examples/%.c build/libmess.a $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $< build/libmess.a $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -o $@ $< build/libmess.a $(LDLIBS)
 
 build/asan/tests/%: tests/%.c build/asan/libmess.a $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(SANFLAGS) -o $@ $< build/asan/libmess.a $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) $(SANFLAGS) -o $@ $< build/asan/libmess.a $(LDLIBS)
 
 build/rel/tests/%: tests/%.c build/libmess.a $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -o $@ $< build/libmess.a $(LDLIBS)
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -o $@ $< build/libmess.a $(LDLIBS)
 
 # The allocation-failure test (tests/test_oom.c) links tests/oom_alloc.c:
 # in the ASan and release test builds the library's allocator calls are
@@ -162,21 +173,21 @@ build/rel/tests/%: tests/%.c build/libmess.a $(HDRS) $(FLAGS_STAMP)
 OOM_WRAP = -DOOM_WRAP $(foreach f,malloc calloc realloc free posix_memalign aligned_alloc strdup,-Wl,--wrap=$(f))
 OOM_SRC  = tests/oom_alloc.c tests/oom_alloc.h
 
-build/asan/tests/test_oom: tests/test_oom.c $(OOM_SRC) build/asan/libmess.a $(HDRS) $(FLAGS_STAMP)
+build/asan/tests/test_oom: tests/test_oom.c $(OOM_SRC) build/asan/libmess.a $(ALL_HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SANFLAGS) $(OOM_WRAP) -o $@ $< tests/oom_alloc.c build/asan/libmess.a $(LDLIBS)
 
-build/rel/tests/test_oom: tests/test_oom.c $(OOM_SRC) build/libmess.a $(HDRS) $(FLAGS_STAMP)
+build/rel/tests/test_oom: tests/test_oom.c $(OOM_SRC) build/libmess.a $(ALL_HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(OOM_WRAP) -o $@ $< tests/oom_alloc.c build/libmess.a $(LDLIBS)
 
-build/rel/tests/test_oom_all: tests/test_oom.c $(OOM_SRC) build/libmess.a $(HDRS) $(FLAGS_STAMP)
+build/rel/tests/test_oom_all: tests/test_oom.c $(OOM_SRC) build/libmess.a $(ALL_HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< tests/oom_alloc.c build/libmess.a $(LDLIBS)
 
 build/tsan/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(TSAN_CC) $(CFLAGS_ALL) -fsanitize=thread -c $< -o $@
+	$(TSAN_CC) $(CFLAGS_ALL) $(DEPFLAGS) -fsanitize=thread -c $< -o $@
 
 build/tsan/libmess.a: $(TSAN_OBJ)
 	rm -f $@
@@ -184,28 +195,28 @@ build/tsan/libmess.a: $(TSAN_OBJ)
 
 build/tsan/tests/%: tests/%.c build/tsan/libmess.a $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(TSAN_CC) $(CFLAGS_ALL) -fsanitize=thread -o $@ $< build/tsan/libmess.a $(LDLIBS)
+	$(TSAN_CC) $(CFLAGS_ALL) $(DEPFLAGS) -fsanitize=thread -o $@ $< build/tsan/libmess.a $(LDLIBS)
 
 # ---- fuzzing --------------------------------------------------------------
 build/fuzz/obj/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(CFLAGS_ALL) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
+	$(FUZZ_CC) $(CFLAGS_ALL) $(DEPFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
 
 build/fuzz/libmess.a: $(FUZZ_OBJ)
 	rm -f $@
 	ar rcs $@ $^
 
-build/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_COMMON) build/fuzz/libmess.a $(FUZZ_HDRS) $(FLAGS_STAMP)
+build/fuzz/fuzz_%: fuzz/fuzz_%.c $(FUZZ_COMMON) build/fuzz/libmess.a $(ALL_HDRS) fuzz/fuzz.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CFLAGS_ALL) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $< $(FUZZ_COMMON) \
 	  build/fuzz/libmess.a $(LDLIBS)
 
-build/asan/fuzz/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(FUZZ_COMMON) build/asan/libmess.a $(FUZZ_HDRS) $(FLAGS_STAMP)
+build/asan/fuzz/replay_%: fuzz/fuzz_%.c fuzz/replay.c $(FUZZ_COMMON) build/asan/libmess.a $(ALL_HDRS) fuzz/fuzz.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(SANFLAGS) -DFUZZ_NAME='"$*"' -o $@ $< fuzz/replay.c \
 	  $(FUZZ_COMMON) build/asan/libmess.a $(LDLIBS)
 
-build/fuzz/make_seeds: fuzz/make_seeds.c $(FUZZ_COMMON) build/libmess.a $(FUZZ_HDRS) $(FLAGS_STAMP)
+build/fuzz/make_seeds: fuzz/make_seeds.c $(FUZZ_COMMON) build/libmess.a $(ALL_HDRS) fuzz/fuzz.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(FUZZ_COMMON) build/libmess.a $(LDLIBS)
 
@@ -307,7 +318,7 @@ bench: deps-bench
 PORT_OBJ = $(LIB_SRC:%.c=build/portable/%.o) $(CLI_SRC:%.c=build/portable/%.o)
 build/portable/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) -D_POSIX_C_SOURCE=200809L $(CPPFLAGS) -DMESS_NO_POPCNT_DISPATCH $(OPT) -pthread $(CFLAGS) -c $< -o $@
+	$(CC) $(WARN) -D_POSIX_C_SOURCE=200809L $(INCLUDES) $(DEPFLAGS) $(CPPFLAGS) -DMESS_NO_POPCNT_DISPATCH $(OPT) -pthread $(CFLAGS) -c $< -o $@
 build/mess-portable: $(PORT_OBJ)
 	$(CC) $(WARN) $(OPT) -pthread $(CFLAGS) -o $@ $(PORT_OBJ) $(LDLIBS)
 
@@ -494,3 +505,6 @@ uninstall:
 
 clean:
 	rm -rf build
+
+# The header dependencies the compiler wrote (-MMD -MP).
+-include $(wildcard build/*/*.d build/*/*/*.d build/*/*/*/*.d)

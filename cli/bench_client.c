@@ -35,12 +35,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../chacha_lanes.h"
-#include "../isohash.h"
-#include "../lshrr.h"
-#include "../metric.h"
-#include "../poly1305_lanes.h"
-#include "../protocol.h"
+#include "chacha_lanes.h"
+#include "isohash.h"
+#include "lshrr.h"
+#include "metric.h"
+#include "poly1305_lanes.h"
+#include "protocol.h"
 #include "cli.h"
 
 #define TOPK 10

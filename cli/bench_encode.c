@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../hnsw_bin.h"
-#include "../isohash.h"
-#include "../lshrr.h"
+#include "hnsw_bin.h"
+#include "isohash.h"
+#include "lshrr.h"
 #include "cli.h"
 
 struct data {

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../hnsw_bin.h"
+#include "hnsw_bin.h"
 #include "../mess.h"
 #include "cli.h"
 

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../internal.h"
-#include "../payload.h"
+#include "internal.h"
+#include "payload.h"
 #include "cli.h"
 
 #define RFC_NONCE 12

@@ -32,10 +32,10 @@
 
 #include <sodium.h>
 
-#include "../hnsw_bin.h"
+#include "hnsw_bin.h"
 #include "../mess.h"
-#include "../protocol.h"
-#include "../wire.h"
+#include "protocol.h"
+#include "wire.h"
 #include "cli.h"
 
 #define MAXV 16

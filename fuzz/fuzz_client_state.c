@@ -5,7 +5,7 @@
  */
 #include <unistd.h>
 
-#include "../statefile.h"
+#include "statefile.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -25,7 +25,7 @@
 
 #include <sodium.h>
 
-#include "../hnsw_bin.h"
+#include "hnsw_bin.h"
 #include "fuzz.h"
 
 #define DELTA_HEADER 192

@@ -5,7 +5,7 @@
  */
 #include <stdlib.h>
 
-#include "../hnsw_bin.h"
+#include "hnsw_bin.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

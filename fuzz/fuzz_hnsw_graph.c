@@ -19,7 +19,7 @@
 
 #include <sodium.h>
 
-#include "../hnsw_bin.h"
+#include "hnsw_bin.h"
 #include "fuzz.h"
 
 #define SUM_AT 232

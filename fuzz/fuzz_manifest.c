@@ -17,7 +17,7 @@
 
 #include <sodium.h>
 
-#include "../server_store.h"
+#include "server_store.h"
 #include "fuzz.h"
 
 static char dir[4200];

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../wire.h"
+#include "wire.h"
 #include "fuzz.h"
 
 #define MAX_PARTS 4

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../wire.h"
+#include "wire.h"
 #include "fuzz.h"
 
 struct finished {

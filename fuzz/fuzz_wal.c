@@ -9,7 +9,7 @@
  */
 #include <unistd.h>
 
-#include "../wal.h"
+#include "wal.h"
 #include "fuzz.h"
 
 #define FUZZ_WAL_GEN 7

@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../hnsw_bin.h"
-#include "../statefile.h"
-#include "../wal.h"
+#include "hnsw_bin.h"
+#include "statefile.h"
+#include "wal.h"
 #include "fuzz.h"
 
 #define SEED_ITEMS 8

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../hnsw_bin.h"
+#include "hnsw_bin.h"
 #include "fuzz.h"
 
 #define FUZZ_TRAIN 1000

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "../statefile.h"
+#include "statefile.h"
 #include "fuzz.h"
 
 #define SUM_BYTES 32

@@ -17,7 +17,7 @@
 /* The buffers' layout: tests read it through wire.h (which includes mess.h;
  * a test compiled against another header defines HARNESS_NO_WIRE). */
 #ifndef HARNESS_NO_WIRE
-#include "../wire.h"
+#include "wire.h"
 #endif
 
 static int harness_passed, harness_failed, harness_test_failed;

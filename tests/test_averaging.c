@@ -29,7 +29,7 @@
 #include <stdio.h>
 
 #include "../mess.h"
-#include "../statefile.h"
+#include "statefile.h"
 #include "harness.h"
 #include "sift.h"
 

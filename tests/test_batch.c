@@ -19,7 +19,7 @@
 
 #include "../mess.h"
 #include "../mess_experimental.h"
-#include "../parallel.h"
+#include "parallel.h"
 #include "harness.h"
 #include "sift.h"
 

@@ -52,7 +52,7 @@
 #include <unistd.h>
 
 #include "../mess_experimental.h"
-#include "../wal.h"
+#include "wal.h"
 #include "harness.h"
 #include "sift.h"
 

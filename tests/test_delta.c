@@ -27,8 +27,8 @@
 
 #include <sodium.h>
 
-#include "../hnsw_bin.h"
-#include "../internal.h"
+#include "hnsw_bin.h"
+#include "internal.h"
 #include "harness.h"
 
 #define BITS 128

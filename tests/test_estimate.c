@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../hnsw_bin.h"
+#include "hnsw_bin.h"
 #include "../mess_experimental.h"
-#include "../protocol.h"
+#include "protocol.h"
 #include "harness.h"
 #include "sift.h"
 

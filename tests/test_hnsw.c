@@ -12,9 +12,9 @@
 
 #include <sodium.h>
 
-#include "../hnsw_bin.h"
-#include "../parallel.h"
-#include "../rng.h"
+#include "hnsw_bin.h"
+#include "parallel.h"
+#include "rng.h"
 #include "harness.h"
 #include "sift.h"
 

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "../isohash.h"
+#include "isohash.h"
 #include "harness.h"
 #include "sift.h"
 

@@ -7,7 +7,7 @@
 #include <sodium.h>
 #include <stdio.h>
 
-#include "../lshrr.h"
+#include "lshrr.h"
 #include "harness.h"
 
 static const uint8_t seed[32] = {7, 7, 7};

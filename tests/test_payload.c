@@ -8,9 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../payload.h"
-#include "../statefile.h"
-#include "../wire.h"
+#include "payload.h"
+#include "statefile.h"
+#include "wire.h"
 #include "harness.h"
 
 static void test_f16_conversion(void)

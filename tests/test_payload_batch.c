@@ -6,10 +6,10 @@
  */
 #include <sodium.h>
 
-#include "../chacha_lanes.h"
-#include "../metric.h"
-#include "../payload.h"
-#include "../poly1305_lanes.h"
+#include "chacha_lanes.h"
+#include "metric.h"
+#include "payload.h"
+#include "poly1305_lanes.h"
 #include "harness.h"
 
 static uint32_t rnd(uint32_t n)

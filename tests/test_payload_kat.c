@@ -7,7 +7,7 @@
  */
 #include <sodium.h>
 
-#include "../payload.h"
+#include "payload.h"
 #include "harness.h"
 #include "payload_kat.h"
 

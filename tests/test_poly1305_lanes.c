@@ -7,7 +7,7 @@
  */
 #include <sodium.h>
 
-#include "../poly1305_lanes.h"
+#include "poly1305_lanes.h"
 #include "harness.h"
 
 static uint32_t rnd(uint32_t n)

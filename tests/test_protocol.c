@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "../mess.h"
-#include "../statefile.h"
+#include "statefile.h"
 #include "harness.h"
 #include "sift.h"
 

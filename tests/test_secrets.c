@@ -25,8 +25,8 @@
 #include <unistd.h>
 
 #include "../mess.h"
-#include "../payload.h"
-#include "../statefile.h"
+#include "payload.h"
+#include "statefile.h"
 #include "harness.h"
 #include "sift.h"
 

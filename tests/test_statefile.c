@@ -16,7 +16,7 @@
 #include <sodium.h>
 
 #include "../mess.h"
-#include "../statefile.h"
+#include "statefile.h"
 #include "harness.h"
 
 static char dir[] = "build/statefileXXXXXX";

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "../mess.h"
-#include "../wal.h"
+#include "wal.h"
 #include "harness.h"
 
 static char dir[] = "build/walXXXXXX";

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "../mess.h"
-#include "../statefile.h"
+#include "statefile.h"
 #include "harness.h"
 
 static uint8_t master[32];
