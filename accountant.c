@@ -21,11 +21,10 @@
 #include "internal.h"
 #include "hnsw_bin.h"
 #include "metric.h"
+#include "numeric.h"
 #include "parallel.h"
 #include "plansearch.h"
 
-#define LN_SQRT_2PI 0.91893853320467274178
-#define LN_2PI 1.83787706640934548356
 #define MAX_DISTANCE ((uint64_t)MESS_MAX_SHARDS * MESS_MAX_BITS)
 #define TRUNC_MASS 1e-30           /* PLD mass that may be dropped, in total */
 #define FULL_ENUM_REPEATS (1u << 16) /* search accountant: enumerate every count */
@@ -33,18 +32,9 @@
 #define BISECT_REL 1e-15
 
 /* ------------------------------------------------------------------------
- * Small numerical helpers
+ * Small numerical helpers (those the correctness model shares, the flip
+ * checks, the normal CDF and the binomial log-probability, in numeric.c)
  * ---------------------------------------------------------------------- */
-
-static int flip_ok(double p) /* (0, 1/2]; false for NaN */
-{
-    return p > 0.0 && p <= 0.5;
-}
-
-static int flip_ok0(double p) /* [0, 1/2] */
-{
-    return p >= 0.0 && p <= 0.5;
-}
 
 /* ln(e^x + e^y), exact at -INFINITY. */
 static double log_add(double x, double y)
@@ -67,69 +57,6 @@ static double mul_log(double n, double lv)
     return n == 0.0 ? 0.0 : n * lv;
 }
 
-/* Standard normal CDF. */
-static double phi(double x)
-{
-    return 0.5 * erfc(-x / sqrt(2.0));
-}
-
-/* ln(n!) - ln(sqrt(2 pi n) (n/e)^n), the error of Stirling's formula
- * (series in 1/n with the Bernoulli-number coefficients for n > 15). */
-static double stirlerr(double n)
-{
-    const double s0 = 1.0 / 12, s1 = 1.0 / 360, s2 = 1.0 / 1260,
-                 s3 = 1.0 / 1680, s4 = 1.0 / 1188;
-    double nn;
-    if (n <= 15.0)
-        return lgamma(n + 1.0) - (n + 0.5) * log(n) + n - LN_SQRT_2PI;
-    nn = n * n;
-    if (n > 500)
-        return (s0 - s1 / nn) / n;
-    if (n > 80)
-        return (s0 - (s1 - s2 / nn) / nn) / n;
-    if (n > 35)
-        return (s0 - (s1 - (s2 - s3 / nn) / nn) / nn) / n;
-    return (s0 - (s1 - (s2 - (s3 - s4 / nn) / nn) / nn) / nn) / n;
-}
-
-/* x ln(x / m) + m - x, by a series when x is close to m (no cancellation). */
-static double bd0(double x, double m)
-{
-    if (fabs(x - m) < 0.1 * (x + m)) {
-        double v = (x - m) / (x + m), s = (x - m) * v, ej = 2.0 * x * v;
-        int j;
-        v *= v;
-        for (j = 1; j < 1000; j++) {
-            double s1;
-            ej *= v;
-            s1 = s + ej / (2 * j + 1);
-            if (s1 == s)
-                break;
-            s = s1;
-        }
-        return s;
-    }
-    return x * log(x / m) + m - x;
-}
-
-/* ln Binomial(n, q)(x), q1 = 1 - q passed exactly (Loader 2000, "Fast and
- * accurate computation of binomial probabilities"). */
-static double binom_logpmf(double x, double n, double q, double q1)
-{
-    if (x < 0 || x > n)
-        return -INFINITY;
-    if (q == 0.0)
-        return x == 0 ? 0.0 : -INFINITY;
-    if (q1 == 0.0)
-        return x == n ? 0.0 : -INFINITY;
-    if (x == 0)
-        return n * log(q1);
-    if (x == n)
-        return n * log(q);
-    return stirlerr(n) - stirlerr(x) - stirlerr(n - x) - bd0(x, n * q) -
-           bd0(n - x, n * q1) - 0.5 * (LN_2PI + log(x) + log1p(-x / n));
-}
-
 /* The window [lo, hi] of Binomial(u, q) around its mode outside which the
  * mass is at most e^logtol on each side.  Past the mode the ratio of
  * consecutive probabilities r falls monotonically, so the tail beyond z is
@@ -144,7 +71,7 @@ static void binom_window(uint64_t u, double q, double q1, double logtol,
         double r = (n - (double)z) / ((double)z + 1.0) * q / q1, b;
         if (r >= 1.0)
             continue;
-        b = binom_logpmf((double)z, n, q, q1) + log(r) - log1p(-r);
+        b = numeric_binom_logpmf((double)z, n, q, q1) + log(r) - log1p(-r);
         if (b <= logtol) {
             *outside += exp(b);
             break;
@@ -155,7 +82,7 @@ static void binom_window(uint64_t u, double q, double q1, double logtol,
         double r = (double)z / (n - (double)z + 1.0) * q1 / q, b;
         if (r >= 1.0)
             continue;
-        b = binom_logpmf((double)z, n, q, q1) + log(r) - log1p(-r);
+        b = numeric_binom_logpmf((double)z, n, q, q1) + log(r) - log1p(-r);
         if (b <= logtol) {
             *outside += exp(b);
             break;
@@ -180,7 +107,7 @@ struct mess_account_pld {
 
 int mess_account_eta(double p, double *eta)
 {
-    if (!eta || !flip_ok(p))
+    if (!eta || !numeric_flip_ok(p))
         return MESS_EINVAL;
     *eta = log1p(-p) - log(p);
     return MESS_OK;
@@ -211,7 +138,7 @@ int mess_account_pld_new(double p, const double *logw, size_t len,
     if (!out)
         return MESS_EINVAL;
     *out = NULL;
-    if (!logw || len == 0 || !flip_ok(p))
+    if (!logw || len == 0 || !numeric_flip_ok(p))
         return MESS_EINVAL;
     if ((uint64_t)(len - 1) > MAX_DISTANCE)
         return MESS_ELIMIT;
@@ -270,7 +197,7 @@ int mess_account_pld_new(double p, const double *logw, size_t len,
         for (z = sup[i].lo; z <= sup[i].hi; z++) {
             int64_t k = (int64_t)(2 * z) - (int64_t)sup[i].u;
             pld->mass[k - kmin] +=
-                sup[i].w * exp(binom_logpmf((double)z, n, q, p));
+                sup[i].w * exp(numeric_binom_logpmf((double)z, n, q, p));
         }
     }
     free(sup);
@@ -428,7 +355,7 @@ int mess_account_rr_delta(double p, uint64_t u, double eps, double *delta)
 {
     mess_account_pld *pld;
     int rc;
-    if (!delta || !flip_ok(p) || !(eps >= 0.0) || eps == INFINITY)
+    if (!delta || !numeric_flip_ok(p) || !(eps >= 0.0) || eps == INFINITY)
         return MESS_EINVAL;
     rc = pld_point(p, u, &pld);
     if (rc != MESS_OK)
@@ -613,7 +540,7 @@ static int account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
     size_t len;
     int rc;
 
-    if (!out || !flip_ok(p_store) ||
+    if (!out || !numeric_flip_ok(p_store) ||
         !(delta0 >= MESS_ACCOUNT_MIN_DELTA && delta0 < 1.0))
         return MESS_EINVAL;
     rc = check_distances(d, m, t);
@@ -659,7 +586,7 @@ static int repeats_ok(uint64_t r)
 int mess_account_access(double a, double b, uint64_t repeats, double *eta_r)
 {
     double rho, num, den;
-    if (!eta_r || !flip_ok0(a) || !flip_ok0(b) || a + b == 0.0)
+    if (!eta_r || !numeric_flip_ok0(a) || !numeric_flip_ok0(b) || a + b == 0.0)
         return MESS_EINVAL;
     if (repeats < 1)
         return MESS_EINVAL;
@@ -710,7 +637,8 @@ int mess_account_search(double a, double b, uint64_t repeats, double *gamma_eq,
     double la, l1a, lb, l1b, geq = 0.0, gne = 0.0, n1;
     uint64_t k, step;
     int v, y;
-    if (!gamma_eq || !gamma_ne || !flip_ok0(a) || !flip_ok(b) || repeats < 1)
+    if (!gamma_eq || !gamma_ne || !numeric_flip_ok0(a) || !numeric_flip_ok(b) ||
+        repeats < 1)
         return MESS_EINVAL;
     if (!repeats_ok(repeats))
         return MESS_ELIMIT;
@@ -777,7 +705,7 @@ int mess_account_random_lsh(double p, uint32_t kappa, double d_theta,
 {
     double eta;
     int rc;
-    if (!flip_ok(p) || kappa == 0 || !(d_theta >= 0.0 && d_theta <= 1.0) ||
+    if (!numeric_flip_ok(p) || kappa == 0 || !(d_theta >= 0.0 && d_theta <= 1.0) ||
         !(delta0 >= MESS_ACCOUNT_MIN_DELTA && delta0 < 1.0))
         return MESS_EINVAL;
     if (kappa > MESS_MAX_BITS)
@@ -790,7 +718,7 @@ int mess_account_random_lsh(double p, uint32_t kappa, double d_theta,
         if (!logw)
             return MESS_ENOMEM;
         for (u = 0; u <= kappa; u++)
-            logw[u] = binom_logpmf(u, kappa, d_theta, 1.0 - d_theta);
+            logw[u] = numeric_binom_logpmf(u, kappa, d_theta, 1.0 - d_theta);
         rc = mess_account_pld_new(p, logw, (size_t)kappa + 1, &pld);
         free(logw);
         if (rc != MESS_OK)
@@ -827,7 +755,7 @@ int mess_account_random_lsh(double p, uint32_t kappa, double d_theta,
 
 int mess_plan_compound_flip(double p_store, double p_query, double *p_plus)
 {
-    if (!p_plus || !flip_ok0(p_store) || !flip_ok0(p_query))
+    if (!p_plus || !numeric_flip_ok0(p_store) || !numeric_flip_ok0(p_query))
         return MESS_EINVAL;
     *p_plus = p_store * (1.0 - p_query) + p_query * (1.0 - p_store);
     return MESS_OK;
@@ -839,13 +767,13 @@ static double overtake(uint32_t kappa, double p_plus, double d_star, double d)
     double mu = (d_star - d) * (1.0 - 2.0 * p_plus);
     if (sd == 0.0)
         return mu > 0 ? 1.0 : mu < 0 ? 0.0 : 0.5;
-    return phi(mu / sd);
+    return numeric_normal_cdf(mu / sd);
 }
 
 int mess_plan_overtake(uint32_t kappa, double p_plus, uint32_t d_star,
                        uint32_t d, double *prob)
 {
-    if (!prob || kappa == 0 || d_star > kappa || d > kappa || !flip_ok0(p_plus))
+    if (!prob || kappa == 0 || d_star > kappa || d > kappa || !numeric_flip_ok0(p_plus))
         return MESS_EINVAL;
     *prob = overtake(kappa, p_plus, d_star, d);
     return MESS_OK;
@@ -872,7 +800,7 @@ int mess_plan_rank(uint32_t kappa, double p_plus, uint32_t d_star,
     double *row;
     uint32_t d;
     if (!count || !mean || !var || kappa == 0 || d_star > kappa ||
-        !flip_ok0(p_plus) || !(occupancy > 0.0 && occupancy <= 1.0))
+        !numeric_flip_ok0(p_plus) || !(occupancy > 0.0 && occupancy <= 1.0))
         return MESS_EINVAL;
     if (kappa > MESS_MAX_BITS)
         return MESS_ELIMIT;
@@ -894,7 +822,7 @@ static double hit(double mean, double var, double budget)
     double x = budget + 0.5 - mean;
     if (var == 0.0)
         return x >= 0.0 ? 1.0 : 0.0;
-    return phi(x / sqrt(var));
+    return numeric_normal_cdf(x / sqrt(var));
 }
 
 int mess_plan_hit(double mean, double var, double budget, double *prob)
@@ -980,9 +908,9 @@ static void distance_pmf(uint32_t kappa, double p_plus, uint32_t d, double *out,
     for (i = 0; i <= kappa; i++)
         out[i] = 0.0;
     for (j = 0; j <= kappa - d; j++)
-        tmp[j] = exp(binom_logpmf(j, kappa - d, p_plus, 1.0 - p_plus));
+        tmp[j] = exp(numeric_binom_logpmf(j, kappa - d, p_plus, 1.0 - p_plus));
     for (i = 0; i <= d; i++) {
-        double a = exp(binom_logpmf(i, d, 1.0 - p_plus, p_plus));
+        double a = exp(numeric_binom_logpmf(i, d, 1.0 - p_plus, p_plus));
         if (a == 0.0)
             continue;
         for (j = 0; j <= kappa - d; j++)
@@ -994,7 +922,7 @@ int mess_plan_distance_pmf(uint32_t kappa, double p_plus, uint32_t d,
                            double *pmf)
 {
     double *tmp;
-    if (!pmf || kappa == 0 || d > kappa || !flip_ok0(p_plus))
+    if (!pmf || kappa == 0 || d > kappa || !numeric_flip_ok0(p_plus))
         return MESS_EINVAL;
     if (kappa > MESS_MAX_BITS)
         return MESS_ELIMIT;
@@ -1097,7 +1025,7 @@ static void cond_hits(const struct cond_tables *ct, uint32_t d_star,
             if (sd == 0.0)
                 out[j] += z >= 0.0 ? w : 0.0;
             else
-                out[j] += w * phi(z / sd);
+                out[j] += w * numeric_normal_cdf(z / sd);
         }
         sat[j] += w;
     }
@@ -1116,7 +1044,7 @@ int mess_plan_hit_conditional(uint32_t kappa, double p_plus, uint32_t d_star,
     size_t k1 = (size_t)kappa + 1;
     uint32_t d, x;
     int rc;
-    if (!count || !prob || kappa == 0 || d_star > kappa || !flip_ok0(p_plus) ||
+    if (!count || !prob || kappa == 0 || d_star > kappa || !numeric_flip_ok0(p_plus) ||
         !(occupancy > 0.0 && occupancy <= 1.0) || !(budget >= 0.0) ||
         budget == INFINITY)
         return MESS_EINVAL;
