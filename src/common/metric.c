@@ -1,7 +1,7 @@
 /*
  * metric.c - the exact distance of the three metrics, the one
  * implementation the client's rerank (client_finish.c) and the planner's
- * ground truth (accountant.c) share.
+ * ground truth (planner.c) share.
  */
 #include <math.h>
 

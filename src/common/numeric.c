@@ -1,8 +1,8 @@
 /*
- * numeric.c - the numerical helpers the privacy accountants and the
- * correctness model (accountant.c) share: the range checks of a flip
- * probability, the standard normal CDF and binomial probabilities in log
- * space (numeric.h).
+ * numeric.c - the numerical helpers the privacy accountants (accountant.c)
+ * and the correctness model (src/plan/planner.c) share: the range checks of
+ * a flip probability, the standard normal CDF and binomial probabilities in
+ * log space (numeric.h).
  */
 #include <math.h>
 

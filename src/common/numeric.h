@@ -1,6 +1,7 @@
 /*
- * numeric.h - numerical helpers shared by the privacy accountants and the
- * correctness model (accountant.c).  Internal header.
+ * numeric.h - numerical helpers shared by the privacy accountants
+ * (accountant.c) and the correctness model (src/plan/planner.c).  Internal
+ * header.
  */
 #ifndef MESS_NUMERIC_H
 #define MESS_NUMERIC_H

@@ -3,7 +3,7 @@
  * per-shard top-P the server's HNSW actually returns on the client's data.
  * Internal header.
  *
- * The correctness model (Proposition 4.1, Appendix B, accountant.c) assumes
+ * The correctness model (Proposition 4.1, Appendix B, planner.c) assumes
  * every shard returns its exact top-P by perturbed Hamming distance.  The
  * server searches an HNSW graph with beam ef = max(P, ef_search), which on
  * some data (sentence embeddings: many near-equidistant codes, a poorly
