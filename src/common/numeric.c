@@ -1,8 +1,9 @@
 /*
  * numeric.c - the numerical helpers the privacy accountants (accountant.c)
  * and the correctness model (src/plan/planner.c) share: the range checks of
- * a flip probability, the standard normal CDF and binomial probabilities in
- * log space (numeric.h).
+ * a flip probability, the standard normal CDF (the estimate,
+ * src/plan/estimate.c, uses it too) and binomial probabilities in log space
+ * (numeric.h).
  */
 #include <math.h>
 

@@ -22,6 +22,7 @@
 
 #include "hnsw_bin.h"
 #include "mess_experimental.h"
+#include "numeric.h"
 #include "payload.h"
 #include "protocol.h"
 #include "server_store.h"
@@ -34,11 +35,6 @@
 /* Container of a travel file: header, parameters, lengths, BLAKE2b tail. */
 #define EST_CONTAINER 132.0
 
-static double normal_cdf(double x)
-{
-    return 0.5 * erfc(-x / sqrt(2.0));
-}
-
 /* Pr[n <= a] for n ~ N(mu, var) taken as an integer (continuity
  * correction); var = 0 is a step at mu. */
 static double shard_cdf(double a, double mu, double var)
@@ -46,7 +42,7 @@ static double shard_cdf(double a, double mu, double var)
     double f = floor(a);
     if (var <= 0.0)
         return mu <= f + 1e-9 ? 1.0 : 0.0;
-    return normal_cdf((f + 0.5 - mu) / sqrt(var));
+    return numeric_normal_cdf((f + 0.5 - mu) / sqrt(var));
 }
 
 /* E[f(slots)] of a label map rounded up to a power of two of at least 16
@@ -84,7 +80,7 @@ static double expected_pages(double mean, double sd)
     e = k;
     hi = mean + 8.0 * sd;
     for (k += 1.0; (k - 1.0) * EST_PAGE < hi; k += 1.0)
-        e += 1.0 - normal_cdf(((k - 1.0) * EST_PAGE - mean) / sd);
+        e += 1.0 - numeric_normal_cdf(((k - 1.0) * EST_PAGE - mean) / sd);
     return e * EST_PAGE;
 }
 
