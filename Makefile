@@ -1,6 +1,7 @@
 # libmess - private semantic search (MESS).  GNU make.
 #
-#   make            library (build/libmess.a, build/libmess.so), tools, examples
+#   make            library (build/libmess.a, build/libmess.so), tools, examples,
+#                   the benchmark program build/mess-bench (not installed)
 #   make check      tests, under AddressSanitizer + UndefinedBehaviorSanitizer,
 #                   built with -Werror (a plain make is not); as root it first
 #                   installs missing Debian packages with apt-get, saying so
@@ -72,6 +73,14 @@ LDLIBS   = -lsodium -lzstd -llapack -lblas -lm -pthread
 
 LIB_SRC  = $(sort $(wildcard *.c) $(foreach c,$(COMPONENTS),$(wildcard src/$(c)/*.c)))
 CLI_SRC  = $(sort $(wildcard cli/*.c))
+# The benchmarks (bench/) are their own program, build/mess-bench, built by
+# make and make check but not installed: they include the library's
+# internal headers, the tool (cli/) only the public ones.  `mess bench
+# WHAT` runs the mess-bench beside the tool (cli/bench.c).  They share the
+# tool's argument parsing, file reading, clocks and server opening: those
+# objects are compiled once and linked into both programs.
+BENCH_SRC = $(sort $(wildcard bench/*.c))
+BENCH_CLI_SRC = cli/args.c cli/clock.c cli/files.c cli/server.c
 TEST_SRC = $(sort $(wildcard tests/test_*.c))
 EXAMPLE_SRC = $(sort $(wildcard examples/*.c))
 EXAMPLES = $(EXAMPLE_SRC:examples/%.c=build/examples/%)
@@ -81,11 +90,12 @@ EXAMPLES = $(EXAMPLE_SRC:examples/%.c=build/examples/%)
 HDRS     = mess.h $(wildcard mess_experimental.h)
 # Every header, for the rules that build one program from several sources
 # (a -MMD file per program cannot name them all).
-ALL_HDRS = $(wildcard *.h src/*/*.h cli/*.h tests/*.h)
+ALL_HDRS = $(wildcard *.h src/*/*.h cli/*.h bench/*.h tests/*.h)
 
 REL_OBJ  = $(LIB_SRC:%.c=build/rel/%.o)
 ASAN_OBJ = $(LIB_SRC:%.c=build/asan/%.o)
 CLI_OBJ  = $(CLI_SRC:%.c=build/rel/%.o)
+BENCH_OBJ = $(BENCH_SRC:%.c=build/rel/%.o) $(BENCH_CLI_SRC:%.c=build/rel/%.o)
 TESTS_ASAN = $(TEST_SRC:tests/%.c=build/asan/tests/%)
 TESTS_REL  = $(TEST_SRC:tests/%.c=build/rel/tests/%)
 CLI_TESTS  = $(sort $(wildcard tests/cli_*.sh))
@@ -125,7 +135,7 @@ $(FLAGS_STAMP): FORCE
 FORCE:
 examples: $(EXAMPLES)
 lib: build/libmess.a build/libmess.so
-tools: $(if $(CLI_SRC),$(MESS) build/mess.1)
+tools: $(if $(CLI_SRC),$(MESS) build/mess.1) $(if $(BENCH_SRC),build/mess-bench)
 
 build/rel/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -149,6 +159,14 @@ build/asan/libmess.a: $(ASAN_OBJ)
 
 $(MESS): $(CLI_OBJ) build/libmess.a
 	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $(CLI_OBJ) build/libmess.a $(LDLIBS)
+
+# The tool sees the public headers only: its objects compile without the
+# library's include paths, so an internal header is not found ("../mess.h"
+# and cli.h are found relative to the source file).
+$(CLI_OBJ) $(CLI_SRC:%.c=build/portable/%.o): private INCLUDES =
+
+build/mess-bench: $(BENCH_OBJ) build/libmess.a
+	$(CC) $(CFLAGS_ALL) $(LDFLAGS) -o $@ $(BENCH_OBJ) build/libmess.a $(LDLIBS)
 
 # The manual page, generated from the tool's own --help texts (one source).
 build/mess.1: $(MESS) scripts/manpage.sh
@@ -309,18 +327,25 @@ demo: deps-check
 	@sh scripts/demo.sh
 
 bench: deps-bench
-	@$(MAKE) --no-print-directory all build/mess-portable
+	@$(MAKE) --no-print-directory all build/mess-portable build/mess-bench-portable
 	@sh scripts/bench.sh
 
 # The tool with the baseline popcount only (no run-time choice of the
 # instruction), so the benchmark can also compare with baselines built for
-# the generic x86-64 baseline, as Debian's faiss is.
+# the generic x86-64 baseline, as Debian's faiss is.  Its benchmarks are
+# its twin build/mess-bench-portable, the one its `bench` command runs.
+PORT_DEFS = -DMESS_NO_POPCNT_DISPATCH
 PORT_OBJ = $(LIB_SRC:%.c=build/portable/%.o) $(CLI_SRC:%.c=build/portable/%.o)
+PORT_BENCH_OBJ = $(LIB_SRC:%.c=build/portable/%.o) $(BENCH_SRC:%.c=build/portable/%.o) \
+                 $(BENCH_CLI_SRC:%.c=build/portable/%.o)
+build/portable/cli/bench.o: private PORT_DEFS += -DCLI_BENCH_PROGRAM='"mess-bench-portable"'
 build/portable/%.o: %.c $(HDRS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) -D_POSIX_C_SOURCE=200809L $(INCLUDES) $(DEPFLAGS) $(CPPFLAGS) -DMESS_NO_POPCNT_DISPATCH $(OPT) -pthread $(CFLAGS) -c $< -o $@
+	$(CC) $(WARN) -D_POSIX_C_SOURCE=200809L $(INCLUDES) $(DEPFLAGS) $(CPPFLAGS) $(PORT_DEFS) $(OPT) -pthread $(CFLAGS) -c $< -o $@
 build/mess-portable: $(PORT_OBJ)
 	$(CC) $(WARN) $(OPT) -pthread $(CFLAGS) -o $@ $(PORT_OBJ) $(LDLIBS)
+build/mess-bench-portable: $(PORT_BENCH_OBJ)
+	$(CC) $(WARN) $(OPT) -pthread $(CFLAGS) -o $@ $(PORT_BENCH_OBJ) $(LDLIBS)
 
 # The SIFT sets (datasets/README.md), niced: they take minutes to an hour.
 # DATA_LARGE / DATA_1M put them elsewhere (datasets/large and datasets/1m can

@@ -1,49 +1,70 @@
 /*
- * bench.c - `mess bench WHAT`: dispatch to the benchmark families.
- * Each benchmark prints its findings and, as its last line, one JSON object.
+ * bench.c - `mess bench WHAT`: the benchmarks are their own program,
+ * mess-bench (bench/), because they time the library's internals; it is
+ * built next to the tool (build/mess-bench) and not installed.  The tool
+ * runs the one beside its own executable with the same arguments, so
+ * `build/mess bench ...` keeps its options, output and exit codes; an
+ * installed mess has none beside it and says where the benchmarks are.
  */
-#include <stdio.h>
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
-struct bench {
-    const char *name;
-    cli_command_fn fn;
-    const char *summary;
-};
+/* The program beside the tool.  The portable tool (build/mess-portable)
+ * is built with its own twin's name (the Makefile defines it), so its
+ * benchmarks measure the portable library too. */
+#ifndef CLI_BENCH_PROGRAM
+#define CLI_BENCH_PROGRAM "mess-bench"
+#endif
 
-/* One line per benchmark; each lives in cli/bench_<name>.c. */
-static const struct bench benches[] = {
-    {"batch", bench_batch, "many queries: per-call (threads started per call) vs batch calls on persistent workers"},
-    {"client", bench_client, "the client's per-query steps (encode, peek, open, rerank) beside their floors"},
-    {"encode", bench_encode, "client encoding: IsoHash and randomized-response throughput, --quality recall"},
-    {"hnsw", bench_hnsw, "binary HNSW engine on given codes: build, recall, QPS"},
-    {"open", bench_open, "opening a server directory vs loading its exported file, cold and warm cache"},
-    {"payload", bench_payload, "opening response entries: SIV one copy per id or all, vs a stored-nonce AEAD"},
-    {"server", bench_server, "server search vs its memory floor: widths, threads, batch q/s per core vs hnswlib"},
-    {"protocol", bench_protocol, "MESS protocol: recall vs pool, time, bytes, build rate, server memory"},
-    {NULL, NULL, NULL},
-};
-
-static void usage(FILE *f)
-{
-    size_t i;
-    fprintf(f, "usage: mess bench WHAT [OPTIONS]   (mess bench WHAT --help)\n\n");
-    for (i = 0; benches[i].name; i++)
-        fprintf(f, "  %-8s %s\n", benches[i].name, benches[i].summary);
-}
+/* PATH_MAX is not in every C library's limits.h: /proc/self/exe longer
+ * than this is refused like a missing /proc. */
+#define EXE_PATH_MAX 4096
 
 int cli_cmd_bench(int argc, char **argv)
 {
-    size_t i;
-    if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
-        usage(argc < 1 ? stderr : stdout);
-        return argc < 1 ? CLI_USAGE : CLI_OK;
+    static const char program[] = CLI_BENCH_PROGRAM;
+    char path[EXE_PATH_MAX + sizeof program];
+    char **args;
+    char *slash = NULL;
+    ssize_t n;
+    int i, err;
+
+    n = readlink("/proc/self/exe", path, EXE_PATH_MAX);
+    err = errno;
+    if (n > 0 && n < EXE_PATH_MAX) {
+        path[n] = '\0';
+        slash = strrchr(path, '/');
     }
-    for (i = 0; benches[i].name; i++)
-        if (strcmp(argv[0], benches[i].name) == 0)
-            return benches[i].fn(argc - 1, argv + 1);
-    cli_error("unknown benchmark '%s' (see mess bench --help)", argv[0]);
-    return CLI_USAGE;
+    if (!slash) {
+        cli_error("bench: cannot find this program's directory (/proc/self/exe: %s)",
+                  n < 0 ? strerror(err) : "path too long");
+        return CLI_FAIL;
+    }
+    memcpy(slash + 1, program, sizeof program);
+
+    args = malloc(((size_t)argc + 2) * sizeof *args);
+    if (!args) {
+        cli_error("out of memory");
+        return CLI_FAIL;
+    }
+    args[0] = path;
+    for (i = 0; i < argc; i++)
+        args[i + 1] = argv[i];
+    args[argc + 1] = NULL;
+    execv(path, args);
+    /* execv returned, so it failed; ENOENT: no benchmark program beside
+     * the tool, as in an installation */
+    err = errno;
+    free(args);
+    if (err == ENOENT) {
+        cli_error("bench: the benchmarks are not installed; they are built from "
+                  "the source tree (make, then build/mess-bench WHAT or build/mess bench WHAT)");
+        return CLI_USAGE;
+    }
+    cli_error("bench: %s: %s", path, strerror(err));
+    return CLI_FAIL;
 }

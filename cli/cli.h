@@ -1,6 +1,8 @@
 /*
  * cli.h - the `mess` command-line tool: shared argument handling and the
- * per-command entry points (one file per command family in cli/).
+ * per-command entry points (one file per command family in cli/).  cli/
+ * uses the public headers only; the benchmark program (bench/,
+ * build/mess-bench) links args.c, files.c, clock.c and server.c too.
  */
 #ifndef MESS_CLI_H
 #define MESS_CLI_H
@@ -141,16 +143,10 @@ void cli_error(const char *fmt, ...)
 /* Command entry points: argc/argv start after the command name. */
 typedef int (*cli_command_fn)(int argc, char **argv);
 
-int cli_cmd_bench(int argc, char **argv); /* bench.c: mess bench WHAT */
-/* benchmarks, one per cli/bench_<name>.c */
-int bench_hnsw(int argc, char **argv);
-int bench_encode(int argc, char **argv);
-int bench_protocol(int argc, char **argv);
-int bench_payload(int argc, char **argv);
-int bench_batch(int argc, char **argv);
-int bench_client(int argc, char **argv);
-int bench_open(int argc, char **argv);
-int bench_server(int argc, char **argv);
+/* bench.c: mess bench WHAT runs the benchmark program beside this one
+ * (build/mess-bench, from bench/; not installed) with the same arguments,
+ * or says that the benchmarks are built from the source tree. */
+int cli_cmd_bench(int argc, char **argv);
 /* protocol.c: the protocol driven from files */
 int cli_cmd_init(int argc, char **argv);
 int cli_cmd_insert(int argc, char **argv);

@@ -37,7 +37,7 @@ static const struct command commands[] = {
     {"account", cli_cmd_account, "privacy accountants: what the server can learn (mess account --help)"},
     {"plan", cli_cmd_plan, "predicted recall and the smallest pool for a target"},
     {"estimate", cli_cmd_estimate, "memory and disk a configuration needs for N items"},
-    {"bench", cli_cmd_bench, "benchmarks against baselines (mess bench --help)"},
+    {"bench", cli_cmd_bench, "benchmarks against baselines, in a source-tree build (mess bench --help)"},
     {"version", cmd_version, "print the library version"},
 };
 

@@ -10,8 +10,9 @@ are written once to .bvecs files; `mess bench hnsw` builds hnsw_bin over them
 and faiss IndexBinaryHNSW is built in this process over the same bytes, with
 the same M_hnsw and ef_construction, both single-threaded.  Debian's faiss is
 built for the generic x86-64 baseline (its popcount is a libgcc call), so
-the tool with the baseline popcount only (build/mess-portable, `make bench` builds
-it) is measured too, for a like-for-like column.  Both are measured
+the tool with the baseline popcount only (build/mess-portable, whose `bench`
+runs its twin build/mess-bench-portable; `make bench` builds both) is
+measured too, for a like-for-like column.  Both are measured
 over the same grid of ef values for every P: recall against exact Hamming
 top-P (the exact P-th distance comes from the C tool's brute force and is
 checked here against faiss IndexBinaryFlat) and queries per second, best of

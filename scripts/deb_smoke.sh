@@ -1,8 +1,10 @@
 #!/bin/sh
 # scripts/deb_smoke.sh DIR - the .deb files in DIR, unpacked with dpkg -x
 # into a scratch root (nothing is installed on this machine): `mess
-# --version` runs, a C program compiled against libmess-dev (its header,
-# its pkg-config file) links and runs against libmess0, and python3-mess
+# --version` runs, no package ships a benchmark program (mess-bench stays
+# in the build tree) and the packaged `mess bench` says so, a C program
+# compiled against libmess-dev (its header, its pkg-config file) links and
+# runs against libmess0, and python3-mess
 # imports and loads libmess0's library; apt-get --simulate says the
 # packages' dependencies can be met here.  Last line "N passed, N failed".
 set -u
@@ -30,6 +32,16 @@ lib="$root/sys/usr/lib/$ma"
 out=$(LD_LIBRARY_PATH="$lib" "$root/sys/usr/bin/mess" --version 2>&1)
 [ "$out" = "mess $want" ] && ok "mess --version: $out" || bad "mess --version: $out (want mess $want)"
 [ -f "$root/sys/usr/share/man/man1/mess.1.gz" ] && ok "mess(1) in mess-tools" || bad "no mess(1)"
+# the benchmarks are built from the source tree, not packaged
+shipped=$(for deb in "$dir"/*.deb; do dpkg -c "$deb"; done | grep -E '/[^/]*bench[^/]*$')
+[ -z "$shipped" ] && ok "no package ships a benchmark program" || bad "packaged: $shipped"
+out=$(LD_LIBRARY_PATH="$lib" "$root/sys/usr/bin/mess" bench server 2>&1)
+rc=$?
+case "$rc $out" in
+"2 mess: bench: the benchmarks are not installed; they are built from the source tree"*)
+    ok "mess bench: built from the source tree (exit 2)" ;;
+*) bad "mess bench server: exit $rc, $out" ;;
+esac
 
 cat >"$root/prog.c" <<'C'
 #include <mess.h>

@@ -1,9 +1,13 @@
 #!/bin/sh
 # scripts/manpage.sh MESS > mess.1 - the mess(1) manual page, generated
 # from the tool's own help texts (one source: `mess --help`, `mess CMD
-# --help` for every command it lists, and `mess account|bench WHAT
-# --help`), so the page cannot drift from the tool.  Each help text goes
-# in verbatim (no-fill), with roff's special characters escaped.
+# --help` for every command it lists, and `mess account WHAT --help`), so
+# the page cannot drift from the tool.  Each help text goes in verbatim
+# (no-fill), with roff's special characters escaped.  `mess version` and
+# `mess bench` have a paragraph here instead: the page is installed with
+# the tool, which carries no benchmarks (they are the source tree's
+# mess-bench program, whose help texts `mess bench --help` shows there),
+# so the page says where they are whether or not build/mess-bench exists.
 set -eu
 mess=${1:?usage: scripts/manpage.sh path/to/mess}
 
@@ -39,12 +43,12 @@ EOF
 printf '%s\n' "$top" | block
 echo ".SH COMMANDS"
 for cmd in $(printf '%s\n' "$top" | names); do
-    [ "$cmd" = version ] && continue   # prints the version, has no help text
+    case "$cmd" in version|bench) continue ;; esac   # paragraphs below
     help=$("$mess" "$cmd" --help)
     echo ".SS \"mess $cmd\""
     printf '%s\n' "$help" | block
     case "$cmd" in
-    account|bench)
+    account)
         for what in $(printf '%s\n' "$help" | names); do
             echo ".SS \"mess $cmd $what\""
             "$mess" "$cmd" "$what" --help | block
@@ -52,6 +56,22 @@ for cmd in $(printf '%s\n' "$top" | names); do
     esac
 done
 cat <<'EOF'
+.SS "mess bench"
+.B mess bench
+.I WHAT
+.RI [ OPTIONS ]
+runs the benchmark program of a source-tree build, mess\-bench, which
+sits beside the mess executable (build/mess\-bench after
+.BR make ),
+with the same arguments:
+.B mess bench \-\-help
+lists the benchmarks,
+.B mess bench
+.I WHAT
+.B \-\-help
+gives their options.
+The benchmarks are not installed: an installed mess says that they are
+built from the source tree and exits with status 2.
 .SS "mess version"
 Prints the library version.
 .SH EXIT STATUS

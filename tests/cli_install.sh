@@ -1,7 +1,10 @@
 #!/bin/sh
 # tests/cli_install.sh - `make install` into a staging DESTDIR: a program
-# built with `pkg-config mess` links (static and shared) and runs, and
-# `make uninstall` removes every installed file.
+# built with `pkg-config mess` links (static and shared) and runs, the
+# installed tool carries no benchmark (no mess-bench is installed; its
+# `mess bench` says they are built from the source tree; nm and strings
+# find no benchmark code in it), and `make uninstall` removes every
+# installed file.
 cd "$(dirname "$0")/.." || exit 1
 . tests/shlib.sh
 dest="$tmp/root"
@@ -37,6 +40,31 @@ for f in lib/libmess.a lib/libmess.so lib/libmess.so.0 include/mess.h include/me
          lib/python3/dist-packages/mess/__init__.py; do
     [ -e "$dest$prefix/$f" ] && ok "installed $f" || bad "installed $f"
 done
+
+# the benchmarks (build/mess-bench) stay in the build tree
+found=$(find "$dest" -name '*bench*')
+[ -z "$found" ] && ok "no benchmark program installed" || bad "installed: $found"
+inst="$dest$prefix/bin/mess"
+"$inst" bench server >"$tmp/out" 2>"$tmp/err"
+rc=$?
+# recorded like $MESS's stderr, for tests/msgcov.py
+[ -z "${msg_log:-}" ] || cat "$tmp/err" >>"$msg_log"
+if [ $rc = 2 ] && [ ! -s "$tmp/out" ] &&
+   grep -q '^mess: bench: the benchmarks are not installed; they are built from the source tree' "$tmp/err"; then
+    ok "installed mess bench server: built from the source tree (exit 2)"
+else
+    bad "installed mess bench server: exit $rc, $(cat "$tmp/out" "$tmp/err" | head -c 300)"
+fi
+# the symbols are there (cli_cmd_bench, the forwarder), no benchmark's
+if nm "$inst" >"$tmp/nm" 2>&1 && grep -q ' cli_cmd_bench$' "$tmp/nm"; then
+    syms=$(grep -i bench "$tmp/nm" | grep -v ' cli_cmd_bench$')
+    [ -z "$syms" ] && ok "nm: no benchmark symbol in the installed tool" || bad "nm: $(echo $syms | head -c 300)"
+else
+    bad "nm $inst: $(head -c 200 "$tmp/nm")"
+fi
+# the benchmarks' texts (their usage lines, the hnswlib reference) neither
+hits=$(strings "$inst" | grep -e 'usage: mess bench' -e 'hnswlib_ref' -e 'mess bench [a-z]* --help')
+[ -z "$hits" ] && ok "strings: no benchmark text in the installed tool" || bad "strings: $hits"
 
 export PKG_CONFIG_PATH="$dest$prefix/lib/pkgconfig"
 export PKG_CONFIG_SYSROOT_DIR="$dest"

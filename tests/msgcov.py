@@ -3,7 +3,7 @@
 stderr, and the tests/cli_*.sh that made it print it.
 
 The messages are read from the source: each cli_error / fprintf(stderr)
-format in cli/*.c, and for cli_fail(WHAT, PATH, rc) the line it prints
+format in cli/*.c and bench/*.c (`mess bench` runs build/mess-bench), and for cli_fail(WHAT, PATH, rc) the line it prints
 (WHAT: reason without a path; PATH: reason (WHAT) with one, when the
 reason is not the system's).  LOGDIR holds what each test's `mess` runs
 wrote on stderr (tests/shlib.sh records it when MESS_MESSAGE_LOG is set,
@@ -29,9 +29,9 @@ EXEMPT = {
     "--popcount hw: this CPU has no POPCNT instruction":
         "only on a CPU without POPCNT (hnsw_popcount_force; the build and test "
         "machines have it)",
-    "bench batch: <reason>": "printed only with MESS_ENOMEM (cli/bench_batch.c)",
+    "bench batch: <reason>": "printed only with MESS_ENOMEM (bench/bench_batch.c)",
     "bench open: %s": "a directory that opened once fails to open or load again "
-                      "within the run (files changed under it); cli/bench_open.c",
+                      "within the run (files changed under it); bench/bench_open.c",
     "%zu queries returned no result (a bug)": "an internal consistency check of "
                                               "bench batch; fails only on a bug",
     "%zu entries failed to open (a bug)": "an internal consistency check of "
@@ -41,7 +41,10 @@ EXEMPT = {
     "%zu entries failed to open or SIVs to match (a bug)":
         "an internal consistency check of bench client; fails only on a bug",
     "bench client: <reason>": "printed only when sodium_init or the client's "
-                              "training fails, or out of memory (cli/bench_client.c)",
+                              "training fails, or out of memory (bench/bench_client.c)",
+    "bench: cannot find this program's directory (/proc/self/exe: %s)":
+        "only without /proc (or a path of 4096 bytes and more) to find the "
+        "benchmark program beside the tool (cli/bench.c)",
     "%s: %zu queries ranked differently with verify-all or per entry":
         "an internal consistency check of bench protocol; fails only on a bug",
     "%zu responses differ between search variants":
@@ -105,9 +108,9 @@ def to_regex(fmt):
 
 
 def messages():
-    """(label, format shown, regex) for every message in cli/*.c."""
+    """(label, format shown, regex) for every message in cli/*.c, bench/*.c."""
     out = {}
-    for path in sorted(glob.glob("cli/*.c")):
+    for path in sorted(glob.glob("cli/*.c") + glob.glob("bench/*.c")):
         src = open(path).read()
         for m in re.finditer(r"\b(cli_error|cli_fail|fprintf)\s*\(", src):
             line = src.count("\n", 0, m.start()) + 1
@@ -156,7 +159,7 @@ def main():
     msgs = messages()
     for key in list(EXEMPT) + KNOWN_GAPS:
         if key not in msgs:
-            print("not ok - listed message no longer in cli/*.c: %r" % key)
+            print("not ok - listed message no longer in cli/*.c or bench/*.c: %r" % key)
             failed += 1
     gaps = 0
     for key, (where, rx) in sorted(msgs.items(), key=lambda kv: kv[1][0]):

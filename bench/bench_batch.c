@@ -26,7 +26,7 @@
 
 #include "../mess.h"
 #include "../mess_experimental.h"
-#include "cli.h"
+#include "bench.h"
 
 #define K 10
 #define PATHS 3

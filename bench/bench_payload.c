@@ -25,7 +25,7 @@
 
 #include "internal.h"
 #include "payload.h"
-#include "cli.h"
+#include "bench.h"
 
 #define RFC_NONCE 12
 #define RFC_TAG 16

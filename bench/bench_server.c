@@ -36,7 +36,7 @@
 #include "../mess.h"
 #include "protocol.h"
 #include "wire.h"
-#include "cli.h"
+#include "bench.h"
 
 #define MAXV 16
 #define K 10

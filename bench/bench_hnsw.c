@@ -27,7 +27,7 @@
 
 #include "hnsw_bin.h"
 #include "../mess.h"
-#include "cli.h"
+#include "bench.h"
 
 #define MAX_LIST 32
 

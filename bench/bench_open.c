@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "../mess.h"
-#include "cli.h"
+#include "bench.h"
 
 static const char open_help[] =
     "usage: mess bench open --server S [--repeat R]\n"

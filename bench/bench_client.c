@@ -41,7 +41,7 @@
 #include "metric.h"
 #include "poly1305_lanes.h"
 #include "protocol.h"
-#include "cli.h"
+#include "bench.h"
 
 #define TOPK 10
 

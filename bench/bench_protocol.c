@@ -25,7 +25,7 @@
 
 #include "../mess.h"
 #include "protocol.h"
-#include "cli.h"
+#include "bench.h"
 
 #define MAX_POOLS 32
 #define MAX_CONFIGS 8

@@ -19,7 +19,7 @@
 #include "hnsw_bin.h"
 #include "isohash.h"
 #include "lshrr.h"
-#include "cli.h"
+#include "bench.h"
 
 struct data {
     float *base, *query, *learn;

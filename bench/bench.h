@@ -1,0 +1,24 @@
+/*
+ * bench.h - mess-bench, the benchmarks of the source tree: one family per
+ * bench/bench_<name>.c, dispatched by bench/main.c.  The benchmarks may
+ * include the library's internal headers; they share the tool's argument
+ * parsing, file reading, clocks and server opening (cli/cli.h: cli/args.c,
+ * files.c, clock.c and server.c are linked into both programs).
+ */
+#ifndef MESS_BENCH_H
+#define MESS_BENCH_H
+
+#include "../cli/cli.h"
+
+/* `mess bench NAME`: argc/argv start after NAME; the exit codes are the
+ * tool's (CLI_OK, CLI_FAIL, CLI_USAGE). */
+int bench_hnsw(int argc, char **argv);
+int bench_encode(int argc, char **argv);
+int bench_protocol(int argc, char **argv);
+int bench_payload(int argc, char **argv);
+int bench_batch(int argc, char **argv);
+int bench_client(int argc, char **argv);
+int bench_open(int argc, char **argv);
+int bench_server(int argc, char **argv);
+
+#endif
