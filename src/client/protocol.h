@@ -2,10 +2,11 @@
  * protocol.h - the protocol's handles and the helpers its files share.
  * Internal: not installed.
  *
- * mess.c is the entry (handles, keys, labels, routing, coins, locking);
- * the operations live in client_update.c (insert and delete messages),
- * client_request.c, client_finish.c, server_apply.c (apply, compact),
- * server_search.c, server_view.c and state.c (state-file bodies).
+ * client_core.c is the client's machinery (keys, labels, routing, coins,
+ * locking), mess.c the server handle; the operations live in
+ * client_update.c (insert and delete messages), client_request.c,
+ * client_finish.c, client_state.c and server_state.c (state-file bodies),
+ * server_apply.c (apply, compact), server_search.c and server_view.c.
  * docs/ARCHITECTURE.md maps the paper onto these files.
  */
 #ifndef MESS_PROTOCOL_H
@@ -205,7 +206,19 @@ struct mess_query {
     uint16_t *budgets;
 };
 
-/* ---- keys (mess.c) ------------------------------------------------------ */
+/* ---- the client's lock and keys (client_core.c) --------------------------- */
+
+/* The handle's lock (mess.h, "Threads"), also taken through a const
+ * pointer: for writing around every call that changes the operation
+ * counter, the generation map or the settings; for reading around finish
+ * and save. */
+void client_lock(const mess_client *c);
+void client_lock_read(const mess_client *c);
+void client_unlock(const mess_client *c);
+/* Gives the caller w's buffer in *buf / *len (rc MESS_OK), or frees it
+ * (any other rc, which it returns). */
+int wr_hand_over(struct mess_wr *w, int rc, uint8_t **buf, size_t *len);
+
 
 #define SHARD_KEY_BYTES (sizeof(struct payload_keys) + KEY_BYTES)
 
@@ -248,7 +261,8 @@ struct hnsw_params server_graph_params(const mess_params *p, uint32_t shard);
 /* A server handle; with_graphs: empty graphs (else the loader fills them). */
 int server_alloc(const mess_params *p, int with_graphs, mess_server **out);
 
-/* ---- the client's operations, called under the handle's lock (mess.c) ---- */
+/* ---- the client's operations, called under the handle's lock by their
+ * entry points (each in the operation's file) -------------------------------- */
 
 /* The encoders write into a struct mess_wr the caller initialised
  * (growable, or over a caller-owned buffer: the _into calls) and frees on
@@ -284,8 +298,5 @@ void client_finish_set_batched(int on);
  * (chacha_lanes_force, poly1305_lanes_force, metric_set_simd), not
  * thread-safe. */
 void client_finish_set_simd(int on);
-/* state.c */
-int client_save(const mess_client *c, const char *path,
-                const char *passphrase, size_t passphrase_len);
 
 #endif
