@@ -3,7 +3,7 @@
  * Internal: not installed.
  *
  * client_core.c is the client's machinery (keys, labels, routing, coins,
- * locking), mess.c the server handle; the operations live in
+ * locking), server_core.c the server handle; the operations live in
  * client_update.c (insert and delete messages), client_request.c,
  * client_finish.c, client_state.c and server_state.c (state-file bodies),
  * server_apply.c (apply, compact), server_search.c and server_view.c.
@@ -254,7 +254,7 @@ static inline struct hnsw_label label_load(const uint8_t *b)
     return hnsw_label_of(mess_load_u64(b), mess_load_u64(b + 8));
 }
 
-/* ---- server handle (mess.c) ---------------------------------------------- */
+/* ---- server handle (server_core.c; the graph parameters: server_store.c) -- */
 
 /* The graph parameters of shard `shard` (its level seed is public). */
 struct hnsw_params server_graph_params(const mess_params *p, uint32_t shard);

@@ -87,16 +87,16 @@ int store_open(const char *dir, const mess_params *expect, const uint32_t *shard
  * is validated and before anything changes; MESS_OK for a server in
  * memory.  Today a directory-backed server's applies are in memory until
  * the next checkpoint (this returns MESS_OK); the log makes them durable
- * when it returns.  The replay belongs at the end of store_open (after
- * the shards are loaded) and the log's restart right after the MANIFEST
- * rename in mess_server_checkpoint (marked "WAL:" in server_store.c). */
+ * when it returns.  The replay is at the end of store_open (after the
+ * shards are loaded, server_open.c) and the log's restart right after the
+ * MANIFEST rename in mess_server_checkpoint (server_checkpoint.c). */
 int store_log(mess_server *s, enum wire_kind kind, const uint8_t *buf, size_t len);
 /* The same for a compaction (mess_server_compact, once its new shards
  * are built and before the handle takes them).  A subset server logs
  * nothing (its updates are durable at its checkpoint). */
 int store_log_compact(mess_server *s);
 
-/* ---- for server_extract.c --------------------------------------------------
+/* ---- for the server's open, checkpoint and extract (src/server) ------------
  * All n bytes of p written to fd (EINTR retried): MESS_OK or MESS_EIO. */
 int store_write_all(int fd, const uint8_t *p, size_t n);
 /* The shard list of an open or an extract checked against count shards
@@ -117,5 +117,59 @@ void store_encode_manifest(const mess_server *s, uint64_t gen, const struct stor
 
 /* Gives up the directory's writer claim (mess_server_free). */
 void store_release_claim(mess_server *s);
+
+/* ---- for the server's open and checkpoint (src/server) -------------------- */
+
+/* Server directories are little-endian on disk and mapped as they are. */
+static inline int host_little_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const uint8_t *)&one == 1;
+}
+
+/* Loads shard j of s (its manifest record e): graph and arena mapping;
+ * mode: enum store_mode (STORE_LAZY leaves a chain to server_ready). */
+int store_load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
+                     int mode, char *msg, size_t cap);
+/* Copies MANIFEST record e into the shard's file fields. */
+void store_take_record(struct shard_store *st, const struct store_shard *e);
+
+/* A new file with `data` (two pieces), fsync'd; an old file of that name
+ * (a checkpoint that crashed before its MANIFEST) is replaced. */
+int store_write_file(const char *path, const uint8_t *a, size_t alen,
+                     const uint8_t *b, size_t blen);
+/* Writes graph g to a new file at path (fsync'd); its length and digest. */
+int store_graph_write(const struct hnsw *g, const char *path, uint64_t *bytes,
+                      uint8_t digest[STORE_DIGEST_BYTES]);
+/* Writes shard j's delta since its last checkpoint (hnsw_track) to a new
+ * file at path, fsync'd; d gets its generation, length and digest. */
+int store_delta_write(const struct shard_store *st, uint32_t j, uint64_t gen,
+                      const char *path, struct store_delta *d);
+/* Maps the graph file at path (exactly `want` bytes), attaches shard j's
+ * graph to it and applies its delta chain (e: the manifest record, NULL
+ * for none or for a chain left to server_ready; dir: where the deltas
+ * are); full: also the base's digest and hnsw_check of the result.  The
+ * caller starts the graph's change record (hnsw_track). */
+int store_graph_map(const mess_params *p, uint32_t j, const char *path, uint64_t want,
+                    const uint8_t *digest, const char *dir, const struct store_shard *e,
+                    int full, struct hnsw **g, void **map, size_t *map_len, char *msg,
+                    size_t cap);
+/* The page-cache advice (mess_server_set_advice) on an arena mapping. */
+void store_arena_advise(void *m, size_t len);
+
+/* The writer claim (docs/PROTOCOL.md "One writer at a time"): of a whole
+ * server before its first change (the directory must still be the one it
+ * opened: MESS_ESTATE with errno ESTALE otherwise), or of a subset server
+ * for its checkpoint at the directory's generation gen (the log must hold
+ * no record of it).  MESS_ESTATE with errno EBUSY when another handle
+ * holds the claim. */
+int store_claim_log(mess_server *s);
+int store_claim_subset(mess_server *s, uint64_t gen);
+
+/* ---- the upper half (src/server/server_open.c) ---------------------------- */
+
+/* Opens S/wal for the server's generation, applies its records and keeps
+ * it as the server's log (writable, or read-only for a verification). */
+int store_open_log(mess_server *s, int writable, char *msg, size_t cap);
 
 #endif
