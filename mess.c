@@ -12,8 +12,8 @@
  */
 #include <sodium.h>
 
+#include "client.h"
 #include "isohash.h"
-#include "protocol.h"
 
 int mess_client_new(const mess_params *in, const float *train, size_t n,
                     const uint8_t *seed, unsigned threads, mess_client **out)

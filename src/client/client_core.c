@@ -32,8 +32,8 @@
 #include <pthread.h>
 #include <sodium.h>
 
+#include "client.h"
 #include "isohash.h"
-#include "protocol.h"
 
 /* ------------------------------------------------------------------------
  * The client's locked entry points (mess.h, "Threads"): each call that

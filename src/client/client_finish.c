@@ -7,10 +7,10 @@
 #include <sodium.h>
 
 #include "chacha_lanes.h"
+#include "client.h"
 #include "metric.h"
 #include "parallel.h"
 #include "poly1305_lanes.h"
-#include "protocol.h"
 
 struct scored {
     uint64_t id;

@@ -5,10 +5,10 @@
 #include <math.h>
 #include <sodium.h>
 
+#include "client.h"
 #include "isohash.h"
 #include "lshrr.h"
 #include "parallel.h"
-#include "protocol.h"
 #include "rng.h"
 
 /* ------------------------------------------------------------------------

@@ -5,8 +5,8 @@
  */
 #include <sodium.h>
 
+#include "client.h"
 #include "isohash.h"
-#include "protocol.h"
 #include "statefile.h"
 
 /* ------------------------------------------------------------------------

@@ -6,10 +6,10 @@
 #include <math.h>
 #include <sodium.h>
 
+#include "client.h"
 #include "isohash.h"
 #include "lshrr.h"
 #include "parallel.h"
-#include "protocol.h"
 #include "rng.h"
 
 /* Storage coins of shard j: a ChaCha20 stream keyed by

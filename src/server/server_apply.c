@@ -8,8 +8,7 @@
 #include <sodium.h>
 
 #include "parallel.h"
-#include "protocol.h"
-#include "server_store.h"
+#include "server.h"
 
 /* Makes room for `more` ciphertexts in shard j. */
 static int store_reserve(mess_server *s, struct shard_store *st, size_t more)

@@ -22,8 +22,7 @@
 
 #include "atomicfile.h"
 #include "params.h"
-#include "protocol.h"
-#include "server_store.h"
+#include "server.h"
 #include "wal.h"
 
 /* ---- checkpoint ------------------------------------------------------------ */

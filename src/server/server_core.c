@@ -9,8 +9,8 @@
 #include <sodium.h>
 
 #include "parallel.h"
-#include "protocol.h"
-#include "server_store.h"
+#include "payload.h"
+#include "server.h"
 #include "wal.h"
 
 void mess_server_free(mess_server *s)

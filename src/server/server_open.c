@@ -12,8 +12,7 @@
 #include <sodium.h>
 
 #include "params.h"
-#include "protocol.h"
-#include "server_store.h"
+#include "server.h"
 #include "wal.h"
 
 /* ---- the write-ahead log's replay (D16, wal.c) ---------------------------- */

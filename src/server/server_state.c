@@ -3,8 +3,7 @@
  * (mess_server_save / mess_server_load, which mess_server_export and
  * mess_server_import use); statefile.c wraps it in the container.
  */
-#include "protocol.h"
-#include "server_store.h"
+#include "server.h"
 #include "statefile.h"
 
 /* ------------------------------------------------------------------------

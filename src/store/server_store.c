@@ -22,7 +22,8 @@
 
 #include "mess_experimental.h"
 #include "params.h"
-#include "server_store.h"
+#include "payload.h"
+#include "store.h"
 #include "wal.h"
 
 /* ---- messages and names -------------------------------------------------- */

@@ -1,6 +1,10 @@
 /*
- * server_store.h - the server's working form: a directory (PLAN D14,
- * docs/PROTOCOL.md "Server directory").  Internal header.
+ * store.h - the store's internal header: the server handle's data the
+ * store manages (struct mess_server, each shard's graph, ciphertexts and
+ * files, the lazy apply) and the server's working form, a directory
+ * (PLAN D14, docs/PROTOCOL.md "Server directory"), whose lower half is
+ * src/store/server_store.c.  Internal: not installed; it never includes
+ * the client's header (the server never sees the client's keys).
  *
  *   S/MANIFEST                    generation, parameters, owner tag and,
  *                                 per shard, its two files (below);
@@ -22,10 +26,135 @@
  * Uploads and deletes change the handle in memory (new ciphertexts in a
  * heap tail) until mess_server_checkpoint writes them.
  */
-#ifndef MESS_SERVER_STORE_H
-#define MESS_SERVER_STORE_H
+#ifndef MESS_STORE_H
+#define MESS_STORE_H
 
-#include "protocol.h"
+#include <pthread.h>
+
+#include "hnsw_bin.h"
+#include "internal.h"
+#include "wire.h"
+
+/* One delta of a shard's chain (docs/PROTOCOL.md "Proportional
+ * checkpoint"): S/shard-JJJJ-GGGGGGGG.delta, gen = GGGGGGGG. */
+#define STORE_CHAIN_MAX 8
+struct store_delta {
+    uint64_t gen, bytes, nodes; /* nodes: the graph's after it */
+    uint8_t digest[32];
+};
+
+/* One shard's graph and ciphertexts.  Node i's ciphertext is in the
+ * mapped payload arena for i < base (a directory-backed server, read only
+ * for the entries a search returns) and in the heap tail `entries` at
+ * (i - base) * entry_bytes otherwise (a server in memory has base 0).
+ * The file fields belong to server_store.c (docs/PROTOCOL.md, "Server
+ * directory"). */
+struct shard_store {
+    struct hnsw *graph;   /* NULL: a shard this (subset) server does not hold */
+    void *graph_map;      /* the graph file's mapping the graph is attached to
+                             (MAP_PRIVATE, copy-on-write) or NULL */
+    size_t graph_map_len;
+    uint8_t *entries;     /* heap tail: nodes base .. count-1 */
+    size_t cap;           /* tail entries allocated */
+    size_t base;          /* nodes whose ciphertexts are in the arena */
+    const uint8_t *arena; /* the arena mapping (MAP_SHARED, PROT_READ) or NULL */
+    size_t arena_map;     /* its length in bytes */
+    uint64_t graph_gen;   /* generation in the graph file's name */
+    uint64_t graph_bytes; /* its length */
+    uint8_t graph_digest[32]; /* its BLAKE2b-256 */
+    uint64_t nodes;       /* node count the manifest records */
+    uint64_t arena_gen;   /* generation in the arena file's name */
+    uint64_t arena_bytes; /* valid arena bytes (nodes * entry_bytes) */
+    uint32_t chain_len;   /* deltas applied over the graph file */
+    struct store_delta chain[STORE_CHAIN_MAX];
+    int dirty;            /* graph changed since the last checkpoint */
+    int rewrite;          /* arena to be rewritten whole (after compact) */
+    /* Lazy apply (docs/PROTOCOL.md "Lazy apply"): the open attaches the
+     * base and checks only each delta's header; the first operation that
+     * reads the shard applies its chain (server_ready, under the server's
+     * ready_lock).  A pending shard is never changed and keeps its record. */
+    int pending;          /* chain not applied yet: the graph is the base's */
+    uint32_t chain_done;  /* deltas of the chain applied so far */
+    uint64_t pending_deleted; /* deleted nodes after the chain (its last header) */
+    int failed;           /* 0, or the code its chain's apply failed with (sticky) */
+    char *failed_msg;     /* that failure's reason, naming the file (malloc'd) */
+    int fold;             /* the next checkpoint writes a new graph file
+                             (mess_server_compact: the chain folds away) */
+    /* A pending chain's deltas mapped at the open (NULL: not mapped), read
+     * only if the file's name is gone when the chain is applied: another
+     * handle's checkpoint folded the chain and unlinked them, and this
+     * handle still applies what it opened (unmapped once applied). */
+    const uint8_t *chain_map[STORE_CHAIN_MAX];
+};
+
+/* Node `node`'s ciphertext (node < hnsw_count(st->graph)). */
+static inline const uint8_t *shard_entry(const struct shard_store *st,
+                                         size_t entry_bytes, size_t node)
+{
+    if (node < st->base)
+        return st->arena + node * entry_bytes;
+    return st->entries + (node - st->base) * entry_bytes;
+}
+
+/* Search scratches a server keeps for its queries (server_search.c). */
+#define SCRATCH_POOL 64
+
+struct wal;
+
+struct mess_server {
+    mess_params p;
+    size_t entry_bytes;
+    struct shard_store *shards;
+    /* Search scratch (visit marks sized by the shards) kept across queries,
+     * so a search allocates and clears nothing proportional to the index. */
+    pthread_mutex_t pool_lock;
+    struct hnsw_scratch *pool[SCRATCH_POOL];
+    size_t npool;
+    /* Worker threads of multi-threaded searches, started by the first and
+     * kept (under pool_lock); busy while one search uses them. */
+    mess_workers *workers;
+    int workers_busy;
+    long workers_pid;                /* the process that started them: a
+                                        forked child has none of them */
+    int owned;                       /* an upload has been applied */
+    uint8_t owner[MESS_OWNER_BYTES]; /* its client's owner tag */
+    /* Directory-backed (server_store.c, server_open.c, server_checkpoint.c):
+     * NULL for a server in memory. */
+    char *dir;
+    uint64_t generation;             /* the MANIFEST's */
+    uint32_t held;                   /* shards held (p.shards unless a subset) */
+    int owner_dirty;                 /* owner set since the last checkpoint */
+    struct wal *wal;                 /* its write-ahead log (wal.h; read-only
+                                        for a subset or verify) or NULL */
+    int replaying;                   /* applying the log's records: not logged again */
+    int log_foreign;                 /* a subset whose log holds records of other
+                                        shards: it may not checkpoint (fold) it */
+    int claimed, claim_fd;           /* the directory's writer claim (flock on
+                                        S/LOCK) and its descriptor */
+    /* Guards the lazy apply of the shards' delta chains (server_ready) and
+     * `unready`: the shards pending or failed.  A search takes it once. */
+    pthread_mutex_t ready_lock;
+    uint32_t unready;
+};
+
+/* Applies the delta chain of each listed shard (shards NULL / n 0: every
+ * shard it holds) that the lazy open left pending, exactly as an eager
+ * open would (server_store.c); shards out of range or not held are
+ * skipped (the caller refuses them).  One lock when nothing is pending.
+ * MESS_OK, or the first failure: a shard whose chain fails (MESS_EFORMAT,
+ * MESS_EIO...) keeps failing with that code and mess_server_error names
+ * the file; MESS_ENOMEM leaves it pending, resumed at the next call.
+ * Safe from many threads (searches on a const server). */
+int server_ready(const mess_server *s, const uint32_t *shards, size_t n);
+
+/* 1 if the server holds shard j (every shard, unless opened on a subset). */
+static inline int server_holds(const mess_server *s, uint32_t j)
+{
+    return j < s->p.shards && s->shards[j].graph != NULL;
+}
+
+/* The graph parameters of shard `shard` (its level seed is public). */
+struct hnsw_params server_graph_params(const mess_params *p, uint32_t shard);
 
 #define STORE_MAGIC "MESSSMAN"
 #define STORE_VERSION 2
@@ -77,10 +206,6 @@ void store_free_graph(struct shard_store *st);
  * digest and runs hnsw_check, and opens the log read-only. */
 enum store_mode { STORE_LAZY = 0, STORE_VERIFY = 1, STORE_EAGER = 2 };
 
-/* mess_server_open with a reason in msg on failure; mode: enum store_mode. */
-int store_open(const char *dir, const mess_params *expect, const uint32_t *shards,
-               size_t nshards, int mode, mess_server **out, char *msg,
-               size_t msg_cap);
 
 /* ---- hook points of the write-ahead log (D16, wal.c) -------------------
  * store_log: called by mess_server_apply_upload/_delete after the buffer
@@ -165,11 +290,5 @@ void store_arena_advise(void *m, size_t len);
  * holds the claim. */
 int store_claim_log(mess_server *s);
 int store_claim_subset(mess_server *s, uint64_t gen);
-
-/* ---- the upper half (src/server/server_open.c) ---------------------------- */
-
-/* Opens S/wal for the server's generation, applies its records and keeps
- * it as the server's log (writable, or read-only for a verification). */
-int store_open_log(mess_server *s, int writable, char *msg, size_t cap);
 
 #endif
