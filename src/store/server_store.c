@@ -1,5 +1,5 @@
 /*
- * server_store.c - the server directory's lower half (server_store.h,
+ * server_store.c - the server directory's lower half (store.h,
  * PLAN D14): names, the MANIFEST's encoding and parsing, the per-shard
  * graph files, deltas and payload arenas (written, mapped, advised), the
  * lazy apply of delta chains (server_ready, mess_server_error), the

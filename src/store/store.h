@@ -47,7 +47,8 @@ struct store_delta {
  * mapped payload arena for i < base (a directory-backed server, read only
  * for the entries a search returns) and in the heap tail `entries` at
  * (i - base) * entry_bytes otherwise (a server in memory has base 0).
- * The file fields belong to server_store.c (docs/PROTOCOL.md, "Server
+ * The file fields belong to the directory's code (server_store.c below,
+ * server_open.c and server_checkpoint.c above; docs/PROTOCOL.md, "Server
  * directory"). */
 struct shard_store {
     struct hnsw *graph;   /* NULL: a shard this (subset) server does not hold */
