@@ -199,14 +199,14 @@ void store_unmap_arena(struct shard_store *st);
 /* Frees a shard's graph, then the mapping it was attached to. */
 void store_free_graph(struct shard_store *st);
 
-/* How store_open treats the shards' delta chains (docs/PROTOCOL.md "Lazy
- * apply"): LAZY (mess_server_open) checks each delta's length and header
- * and leaves the chain to the first operation that reads the shard
- * (server_ready); EAGER applies every chain (each delta read and checked
- * whole); VERIFY (mess_server_verify) also checks every graph file's
- * digest and runs hnsw_check, and opens the log read-only. */
+/* How store_open (server_open.c) and store_load_shard treat the shards'
+ * delta chains (docs/PROTOCOL.md "Lazy apply"): LAZY (mess_server_open)
+ * checks each delta's length and header and leaves the chain to the
+ * first operation that reads the shard (server_ready); EAGER applies
+ * every chain (each delta read and checked whole); VERIFY
+ * (mess_server_verify) also checks every graph file's digest and runs
+ * hnsw_check, and opens the log read-only. */
 enum store_mode { STORE_LAZY = 0, STORE_VERIFY = 1, STORE_EAGER = 2 };
-
 
 /* ---- hook points of the write-ahead log (D16, wal.c) -------------------
  * store_log: called by mess_server_apply_upload/_delete after the buffer
@@ -243,8 +243,6 @@ void store_encode_manifest(const mess_server *s, uint64_t gen, const struct stor
 
 /* Gives up the directory's writer claim (mess_server_free). */
 void store_release_claim(mess_server *s);
-
-/* ---- for the server's open and checkpoint (src/server) -------------------- */
 
 /* Server directories are little-endian on disk and mapped as they are. */
 static inline int host_little_endian(void)
