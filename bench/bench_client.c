@@ -40,7 +40,7 @@
 #include "lshrr.h"
 #include "metric.h"
 #include "poly1305_lanes.h"
-#include "protocol.h"
+#include "client.h"
 #include "bench.h"
 
 #define TOPK 10

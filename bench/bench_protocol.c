@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "../mess.h"
-#include "protocol.h"
+#include "client.h"
 #include "bench.h"
 
 #define MAX_POOLS 32

@@ -34,7 +34,7 @@
 
 #include "hnsw_bin.h"
 #include "../mess.h"
-#include "protocol.h"
+#include "server.h"
 #include "wire.h"
 #include "bench.h"
 

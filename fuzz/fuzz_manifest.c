@@ -17,7 +17,8 @@
 
 #include <sodium.h>
 
-#include "server_store.h"
+#include "payload.h"
+#include "server.h"
 #include "fuzz.h"
 
 static char dir[4200];

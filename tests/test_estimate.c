@@ -14,7 +14,7 @@
 
 #include "hnsw_bin.h"
 #include "../mess_experimental.h"
-#include "protocol.h"
+#include "store.h"
 #include "harness.h"
 #include "sift.h"
 

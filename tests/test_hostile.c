@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "../mess_experimental.h"
-#include "protocol.h"
+#include "client.h"
 #include "harness.h"
 #include "sift.h"
 

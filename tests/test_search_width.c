@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "../mess.h"
-#include "protocol.h"
+#include "server.h"
 #include "harness.h"
 
 #define N_ITEMS 3000

@@ -7,10 +7,10 @@
 #include <sodium.h>
 
 #include "chacha_lanes.h"
+#include "client.h"
 #include "metric.h"
 #include "parallel.h"
 #include "poly1305_lanes.h"
-#include "protocol.h"
 
 struct scored {
     uint64_t id;
@@ -474,5 +474,123 @@ int client_finish(const mess_client *c, const mess_query *q,
     free(f.ent);
     free(best);
     free(f.map.slot);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * The public entry points (mess.h): each holds the handle's lock around
+ * the finish, for reading (client_core.c, "The client's locked entry points").
+ * ---------------------------------------------------------------------- */
+
+int mess_client_finish_sized(const mess_client *c, const mess_query *q,
+                             const uint8_t *resp, size_t resp_len, size_t k,
+                             uint64_t *ids, float *dists, size_t *n_out,
+                             mess_finish_stats *stats, size_t stats_size)
+{
+    mess_finish_stats st;
+    int rc;
+    if (!c)
+        return MESS_EINVAL;
+    if (stats && (stats_size < MESS_FINISH_STATS_MIN_SIZE || stats_size > UINT32_MAX))
+        return MESS_EINVAL; /* "Growable structs": nothing read or written */
+    memset(&st, 0, sizeof st);
+    client_lock_read(c);
+    rc = client_finish(c, q, resp, resp_len, k, ids, dists, n_out,
+                       stats ? &st : NULL, 0);
+    client_unlock(c);
+    if (stats) {
+        st.size = (uint32_t)sizeof st;
+        mess_struct_out(stats, stats_size, &st,
+                        MESS_FIELD_END(mess_finish_stats, unopened),
+                        MESS_FINISH_STATS_MIN_SIZE);
+    }
+    return rc;
+}
+
+struct finish_batch {
+    const mess_client *c;
+    const mess_query *const *qs;
+    const uint8_t *const *resps;
+    const size_t *resp_lens;
+    size_t k, stats_size;
+    uint64_t *ids;
+    float *dists;
+    size_t *n_out;
+    uint8_t *stats; /* the caller's array, stats_size bytes per item */
+    int *status;
+};
+
+static int finish_item(void *ctx, size_t i, unsigned worker)
+{
+    struct finish_batch *b = (struct finish_batch *)ctx;
+    mess_finish_stats st;
+    int rc;
+    MESS_UNUSED(worker);
+    memset(&st, 0, sizeof st);
+    b->n_out[i] = 0;
+    rc = b->resps[i] ? client_finish(b->c, b->qs[i], b->resps[i], b->resp_lens[i],
+                                     b->k, b->k ? b->ids + i * b->k : NULL,
+                                     b->k ? b->dists + i * b->k : NULL,
+                                     &b->n_out[i], &st, 1)
+                     : MESS_EINVAL;
+    if (rc != MESS_OK)
+        b->n_out[i] = 0;
+    if (b->stats) {
+        st.size = (uint32_t)sizeof st;
+        mess_struct_out(b->stats + i * b->stats_size, b->stats_size, &st,
+                        MESS_FIELD_END(mess_finish_stats, unopened),
+                        MESS_FINISH_STATS_MIN_SIZE);
+    }
+    if (b->status)
+        b->status[i] = rc;
+    return MESS_OK; /* items are independent */
+}
+
+int mess_client_finish_batch_sized(const mess_client *c,
+                                   const mess_query *const *qs,
+                                   const uint8_t *const *resps,
+                                   const size_t *resp_lens, size_t n, size_t k,
+                                   mess_workers *w, uint64_t *ids,
+                                   float *dists, size_t *n_out,
+                                   mess_finish_stats *stats, size_t stats_size,
+                                   int *status)
+{
+    struct finish_batch b;
+    int *codes = status;
+    size_t i, x;
+    int rc;
+    if (!c || (n && (!qs || !resps || !resp_lens || !n_out ||
+                     (k && (!ids || !dists)))))
+        return MESS_EINVAL;
+    if (stats && (stats_size < MESS_FINISH_STATS_MIN_SIZE || stats_size > UINT32_MAX))
+        return MESS_EINVAL; /* "Growable structs" */
+    if (mess_mul_size(n, k, &x) != MESS_OK ||
+        (stats && mess_mul_size(n, stats_size, &x) != MESS_OK))
+        return MESS_ELIMIT;
+    if (n == 0)
+        return MESS_OK;
+    if (!codes) {
+        codes = (int *)mess_malloc_array(n, sizeof *codes);
+        if (!codes)
+            return MESS_ENOMEM;
+    }
+    b.c = c;
+    b.qs = qs;
+    b.resps = resps;
+    b.resp_lens = resp_lens;
+    b.k = k;
+    b.stats_size = stats_size;
+    b.ids = ids;
+    b.dists = dists;
+    b.n_out = n_out;
+    b.stats = (uint8_t *)stats;
+    b.status = codes;
+    client_lock_read(c);
+    rc = workers_for(w, n, finish_item, &b);
+    client_unlock(c);
+    for (i = 0; rc == MESS_OK && i < n; i++)
+        rc = codes[i];
+    if (codes != status)
+        free(codes);
     return rc;
 }

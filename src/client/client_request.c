@@ -5,9 +5,10 @@
 #include <math.h>
 #include <sodium.h>
 
+#include "client.h"
 #include "isohash.h"
 #include "lshrr.h"
-#include "protocol.h"
+#include "parallel.h"
 #include "rng.h"
 
 /* ------------------------------------------------------------------------
@@ -110,5 +111,101 @@ int client_request(mess_client *c, const float *qv, size_t pool,
     int rc = client_request_build(c, qv, pool, c->op_counter, q_out, w);
     if (rc == MESS_OK)
         c->op_counter++;
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * The public entry points (mess.h): each holds the handle's lock around
+ * the request, for writing (client_core.c, "The client's locked entry points").
+ * ---------------------------------------------------------------------- */
+
+int mess_client_request(mess_client *c, const float *q, size_t pool,
+                        mess_query **q_out, uint8_t **req, size_t *req_len)
+{
+    struct mess_wr w;
+    int rc;
+    if (!c || !q_out || !req || !req_len)
+        return MESS_EINVAL;
+    *q_out = NULL;
+    *req = NULL;
+    *req_len = 0;
+    mess_wr_init(&w);
+    client_lock(c);
+    rc = client_request(c, q, pool, q_out, &w);
+    client_unlock(c);
+    return wr_hand_over(&w, rc, req, req_len);
+}
+
+int mess_client_request_into(mess_client *c, const float *q, size_t pool,
+                             mess_query **q_out, uint8_t *req, size_t cap,
+                             size_t *req_len)
+{
+    struct mess_wr w;
+    int rc;
+    if (!c || !q_out || !req || !req_len)
+        return MESS_EINVAL;
+    *q_out = NULL;
+    *req_len = mess_request_size(&c->p);
+    if (cap < *req_len)
+        return MESS_ELIMIT;
+    mess_wr_init_fixed(&w, req, cap);
+    client_lock(c);
+    rc = client_request(c, q, pool, q_out, &w);
+    client_unlock(c);
+    return rc;
+}
+
+struct request_batch {
+    const mess_client *c;
+    const float *queries;
+    size_t pool, req_bytes;
+    uint64_t op0;
+    mess_query **q_out;
+    uint8_t *reqs;
+};
+
+static int request_item(void *ctx, size_t i, unsigned worker)
+{
+    struct request_batch *b = (struct request_batch *)ctx;
+    struct mess_wr w;
+    MESS_UNUSED(worker);
+    mess_wr_init_fixed(&w, b->reqs + i * b->req_bytes, b->req_bytes);
+    return client_request_build(b->c, b->queries + i * (size_t)b->c->p.dim, b->pool,
+                         b->op0 + i, &b->q_out[i], &w);
+}
+
+int mess_client_request_batch(mess_client *c, const float *queries, size_t nq,
+                              size_t pool, mess_workers *w, mess_query **q_out,
+                              uint8_t *reqs, size_t cap, size_t *req_len)
+{
+    struct request_batch b;
+    size_t i, need;
+    int rc;
+    if (!c || (!queries && nq) || (!q_out && nq) || (!reqs && nq) || !req_len)
+        return MESS_EINVAL;
+    for (i = 0; i < nq; i++)
+        q_out[i] = NULL;
+    *req_len = mess_request_size(&c->p);
+    if (mess_mul_size(nq, *req_len, &need) != MESS_OK || cap < need)
+        return MESS_ELIMIT;
+    if (nq > 0 && mess_mul_size(nq, c->p.dim, &need) != MESS_OK)
+        return MESS_ELIMIT;
+    b.c = c;
+    b.queries = queries;
+    b.pool = pool;
+    b.req_bytes = *req_len;
+    b.q_out = q_out;
+    b.reqs = reqs;
+    client_lock(c);
+    b.op0 = c->op_counter;
+    rc = workers_for(w, nq, request_item, &b);
+    if (rc == MESS_OK)
+        c->op_counter += nq;
+    client_unlock(c);
+    if (rc != MESS_OK)
+        for (i = 0; i < nq; i++) {
+            mess_query_free(q_out[i]);
+            q_out[i] = NULL;
+        }
     return rc;
 }

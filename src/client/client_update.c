@@ -6,10 +6,10 @@
 #include <math.h>
 #include <sodium.h>
 
+#include "client.h"
 #include "isohash.h"
 #include "lshrr.h"
 #include "parallel.h"
-#include "protocol.h"
 #include "rng.h"
 
 /* Storage coins of shard j: a ChaCha20 stream keyed by
@@ -383,5 +383,84 @@ int client_delete(mess_client *c, const uint64_t *ids, size_t n,
     rc = w->err;
     if (rc == MESS_OK)
         rc = gen_mark_deleted(c, ids, n);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * The public entry points (mess.h): each holds the handle's lock around
+ * the operation, for writing (client_core.c, "The client's locked entry points").
+ * ---------------------------------------------------------------------- */
+
+int mess_client_upload(mess_client *c, const uint64_t *ids,
+                       const float *vectors, size_t n, unsigned threads,
+                       uint8_t **buf, size_t *len)
+{
+    struct mess_wr w;
+    int rc;
+    if (!c || !buf || !len)
+        return MESS_EINVAL;
+    *buf = NULL;
+    *len = 0;
+    mess_wr_init(&w);
+    client_lock(c);
+    rc = client_upload(c, ids, vectors, n, threads, &w);
+    client_unlock(c);
+    return wr_hand_over(&w, rc, buf, len);
+}
+
+/* The _into calls ("Caller-owned buffers"): *len is the size needed; a
+ * buffer below it is MESS_ELIMIT before anything changes. */
+int mess_client_upload_into(mess_client *c, const uint64_t *ids,
+                            const float *vectors, size_t n, unsigned threads,
+                            uint8_t *buf, size_t cap, size_t *len)
+{
+    struct mess_wr w;
+    int rc;
+    if (!c || !buf || !len)
+        return MESS_EINVAL;
+    *len = mess_upload_size(&c->p, n);
+    if (*len == 0)
+        return MESS_ELIMIT; /* n * t records overflow size_t */
+    if (cap < *len)
+        return MESS_ELIMIT;
+    mess_wr_init_fixed(&w, buf, cap);
+    client_lock(c);
+    rc = client_upload(c, ids, vectors, n, threads, &w);
+    client_unlock(c);
+    return rc;
+}
+
+int mess_client_delete(mess_client *c, const uint64_t *ids, size_t n,
+                       uint8_t **buf, size_t *len)
+{
+    struct mess_wr w;
+    int rc;
+    if (!c || !buf || !len)
+        return MESS_EINVAL;
+    *buf = NULL;
+    *len = 0;
+    mess_wr_init(&w);
+    client_lock(c);
+    rc = client_delete(c, ids, n, &w);
+    client_unlock(c);
+    return wr_hand_over(&w, rc, buf, len);
+}
+
+int mess_client_delete_into(mess_client *c, const uint64_t *ids, size_t n,
+                            uint8_t *buf, size_t cap, size_t *len)
+{
+    struct mess_wr w;
+    int rc;
+    if (!c || !buf || !len)
+        return MESS_EINVAL;
+    *len = mess_delete_size(&c->p, n);
+    if (*len == 0)
+        return MESS_ELIMIT;
+    if (cap < *len)
+        return MESS_ELIMIT;
+    mess_wr_init_fixed(&w, buf, cap);
+    client_lock(c);
+    rc = client_delete(c, ids, n, &w);
+    client_unlock(c);
     return rc;
 }

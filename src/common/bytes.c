@@ -1,5 +1,6 @@
 /*
- * bytes.c - the growable little-endian writer used by every serializer.
+ * bytes.c - the growable little-endian writer used by every serializer,
+ * and mess_buf_free for the buffers it hands to callers.
  */
 #include "internal.h"
 
@@ -88,6 +89,12 @@ void mess_wr_free(struct mess_wr *w)
     if (!w->fixed)
         free(w->p);
     mess_wr_init(w);
+}
+
+/* The public release of a buffer a writer handed to the caller (mess.h). */
+void mess_buf_free(uint8_t *buf)
+{
+    free(buf);
 }
 
 int mess_struct_in(void *full, size_t known, const void *in, size_t in_size,

@@ -7,7 +7,7 @@
  * Plaintext:                           id (u64 LE) | vector encoding
  * Associated data:                     "MESSpay4" | shard (u32 LE) |
  *                                      generation (u32 LE)
- * The generation is the item's client-side version (mess.c): an item
+ * The generation is the item's client-side version (client_core.c): an item
  * deleted and inserted again is sealed under another AD, so its new
  * entries share no ciphertext with the old ones even for the same vector,
  * and an old entry does not open as the current one.

@@ -24,8 +24,7 @@
 #include "mess_experimental.h"
 #include "numeric.h"
 #include "payload.h"
-#include "protocol.h"
-#include "server_store.h"
+#include "store.h"
 
 #define EST_PAGE 4096.0
 /* sizeof(struct hnsw) is private to hnsw_bin.c; it is below this. */

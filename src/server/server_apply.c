@@ -8,8 +8,7 @@
 #include <sodium.h>
 
 #include "parallel.h"
-#include "protocol.h"
-#include "server_store.h"
+#include "server.h"
 
 /* Makes room for `more` ciphertexts in shard j. */
 static int store_reserve(mess_server *s, struct shard_store *st, size_t more)
@@ -158,7 +157,7 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
      * arrays, label map, scratch and link blocks of the nodes to come),
      * and the checks above exclude every other error of hnsw_add, so
      * nothing below fails half-way.  A directory-backed server logs the
-     * buffer before it changes anything (server_store.h). */
+     * buffer before it changes anything (store.h). */
     rc = store_log(s, WIRE_UPLOAD, buf, len);
     if (rc != MESS_OK) {
         int err = errno; /* EBUSY, ESTALE or the I/O error, for the caller */
@@ -290,7 +289,7 @@ int mess_server_compact(mess_server *s, unsigned threads)
     rc = parallel_for(s->p.shards, threads, compact_shard, &a);
     if (rc == MESS_OK) {
         /* a directory-backed server logs the compaction before the
-         * handle takes the new shards (server_store.h); nothing to
+         * handle takes the new shards (store.h); nothing to
          * compact is nothing to log */
         int any = 0;
         for (j = 0; j < s->p.shards; j++)

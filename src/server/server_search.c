@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "parallel.h"
-#include "protocol.h"
+#include "server.h"
 
 struct search_job {
     const mess_server *s;

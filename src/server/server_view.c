@@ -2,7 +2,7 @@
  * server_view.c - the read-only view of a server's shards (what the
  * untrusted server can see), for the leakage evaluation.
  */
-#include "protocol.h"
+#include "server.h"
 
 /* ------------------------------------------------------------------------
  * Read-only server view (what the untrusted server can see, per shard)

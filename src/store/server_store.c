@@ -1,10 +1,14 @@
 /*
- * server_store.c - the server directory (server_store.h, PLAN D14):
- * MANIFEST, per-shard graph files and payload arenas; create, open (all
- * shards or a subset), checkpoint, export, import, verify.
+ * server_store.c - the server directory's lower half (store.h,
+ * PLAN D14): names, the MANIFEST's encoding and parsing, the per-shard
+ * graph files, deltas and payload arenas (written, mapped, advised), the
+ * lazy apply of delta chains (server_ready, mess_server_error), the
+ * writer claim and the write-ahead log's hooks (store_log).  Apply and
+ * search (src/server) stand on it; the upper half that stands on them,
+ * open + replay + verify (src/server/server_open.c) and checkpoint,
+ * create, export and import (src/server/server_checkpoint.c), is in the
+ * server component.  Nothing here calls the server component.
  */
-#include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -17,10 +21,9 @@
 #include <sodium.h>
 
 #include "mess_experimental.h"
-#include "atomicfile.h"
 #include "params.h"
-#include "server_store.h"
-#include "statefile.h"
+#include "payload.h"
+#include "store.h"
 #include "wal.h"
 
 /* ---- messages and names -------------------------------------------------- */
@@ -41,11 +44,6 @@ static char *store_path(const char *dir, const char *name, uint32_t shard,
     return p;
 }
 
-static int host_little_endian(void)
-{
-    const uint16_t one = 1;
-    return *(const uint8_t *)&one == 1;
-}
 
 void store_unmap_arena(struct shard_store *st)
 {
@@ -363,7 +361,7 @@ static int finish_new(const char *path, int fd, int rc)
 
 /* A new file with `data` (two pieces), fsync'd; an old file of that name
  * (a checkpoint that crashed before its MANIFEST) is replaced. */
-static int write_new(const char *path, const uint8_t *a, size_t alen,
+int store_write_file(const char *path, const uint8_t *a, size_t alen,
                      const uint8_t *b, size_t blen)
 {
     int fd, rc = create_new(path, &fd);
@@ -380,9 +378,21 @@ static int write_new(const char *path, const uint8_t *a, size_t alen,
  * by hnsw_write_graph, mapped MAP_PRIVATE read-write (a mutation copies
  * the page, the file never changes) and attached in O(1). */
 
+/* The graph parameters of shard `shard` (its level seed is public). */
+struct hnsw_params server_graph_params(const mess_params *p, uint32_t shard)
+{
+    struct hnsw_params hp;
+    memset(&hp, 0, sizeof hp);
+    hp.bits = p->kappa;
+    hp.m = p->hnsw_m;
+    hp.ef_construction = p->ef_construction;
+    hp.seed = 0x4d455353u + shard; /* public: level draws need no secrecy */
+    return hp;
+}
+
 /* Writes graph g to a new file at path (fsync'd); its length and digest. */
-static int graph_write(const struct hnsw *g, const char *path, uint64_t *bytes,
-                       uint8_t digest[STORE_DIGEST_BYTES])
+int store_graph_write(const struct hnsw *g, const char *path, uint64_t *bytes,
+                      uint8_t digest[STORE_DIGEST_BYTES])
 {
     struct stat st;
     int fd, rc = create_new(path, &fd);
@@ -396,6 +406,30 @@ static int graph_write(const struct hnsw *g, const char *path, uint64_t *bytes,
         *bytes = (uint64_t)st.st_size;
     return rc;
 }
+
+/* Writes shard j's delta since its last checkpoint (hnsw_track) to a new
+ * file at path, fsync'd; d gets its generation, length and digest. */
+int store_delta_write(const struct shard_store *st, uint32_t j, uint64_t gen,
+                      const char *path, struct store_delta *d)
+{
+    struct hnsw_delta_info di;
+    int fd, rc = create_new(path, &fd);
+    if (rc != MESS_OK)
+        return rc;
+    memset(&di, 0, sizeof di);
+    di.shard = j;
+    di.generation = gen;
+    di.base_generation = st->graph_gen;
+    memcpy(di.base_digest, st->graph_digest, STORE_DIGEST_BYTES);
+    if (st->chain_len > 0)
+        memcpy(di.prev_digest, st->chain[st->chain_len - 1].digest, STORE_DIGEST_BYTES);
+    rc = hnsw_write_delta(st->graph, &di, fd, d->digest, &d->bytes);
+    rc = finish_new(path, fd, rc);
+    if (rc == MESS_OK)
+        d->gen = gen;
+    return rc;
+}
+
 
 /* ---- page-cache advice (mess_server_set_advice) ----------------------------
  *
@@ -461,7 +495,7 @@ static void graph_advise(uint8_t *m, size_t len, unsigned a, int before)
         posix_madvise(m, len, POSIX_MADV_NORMAL);
 }
 
-static void arena_advise(void *m, size_t len)
+void store_arena_advise(void *m, size_t len)
 {
     if (advice() & MESS_ADVICE_ARENA_RANDOM)
         posix_madvise(m, len, POSIX_MADV_RANDOM);
@@ -606,10 +640,10 @@ static void chain_readahead(void *m, size_t len, const struct store_delta *chain
  * are); full: also the base's digest and hnsw_check of the result
  * (verify, which reads every page: no advice then).  The caller starts
  * the graph's change record (hnsw_track) when the chain is applied. */
-static int graph_map(const mess_params *p, uint32_t j, const char *path, uint64_t want,
-                     const uint8_t *digest, const char *dir, const struct store_shard *e,
-                     int full, struct hnsw **g, void **map, size_t *map_len, char *msg,
-                     size_t cap)
+int store_graph_map(const mess_params *p, uint32_t j, const char *path, uint64_t want,
+                    const uint8_t *digest, const char *dir, const struct store_shard *e,
+                    int full, struct hnsw **g, void **map, size_t *map_len, char *msg,
+                    size_t cap)
 {
     struct hnsw_params hp = server_graph_params(p, j);
     char why[160];
@@ -762,7 +796,8 @@ int mess_server_error(const mess_server *cs, char *msg, size_t msg_cap)
     return rc;
 }
 
-/* ---- open ------------------------------------------------------------------ */
+/* ---- reading a directory: its MANIFEST, each shard's files mapped ----------
+ * (the open, store_open in src/server/server_open.c) */
 
 /* 1 if path is a regular file that starts like an exported server. */
 static int is_travel_file(const char *path)
@@ -825,8 +860,8 @@ static int read_manifest(const char *dir, struct store_manifest *m, char *msg,
 }
 
 /* Loads shard j of s (its manifest record e): graph and arena mapping. */
-static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
-                      int mode, char *msg, size_t cap)
+int store_load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
+                     int mode, char *msg, size_t cap)
 {
     struct shard_store *st = &s->shards[j];
     int full = mode == STORE_VERIFY, lazy = mode == STORE_LAZY && e->chain_len > 0;
@@ -836,8 +871,8 @@ static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
     path = store_path(s->dir, NULL, j, e->graph_gen, "graph");
     if (!path)
         return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
-    rc = graph_map(&s->p, j, path, e->graph_bytes, e->graph_digest, s->dir, lazy ? NULL : e,
-                   full, &st->graph, &st->graph_map, &st->graph_map_len, msg, cap);
+    rc = store_graph_map(&s->p, j, path, e->graph_bytes, e->graph_digest, s->dir, lazy ? NULL : e,
+                         full, &st->graph, &st->graph_map, &st->graph_map_len, msg, cap);
     if (rc == MESS_OK && lazy) {
         /* its chain waits for the first operation that reads the shard:
          * the open checks each delta's header only */
@@ -871,7 +906,7 @@ static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
                       "%s: cannot map: %s", mess_base_name(path), strerror(errno));
         else {
             if (!full)
-                arena_advise(m, (size_t)e->arena_bytes);
+                store_arena_advise(m, (size_t)e->arena_bytes);
             st->arena = (const uint8_t *)m;
             st->arena_map = (size_t)e->arena_bytes;
         }
@@ -885,7 +920,7 @@ static int load_shard(mess_server *s, uint32_t j, const struct store_shard *e,
     return MESS_OK;
 }
 
-static void shard_take_record(struct shard_store *st, const struct store_shard *e)
+void store_take_record(struct shard_store *st, const struct store_shard *e)
 {
     st->graph_gen = e->graph_gen;
     st->graph_bytes = e->graph_bytes;
@@ -897,521 +932,6 @@ static void shard_take_record(struct shard_store *st, const struct store_shard *
     memcpy(st->chain, e->chain, sizeof st->chain);
 }
 
-/* ---- the write-ahead log (D16, wal.c) ------------------------------------- */
-
-/* Record r of the log applied to s.  A subset server applies the part
- * of it that falls on its shards (mess_records_split). */
-static int replay_record(mess_server *s, const struct wal_record *r)
-{
-    uint32_t *held = NULL, j, n = 0;
-    uint8_t *part = NULL;
-    const uint8_t *buf = r->body;
-    size_t len = r->len, missing;
-    int rc = MESS_OK;
-    if (s->held != s->p.shards && r->kind != WAL_COMPACT) {
-        held = (uint32_t *)mess_malloc_array(s->p.shards, sizeof *held);
-        if (!held)
-            return MESS_ENOMEM;
-        for (j = 0; j < s->p.shards; j++)
-            if (server_holds(s, j))
-                held[n++] = j;
-        rc = mess_records_split(&s->p, r->body, r->len, held, n, &part, &len);
-        free(held);
-        buf = part;
-        if (rc == MESS_OK && len != r->len)
-            s->log_foreign = 1; /* records of shards it does not hold */
-    }
-    if (s->held != s->p.shards && r->kind == WAL_COMPACT)
-        s->log_foreign = 1;     /* compacts the shards it does not hold too */
-    if (rc == MESS_OK)
-        rc = r->kind == WAL_UPLOAD ? mess_server_apply_upload(s, buf, len, 1)
-           : r->kind == WAL_DELETE ? mess_server_apply_delete(s, buf, len, &missing)
-                                   : mess_server_compact(s, 1);
-    mess_buf_free(part);
-    return rc;
-}
-
-/* Opens S/wal for the server's generation, applies its records, and keeps
- * it as the server's log: writable (a torn tail is cut, a stale log
- * emptied), or read-only for a verification (the directory is not
- * changed).  A subset server applies its shards' part of each record. */
-static int open_log(mess_server *s, int writable, char *msg, size_t cap)
-{
-    struct wal *w = NULL;
-    struct wal_record r;
-    char *path = store_path(s->dir, "wal", 0, 0, NULL);
-    char why[256] = "";
-    int rc;
-    if (!path)
-        return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
-    rc = wal_open(path, s->generation, writable ? 0 : WAL_READONLY, &w, why, sizeof why);
-    free(path);
-    if (rc != MESS_OK)
-        return mess_fail(msg, cap, rc, "%s", why[0] ? why : "cannot open the write-ahead log");
-    s->replaying = 1;
-    while (rc == MESS_OK && wal_replay_next(w, &r)) {
-        rc = replay_record(s, &r);
-        if (rc != MESS_OK)
-            rc = mess_fail(msg, cap, rc, "write-ahead log: record %llu at byte %zu cannot be "
-                      "applied: %s", (unsigned long long)r.seq, r.offset,
-                      mess_strerror(rc));
-    }
-    s->replaying = 0;
-    if (rc == MESS_OK)
-        rc = wal_ready(w); /* changes nothing: a torn tail is cut by the writer */
-    if (rc != MESS_OK) {
-        wal_close(w);
-        return rc;
-    }
-    s->wal = w;
-    return MESS_OK;
-}
-
-int store_open(const char *dir, const mess_params *expect, const uint32_t *shards,
-               size_t nshards, int mode, mess_server **out, char *msg, size_t cap)
-{
-    struct store_manifest m;
-    mess_server *s = NULL;
-    uint8_t *want = NULL;
-    uint32_t j;
-    int rc;
-
-    if (msg && cap)
-        msg[0] = '\0';
-    if (out)
-        *out = NULL;
-    if (!dir || !out || (nshards && !shards))
-        return mess_fail(msg, cap, MESS_EINVAL, "invalid argument");
-    if (sodium_init() < 0)
-        return MESS_ECRYPTO;
-    if (!host_little_endian())
-        return mess_fail(msg, cap, MESS_EFORMAT, "server directories need a little-endian host");
-    rc = read_manifest(dir, &m, msg, cap);
-    if (rc != MESS_OK)
-        return rc;
-    if (expect) {
-        mess_params e;
-        uint8_t fa[MESS_FINGERPRINT_BYTES], fb[MESS_FINGERPRINT_BYTES];
-        if (params_import(expect, &e) != MESS_OK) {
-            rc = mess_fail(msg, cap, MESS_EINVAL, "invalid expected parameters");
-            goto done;
-        }
-        params_fingerprint(&m.p, fa);
-        params_fingerprint(&e, fb);
-        if (memcmp(fa, fb, sizeof fa) != 0) {
-            rc = mess_fail(msg, cap, MESS_EPARAM, "%s was made for other parameters", dir);
-            goto done;
-        }
-    }
-    want = (uint8_t *)calloc(m.p.shards, 1);
-    if (!want) {
-        rc = mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
-        goto done;
-    }
-    rc = store_shard_set(shards, nshards, m.p.shards, want, msg, cap);
-    if (rc != MESS_OK)
-        goto done;
-    if (nshards == 0)
-        memset(want, 1, m.p.shards);
-    rc = server_alloc(&m.p, 0, &s);
-    if (rc != MESS_OK) {
-        rc = mess_fail(msg, cap, rc, "cannot make the server handle");
-        goto done;
-    }
-    s->dir = (char *)malloc(strlen(dir) + 1);
-    if (!s->dir) {
-        rc = mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
-        goto done;
-    }
-    strcpy(s->dir, dir);
-    s->generation = m.generation;
-    s->owned = m.owned;
-    memcpy(s->owner, m.owner, MESS_OWNER_BYTES);
-    s->held = 0;
-    for (j = 0; j < m.p.shards; j++) {
-        shard_take_record(&s->shards[j], &m.shard[j]);
-        if (!want[j])
-            continue;
-        rc = load_shard(s, j, &m.shard[j], mode, msg, cap);
-        if (rc != MESS_OK)
-            goto done;
-        s->held++;
-    }
-    rc = open_log(s, mode != STORE_VERIFY, msg, cap);
-done:
-    free(want);
-    free(m.shard);
-    if (rc == MESS_OK)
-        *out = s;
-    else
-        mess_server_free(s);
-    return rc;
-}
-
-int mess_server_open(const char *dir, const mess_params *expect,
-                     const uint32_t *shards, size_t nshards, mess_server **out)
-{
-    return store_open(dir, expect, shards, nshards, STORE_LAZY, out, NULL, 0);
-}
-
-int mess_server_verify(const char *dir, char *msg, size_t msg_cap)
-{
-    mess_server *s = NULL;
-    mess_server_stats st;
-    int rc;
-    if (!dir || (msg_cap && !msg))
-        return MESS_EINVAL;
-    rc = store_open(dir, NULL, NULL, 0, STORE_VERIFY, &s, msg, msg_cap);
-    if (rc != MESS_OK)
-        return rc;
-    st.size = sizeof st;
-    mess_server_stats_get(s, &st);
-    mess_fail(msg, msg_cap, MESS_OK,
-         "ok: generation %llu, %u shards, %zu entries (%zu live), every file "
-         "matches the manifest", (unsigned long long)s->generation,
-         (unsigned)s->p.shards, st.entries, st.live);
-    mess_server_free(s);
-    return MESS_OK;
-}
-
-/* ---- checkpoint ------------------------------------------------------------ */
-
-/* The shard's new arena content as two pieces (arena part, heap tail) from
- * node `from` on. */
-static void arena_pieces(const mess_server *s, const struct shard_store *st,
-                         size_t from, const uint8_t **a, size_t *alen,
-                         const uint8_t **b, size_t *blen)
-{
-    size_t n = hnsw_count(st->graph), eb = s->entry_bytes;
-    size_t split = from < st->base ? st->base : from;
-    *a = from < st->base ? st->arena + from * eb : NULL;
-    *alen = from < st->base ? (st->base - from) * eb : 0;
-    *b = st->entries + (split - st->base) * eb;
-    *blen = (n - split) * eb;
-}
-
-/* Appends the heap tail to the current arena file after its valid bytes
- * (whatever a crashed checkpoint left past them is cut first). */
-static int arena_append(const mess_server *s, const struct shard_store *st,
-                        const char *path)
-{
-    const uint8_t *a, *b;
-    size_t alen, blen;
-    int fd, rc = MESS_OK;
-    arena_pieces(s, st, (size_t)st->nodes, &a, &alen, &b, &blen);
-    fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return MESS_EIO;
-    if (ftruncate(fd, (off_t)st->arena_bytes) != 0 ||
-        lseek(fd, (off_t)st->arena_bytes, SEEK_SET) < 0)
-        rc = MESS_EIO;
-    if (rc == MESS_OK)
-        rc = store_write_all(fd, a, alen);
-    if (rc == MESS_OK)
-        rc = store_write_all(fd, b, blen);
-    if (rc == MESS_OK && fsync(fd) != 0)
-        rc = MESS_EIO;
-    if (close(fd) != 0 && rc == MESS_OK)
-        rc = MESS_EIO;
-    return rc;
-}
-
-/* Writes shard j's delta since its last checkpoint (hnsw_track) to a new
- * file at path, fsync'd; d gets its generation, length and digest. */
-static int delta_write(const struct shard_store *st, uint32_t j, uint64_t gen,
-                       const char *path, struct store_delta *d)
-{
-    struct hnsw_delta_info di;
-    int fd, rc = create_new(path, &fd);
-    if (rc != MESS_OK)
-        return rc;
-    memset(&di, 0, sizeof di);
-    di.shard = j;
-    di.generation = gen;
-    di.base_generation = st->graph_gen;
-    memcpy(di.base_digest, st->graph_digest, STORE_DIGEST_BYTES);
-    if (st->chain_len > 0)
-        memcpy(di.prev_digest, st->chain[st->chain_len - 1].digest, STORE_DIGEST_BYTES);
-    rc = hnsw_write_delta(st->graph, &di, fd, d->digest, &d->bytes);
-    rc = finish_new(path, fd, rc);
-    if (rc == MESS_OK)
-        d->gen = gen;
-    return rc;
-}
-
-/* After a commit: removes every shard-JJJJ-GGGGGGGG.{graph,delta,arena} of
- * a shard this handle holds that the new MANIFEST (records rec) does not
- * name: the files this checkpoint replaced (a folded chain, an old base
- * or arena) and whatever a crashed checkpoint left.  A file a reader still
- * maps keeps its pages. */
-static void sweep(const mess_server *s, const struct store_shard *rec)
-{
-    DIR *d = opendir(s->dir);
-    struct dirent *e;
-    if (!d)
-        return;
-    while ((e = readdir(d)) != NULL) {
-        const char *n = e->d_name, *ext;
-        char *end;
-        unsigned long j;
-        unsigned long long g;
-        int named = 0;
-        uint32_t k;
-        if (strncmp(n, "shard-", 6) != 0 || !isdigit((unsigned char)n[6]))
-            continue;
-        j = strtoul(n + 6, &end, 10);
-        if (*end != '-' || !isdigit((unsigned char)end[1]))
-            continue;
-        g = strtoull(end + 1, &end, 10);
-        if (*end != '.' || j >= s->p.shards || !s->shards[j].graph)
-            continue;
-        ext = end + 1;
-        if (strcmp(ext, "graph") == 0)
-            named = g == rec[j].graph_gen;
-        else if (strcmp(ext, "arena") == 0)
-            named = g == rec[j].arena_gen;
-        else if (strcmp(ext, "delta") == 0) {
-            for (k = 0; k < rec[j].chain_len; k++)
-                named |= g == rec[j].chain[k].gen;
-        } else
-            continue;
-        if (!named) {
-            char *p = store_path(s->dir, n, 0, 0, NULL);
-            if (p)
-                unlink(p);
-            free(p);
-        }
-    }
-    closedir(d);
-}
-
-/* Writes every changed shard's files for the next generation, then the
- * MANIFEST, and only then changes the handle (mess.h).  fresh: the
- * directory's MANIFEST as it is now (a subset server: the other shards'
- * records come from it, not from what this handle read at open) or NULL. */
-static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
-{
-    uint32_t M = s->p.shards, j;
-    uint64_t gen = s->generation + 1;
-    struct store_shard *rec;
-    uint8_t *made; /* 1: new graph file, 2: new arena file (to remove on failure) */
-    struct mess_wr w;
-    char *path = NULL, *tmp = NULL;
-    int rc = MESS_OK, committed = 0;
-
-    if (fresh && fresh->generation >= gen)
-        gen = fresh->generation + 1;
-    rec = (struct store_shard *)mess_calloc_array(M, sizeof *rec);
-    made = (uint8_t *)calloc(M, 1);
-    if (!rec || !made) {
-        free(rec);
-        free(made);
-        return MESS_ENOMEM;
-    }
-    for (j = 0; j < M && rc == MESS_OK; j++) {
-        struct shard_store *st = &s->shards[j];
-        rec[j].graph_gen = st->graph_gen;
-        rec[j].graph_bytes = st->graph_bytes;
-        memcpy(rec[j].graph_digest, st->graph_digest, STORE_DIGEST_BYTES);
-        rec[j].nodes = st->nodes;
-        rec[j].arena_gen = st->arena_gen;
-        rec[j].arena_bytes = st->arena_bytes;
-        rec[j].chain_len = st->chain_len;
-        memcpy(rec[j].chain, st->chain, sizeof rec[j].chain);
-        if (!st->graph) {
-            /* not held: its files and record are its holder's */
-            if (fresh)
-                rec[j] = fresh->shard[j];
-            continue;
-        }
-        if (st->pending)
-            continue; /* chain not applied (lazy open): unchanged, its record stays */
-        rec[j].nodes = hnsw_count(st->graph);
-        rec[j].arena_bytes = rec[j].nodes * (uint64_t)s->entry_bytes;
-        if (st->rewrite || st->arena_gen == 0) {
-            const uint8_t *a, *b;
-            size_t alen, blen;
-            arena_pieces(s, st, 0, &a, &alen, &b, &blen);
-            rec[j].arena_gen = gen;
-            path = store_path(s->dir, NULL, j, gen, "arena");
-            rc = path ? write_new(path, a, alen, b, blen) : MESS_ENOMEM;
-            if (rc == MESS_OK)
-                made[j] |= 2;
-        } else if (rec[j].nodes > st->nodes) {
-            path = store_path(s->dir, NULL, j, st->arena_gen, "arena");
-            rc = path ? arena_append(s, st, path) : MESS_ENOMEM;
-        }
-        free(path);
-        path = NULL;
-        if (rc == MESS_OK && (st->dirty || st->graph_gen == 0 || st->fold)) {
-            /* a delta while the fold rule allows one, else a new base */
-            uint64_t est = UINT64_MAX, chain_bytes = 0;
-            uint32_t k;
-            for (k = 0; k < st->chain_len; k++)
-                chain_bytes += st->chain[k].bytes;
-            if (st->graph_gen != 0 && !st->rewrite && !st->fold &&
-                st->chain_len < STORE_CHAIN_MAX)
-                est = hnsw_delta_bytes(st->graph);
-            if (est != UINT64_MAX &&
-                (chain_bytes + est) * STORE_FOLD_DEN <= st->graph_bytes * STORE_FOLD_NUM) {
-                struct store_delta *d = &rec[j].chain[st->chain_len];
-                path = store_path(s->dir, NULL, j, gen, "delta");
-                rc = path ? delta_write(st, j, gen, path, d) : MESS_ENOMEM;
-                if (rc == MESS_OK) {
-                    made[j] |= 4;
-                    d->nodes = rec[j].nodes;
-                    rec[j].chain_len = st->chain_len + 1;
-                }
-            } else {
-                path = store_path(s->dir, NULL, j, gen, "graph");
-                rc = path ? graph_write(st->graph, path, &rec[j].graph_bytes,
-                                        rec[j].graph_digest)
-                          : MESS_ENOMEM;
-                if (rc == MESS_OK) {
-                    made[j] |= 1;
-                    rec[j].graph_gen = gen;
-                    rec[j].chain_len = 0;
-                }
-            }
-            free(path);
-            path = NULL;
-        }
-    }
-    if (rc == MESS_OK) {
-        mess_wr_init(&w);
-        manifest_encode(s, gen, rec, &w);
-        rc = w.err;
-        tmp = store_path(s->dir, "MANIFEST.tmp", 0, 0, NULL);
-        path = store_path(s->dir, "MANIFEST", 0, 0, NULL);
-        if (rc == MESS_OK && (!tmp || !path))
-            rc = MESS_ENOMEM;
-        if (rc == MESS_OK)
-            rc = write_new(tmp, w.p, w.len, NULL, 0);
-        mess_wr_free(&w);
-        if (rc == MESS_OK && rename(tmp, path) != 0) {
-            int err = errno;
-            unlink(tmp);
-            errno = err;
-            rc = MESS_EIO;
-        }
-        if (rc == MESS_OK) {
-            committed = 1;
-            /* A failed directory fsync after the rename is reported, but
-             * the new MANIFEST and every file it names are complete. */
-            rc = atomicfile_sync(s->dir);
-            /* the log's records are in the files now: an empty log for
-             * gen (a failure refuses later appends: MESS_EIO) */
-            if (wal_writable(s->wal)) {
-                int lrc = wal_reset(s->wal, gen);
-                if (rc == MESS_OK)
-                    rc = lrc;
-            }
-        }
-    }
-    free(tmp);
-    free(path);
-    if (!committed) {
-        /* nothing names the new files: remove them, the handle stays */
-        int err = errno;
-        for (j = 0; j < M; j++) {
-            char *p;
-            if (made[j] & 1) {
-                p = store_path(s->dir, NULL, j, gen, "graph");
-                if (p)
-                    unlink(p);
-                free(p);
-            }
-            if (made[j] & 2) {
-                p = store_path(s->dir, NULL, j, gen, "arena");
-                if (p)
-                    unlink(p);
-                free(p);
-            }
-            if (made[j] & 4) {
-                p = store_path(s->dir, NULL, j, gen, "delta");
-                if (p)
-                    unlink(p);
-                free(p);
-            }
-        }
-        free(rec);
-        free(made);
-        errno = err;
-        return rc;
-    }
-    /* Committed: old files go, the handle takes the new generation and
-     * maps what it wrote (a mapping that fails keeps the heap copy). */
-    for (j = 0; j < M; j++) {
-        struct shard_store *st = &s->shards[j];
-        if (!st->graph || st->pending)
-            continue;
-        if ((made[j] & 1) && st->graph_gen != 0) {
-            char *p = store_path(s->dir, NULL, j, st->graph_gen, "graph");
-            if (p)
-                unlink(p);
-            free(p);
-        }
-        if (made[j] & 1) {
-            /* the graph attached to its new file: its heap tail goes (a
-             * graph that cannot be mapped keeps the heap; same content) */
-            char *p = store_path(s->dir, NULL, j, gen, "graph");
-            struct hnsw *g = NULL;
-            void *gm = NULL;
-            size_t gl = 0;
-            if (p && graph_map(&s->p, j, p, rec[j].graph_bytes, rec[j].graph_digest, NULL,
-                               NULL, 0, &g, &gm, &gl, NULL, 0) == MESS_OK) {
-                store_free_graph(st);
-                st->graph = g;
-                st->graph_map = gm;
-                st->graph_map_len = gl;
-            }
-            /* the change record restarts at the new base, mapped or (when
-             * it cannot be mapped) the heap graph with the same content,
-             * or the next delta would be written against the old mark
-             * (MESS_ENOMEM: untracked, the next checkpoint folds) */
-            hnsw_track(st->graph);
-            free(p);
-        }
-        if ((made[j] & 2) && st->arena_gen != 0) {
-            char *p = store_path(s->dir, NULL, j, st->arena_gen, "arena");
-            if (p)
-                unlink(p);
-            free(p);
-        }
-        if (rec[j].arena_bytes != st->arena_map || (made[j] & 2)) {
-            char *p = store_path(s->dir, NULL, j, rec[j].arena_gen, "arena");
-            int fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
-            void *mp = MAP_FAILED;
-            if (fd >= 0 && rec[j].arena_bytes > 0)
-                mp = mmap(NULL, (size_t)rec[j].arena_bytes, PROT_READ, MAP_SHARED, fd, 0);
-            if (fd >= 0)
-                close(fd);
-            free(p);
-            if (mp != MAP_FAILED) {
-                arena_advise(mp, (size_t)rec[j].arena_bytes);
-                store_unmap_arena(st);
-                st->arena = (const uint8_t *)mp;
-                st->arena_map = (size_t)rec[j].arena_bytes;
-                st->base = (size_t)rec[j].nodes;
-                free(st->entries);
-                st->entries = NULL;
-                st->cap = 0;
-            }
-        }
-        if (made[j] & 4)
-            hnsw_track(st->graph); /* the next delta starts here */
-        shard_take_record(st, &rec[j]);
-        st->dirty = 0;
-        st->rewrite = 0;
-        st->fold = 0;
-    }
-    sweep(s, rec);
-    s->generation = gen;
-    s->owner_dirty = 0;
-    free(rec);
-    free(made);
-    return rc;
-}
 
 /* ---- one writer per directory -------------------------------------------- */
 
@@ -1461,7 +981,7 @@ void store_release_claim(mess_server *s)
  * must still be the one it opened (the MANIFEST's generation, the log
  * as it read it), or another handle's changes would be lost:
  * MESS_ESTATE with errno ESTALE. */
-static int claim_log(mess_server *s)
+int store_claim_log(mess_server *s)
 {
     struct store_manifest m;
     int rc, err, had = s->claimed;
@@ -1491,7 +1011,7 @@ static int claim_log(mess_server *s)
 /* The claim of a subset server for its checkpoint (it does not log, so it
  * gives the claim back after): the log must hold no record of the
  * directory's generation gen, which the checkpoint would drop. */
-static int claim_subset(mess_server *s, uint64_t gen)
+int store_claim_subset(mess_server *s, uint64_t gen)
 {
     struct wal *w = NULL;
     char *path;
@@ -1515,195 +1035,8 @@ static int claim_subset(mess_server *s, uint64_t gen)
     return rc;
 }
 
-/* One checkpoint at a time per directory: a write lock on S/LOCK (fcntl:
- * other processes) and a mutex (other handles in this process), held from
- * reading the MANIFEST to renaming the new one.  Servers opened on
- * disjoint shard sets of one directory so checkpoint in turn, each
- * keeping the others' records. */
-static pthread_mutex_t store_mutex = PTHREAD_MUTEX_INITIALIZER;
+/* ---- the write-ahead log's hooks (D16, wal.c) ----------------------------- */
 
-static int checkpoint(mess_server *s)
-{
-    struct store_manifest m;
-    struct flock fl;
-    char *p;
-    int fd, rc, err;
-    memset(&m, 0, sizeof m);
-    p = store_path(s->dir, "LOCK", 0, 0, NULL);
-    if (!p)
-        return MESS_ENOMEM;
-    pthread_mutex_lock(&store_mutex);
-    fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    free(p);
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    rc = fd < 0 ? MESS_EIO : MESS_OK;
-    while (rc == MESS_OK && fcntl(fd, F_SETLKW, &fl) != 0)
-        if (errno != EINTR)
-            rc = MESS_EIO;
-    if (rc == MESS_OK && s->held != s->p.shards && s->generation > 0) {
-        uint8_t fa[MESS_FINGERPRINT_BYTES], fb[MESS_FINGERPRINT_BYTES];
-        rc = read_manifest(s->dir, &m, NULL, 0);
-        if (rc == MESS_OK) {
-            params_fingerprint(&m.p, fa);
-            params_fingerprint(&s->p, fb);
-            if (memcmp(fa, fb, sizeof fa) != 0)
-                rc = MESS_EPARAM;
-            else if (m.owned && s->owned &&
-                     sodium_memcmp(m.owner, s->owner, MESS_OWNER_BYTES) != 0)
-                rc = MESS_EOWNER; /* another holder's client owns it */
-            else if (m.owned && !s->owned) {
-                s->owned = 1; /* another holder's first upload: the same client's */
-                memcpy(s->owner, m.owner, MESS_OWNER_BYTES);
-            }
-        }
-    }
-    if (rc == MESS_OK)
-        rc = s->held == s->p.shards ? claim_log(s)
-                                    : claim_subset(s, m.shard ? m.generation : s->generation);
-    if (rc == MESS_OK)
-        rc = checkpoint_locked(s, s->held != s->p.shards && m.shard ? &m : NULL);
-    err = errno;
-    if (s->held != s->p.shards)
-        store_release_claim(s);
-    free(m.shard);
-    if (fd >= 0)
-        close(fd); /* releases the lock */
-    pthread_mutex_unlock(&store_mutex);
-    errno = err;
-    return rc;
-}
-
-int mess_server_checkpoint(mess_server *s)
-{
-    if (!s || !s->dir)
-        return MESS_EINVAL;
-    /* folding the log would drop the records of the shards a subset
-     * does not hold: the whole server (or their holder) checkpoints */
-    if (s->log_foreign)
-        return MESS_ESTATE;
-    if (s->wal && !wal_writable(s->wal) && wal_count(s->wal) > 0) {
-        errno = wal_readonly_errno(s->wal);
-        return MESS_EIO; /* a log it cannot empty */
-    }
-    return checkpoint(s);
-}
-
-/* ---- create, import, export ---------------------------------------------- */
-
-/* An empty directory to write a new server into: made (*made = 1), or
- * an existing empty one. */
-static int new_dir(const char *dir, int *made)
-{
-    DIR *d;
-    struct dirent *e;
-    int empty = 1;
-    *made = 0;
-    if (mkdir(dir, 0755) == 0) {
-        *made = 1;
-        return MESS_OK;
-    }
-    if (errno != EEXIST)
-        return MESS_EIO;
-    d = opendir(dir);
-    if (!d)
-        return MESS_EIO; /* errno: ENOTDIR for a file */
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            empty = 0;
-    closedir(d);
-    if (!empty) {
-        errno = EEXIST;
-        return MESS_EIO;
-    }
-    return MESS_OK;
-}
-
-/* Writes server s (in memory, every shard) as generation 1 of a new
- * directory; s becomes backed by it. */
-static int store_write_new(mess_server *s, const char *dir)
-{
-    uint32_t j;
-    int made, rc;
-    if (!host_little_endian())
-        return MESS_EFORMAT;
-    if (s->dir || s->held != s->p.shards)
-        return MESS_EINVAL;
-    rc = new_dir(dir, &made);
-    if (rc != MESS_OK)
-        return rc;
-    s->dir = (char *)malloc(strlen(dir) + 1);
-    if (!s->dir) {
-        if (made)
-            rmdir(dir);
-        return MESS_ENOMEM;
-    }
-    strcpy(s->dir, dir);
-    s->generation = 0; /* graph_gen / arena_gen 0: no file yet */
-    rc = checkpoint(s);
-    if (rc != MESS_OK) {
-        int err = errno;
-        for (j = 0; j < s->p.shards; j++)
-            s->shards[j].graph_gen = s->shards[j].arena_gen = 0;
-        if (made) {
-            char *lock = store_path(dir, "LOCK", 0, 0, NULL);
-            if (lock)
-                unlink(lock);
-            free(lock);
-            rmdir(dir);
-        }
-        free(s->dir);
-        s->dir = NULL;
-        errno = err;
-    }
-    return rc;
-}
-
-int mess_server_create(const char *dir, const mess_params *p, mess_server **out)
-{
-    mess_server *s = NULL;
-    int rc;
-    if (out)
-        *out = NULL;
-    if (!dir || !p || !out)
-        return MESS_EINVAL;
-    rc = mess_server_new(p, &s);
-    if (rc == MESS_OK)
-        rc = store_write_new(s, dir);
-    if (rc == MESS_OK)
-        rc = open_log(s, 1, NULL, 0);
-    if (rc != MESS_OK) {
-        int err = errno;
-        mess_server_free(s);
-        errno = err;
-        return rc;
-    }
-    *out = s;
-    return MESS_OK;
-}
-
-int mess_server_export(const mess_server *s, const char *file)
-{
-    return mess_server_save(s, file);
-}
-
-int mess_server_import(const char *file, const char *dir)
-{
-    mess_server *s = NULL;
-    int rc;
-    if (!file || !dir)
-        return MESS_EINVAL;
-    rc = mess_server_load(file, NULL, &s);
-    if (rc == MESS_OK)
-        rc = store_write_new(s, dir);
-    {
-        int err = errno;
-        mess_server_free(s);
-        errno = err;
-    }
-    return rc;
-}
 
 static int log_record(mess_server *s, uint32_t kind, const uint8_t *buf, size_t len)
 {
@@ -1719,7 +1052,7 @@ static int log_record(mess_server *s, uint32_t kind, const uint8_t *buf, size_t 
         errno = wal_readonly_errno(s->wal); /* a directory it may not write */
         return MESS_EIO;
     }
-    rc = claim_log(s);
+    rc = store_claim_log(s);
     return rc == MESS_OK ? wal_append(s->wal, kind, buf, len) : rc;
 }
 
@@ -1734,7 +1067,7 @@ int store_log_compact(mess_server *s)
     return log_record(s, WAL_COMPACT, none, 0);
 }
 
-/* ---- for server_extract.c (mess_server_extract) ---------------------------- */
+/* ---- for the server's open, checkpoint and extract (src/server) ---------- */
 
 int store_read_manifest(const char *dir, struct store_manifest *m, char *msg, size_t cap)
 {

@@ -25,7 +25,7 @@
 #include <sodium.h>
 
 #include "atomicfile.h"
-#include "server_store.h"
+#include "server.h"
 #include "wal.h"
 
 #define COPY_CHUNK ((size_t)1 << 20)

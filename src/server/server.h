@@ -1,0 +1,67 @@
+/*
+ * server.h - the server's internal header: the server operations' shared
+ * declarations (the handle's allocation, server_core.c; the search
+ * settings, server_search.c; the open, server_open.c) over the store's
+ * (store.h: the server handle's data, its directory's files).  Internal:
+ * not installed; the client never includes it.
+ *
+ * server_core.c is the handle (alloc, free, params, owner, stats);
+ * server_apply.c applies uploads and deletes and compacts,
+ * server_search.c searches, server_view.c is the read-only view,
+ * server_state.c the travel form's body, server_open.c and
+ * server_checkpoint.c the directory's upper half (open, replay, verify;
+ * checkpoint, create, export, import), server_extract.c a shard group's
+ * directory.  docs/ARCHITECTURE.md maps the paper onto these files.
+ */
+#ifndef MESS_SERVER_H
+#define MESS_SERVER_H
+
+#include "store.h"
+
+/* A record's label (wire.h) as the graphs store it (hnsw_bin.h). */
+#define LABEL_BYTES MESS_LABEL_BYTES
+
+static inline struct hnsw_label label_load(const uint8_t *b)
+{
+    return hnsw_label_of(mess_load_u64(b), mess_load_u64(b + 8));
+}
+
+/* ---- server handle (server_core.c) ---------------------------------------- */
+
+/* A server handle; with_graphs: empty graphs (else the loader fills them). */
+int server_alloc(const mess_params *p, int with_graphs, mess_server **out);
+
+/* ---- search settings (server_search.c) ------------------------------------ */
+
+/* Shard searches in flight per worker thread (hnsw_search_many, measured
+ * in docs/PERFORMANCE.md "Server"). */
+#define SERVER_SEARCH_WIDTH 8
+/* The width searches use from now on: 1..HNSW_MANY_MAX, or 0 for the shards
+ * one after the other through hnsw_search (the path before interleaving).
+ * Not thread-safe: tests and benchmarks set it between searches. */
+int server_search_set_width(unsigned width);
+unsigned server_search_get_width(void);
+/* Entries ahead of the one being copied into a response whose lines are
+ * prefetched (0: none); for the benchmark. */
+#define SERVER_COPY_AHEAD 4
+void server_search_set_copy_ahead(unsigned ahead);
+/* Requests of a batch searched together per worker, shard by shard
+ * (1..8, default 8; 1: each request alone); for the benchmark. */
+int server_search_set_group(unsigned group);
+/* Multi-threaded searches on the server's kept workers (1, default) or on
+ * threads started for each search (0, as before); for the benchmark. */
+void server_search_set_keep_workers(int keep);
+
+/* ---- the directory's upper half (server_open.c) --------------------------- */
+
+/* mess_server_open with a reason in msg on failure; mode: enum store_mode. */
+int store_open(const char *dir, const mess_params *expect, const uint32_t *shards,
+               size_t nshards, int mode, mess_server **out, char *msg,
+               size_t msg_cap);
+
+/* Opens S/wal for the server's generation, applies its records and keeps
+ * it as the server's log (writable, or read-only for a verification;
+ * mess_server_create, server_checkpoint.c). */
+int store_open_log(mess_server *s, int writable, char *msg, size_t cap);
+
+#endif
