@@ -1,9 +1,9 @@
 /*
  * hnsw_bin.c - HNSW over packed binary codes (Hamming distance).
  *
- * Memory layout: codes, labels, levels and flags in flat arrays; layer 0
- * links contiguous (node i's block at i * (1 + 2M): a count, then ids);
- * upper-layer links in one block per node that has levels above 0.
+ * The layout of struct hnsw and struct hnsw_scratch, and the helpers every
+ * part of the index inlines, are in src/index/hnsw_internal.h.
+ *
  * Searches use bucket queues over the integer distances (see struct
  * hnsw_scratch); sorted results are 64-bit keys (distance << 32 | node), so
  * ties break by node id.
@@ -21,116 +21,10 @@
 
 #include <sodium.h>
 
-#include "hnsw_bin.h"
-
-struct hnsw {
-    struct hnsw_params p;
-    uint32_t words, m, m0;
-    double ml;
-    size_t n;            /* nodes: n_base attached ones, then the tail */
-    /* Nodes 0..n_base-1 of an attached graph (hnsw_attach): views into the
-     * caller's mapping, bounds-checked on every read (the file may be
-     * hostile).  n_base = 0 for a graph built or loaded on the heap. */
-    size_t n_base;
-    uint64_t *bcodes;
-    struct hnsw_label *blabels;
-    uint8_t *blevels, *bdeleted;
-    uint32_t *blinks0;
-    const uint32_t *buoff; /* node's first upper-link word in bblob */
-    uint32_t *bblob;
-    size_t bblob_words;
-    size_t bytes_mapped; /* the attached file's length */
-    /* The tail: nodes n_base.. in heap arrays, node n_base + i at index i. */
-    size_t cap;
-    uint64_t *codes;     /* cap x words */
-    struct hnsw_label *labels; /* cap */
-    uint8_t *levels;     /* cap */
-    uint8_t *deleted;    /* cap */
-    uint32_t *links0;    /* cap x (1 + m0) */
-    uint32_t **upper;    /* cap: level x (1 + m) or NULL */
-    uint32_t entry;
-    int max_level;       /* -1 when empty */
-    size_t n_deleted;
-    size_t upper_words;  /* sum over nodes of level x (1 + m) */
-    uint64_t rng;        /* splitmix64 state for levels */
-    uint32_t *map;       /* label -> node, open addressing; UINT32_MAX empty */
-    size_t map_mask;
-    int map_mapped;      /* map is the attached file's section (not freed) */
-    struct hnsw_scratch *build; /* search state of inserts (exclusive) */
-    uint64_t *tmp;       /* 2M + 2 keys for link shrinking */
-    uint32_t *sel, *sel2; /* 2M + 2 ids each */
-    /* Checkpoint tracking (hnsw_track, hnsw_write_delta): which blocks of
-     * nodes 0..n_mark-1 changed since the mark; dirty = NULL: not tracked. */
-    size_t n_mark;
-    uint8_t *dirty;      /* n_mark bytes of DIRTY_* bits */
-};
-
-/* Search state of one thread.  Distances are integers in [0, bits], so
- * both queues of Alg. 2 are bucket queues: one singly linked list per
- * distance, entries taken from a pool that is reset at every search.  The
- * candidate queue pops from its lowest non-empty bucket, the result set
- * evicts from its highest; every operation is O(1) amortised and no
- * comparison involves more than one small integer. */
-struct bq_entry {
-    uint32_t node;
-    uint32_t next;
-};
-
-struct hnsw_scratch {
-    uint16_t *mark;      /* visited epoch per node */
-    size_t mark_cap;
-    uint16_t epoch;
-    struct bq_entry *pool;
-    size_t pool_cap, pool_used;
-    uint32_t *cand_head, *res_head; /* nbuckets each */
-    uint32_t nbuckets;
-    uint64_t *out;       /* sorted (distance, node) keys of the last layer search */
-    size_t out_cap;
-    uint32_t *pending;   /* unvisited neighbours of the node being expanded */
-    size_t pending_cap;
-    struct hnsw_counts cnt; /* work of the searches made with it */
-    /* hnsw_search_many's visit set: one bit per node (n / 8 bytes: a few
-     * KiB per shard, so the beams in flight keep theirs in L1/L2), cleared
-     * after each search through the list of the nodes it visited */
-    uint64_t *vis;
-    size_t vis_cap;      /* words */
-    uint32_t *vlist;
-    size_t vlist_cap, nvis;
-};
-
-#define EMPTY UINT32_MAX
-
-/* hnsw_track's bits per node: its layer-0 block, its upper blocks, its
- * deleted flag changed since the mark. */
-#define DIRTY_L0 1u
-#define DIRTY_UP 2u
-#define DIRTY_DEL 4u
-
-static inline void mark_dirty(struct hnsw *h, uint32_t node, unsigned bit)
-{
-    if (node < h->n_mark)
-        h->dirty[node] |= (uint8_t)bit;
-}
+#include "hnsw_internal.h"
 
 /* ---- popcount at run time ------------------------------------------------
- * Hamming distance is one popcount per 64-bit word.  The build targets the
- * baseline ISA (no -mpopcnt: a package must run on every x86-64), so the
- * hot paths (search, insert, many-code distances) are compiled twice from
- * one always-inlined body: once with the POPCNT instruction enabled by a
- * target attribute, once for the baseline (the compiler's builtin without
- * it: bit arithmetic or a libgcc call).  Each call picks one with
- * __builtin_cpu_supports("popcnt"); both give identical results.
- * -DMESS_NO_POPCNT_DISPATCH keeps only the baseline copy (build/mess-portable). */
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && \
-    !defined(MESS_NO_POPCNT_DISPATCH)
-#define HNSW_DISPATCH 1
-#define HNSW_POPCNT __attribute__((target("popcnt")))
-#endif
-#if defined(__GNUC__)
-#define HNSW_INLINE static inline __attribute__((always_inline))
-#else
-#define HNSW_INLINE static inline
-#endif
+ * The copies and their choice: HNSW_DISPATCH in hnsw_internal.h. */
 
 static int popcount_mode = -1; /* -1 the CPU decides, 0 software, 1 instruction */
 
@@ -179,81 +73,6 @@ static uint64_t mix_label(struct hnsw_label l)
     return x;
 }
 
-/* Per-node accessors: node < h->n (the callers check ids read from links
- * or the label map against h->n first).  A node below n_base lives in the
- * attached file, the others in the heap tail. */
-HNSW_INLINE const uint64_t *code_of(const struct hnsw *h, uint32_t node)
-{
-    if (node < h->n_base)
-        return h->bcodes + (size_t)node * h->words;
-    return h->codes + (size_t)(node - h->n_base) * h->words;
-}
-
-HNSW_INLINE struct hnsw_label *label_ptr(const struct hnsw *h, uint32_t node)
-{
-    return node < h->n_base ? h->blabels + node : h->labels + (node - h->n_base);
-}
-
-HNSW_INLINE uint8_t *level_ptr(const struct hnsw *h, uint32_t node)
-{
-    return node < h->n_base ? h->blevels + node : h->levels + (node - h->n_base);
-}
-
-HNSW_INLINE uint8_t *del_ptr(const struct hnsw *h, uint32_t node)
-{
-    return node < h->n_base ? h->bdeleted + node : h->deleted + (node - h->n_base);
-}
-
-HNSW_INLINE uint32_t *links0_of(const struct hnsw *h, uint32_t node)
-{
-    if (node < h->n_base)
-        return h->blinks0 + (size_t)node * (1 + h->m0);
-    return h->links0 + (size_t)(node - h->n_base) * (1 + h->m0);
-}
-
-/* The link list (count, then ids) of node at level, or NULL when the node
- * has no such level, or its block lies outside the attached file's upper
- * blob (a hostile file).  The count may exceed M / 2M in such a file: the
- * readers clamp it (link_count), and check every id against h->n. */
-HNSW_INLINE uint32_t *links_of(const struct hnsw *h, uint32_t node, int level)
-{
-    size_t off;
-    if (level == 0)
-        return links0_of(h, node);
-    if ((unsigned)level > *level_ptr(h, node))
-        return NULL;
-    if (node >= h->n_base)
-        return h->upper[node - h->n_base] + (size_t)(level - 1) * (1 + h->m);
-    off = h->buoff[node];
-    if (off > h->bblob_words || (size_t)level * (1 + h->m) > h->bblob_words - off)
-        return NULL;
-    return h->bblob + off + (size_t)(level - 1) * (1 + h->m);
-}
-
-HNSW_INLINE uint32_t link_count(const struct hnsw *h, const uint32_t *l, int level)
-{
-    uint32_t max = level == 0 ? h->m0 : h->m;
-    return l[0] < max ? l[0] : max;
-}
-
-/* hnsw_hamming, inlined into each compiled copy of its callers */
-HNSW_INLINE uint32_t ham(const uint64_t *a, const uint64_t *b, uint32_t words)
-{
-    uint32_t d = 0, i;
-    for (i = 0; i < words; i++)
-        d += (uint32_t)__builtin_popcountll(a[i] ^ b[i]);
-    return d;
-}
-
-HNSW_INLINE uint32_t dist_to(const struct hnsw *h, const uint64_t *q, uint32_t node)
-{
-    const uint64_t *c = code_of(h, node);
-    if (h->words == 2) /* the common 128-bit case, unrolled */
-        return (uint32_t)(__builtin_popcountll(q[0] ^ c[0]) +
-                          __builtin_popcountll(q[1] ^ c[1]));
-    return ham(q, c, h->words);
-}
-
 #ifdef HNSW_DISPATCH
 static HNSW_POPCNT void hamming_blocks_popcnt(const uint64_t *a, const uint64_t *b,
                                               size_t n, uint32_t words, uint32_t *dist)
@@ -272,13 +91,9 @@ static HNSW_POPCNT void hamming_many_popcnt(const uint64_t *q, const uint64_t *c
 }
 #endif
 
-#define KEY(d, node) ((uint64_t)(d) << 32 | (uint64_t)(node))
-#define KEY_DIST(k) ((uint32_t)((k) >> 32))
-#define KEY_NODE(k) ((uint32_t)(k))
-
 /* ---- lifecycle ------------------------------------------------------------ */
 
-static int params_ok(const struct hnsw_params *p)
+int hnsw_params_ok(const struct hnsw_params *p)
 {
     return p && p->bits >= 64 && p->bits % 64 == 0 && p->bits <= MESS_MAX_BITS &&
            p->m >= 2 && p->m <= MESS_MAX_HNSW_M && p->ef_construction >= 1 &&
@@ -291,7 +106,7 @@ int hnsw_new(const struct hnsw_params *p, struct hnsw **out)
     if (!out)
         return MESS_EINVAL;
     *out = NULL;
-    if (!params_ok(p))
+    if (!hnsw_params_ok(p))
         return MESS_EINVAL;
     h = (struct hnsw *)calloc(1, sizeof *h);
     if (!h)
@@ -348,7 +163,7 @@ const struct hnsw_params *hnsw_get_params(const struct hnsw *h)
  * geometric (x1.25, at least 64) so single adds stay amortized O(1), but
  * exactly `need` when that is more, so a bulk insert announced by
  * hnsw_reserve or a load leaves no slack. */
-static int grow(struct hnsw *h, size_t need)
+int hnsw_grow(struct hnsw *h, size_t need)
 {
     size_t cap = h->cap + h->cap / 4, i;
     void *q;
@@ -393,7 +208,6 @@ static int draw_level(const struct hnsw *h, uint64_t *rng)
 
 static int scratch_prepare(struct hnsw_scratch *s, const struct hnsw *h,
                            size_t n, size_t ef);
-static int map_rebuild(struct hnsw *h, size_t want);
 
 /* Besides the arrays, makes every allocation the adds up to n nodes need:
  * the label map, the insert scratch, and the upper-layer link block of
@@ -412,11 +226,11 @@ int hnsw_reserve(struct hnsw *h, size_t n)
         return MESS_EINVAL;
     if (n > HNSW_MAX_NODES)
         return MESS_ELIMIT;
-    rc = grow(h, n);
+    rc = hnsw_grow(h, n);
     if (rc != MESS_OK || n <= h->n)
         return rc;
     if (!h->map || 2 * n > h->map_mask + 1) {
-        rc = map_rebuild(h, 2 * n);
+        rc = hnsw_map_rebuild(h, 2 * n);
         if (rc != MESS_OK)
             return rc;
     }
@@ -448,8 +262,6 @@ void hnsw_unreserve(struct hnsw *h)
 
 /* ---- label map -------------------------------------------------------------- */
 
-#define NO_SLOT SIZE_MAX
-
 /* The slot of map (mask + 1 slots) holding label, or the empty slot where
  * it would go; NO_SLOT when neither turns up within mask + 1 probes (only
  * in a hostile attached file: a valid map is never full).  Slots naming a
@@ -467,14 +279,14 @@ static size_t map_slot_in(const struct hnsw *h, const uint32_t *map, size_t mask
     return NO_SLOT;
 }
 
-static size_t map_find_slot(const struct hnsw *h, struct hnsw_label label)
+size_t hnsw_map_find_slot(const struct hnsw *h, struct hnsw_label label)
 {
     return map_slot_in(h, h->map, h->map_mask, label);
 }
 
 /* The live nodes' labels in node order into map (mask + 1 slots, all
  * EMPTY, more slots than nodes): the canonical map the graph file holds. */
-static void map_fill(const struct hnsw *h, uint32_t *map, size_t mask)
+void hnsw_map_fill(const struct hnsw *h, uint32_t *map, size_t mask)
 {
     size_t i, s;
     for (i = 0; i < h->n; i++)
@@ -486,7 +298,7 @@ static void map_fill(const struct hnsw *h, uint32_t *map, size_t mask)
 }
 
 /* Slots of a map for `want` entries (a power of two, >= 2 want, >= 16). */
-static size_t map_size_for(size_t want)
+size_t hnsw_map_size_for(size_t want)
 {
     size_t size = 16;
     while (size < 2 * want)
@@ -494,9 +306,9 @@ static size_t map_size_for(size_t want)
     return size;
 }
 
-static int map_rebuild(struct hnsw *h, size_t want)
+int hnsw_map_rebuild(struct hnsw *h, size_t want)
 {
-    size_t size = map_size_for(want);
+    size_t size = hnsw_map_size_for(want);
     uint32_t *m;
     m = (uint32_t *)mess_malloc_array(size, sizeof *m);
     if (!m)
@@ -507,7 +319,7 @@ static int map_rebuild(struct hnsw *h, size_t want)
     h->map = m;
     h->map_mapped = 0;
     h->map_mask = size - 1;
-    map_fill(h, m, h->map_mask);
+    hnsw_map_fill(h, m, h->map_mask);
     return MESS_OK;
 }
 
@@ -518,7 +330,7 @@ int hnsw_find(const struct hnsw *h, struct hnsw_label label, uint32_t *node)
         return MESS_EINVAL;
     if (!h->map)
         return MESS_ENOTFOUND;
-    s = map_find_slot(h, label);
+    s = hnsw_map_find_slot(h, label);
     if (s == NO_SLOT || h->map[s] == EMPTY || *del_ptr(h, h->map[s]))
         return MESS_ENOTFOUND;
     if (node)
@@ -528,7 +340,7 @@ int hnsw_find(const struct hnsw *h, struct hnsw_label label, uint32_t *node)
 
 /* Removes slot s with backward shift (linear probing); at most one pass
  * over the table, and slots naming no node (hostile) stay where they are. */
-static void map_remove(struct hnsw *h, size_t s)
+void hnsw_map_remove(struct hnsw *h, size_t s)
 {
     size_t j = s, k;
     for (k = 0; k < h->map_mask; k++) {
@@ -557,7 +369,7 @@ int hnsw_delete(struct hnsw *h, struct hnsw_label label)
         return MESS_EINVAL;
     if (!h->map)
         return MESS_ENOTFOUND;
-    s = map_find_slot(h, label);
+    s = hnsw_map_find_slot(h, label);
     if (s == NO_SLOT || h->map[s] == EMPTY)
         return MESS_ENOTFOUND;
     del = del_ptr(h, h->map[s]);
@@ -567,7 +379,7 @@ int hnsw_delete(struct hnsw *h, struct hnsw_label label)
     mark_dirty(h, h->map[s], DIRTY_DEL);
     if (h->n_deleted < h->n) /* a hostile header's count stays <= n */
         h->n_deleted++;
-    map_remove(h, s);
+    hnsw_map_remove(h, s);
     return MESS_OK;
 }
 
@@ -603,22 +415,6 @@ static void scratch_next_epoch(struct hnsw_scratch *s)
         memset(s->mark, 0, s->mark_cap * sizeof *s->mark);
         s->epoch = 1;
     }
-}
-
-/* Grows *a (elem-byte items) to hold at least need, by 1.5x steps. */
-static int grow_array(void **a, size_t *cap, size_t need, size_t elem)
-{
-    size_t c = need + need / 2 + 64;
-    void *q;
-    if (need <= *cap)
-        return MESS_OK;
-    q = mess_malloc_array(c, elem);
-    if (!q)
-        return MESS_ENOMEM;
-    free(*a);
-    *a = q;
-    *cap = c;
-    return MESS_OK;
 }
 
 /* Prepares marks for n nodes, queues for a search of beam ef over n nodes
@@ -690,24 +486,9 @@ HNSW_INLINE void greedy(const struct hnsw *h, const uint64_t *q, int level,
     }
 }
 
-#if defined(__GNUC__)
-#define PREFETCH(p) __builtin_prefetch(p)
-#else
-#define PREFETCH(p) ((void)(p))
-#endif
-
-#define NIL UINT32_MAX
-
-/* Cache lines holding a link list's count and its first cnt ids. */
-HNSW_INLINE uint64_t lines_of(const uint32_t *l, uint32_t cnt)
-{
-    uintptr_t a = (uintptr_t)l;
-    return (uint64_t)((a + 4 * (uintptr_t)cnt) / 64 - a / 64 + 1);
-}
-
 /* Sorts keys ascending: insertion sort for short runs (one distance bucket,
  * a link list), quicksort with median-of-three pivots above that. */
-static void sort_keys(uint64_t *k, size_t n)
+void hnsw_sort_keys(uint64_t *k, size_t n)
 {
     while (n > 24) {
         uint64_t a = k[0], b = k[n / 2], c = k[n - 1], pivot, t;
@@ -728,11 +509,11 @@ static void sort_keys(uint64_t *k, size_t n)
         }
         /* recurse into the smaller part, loop on the larger */
         if (j + 1 < n - j - 1) {
-            sort_keys(k, j + 1);
+            hnsw_sort_keys(k, j + 1);
             k += j + 1;
             n -= j + 1;
         } else {
-            sort_keys(k + j + 1, n - j - 1);
+            hnsw_sort_keys(k + j + 1, n - j - 1);
             n = j + 1;
         }
     }
@@ -848,7 +629,7 @@ HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
         uint32_t j;
         for (j = rh[d]; j != NIL; j = pool[j].next)
             s->out[k++] = KEY(d, pool[j].node);
-        sort_keys(s->out + first, k - first);
+        hnsw_sort_keys(s->out + first, k - first);
     }
     return k;
 }
@@ -1346,7 +1127,7 @@ HNSW_INLINE void beam_finish(struct beam *b)
         uint32_t j;
         for (j = rh[d]; j != NIL; j = s->pool[j].next)
             s->out[k++] = KEY(d, s->pool[j].node);
-        sort_keys(s->out + first, k - first);
+        hnsw_sort_keys(s->out + first, k - first);
     }
     for (i = 0; i < k && i < job->P; i++) {
         static const struct hnsw_label none = {0, 0};
@@ -1551,7 +1332,7 @@ HNSW_INLINE void add_link(struct hnsw *h, uint32_t from, uint32_t to, int level,
         if (l[i] < h->n)
             tmp[nk++] = KEY(ham(code_of(h, from), code_of(h, l[i]), h->words), l[i]);
     tmp[nk++] = KEY(ham(code_of(h, from), code_of(h, to), h->words), to);
-    sort_keys(tmp, nk);
+    hnsw_sort_keys(tmp, nk);
     k = select_heuristic(h, tmp, nk, max, sel);
     for (i = 0; i < k; i++)
         l[i + 1] = sel[i];
@@ -1573,20 +1354,20 @@ HNSW_INLINE int add_body(struct hnsw *h, const uint64_t *code, struct hnsw_label
         return MESS_ELIMIT;
     if (hnsw_find(h, label, NULL) == MESS_OK)
         return MESS_EINVAL;
-    rc = grow(h, h->n + 1);
+    rc = hnsw_grow(h, h->n + 1);
     if (rc != MESS_OK)
         return rc;
     if (!h->map || 2 * (h->n + 1) > h->map_mask + 1) {
-        rc = map_rebuild(h, 2 * (h->n + 1));
+        rc = hnsw_map_rebuild(h, 2 * (h->n + 1));
         if (rc != MESS_OK)
             return rc;
     }
-    slot = map_find_slot(h, label);
+    slot = hnsw_map_find_slot(h, label);
     if (slot == NO_SLOT) { /* an attached file's map with no empty slot */
-        rc = map_rebuild(h, 2 * (h->n + 1));
+        rc = hnsw_map_rebuild(h, 2 * (h->n + 1));
         if (rc != MESS_OK)
             return rc;
-        slot = map_find_slot(h, label);
+        slot = hnsw_map_find_slot(h, label);
     }
     /* the generator advances only once the add cannot fail any more */
     rng = h->rng;
@@ -1843,7 +1624,7 @@ int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
         mess_rd_u64(r, &state) || mess_rd_u64(r, &n) || mess_rd_u32(r, &entry) ||
         mess_rd_u32(r, &top))
         return MESS_EFORMAT;
-    if (!params_ok(&p))
+    if (!hnsw_params_ok(&p))
         return MESS_EFORMAT;
     if (expect && (expect->bits != p.bits || expect->m != p.m ||
                    expect->ef_construction != p.ef_construction ||
@@ -1858,7 +1639,7 @@ int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
     if (rc != MESS_OK)
         return rc;
     rc = MESS_EFORMAT;
-    if (grow(h, (size_t)n) != MESS_OK) {
+    if (hnsw_grow(h, (size_t)n) != MESS_OK) {
         rc = MESS_ENOMEM;
         goto fail;
     }
@@ -1911,7 +1692,7 @@ int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
     h->entry = n ? entry : EMPTY;
     h->max_level = (int)top - 1;
     h->rng = state;
-    if (map_rebuild(h, (size_t)n + 1) != MESS_OK) {
+    if (hnsw_map_rebuild(h, (size_t)n + 1) != MESS_OK) {
         rc = MESS_ENOMEM;
         goto fail;
     }
@@ -2121,7 +1902,7 @@ int hnsw_write_graph(const struct hnsw *h, int fd, uint8_t digest[32])
     }
     if (blob > UINT32_MAX)
         return MESS_ELIMIT; /* upper offsets are 32-bit */
-    slots = map_size_for(n + 1);
+    slots = hnsw_map_size_for(n + 1);
     graph_layout(h->words, h->m0, n, blob, slots, &g);
     memset(&w, 0, sizeof w);
     w.fd = fd;
@@ -2136,7 +1917,7 @@ int hnsw_write_graph(const struct hnsw *h, int fd, uint8_t digest[32])
         return MESS_ENOMEM;
     }
     memset(map, 0xff, (size_t)slots * 4);
-    map_fill(h, map, (size_t)slots - 1);
+    hnsw_map_fill(h, map, (size_t)slots - 1);
 
     memset(hdr, 0, sizeof hdr);
     memcpy(hdr, graph_magic, 8);
@@ -2272,7 +2053,7 @@ int hnsw_attach_msg(void *base, size_t len, const struct hnsw_params *expect,
     file_len = mess_load_u64(b + H_FILELEN);
     if (mess_load_u32(b + H_HDRLEN) != GRAPH_PAGE || nsec != GRAPH_SECTIONS)
         return mess_fail(msg, cap, MESS_EFORMAT, "graph header: page size or section count is not 4096 / 8");
-    if (!params_ok(&p) || words != p.bits / 64 || m0 != 2 * p.m)
+    if (!hnsw_params_ok(&p) || words != p.bits / 64 || m0 != 2 * p.m)
         return mess_fail(msg, cap, MESS_EFORMAT, "graph header: parameters out of range");
     if (expect && (expect->bits != p.bits || expect->m != p.m ||
                    expect->ef_construction != p.ef_construction || expect->seed != p.seed))
@@ -2280,7 +2061,7 @@ int hnsw_attach_msg(void *base, size_t len, const struct hnsw_params *expect,
     if (n > HNSW_MAX_NODES || ndel > n || top > HNSW_MAX_LEVEL + 1 || (n == 0) != (top == 0) ||
         (n > 0 && entry >= n) || (n == 0 && entry != EMPTY))
         return mess_fail(msg, cap, MESS_EFORMAT, "graph header: node count, entry point or top level out of range");
-    if (slots != map_size_for((size_t)n + 1) || blob > UINT32_MAX)
+    if (slots != hnsw_map_size_for((size_t)n + 1) || blob > UINT32_MAX)
         return mess_fail(msg, cap, MESS_EFORMAT, "graph header: label map or upper-link size out of range");
     graph_layout(words, m0, n, blob, slots, &g);
     if (file_len != g.file_len || file_len != (uint64_t)len)
@@ -2414,7 +2195,7 @@ int hnsw_check_msg(const struct hnsw *h, char *msg, size_t cap)
     }
     for (i = 0; i < h->n; i++)
         if (!*del_ptr(h, (uint32_t)i)) {
-            size_t s = map_find_slot(h, *label_ptr(h, (uint32_t)i));
+            size_t s = hnsw_map_find_slot(h, *label_ptr(h, (uint32_t)i));
             if (s == NO_SLOT || h->map[s] != i) {
                 mess_fail(msg, cap, rc, "graph: live node %zu is not found under its label "
                     "(a duplicate label or a broken label map)", i);
@@ -2947,14 +2728,14 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
                     goto fail;
                 }
             }
-        rc = grow(h, (size_t)d.after);
+        rc = hnsw_grow(h, (size_t)d.after);
         if (rc != MESS_OK)
             goto fail;
     }
     if (!h->map || 2 * d.after > h->map_mask + 1) {
         /* the map a handle growing to `after` nodes rebuilds; made
          * before any change (a failure leaves the graph as it was) */
-        rc = map_rebuild(h, 2 * (size_t)d.after > 16 ? 2 * (size_t)d.after : 16);
+        rc = hnsw_map_rebuild(h, 2 * (size_t)d.after > 16 ? 2 * (size_t)d.after : 16);
         if (rc != MESS_OK)
             goto fail;
     }
@@ -2962,10 +2743,10 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
     /* apply: nothing below fails */
     for (i = 0; i < d.nd; i++) {
         uint32_t id = mess_load_u32(ndids + 4 * i);
-        size_t s = map_find_slot(h, *label_ptr(h, id));
+        size_t s = hnsw_map_find_slot(h, *label_ptr(h, id));
         *del_ptr(h, id) = 1;
         if (s != NO_SLOT && h->map[s] == id)
-            map_remove(h, s);
+            hnsw_map_remove(h, s);
     }
     for (i = 0; i < k; i++) {
         size_t t = (size_t)(d.before + i - h->n_base);
@@ -2989,9 +2770,9 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
     h->upper_words += (size_t)d.nuw;
     for (i = 0; i < k; i++)
         if (!dels[i]) {
-            size_t s = map_find_slot(h, h->labels[d.before + i - h->n_base]);
+            size_t s = hnsw_map_find_slot(h, h->labels[d.before + i - h->n_base]);
             if (s == NO_SLOT) { /* cannot happen: the map has room */
-                map_fill(h, h->map, h->map_mask);
+                hnsw_map_fill(h, h->map, h->map_mask);
                 break;
             }
             h->map[s] = (uint32_t)(d.before + i);
