@@ -30,8 +30,10 @@
 #endif
 #if defined(__GNUC__)
 #define HNSW_INLINE static inline __attribute__((always_inline))
+#define HNSW_MAYBE_UNUSED __attribute__((unused))
 #else
 #define HNSW_INLINE static inline
+#define HNSW_MAYBE_UNUSED
 #endif
 
 /* ---- the graph and the search state ---------------------------------- */
@@ -224,6 +226,51 @@ HNSW_INLINE uint64_t lines_of(const uint32_t *l, uint32_t cnt)
     return (uint64_t)((a + 4 * (uintptr_t)cnt) / 64 - a / 64 + 1);
 }
 
+/* Sorts keys ascending: insertion sort for short runs (one distance bucket,
+ * a link list), quicksort with median-of-three pivots above that.  A
+ * file-local function (not inlined, not external): each file that calls
+ * it has its own copy, so its callers' hot loops keep the register use
+ * the compiler gives a call within one file. */
+static HNSW_MAYBE_UNUSED void sort_keys(uint64_t *k, size_t n)
+{
+    while (n > 24) {
+        uint64_t a = k[0], b = k[n / 2], c = k[n - 1], pivot, t;
+        size_t i = 0, j = n - 1;
+        pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        for (;;) {
+            while (k[i] < pivot)
+                i++;
+            while (k[j] > pivot)
+                j--;
+            if (i >= j)
+                break;
+            t = k[i];
+            k[i] = k[j];
+            k[j] = t;
+            i++;
+            j--;
+        }
+        /* recurse into the smaller part, loop on the larger */
+        if (j + 1 < n - j - 1) {
+            sort_keys(k, j + 1);
+            k += j + 1;
+            n -= j + 1;
+        } else {
+            sort_keys(k + j + 1, n - j - 1);
+            n = j + 1;
+        }
+    }
+    {
+        size_t i, j;
+        for (i = 1; i < n; i++) {
+            uint64_t v = k[i];
+            for (j = i; j > 0 && k[j - 1] > v; j--)
+                k[j] = k[j - 1];
+            k[j] = v;
+        }
+    }
+}
+
 /* Grows *a (elem-byte items) to hold at least need, by 1.5x steps. */
 static inline int grow_array(void **a, size_t *cap, size_t need, size_t elem)
 {
@@ -246,8 +293,6 @@ static inline int grow_array(void **a, size_t *cap, size_t need, size_t elem)
 int hnsw_params_ok(const struct hnsw_params *p);
 /* Room for `need` nodes in all (the tail arrays hold need - n_base). */
 int hnsw_grow(struct hnsw *h, size_t need);
-/* Sorts keys ascending. */
-void hnsw_sort_keys(uint64_t *k, size_t n);
 
 /* The label map: open addressing with linear probing from the label's
  * hash, slots naming node ids, EMPTY free. */
