@@ -12,6 +12,8 @@
 #ifndef MESS_HNSW_INTERNAL_H
 #define MESS_HNSW_INTERNAL_H
 
+#include <sodium.h>
+
 #include "hnsw_bin.h"
 
 /* ---- popcount at run time ------------------------------------------------
@@ -301,5 +303,33 @@ void hnsw_map_fill(const struct hnsw *h, uint32_t *map, size_t mask);
 size_t hnsw_map_size_for(size_t want);
 int hnsw_map_rebuild(struct hnsw *h, size_t want);
 void hnsw_map_remove(struct hnsw *h, size_t s);
+
+/* ---- the writer of the graph file, shared by the deltas ------------------ */
+
+static inline int host_little_endian(void)
+{
+    const uint32_t one = 1;
+    uint8_t b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+/* Buffered writer that hashes what it writes. */
+struct gw {
+    int fd, err;
+    uint8_t *buf;
+    size_t len, cap;
+    uint64_t off;
+    crypto_generichash_state st;
+};
+
+/* Defined in hnsw_bin.c: hnsw_gw_out hashes and writes n bytes,
+ * hnsw_gw_put buffers them, hnsw_gw_flush writes the buffer out,
+ * hnsw_gw_links writes a link list as a block of 1 + max words. */
+void hnsw_gw_out(struct gw *w, const uint8_t *p, size_t n);
+void hnsw_gw_flush(struct gw *w);
+void hnsw_gw_put(struct gw *w, const void *p, size_t n);
+void hnsw_gw_links(struct gw *w, const uint32_t *l, uint32_t cnt, uint32_t max,
+                   uint32_t *block);
 
 #endif
