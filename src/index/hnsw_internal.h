@@ -1,8 +1,21 @@
 /*
  * hnsw_internal.h - the inside of the HNSW index over binary codes: the
  * layout of struct hnsw and struct hnsw_scratch, and the helpers every
- * part of the index inlines.  Internal to the index: included by
- * hnsw_bin.c and the files of src/index/ only; every other file uses hnsw_bin.h.
+ * part of the index inlines.  Internal to the index: included by the
+ * files of the index only, every other file uses hnsw_bin.h:
+ *
+ *   hnsw_bin.c                 the core graph: lifecycle, label map,
+ *                              scratch, search, insert, delete,
+ *                              compaction, accessors; the Hamming
+ *                              distance and its POPCNT dispatch
+ *   src/index/hnsw_many.c      the interleaved search (hnsw_search_many)
+ *   src/index/hnsw_file.c      the travel form, the mapped graph file and
+ *                              its writer, the full check
+ *   src/index/hnsw_delta.c     checkpoint deltas
+ *
+ * Calls go one way: hnsw_many.c, hnsw_file.c and hnsw_delta.c call
+ * hnsw_bin.c, and hnsw_delta.c the writer in hnsw_file.c; hnsw_bin.c
+ * calls none of them.
  *
  * The accessors and Hamming kernels are always-inlined bodies here, not
  * functions of one file, so that each compiled copy of a hot loop (the
@@ -323,7 +336,7 @@ struct gw {
     crypto_generichash_state st;
 };
 
-/* Defined in hnsw_bin.c: hnsw_gw_out hashes and writes n bytes,
+/* Defined in hnsw_file.c: hnsw_gw_out hashes and writes n bytes,
  * hnsw_gw_put buffers them, hnsw_gw_flush writes the buffer out,
  * hnsw_gw_links writes a link list as a block of 1 + max words. */
 void hnsw_gw_out(struct gw *w, const uint8_t *p, size_t n);
