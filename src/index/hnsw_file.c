@@ -319,7 +319,7 @@ static void gw_zero_to(struct gw *w, uint64_t off)
 
 /* Writes list l (count clamped, NULL: empty) as a block of 1 + max words. */
 void hnsw_gw_links(struct gw *w, const uint32_t *l, uint32_t cnt, uint32_t max,
-                     uint32_t *block)
+                   uint32_t *block)
 {
     memset(block, 0, (1 + (size_t)max) * 4);
     block[0] = cnt;
