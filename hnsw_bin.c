@@ -1,136 +1,30 @@
 /*
- * hnsw_bin.c - HNSW over packed binary codes (Hamming distance).
+ * hnsw_bin.c - HNSW over packed binary codes (Hamming distance): the core
+ * graph (lifecycle, label map, scratch, search, insert, delete,
+ * compaction, accessors) and the Hamming distance with its POPCNT
+ * dispatch.  The rest of the index is in src/index/: the interleaved
+ * search (hnsw_many.c), the travel form, the graph file and its check
+ * (hnsw_file.c), the checkpoint deltas (hnsw_delta.c); the layout of
+ * struct hnsw and struct hnsw_scratch, and the helpers every part
+ * inlines, in hnsw_internal.h.  Those files call this one, never the
+ * reverse.
  *
- * Memory layout: codes, labels, levels and flags in flat arrays; layer 0
- * links contiguous (node i's block at i * (1 + 2M): a count, then ids);
- * upper-layer links in one block per node that has levels above 0.
  * Searches use bucket queues over the integer distances (see struct
  * hnsw_scratch); sorted results are 64-bit keys (distance << 32 | node), so
  * ties break by node id.
  *
  * An attached graph (hnsw_attach) reads nodes 0..n_base-1 from the
- * caller's mapping of a graph file (format below, before hnsw_write_graph)
+ * caller's mapping of a graph file (format in src/index/hnsw_file.c)
  * and keeps nodes added later in the same heap arrays a built graph uses
  * (the "tail"); every id, count, level and offset read from the mapping is
  * checked before use, since the file may be hostile.
  */
-#include <errno.h>
 #include <math.h>
-#include <stdio.h>
-#include <unistd.h>
 
-#include <sodium.h>
-
-#include "hnsw_bin.h"
-
-struct hnsw {
-    struct hnsw_params p;
-    uint32_t words, m, m0;
-    double ml;
-    size_t n;            /* nodes: n_base attached ones, then the tail */
-    /* Nodes 0..n_base-1 of an attached graph (hnsw_attach): views into the
-     * caller's mapping, bounds-checked on every read (the file may be
-     * hostile).  n_base = 0 for a graph built or loaded on the heap. */
-    size_t n_base;
-    uint64_t *bcodes;
-    struct hnsw_label *blabels;
-    uint8_t *blevels, *bdeleted;
-    uint32_t *blinks0;
-    const uint32_t *buoff; /* node's first upper-link word in bblob */
-    uint32_t *bblob;
-    size_t bblob_words;
-    size_t bytes_mapped; /* the attached file's length */
-    /* The tail: nodes n_base.. in heap arrays, node n_base + i at index i. */
-    size_t cap;
-    uint64_t *codes;     /* cap x words */
-    struct hnsw_label *labels; /* cap */
-    uint8_t *levels;     /* cap */
-    uint8_t *deleted;    /* cap */
-    uint32_t *links0;    /* cap x (1 + m0) */
-    uint32_t **upper;    /* cap: level x (1 + m) or NULL */
-    uint32_t entry;
-    int max_level;       /* -1 when empty */
-    size_t n_deleted;
-    size_t upper_words;  /* sum over nodes of level x (1 + m) */
-    uint64_t rng;        /* splitmix64 state for levels */
-    uint32_t *map;       /* label -> node, open addressing; UINT32_MAX empty */
-    size_t map_mask;
-    int map_mapped;      /* map is the attached file's section (not freed) */
-    struct hnsw_scratch *build; /* search state of inserts (exclusive) */
-    uint64_t *tmp;       /* 2M + 2 keys for link shrinking */
-    uint32_t *sel, *sel2; /* 2M + 2 ids each */
-    /* Checkpoint tracking (hnsw_track, hnsw_write_delta): which blocks of
-     * nodes 0..n_mark-1 changed since the mark; dirty = NULL: not tracked. */
-    size_t n_mark;
-    uint8_t *dirty;      /* n_mark bytes of DIRTY_* bits */
-};
-
-/* Search state of one thread.  Distances are integers in [0, bits], so
- * both queues of Alg. 2 are bucket queues: one singly linked list per
- * distance, entries taken from a pool that is reset at every search.  The
- * candidate queue pops from its lowest non-empty bucket, the result set
- * evicts from its highest; every operation is O(1) amortised and no
- * comparison involves more than one small integer. */
-struct bq_entry {
-    uint32_t node;
-    uint32_t next;
-};
-
-struct hnsw_scratch {
-    uint16_t *mark;      /* visited epoch per node */
-    size_t mark_cap;
-    uint16_t epoch;
-    struct bq_entry *pool;
-    size_t pool_cap, pool_used;
-    uint32_t *cand_head, *res_head; /* nbuckets each */
-    uint32_t nbuckets;
-    uint64_t *out;       /* sorted (distance, node) keys of the last layer search */
-    size_t out_cap;
-    uint32_t *pending;   /* unvisited neighbours of the node being expanded */
-    size_t pending_cap;
-    struct hnsw_counts cnt; /* work of the searches made with it */
-    /* hnsw_search_many's visit set: one bit per node (n / 8 bytes: a few
-     * KiB per shard, so the beams in flight keep theirs in L1/L2), cleared
-     * after each search through the list of the nodes it visited */
-    uint64_t *vis;
-    size_t vis_cap;      /* words */
-    uint32_t *vlist;
-    size_t vlist_cap, nvis;
-};
-
-#define EMPTY UINT32_MAX
-
-/* hnsw_track's bits per node: its layer-0 block, its upper blocks, its
- * deleted flag changed since the mark. */
-#define DIRTY_L0 1u
-#define DIRTY_UP 2u
-#define DIRTY_DEL 4u
-
-static inline void mark_dirty(struct hnsw *h, uint32_t node, unsigned bit)
-{
-    if (node < h->n_mark)
-        h->dirty[node] |= (uint8_t)bit;
-}
+#include "hnsw_internal.h"
 
 /* ---- popcount at run time ------------------------------------------------
- * Hamming distance is one popcount per 64-bit word.  The build targets the
- * baseline ISA (no -mpopcnt: a package must run on every x86-64), so the
- * hot paths (search, insert, many-code distances) are compiled twice from
- * one always-inlined body: once with the POPCNT instruction enabled by a
- * target attribute, once for the baseline (the compiler's builtin without
- * it: bit arithmetic or a libgcc call).  Each call picks one with
- * __builtin_cpu_supports("popcnt"); both give identical results.
- * -DMESS_NO_POPCNT_DISPATCH keeps only the baseline copy (build/mess-portable). */
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__) && \
-    !defined(MESS_NO_POPCNT_DISPATCH)
-#define HNSW_DISPATCH 1
-#define HNSW_POPCNT __attribute__((target("popcnt")))
-#endif
-#if defined(__GNUC__)
-#define HNSW_INLINE static inline __attribute__((always_inline))
-#else
-#define HNSW_INLINE static inline
-#endif
+ * The copies and their choice: HNSW_DISPATCH in hnsw_internal.h. */
 
 static int popcount_mode = -1; /* -1 the CPU decides, 0 software, 1 instruction */
 
@@ -179,81 +73,6 @@ static uint64_t mix_label(struct hnsw_label l)
     return x;
 }
 
-/* Per-node accessors: node < h->n (the callers check ids read from links
- * or the label map against h->n first).  A node below n_base lives in the
- * attached file, the others in the heap tail. */
-HNSW_INLINE const uint64_t *code_of(const struct hnsw *h, uint32_t node)
-{
-    if (node < h->n_base)
-        return h->bcodes + (size_t)node * h->words;
-    return h->codes + (size_t)(node - h->n_base) * h->words;
-}
-
-HNSW_INLINE struct hnsw_label *label_ptr(const struct hnsw *h, uint32_t node)
-{
-    return node < h->n_base ? h->blabels + node : h->labels + (node - h->n_base);
-}
-
-HNSW_INLINE uint8_t *level_ptr(const struct hnsw *h, uint32_t node)
-{
-    return node < h->n_base ? h->blevels + node : h->levels + (node - h->n_base);
-}
-
-HNSW_INLINE uint8_t *del_ptr(const struct hnsw *h, uint32_t node)
-{
-    return node < h->n_base ? h->bdeleted + node : h->deleted + (node - h->n_base);
-}
-
-HNSW_INLINE uint32_t *links0_of(const struct hnsw *h, uint32_t node)
-{
-    if (node < h->n_base)
-        return h->blinks0 + (size_t)node * (1 + h->m0);
-    return h->links0 + (size_t)(node - h->n_base) * (1 + h->m0);
-}
-
-/* The link list (count, then ids) of node at level, or NULL when the node
- * has no such level, or its block lies outside the attached file's upper
- * blob (a hostile file).  The count may exceed M / 2M in such a file: the
- * readers clamp it (link_count), and check every id against h->n. */
-HNSW_INLINE uint32_t *links_of(const struct hnsw *h, uint32_t node, int level)
-{
-    size_t off;
-    if (level == 0)
-        return links0_of(h, node);
-    if ((unsigned)level > *level_ptr(h, node))
-        return NULL;
-    if (node >= h->n_base)
-        return h->upper[node - h->n_base] + (size_t)(level - 1) * (1 + h->m);
-    off = h->buoff[node];
-    if (off > h->bblob_words || (size_t)level * (1 + h->m) > h->bblob_words - off)
-        return NULL;
-    return h->bblob + off + (size_t)(level - 1) * (1 + h->m);
-}
-
-HNSW_INLINE uint32_t link_count(const struct hnsw *h, const uint32_t *l, int level)
-{
-    uint32_t max = level == 0 ? h->m0 : h->m;
-    return l[0] < max ? l[0] : max;
-}
-
-/* hnsw_hamming, inlined into each compiled copy of its callers */
-HNSW_INLINE uint32_t ham(const uint64_t *a, const uint64_t *b, uint32_t words)
-{
-    uint32_t d = 0, i;
-    for (i = 0; i < words; i++)
-        d += (uint32_t)__builtin_popcountll(a[i] ^ b[i]);
-    return d;
-}
-
-HNSW_INLINE uint32_t dist_to(const struct hnsw *h, const uint64_t *q, uint32_t node)
-{
-    const uint64_t *c = code_of(h, node);
-    if (h->words == 2) /* the common 128-bit case, unrolled */
-        return (uint32_t)(__builtin_popcountll(q[0] ^ c[0]) +
-                          __builtin_popcountll(q[1] ^ c[1]));
-    return ham(q, c, h->words);
-}
-
 #ifdef HNSW_DISPATCH
 static HNSW_POPCNT void hamming_blocks_popcnt(const uint64_t *a, const uint64_t *b,
                                               size_t n, uint32_t words, uint32_t *dist)
@@ -272,13 +91,37 @@ static HNSW_POPCNT void hamming_many_popcnt(const uint64_t *q, const uint64_t *c
 }
 #endif
 
-#define KEY(d, node) ((uint64_t)(d) << 32 | (uint64_t)(node))
-#define KEY_DIST(k) ((uint32_t)((k) >> 32))
-#define KEY_NODE(k) ((uint32_t)(k))
+void hnsw_hamming_many(const uint64_t *q, const uint64_t *codes, size_t n,
+                       uint32_t words, uint32_t *dist)
+{
+    size_t i;
+#ifdef HNSW_DISPATCH
+    if (hnsw_popcount_hw()) {
+        hamming_many_popcnt(q, codes, n, words, dist);
+        return;
+    }
+#endif
+    for (i = 0; i < n; i++)
+        dist[i] = ham(q, codes + i * words, words);
+}
+
+void hnsw_hamming_blocks(const uint64_t *a, const uint64_t *b, size_t n,
+                         uint32_t words, uint32_t *dist)
+{
+    size_t i;
+#ifdef HNSW_DISPATCH
+    if (hnsw_popcount_hw()) {
+        hamming_blocks_popcnt(a, b, n, words, dist);
+        return;
+    }
+#endif
+    for (i = 0; i < n; i++)
+        dist[i] = ham(a + i * words, b + i * words, words);
+}
 
 /* ---- lifecycle ------------------------------------------------------------ */
 
-static int params_ok(const struct hnsw_params *p)
+int hnsw_params_ok(const struct hnsw_params *p)
 {
     return p && p->bits >= 64 && p->bits % 64 == 0 && p->bits <= MESS_MAX_BITS &&
            p->m >= 2 && p->m <= MESS_MAX_HNSW_M && p->ef_construction >= 1 &&
@@ -291,7 +134,7 @@ int hnsw_new(const struct hnsw_params *p, struct hnsw **out)
     if (!out)
         return MESS_EINVAL;
     *out = NULL;
-    if (!params_ok(p))
+    if (!hnsw_params_ok(p))
         return MESS_EINVAL;
     h = (struct hnsw *)calloc(1, sizeof *h);
     if (!h)
@@ -348,7 +191,7 @@ const struct hnsw_params *hnsw_get_params(const struct hnsw *h)
  * geometric (x1.25, at least 64) so single adds stay amortized O(1), but
  * exactly `need` when that is more, so a bulk insert announced by
  * hnsw_reserve or a load leaves no slack. */
-static int grow(struct hnsw *h, size_t need)
+int hnsw_grow(struct hnsw *h, size_t need)
 {
     size_t cap = h->cap + h->cap / 4, i;
     void *q;
@@ -393,7 +236,6 @@ static int draw_level(const struct hnsw *h, uint64_t *rng)
 
 static int scratch_prepare(struct hnsw_scratch *s, const struct hnsw *h,
                            size_t n, size_t ef);
-static int map_rebuild(struct hnsw *h, size_t want);
 
 /* Besides the arrays, makes every allocation the adds up to n nodes need:
  * the label map, the insert scratch, and the upper-layer link block of
@@ -412,11 +254,11 @@ int hnsw_reserve(struct hnsw *h, size_t n)
         return MESS_EINVAL;
     if (n > HNSW_MAX_NODES)
         return MESS_ELIMIT;
-    rc = grow(h, n);
+    rc = hnsw_grow(h, n);
     if (rc != MESS_OK || n <= h->n)
         return rc;
     if (!h->map || 2 * n > h->map_mask + 1) {
-        rc = map_rebuild(h, 2 * n);
+        rc = hnsw_map_rebuild(h, 2 * n);
         if (rc != MESS_OK)
             return rc;
     }
@@ -448,8 +290,6 @@ void hnsw_unreserve(struct hnsw *h)
 
 /* ---- label map -------------------------------------------------------------- */
 
-#define NO_SLOT SIZE_MAX
-
 /* The slot of map (mask + 1 slots) holding label, or the empty slot where
  * it would go; NO_SLOT when neither turns up within mask + 1 probes (only
  * in a hostile attached file: a valid map is never full).  Slots naming a
@@ -467,14 +307,14 @@ static size_t map_slot_in(const struct hnsw *h, const uint32_t *map, size_t mask
     return NO_SLOT;
 }
 
-static size_t map_find_slot(const struct hnsw *h, struct hnsw_label label)
+size_t hnsw_map_find_slot(const struct hnsw *h, struct hnsw_label label)
 {
     return map_slot_in(h, h->map, h->map_mask, label);
 }
 
 /* The live nodes' labels in node order into map (mask + 1 slots, all
  * EMPTY, more slots than nodes): the canonical map the graph file holds. */
-static void map_fill(const struct hnsw *h, uint32_t *map, size_t mask)
+void hnsw_map_fill(const struct hnsw *h, uint32_t *map, size_t mask)
 {
     size_t i, s;
     for (i = 0; i < h->n; i++)
@@ -486,7 +326,7 @@ static void map_fill(const struct hnsw *h, uint32_t *map, size_t mask)
 }
 
 /* Slots of a map for `want` entries (a power of two, >= 2 want, >= 16). */
-static size_t map_size_for(size_t want)
+size_t hnsw_map_size_for(size_t want)
 {
     size_t size = 16;
     while (size < 2 * want)
@@ -494,9 +334,9 @@ static size_t map_size_for(size_t want)
     return size;
 }
 
-static int map_rebuild(struct hnsw *h, size_t want)
+int hnsw_map_rebuild(struct hnsw *h, size_t want)
 {
-    size_t size = map_size_for(want);
+    size_t size = hnsw_map_size_for(want);
     uint32_t *m;
     m = (uint32_t *)mess_malloc_array(size, sizeof *m);
     if (!m)
@@ -507,7 +347,7 @@ static int map_rebuild(struct hnsw *h, size_t want)
     h->map = m;
     h->map_mapped = 0;
     h->map_mask = size - 1;
-    map_fill(h, m, h->map_mask);
+    hnsw_map_fill(h, m, h->map_mask);
     return MESS_OK;
 }
 
@@ -518,7 +358,7 @@ int hnsw_find(const struct hnsw *h, struct hnsw_label label, uint32_t *node)
         return MESS_EINVAL;
     if (!h->map)
         return MESS_ENOTFOUND;
-    s = map_find_slot(h, label);
+    s = hnsw_map_find_slot(h, label);
     if (s == NO_SLOT || h->map[s] == EMPTY || *del_ptr(h, h->map[s]))
         return MESS_ENOTFOUND;
     if (node)
@@ -528,7 +368,7 @@ int hnsw_find(const struct hnsw *h, struct hnsw_label label, uint32_t *node)
 
 /* Removes slot s with backward shift (linear probing); at most one pass
  * over the table, and slots naming no node (hostile) stay where they are. */
-static void map_remove(struct hnsw *h, size_t s)
+void hnsw_map_remove(struct hnsw *h, size_t s)
 {
     size_t j = s, k;
     for (k = 0; k < h->map_mask; k++) {
@@ -557,7 +397,7 @@ int hnsw_delete(struct hnsw *h, struct hnsw_label label)
         return MESS_EINVAL;
     if (!h->map)
         return MESS_ENOTFOUND;
-    s = map_find_slot(h, label);
+    s = hnsw_map_find_slot(h, label);
     if (s == NO_SLOT || h->map[s] == EMPTY)
         return MESS_ENOTFOUND;
     del = del_ptr(h, h->map[s]);
@@ -567,7 +407,7 @@ int hnsw_delete(struct hnsw *h, struct hnsw_label label)
     mark_dirty(h, h->map[s], DIRTY_DEL);
     if (h->n_deleted < h->n) /* a hostile header's count stays <= n */
         h->n_deleted++;
-    map_remove(h, s);
+    hnsw_map_remove(h, s);
     return MESS_OK;
 }
 
@@ -603,22 +443,6 @@ static void scratch_next_epoch(struct hnsw_scratch *s)
         memset(s->mark, 0, s->mark_cap * sizeof *s->mark);
         s->epoch = 1;
     }
-}
-
-/* Grows *a (elem-byte items) to hold at least need, by 1.5x steps. */
-static int grow_array(void **a, size_t *cap, size_t need, size_t elem)
-{
-    size_t c = need + need / 2 + 64;
-    void *q;
-    if (need <= *cap)
-        return MESS_OK;
-    q = mess_malloc_array(c, elem);
-    if (!q)
-        return MESS_ENOMEM;
-    free(*a);
-    *a = q;
-    *cap = c;
-    return MESS_OK;
 }
 
 /* Prepares marks for n nodes, queues for a search of beam ef over n nodes
@@ -660,6 +484,22 @@ static int scratch_prepare(struct hnsw_scratch *s, const struct hnsw *h,
     return MESS_OK;
 }
 
+void hnsw_scratch_counts(const struct hnsw_scratch *s, struct hnsw_counts *out)
+{
+    if (!out)
+        return;
+    if (!s)
+        memset(out, 0, sizeof *out);
+    else
+        *out = s->cnt;
+}
+
+void hnsw_scratch_counts_reset(struct hnsw_scratch *s)
+{
+    if (s)
+        memset(&s->cnt, 0, sizeof s->cnt);
+}
+
 /* ---- search ----------------------------------------------------------------------- */
 
 /* Greedy descent on one layer from *ep (Alg. 2 with ef = 1). */
@@ -686,63 +526,6 @@ HNSW_INLINE void greedy(const struct hnsw *h, const uint64_t *q, int level,
                 *ep = e;
                 changed = 1;
             }
-        }
-    }
-}
-
-#if defined(__GNUC__)
-#define PREFETCH(p) __builtin_prefetch(p)
-#else
-#define PREFETCH(p) ((void)(p))
-#endif
-
-#define NIL UINT32_MAX
-
-/* Cache lines holding a link list's count and its first cnt ids. */
-HNSW_INLINE uint64_t lines_of(const uint32_t *l, uint32_t cnt)
-{
-    uintptr_t a = (uintptr_t)l;
-    return (uint64_t)((a + 4 * (uintptr_t)cnt) / 64 - a / 64 + 1);
-}
-
-/* Sorts keys ascending: insertion sort for short runs (one distance bucket,
- * a link list), quicksort with median-of-three pivots above that. */
-static void sort_keys(uint64_t *k, size_t n)
-{
-    while (n > 24) {
-        uint64_t a = k[0], b = k[n / 2], c = k[n - 1], pivot, t;
-        size_t i = 0, j = n - 1;
-        pivot = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
-        for (;;) {
-            while (k[i] < pivot)
-                i++;
-            while (k[j] > pivot)
-                j--;
-            if (i >= j)
-                break;
-            t = k[i];
-            k[i] = k[j];
-            k[j] = t;
-            i++;
-            j--;
-        }
-        /* recurse into the smaller part, loop on the larger */
-        if (j + 1 < n - j - 1) {
-            sort_keys(k, j + 1);
-            k += j + 1;
-            n -= j + 1;
-        } else {
-            sort_keys(k + j + 1, n - j - 1);
-            n = j + 1;
-        }
-    }
-    {
-        size_t i, j;
-        for (i = 1; i < n; i++) {
-            uint64_t v = k[i];
-            for (j = i; j > 0 && k[j - 1] > v; j--)
-                k[j] = k[j - 1];
-            k[j] = v;
         }
     }
 }
@@ -915,596 +698,6 @@ int hnsw_search(const struct hnsw *h, struct hnsw_scratch *s,
     return search_soft(h, s, query, P, ef, out, n_out);
 }
 
-/* ---- many searches interleaved (hnsw_search_many) -------------------------------
- *
- * The beam search of search_layer (layer 0, live nodes only) cut at its two
- * waits: a beam stops after it has picked its next candidate and
- * prefetched that node's link list (BEAM_GATHER follows), and after it has
- * gathered the unvisited neighbours and prefetched their codes
- * (BEAM_SCORE follows).  A round-robin over up to `width` beams lets the
- * lines of one arrive while the others compute.  Each beam makes exactly
- * the decisions search_layer makes, in the same order, on its own
- * scratch; only the interleaving of independent searches differs. */
-enum { BEAM_DONE, BEAM_GATHER, BEAM_SCORE, BEAM_UADDR, BEAM_ULIST, BEAM_UPPER, BEAM_PICK };
-
-struct beam {
-    struct hnsw_job *job;
-    struct hnsw_scratch *s;
-    const uint32_t *l;   /* the list being expanded */
-    const uint64_t *codes; /* fast: every node's code, node i at 2 i */
-    int fast;            /* 128-bit codes in one array, no deleted node */
-    int listed;          /* visits listed in s->vlist (else the bitmap is
-                            cleared whole: small enough) */
-    size_t ef, nr, ncand;
-    uint32_t used, cmin, rmax, np;
-    uint32_t ep, epd;    /* the greedy descent's node and distance */
-    int level;           /* its layer */
-    int run;             /* the layer-0 search was started */
-};
-
-/* hnsw_search_many's paths: fast, the common case's own loops and the
- * beams' next picks made together at the end of each round (many_defer);
- * the largest visit bitmap cleared whole rather than through the list of
- * the nodes visited (words).  hnsw_many_set_paths for the tests and the
- * benchmark, which compare them with the former loops (fast 0). */
-static int many_fast = HNSW_MANY_FAST, many_defer = 1;
-static size_t many_clear_words = HNSW_MANY_CLEAR_WORDS;
-
-void hnsw_many_set_paths(int fast, size_t clear_words)
-{
-    many_fast = fast < 0 ? 0 : fast > 2 ? 2 : fast;
-    many_defer = fast != 0;
-    many_clear_words = clear_words;
-}
-
-/* Pops candidates until one with a link list (BEAM_GATHER, its list
- * prefetched) or the end of the search (BEAM_DONE). */
-HNSW_INLINE int beam_pick(struct beam *b)
-{
-    const struct hnsw *h = b->job->h;
-    uint32_t *ch = b->s->cand_head;
-    const struct bq_entry *pool = b->s->pool;
-    const size_t bytes = 4 * (size_t)(1 + h->m0);
-    while (b->ncand > 0) {
-        const uint32_t *l;
-        uint32_t c;
-        size_t off;
-        while (ch[b->cmin] == NIL)
-            b->cmin++;
-        if (b->nr >= b->ef && b->cmin > b->rmax)
-            break;
-        c = pool[ch[b->cmin]].node;
-        ch[b->cmin] = pool[ch[b->cmin]].next;
-        b->ncand--;
-        l = links_of(h, c, 0);
-        if (!l)
-            continue;
-        for (off = 0; off < bytes; off += 64)
-            PREFETCH((const char *)l + off);
-        PREFETCH((const char *)l + bytes - 1);
-        b->l = l;
-        return BEAM_GATHER;
-    }
-    return BEAM_DONE;
-}
-
-/* The unvisited neighbours of the picked node, their codes prefetched. */
-HNSW_INLINE int beam_gather(struct beam *b)
-{
-    const struct hnsw *h = b->job->h;
-    struct hnsw_scratch *s = b->s;
-    const uint32_t *l = b->l;
-    uint64_t *vis = s->vis;
-    uint32_t *pend = s->pending, *vlist = s->vlist;
-    const size_t n = h->n;
-    size_t nvis = s->nvis;
-    uint32_t cnt = link_count(h, l, 0), i, np = 0;
-    s->cnt.expanded++;
-    s->cnt.links += cnt;
-    s->cnt.link_lines += lines_of(l, cnt);
-    if (b->fast == 2) {
-        /* no branch on the visit bit: every id's bit is set and the id is
-         * kept (np advanced) only if the bit was clear; an id past the
-         * last node reads and rewrites word 0 unchanged */
-        const uint64_t *codes = b->codes;
-        for (i = 1; i <= cnt; i++) {
-            uint32_t e = l[i];
-            uint32_t in = e < n, x = in ? e : 0;
-            uint64_t *w = vis + (x >> 6), v = *w;
-            uint64_t bit = (uint64_t)in << (x & 63);
-            pend[np] = e;
-            np += (uint32_t)(((v & bit) == 0) & in);
-            *w = v | bit;
-            PREFETCH(codes + 2 * (size_t)x);
-        }
-        s->cnt.scored += np;
-        b->np = np;
-        return np ? BEAM_SCORE : BEAM_PICK;
-    }
-    if (b->fast) {
-        const uint64_t *codes = b->codes;
-        const int listed = b->listed;
-        for (i = 1; i <= cnt; i++) {
-            uint32_t e = l[i];
-            if (e < n) {
-                uint64_t *w = vis + (e >> 6), bit = (uint64_t)1 << (e & 63);
-                if (!(*w & bit)) {
-                    *w |= bit;
-                    if (listed)
-                        vlist[nvis++] = e;
-                    pend[np++] = e;
-                    PREFETCH(codes + 2 * (size_t)e);
-                }
-            }
-        }
-        s->nvis = nvis;
-        s->cnt.scored += np;
-        b->np = np;
-        return np ? BEAM_SCORE : many_defer ? BEAM_PICK : beam_pick(b);
-    }
-    for (i = 1; i <= cnt; i++) {
-        uint32_t e = l[i];
-        uint64_t bit = (uint64_t)1 << (e & 63);
-        if (e < n && !(vis[e >> 6] & bit)) {
-            vis[e >> 6] |= bit;
-            if (b->listed)
-                vlist[nvis++] = e;
-            pend[np++] = e;
-            PREFETCH(code_of(h, e));
-            if (h->n_deleted) /* read if it enters the results */
-                PREFETCH(del_ptr(h, e));
-        }
-    }
-    s->nvis = nvis;
-    s->cnt.scored += np;
-    b->np = np;
-    return np ? BEAM_SCORE : many_defer ? BEAM_PICK : beam_pick(b);
-}
-
-/* Scores the gathered neighbours (search_layer's inner loop), then picks. */
-HNSW_INLINE int beam_score(struct beam *b)
-{
-    const struct hnsw *h = b->job->h;
-    struct hnsw_scratch *s = b->s;
-    const uint64_t *q = b->job->query;
-    struct bq_entry *pool = s->pool;
-    uint32_t *ch = s->cand_head, *rh = s->res_head, *pend = s->pending;
-    const size_t ef = b->ef;
-    size_t nr = b->nr, ncand = b->ncand;
-    uint32_t used = b->used, cmin = b->cmin, rmax = b->rmax, i;
-    if (b->fast) {
-        const uint64_t *codes = b->codes;
-        const uint64_t q0 = q[0], q1 = q[1];
-        for (i = 0; i < b->np; i++) {
-            uint32_t e = pend[i];
-            const uint64_t *c = codes + 2 * (size_t)e;
-            uint32_t d = (uint32_t)(__builtin_popcountll(q0 ^ c[0]) +
-                                    __builtin_popcountll(q1 ^ c[1]));
-            if (nr < ef || d < rmax) {
-                pool[used].node = e;
-                pool[used].next = ch[d];
-                ch[d] = used++;
-                ncand++;
-                if (d < cmin)
-                    cmin = d;
-                pool[used].node = e;
-                pool[used].next = rh[d];
-                rh[d] = used++;
-                if (d > rmax) /* nr >= 1: the entry point is live */
-                    rmax = d;
-                if (++nr > ef) {
-                    rh[rmax] = pool[rh[rmax]].next;
-                    nr--;
-                    while (rh[rmax] == NIL)
-                        rmax--;
-                }
-            }
-        }
-        b->nr = nr;
-        b->ncand = ncand;
-        b->used = used;
-        b->cmin = cmin;
-        b->rmax = rmax;
-        return many_defer ? BEAM_PICK : beam_pick(b);
-    }
-    for (i = 0; i < b->np; i++) {
-        uint32_t e = pend[i], d = dist_to(h, q, e);
-        if (nr < ef || d < rmax) {
-            pool[used].node = e;
-            pool[used].next = ch[d];
-            ch[d] = used++;
-            ncand++;
-            if (d < cmin)
-                cmin = d;
-            if (h->n_deleted && *del_ptr(h, e))
-                continue;
-            pool[used].node = e;
-            pool[used].next = rh[d];
-            rh[d] = used++;
-            if (d > rmax || nr == 0)
-                rmax = d;
-            if (++nr > ef) {
-                rh[rmax] = pool[rh[rmax]].next;
-                nr--;
-                while (rh[rmax] == NIL)
-                    rmax--;
-            }
-        }
-    }
-    b->nr = nr;
-    b->ncand = ncand;
-    b->used = used;
-    b->cmin = cmin;
-    b->rmax = rmax;
-    return many_defer ? BEAM_PICK : beam_pick(b);
-}
-
-/* scratch_prepare for hnsw_search_many: the queues as for a search, and a
- * visit set of n bits (all clear: grown zeroed, cleared after each use)
- * with room to list every node, instead of the 16-bit marks. */
-static int scratch_prepare_many(struct hnsw_scratch *s, const struct hnsw *h, size_t ef)
-{
-    size_t words = (h->n + 63) / 64;
-    uint32_t nb = h->p.bits + 1;
-    if (words > s->vis_cap) {
-        size_t cap = words + words / 2 + 16;
-        uint64_t *v = (uint64_t *)mess_calloc_array(cap, sizeof *v);
-        if (!v)
-            return MESS_ENOMEM;
-        free(s->vis);
-        s->vis = v;
-        s->vis_cap = cap;
-    }
-    if (nb > s->nbuckets) {
-        uint32_t *c = (uint32_t *)mess_malloc_array(nb, sizeof *c);
-        uint32_t *r = (uint32_t *)mess_malloc_array(nb, sizeof *r);
-        if (!c || !r) {
-            free(c);
-            free(r);
-            return MESS_ENOMEM;
-        }
-        free(s->cand_head);
-        free(s->res_head);
-        s->cand_head = c;
-        s->res_head = r;
-        s->nbuckets = nb;
-    }
-    if (grow_array((void **)&s->vlist, &s->vlist_cap, h->n + 1, sizeof *s->vlist) ||
-        grow_array((void **)&s->pool, &s->pool_cap, 2 * h->n + 2, sizeof *s->pool) ||
-        grow_array((void **)&s->out, &s->out_cap, ef + 1, sizeof *s->out) ||
-        grow_array((void **)&s->pending, &s->pending_cap, (size_t)h->m0 + 1,
-                   sizeof *s->pending))
-        return MESS_ENOMEM;
-    return MESS_OK;
-}
-
-/* The layer-0 search from the descent's node (search_layer's start). */
-HNSW_INLINE int beam_layer0(struct beam *b)
-{
-    const struct hnsw *h = b->job->h;
-    struct hnsw_scratch *s = b->s;
-    uint32_t ep = b->ep, epd = b->epd, *ch = s->cand_head, *rh = s->res_head;
-    s->cnt.searches++;
-    memset(ch, 0xff, (size_t)(h->p.bits + 1) * sizeof *ch);
-    memset(rh, 0xff, (size_t)(h->p.bits + 1) * sizeof *rh);
-    b->run = 1;
-    b->used = 0;
-    s->vis[ep >> 6] |= (uint64_t)1 << (ep & 63);
-    s->vlist[0] = ep;
-    s->nvis = 1;
-    s->pool[b->used].node = ep;
-    s->pool[b->used].next = ch[epd];
-    ch[epd] = b->used++;
-    b->ncand = 1;
-    b->cmin = epd;
-    b->nr = 0;
-    b->rmax = 0;
-    if (!h->n_deleted || !*del_ptr(h, ep)) {
-        s->pool[b->used].node = ep;
-        s->pool[b->used].next = rh[epd];
-        rh[epd] = b->used++;
-        b->nr = 1;
-        b->rmax = epd;
-    }
-    return beam_pick(b);
-}
-
-/* The greedy descent (greedy()) one step at a time, three waits a step:
- * where ep's list on the layer is (its level byte and upper-link offset
- * or block pointer: BEAM_UADDR follows), the list (BEAM_ULIST), its
- * neighbours' codes (BEAM_UPPER), each prefetched while other beams run.
- * Below layer 1, layer 0 starts. */
-HNSW_INLINE int beam_descend(struct beam *b)
-{
-    const struct hnsw *h = b->job->h;
-    if (b->level <= 0)
-        return beam_layer0(b);
-    PREFETCH(level_ptr(h, b->ep));
-    if (b->ep < h->n_base)
-        PREFETCH(h->buoff + b->ep);
-    else
-        PREFETCH(h->upper + (b->ep - h->n_base));
-    return BEAM_UADDR;
-}
-
-/* ep's list on the layer, or on the next one down that it has. */
-HNSW_INLINE int beam_uaddr(struct beam *b)
-{
-    const struct hnsw *h = b->job->h;
-    const size_t bytes = 4 * (size_t)(1 + h->m);
-    for (; b->level > 0; b->level--) {
-        const uint32_t *l = links_of(h, b->ep, b->level);
-        size_t off;
-        if (!l)
-            continue;
-        for (off = 0; off < bytes; off += 64)
-            PREFETCH((const char *)l + off);
-        PREFETCH((const char *)l + bytes - 1);
-        b->l = l;
-        return BEAM_ULIST;
-    }
-    return beam_layer0(b);
-}
-
-HNSW_INLINE int beam_ulist(struct beam *b)
-{
-    const struct hnsw *h = b->job->h;
-    const uint32_t *l = b->l;
-    uint32_t i, cnt = link_count(h, l, b->level);
-    for (i = 1; i <= cnt; i++)
-        if (l[i] < h->n)
-            PREFETCH(code_of(h, l[i]));
-    return BEAM_UPPER;
-}
-
-/* One pass of greedy() over the list: a move stays on the layer (the new
- * node's list next), none goes down (the same node's list there). */
-HNSW_INLINE int beam_upper(struct beam *b)
-{
-    const struct hnsw *h = b->job->h;
-    const uint32_t *l = b->l;
-    uint32_t i, cnt = link_count(h, l, b->level), ep = b->ep, epd = b->epd;
-    int changed = 0;
-    for (i = 1; i <= cnt; i++) {
-        uint32_t e = l[i], d;
-        if (e >= h->n)
-            continue;
-        d = dist_to(h, b->job->query, e);
-        b->s->cnt.upper++;
-        if (d < epd || (d == epd && e < ep)) {
-            epd = d;
-            ep = e;
-            changed = 1;
-        }
-    }
-    b->ep = ep;
-    b->epd = epd;
-    if (changed)
-        return beam_descend(b);
-    b->level--;
-    return beam_uaddr(b);
-}
-
-/* search_body up to the descent, which it starts. */
-HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scratch *s)
-{
-    const struct hnsw *h = job->h;
-    size_t ef;
-
-    b->job = job;
-    b->s = s;
-    b->run = 0;
-    job->n_out = 0;
-    job->rc = MESS_OK;
-    if (!h || !s || !job->query || (!job->out && job->P)) {
-        job->rc = MESS_EINVAL;
-        return BEAM_DONE;
-    }
-    if (job->P == 0 || h->n == 0)
-        return BEAM_DONE;
-    ef = job->ef < job->P ? job->P : job->ef;
-    if (ef > h->n)
-        ef = h->n;
-    job->rc = scratch_prepare_many(s, h, ef);
-    if (job->rc != MESS_OK)
-        return BEAM_DONE;
-    b->ef = ef;
-    /* the common case in a loop of its own: 128-bit codes all in one
-     * array (an attached graph without a tail, or a heap graph), no
-     * deleted node; a visit bitmap of at most 128 KiB is cleared whole */
-    b->fast = many_fast && h->words == 2 && !h->n_deleted &&
-              (h->n_base == h->n || h->n_base == 0);
-    b->codes = h->n_base ? h->bcodes : h->codes;
-    b->listed = !many_fast || (h->n + 63) / 64 > many_clear_words;
-    if (b->fast && many_fast == 2 && !b->listed)
-        b->fast = 2; /* the branch-free loops (their bitmap is cleared whole) */
-    b->ep = h->entry;
-    b->epd = dist_to(h, job->query, b->ep);
-    b->level = h->max_level;
-    return beam_descend(b);
-}
-
-/* The results of a finished beam, as search_layer drains and search_body
- * copies them. */
-HNSW_INLINE void beam_finish(struct beam *b)
-{
-    struct hnsw_job *job = b->job;
-    struct hnsw_scratch *s = b->s;
-    const uint32_t *rh = s->res_head;
-    size_t k = 0, i;
-    uint32_t d;
-    if (!b->run)
-        return;
-    if (b->listed) /* the visit set, empty again */
-        for (i = 0; i < s->nvis; i++)
-            s->vis[s->vlist[i] >> 6] = 0;
-    else
-        memset(s->vis, 0, (b->job->h->n + 63) / 64 * sizeof *s->vis);
-    s->nvis = 0;
-    for (d = 0; d <= b->rmax && k < b->nr; d++) {
-        size_t first = k;
-        uint32_t j;
-        for (j = rh[d]; j != NIL; j = s->pool[j].next)
-            s->out[k++] = KEY(d, s->pool[j].node);
-        sort_keys(s->out + first, k - first);
-    }
-    for (i = 0; i < k && i < job->P; i++) {
-        static const struct hnsw_label none = {0, 0};
-        job->out[i].node = KEY_NODE(s->out[i]);
-        job->out[i].dist = KEY_DIST(s->out[i]);
-        job->out[i].label = job->skip_labels ? none : *label_ptr(job->h, job->out[i].node);
-    }
-    job->n_out = i;
-    b->run = 0;
-}
-
-HNSW_INLINE int many_body(struct hnsw_job *jobs, size_t n,
-                          struct hnsw_scratch *const *scratch, unsigned width)
-{
-    struct beam b[HNSW_MANY_MAX];
-    int st[HNSW_MANY_MAX], any;
-    size_t next = 0, i;
-    unsigned k;
-
-    /* a slot that is done takes the next job (jobs that end at once, e.g.
-     * an empty index, are finished right away) */
-#define BEAM_REFILL(k)                                                       \
-    do {                                                                     \
-        while (st[k] == BEAM_DONE && next < n) {                             \
-            st[k] = beam_start(&b[k], &jobs[next++], scratch[k]);            \
-            if (st[k] == BEAM_DONE)                                          \
-                beam_finish(&b[k]);                                          \
-        }                                                                    \
-    } while (0)
-
-    for (k = 0; k < width; k++) {
-        st[k] = BEAM_DONE;
-        BEAM_REFILL(k);
-    }
-    do {
-        any = 0;
-        for (k = 0; k < width; k++) {
-            if (st[k] == BEAM_DONE || st[k] == BEAM_PICK)
-                continue;
-            switch (st[k]) {
-            case BEAM_GATHER:
-                st[k] = beam_gather(&b[k]);
-                break;
-            case BEAM_SCORE:
-                st[k] = beam_score(&b[k]);
-                break;
-            case BEAM_UADDR:
-                st[k] = beam_uaddr(&b[k]);
-                break;
-            case BEAM_ULIST:
-                st[k] = beam_ulist(&b[k]);
-                break;
-            default:
-                st[k] = beam_upper(&b[k]);
-                break;
-            }
-            if (st[k] == BEAM_DONE) {
-                beam_finish(&b[k]);
-                BEAM_REFILL(k);
-            }
-            any |= st[k] != BEAM_DONE;
-        }
-        /* the next candidates of the beams that scored, picked together:
-         * their lists' prefetches (a page walk each) overlap */
-        for (k = 0; k < width; k++) {
-            if (st[k] != BEAM_PICK)
-                continue;
-            st[k] = beam_pick(&b[k]);
-            if (st[k] == BEAM_DONE) {
-                beam_finish(&b[k]);
-                BEAM_REFILL(k);
-            }
-        }
-    } while (any);
-#undef BEAM_REFILL
-    for (i = 0; i < n; i++)
-        if (jobs[i].rc != MESS_OK)
-            return jobs[i].rc;
-    return MESS_OK;
-}
-
-#ifdef HNSW_DISPATCH
-static HNSW_POPCNT int many_popcnt(struct hnsw_job *jobs, size_t n,
-                                   struct hnsw_scratch *const *scratch, unsigned width)
-{
-    return many_body(jobs, n, scratch, width);
-}
-#endif
-
-static int many_soft(struct hnsw_job *jobs, size_t n,
-                     struct hnsw_scratch *const *scratch, unsigned width)
-{
-    return many_body(jobs, n, scratch, width);
-}
-
-int hnsw_search_many(struct hnsw_job *jobs, size_t n,
-                     struct hnsw_scratch *const *scratch, unsigned width)
-{
-    unsigned k;
-    if ((n && !jobs) || !scratch || width == 0 || width > HNSW_MANY_MAX)
-        return MESS_EINVAL;
-    for (k = 0; k < width; k++)
-        if (!scratch[k])
-            return MESS_EINVAL;
-    for (k = 0; k < width; k++) /* one scratch per slot */
-        if (k > 0 && scratch[k] == scratch[k - 1])
-            return MESS_EINVAL;
-#ifdef HNSW_DISPATCH
-    if (hnsw_popcount_hw())
-        return many_popcnt(jobs, n, scratch, width);
-#endif
-    return many_soft(jobs, n, scratch, width);
-}
-
-void hnsw_scratch_counts(const struct hnsw_scratch *s, struct hnsw_counts *out)
-{
-    if (!out)
-        return;
-    if (!s)
-        memset(out, 0, sizeof *out);
-    else
-        *out = s->cnt;
-}
-
-void hnsw_scratch_counts_reset(struct hnsw_scratch *s)
-{
-    if (s)
-        memset(&s->cnt, 0, sizeof s->cnt);
-}
-
-void hnsw_hamming_many(const uint64_t *q, const uint64_t *codes, size_t n,
-                       uint32_t words, uint32_t *dist)
-{
-    size_t i;
-#ifdef HNSW_DISPATCH
-    if (hnsw_popcount_hw()) {
-        hamming_many_popcnt(q, codes, n, words, dist);
-        return;
-    }
-#endif
-    for (i = 0; i < n; i++)
-        dist[i] = ham(q, codes + i * words, words);
-}
-
-void hnsw_hamming_blocks(const uint64_t *a, const uint64_t *b, size_t n,
-                         uint32_t words, uint32_t *dist)
-{
-    size_t i;
-#ifdef HNSW_DISPATCH
-    if (hnsw_popcount_hw()) {
-        hamming_blocks_popcnt(a, b, n, words, dist);
-        return;
-    }
-#endif
-    for (i = 0; i < n; i++)
-        dist[i] = ham(a + i * words, b + i * words, words);
-}
-
 /* ---- insert ---------------------------------------------------------------------- */
 
 /* Heuristic neighbour selection (Alg. 4): candidates keys ascending; keep e
@@ -1573,20 +766,20 @@ HNSW_INLINE int add_body(struct hnsw *h, const uint64_t *code, struct hnsw_label
         return MESS_ELIMIT;
     if (hnsw_find(h, label, NULL) == MESS_OK)
         return MESS_EINVAL;
-    rc = grow(h, h->n + 1);
+    rc = hnsw_grow(h, h->n + 1);
     if (rc != MESS_OK)
         return rc;
     if (!h->map || 2 * (h->n + 1) > h->map_mask + 1) {
-        rc = map_rebuild(h, 2 * (h->n + 1));
+        rc = hnsw_map_rebuild(h, 2 * (h->n + 1));
         if (rc != MESS_OK)
             return rc;
     }
-    slot = map_find_slot(h, label);
+    slot = hnsw_map_find_slot(h, label);
     if (slot == NO_SLOT) { /* an attached file's map with no empty slot */
-        rc = map_rebuild(h, 2 * (h->n + 1));
+        rc = hnsw_map_rebuild(h, 2 * (h->n + 1));
         if (rc != MESS_OK)
             return rc;
-        slot = map_find_slot(h, label);
+        slot = hnsw_map_find_slot(h, label);
     }
     /* the generator advances only once the add cannot fail any more */
     rng = h->rng;
@@ -1762,1258 +955,4 @@ struct hnsw_label hnsw_label(const struct hnsw *h, uint32_t node)
 int hnsw_is_deleted(const struct hnsw *h, uint32_t node)
 {
     return h && node < h->n ? *del_ptr(h, node) != 0 : 0;
-}
-
-/* ---- serialization ----------------------------------------------------------------
- *
- *   "HNSW" | u32 version 2 | u32 bits | u32 m | u32 ef_construction |
- *   u64 seed | u64 level-generator state | u64 n | u32 entry |
- *   u32 max_level + 1 (0 when empty)
- *   n x (label[16] (u64 lo | u64 hi) | u8 level | u8 deleted | code words)
- * Version 1 (64-bit labels) is refused with MESS_EVERSION.
- *   n x (for level 0..node level: u32 count | count x u32 id)
- */
-static const uint8_t hnsw_magic[4] = {'H', 'N', 'S', 'W'};
-#define HNSW_FORMAT_VERSION 2
-
-int hnsw_serialize(const struct hnsw *h, struct mess_wr *w)
-{
-    size_t i;
-    uint32_t k;
-    int lv;
-    if (!h || !w)
-        return MESS_EINVAL;
-    mess_wr_bytes(w, hnsw_magic, 4);
-    mess_wr_u32(w, HNSW_FORMAT_VERSION);
-    mess_wr_u32(w, h->p.bits);
-    mess_wr_u32(w, h->p.m);
-    mess_wr_u32(w, h->p.ef_construction);
-    mess_wr_u64(w, h->p.seed);
-    mess_wr_u64(w, h->rng);
-    mess_wr_u64(w, h->n);
-    mess_wr_u32(w, h->entry);
-    mess_wr_u32(w, (uint32_t)(h->max_level + 1));
-    for (i = 0; i < h->n; i++) {
-        const struct hnsw_label *lb = label_ptr(h, (uint32_t)i);
-        const uint64_t *c = code_of(h, (uint32_t)i);
-        mess_wr_u64(w, lb->lo);
-        mess_wr_u64(w, lb->hi);
-        mess_wr_u8(w, *level_ptr(h, (uint32_t)i));
-        mess_wr_u8(w, *del_ptr(h, (uint32_t)i));
-        for (k = 0; k < h->words; k++)
-            mess_wr_u64(w, c[k]);
-    }
-    /* an attached file's lists as they are read (counts clamped, blocks
-     * outside the blob empty): a hostile file writes something the
-     * reader refuses, never past the mapping */
-    for (i = 0; i < h->n; i++)
-        for (lv = 0; lv <= *level_ptr(h, (uint32_t)i); lv++) {
-            const uint32_t *l = links_of(h, (uint32_t)i, lv);
-            uint32_t cnt = l ? link_count(h, l, lv) : 0;
-            mess_wr_u32(w, cnt);
-            for (k = 1; k <= cnt; k++)
-                mess_wr_u32(w, l[k]);
-        }
-    return w->err;
-}
-
-int hnsw_deserialize(struct mess_rd *r, const struct hnsw_params *expect,
-                     struct hnsw **out)
-{
-    struct hnsw_params p;
-    struct hnsw *h = NULL;
-    const uint8_t *magic;
-    uint32_t version, entry, top, k;
-    uint64_t n, state;
-    size_t i, rec;
-    int rc = MESS_EFORMAT, lv, seen_top = 0;
-    size_t upper_counts = 0;
-
-    if (!r || !out)
-        return MESS_EINVAL;
-    *out = NULL;
-    memset(&p, 0, sizeof p);
-    magic = mess_rd_take(r, 4);
-    if (!magic || memcmp(magic, hnsw_magic, 4) != 0 || mess_rd_u32(r, &version))
-        return MESS_EFORMAT;
-    if (version != HNSW_FORMAT_VERSION)
-        return MESS_EVERSION;
-    if (mess_rd_u32(r, &p.bits) || mess_rd_u32(r, &p.m) ||
-        mess_rd_u32(r, &p.ef_construction) || mess_rd_u64(r, &p.seed) ||
-        mess_rd_u64(r, &state) || mess_rd_u64(r, &n) || mess_rd_u32(r, &entry) ||
-        mess_rd_u32(r, &top))
-        return MESS_EFORMAT;
-    if (!params_ok(&p))
-        return MESS_EFORMAT;
-    if (expect && (expect->bits != p.bits || expect->m != p.m ||
-                   expect->ef_construction != p.ef_construction ||
-                   expect->seed != p.seed))
-        return MESS_EPARAM;
-    /* each node needs at least its record and one link count */
-    rec = 16 + 2 + (size_t)p.bits / 8 + 4;
-    if (n > HNSW_MAX_NODES || n > mess_rd_left(r) / rec || top > HNSW_MAX_LEVEL + 1 ||
-        (n == 0) != (top == 0) || (n > 0 && entry >= n) || (n == 0 && entry != EMPTY))
-        return MESS_EFORMAT;
-    rc = hnsw_new(&p, &h);
-    if (rc != MESS_OK)
-        return rc;
-    rc = MESS_EFORMAT;
-    if (grow(h, (size_t)n) != MESS_OK) {
-        rc = MESS_ENOMEM;
-        goto fail;
-    }
-    for (i = 0; i < n; i++) {
-        if (mess_rd_u64(r, &h->labels[i].lo) || mess_rd_u64(r, &h->labels[i].hi) ||
-            mess_rd_u8(r, &h->levels[i]) ||
-            mess_rd_u8(r, &h->deleted[i]))
-            goto fail;
-        if (h->levels[i] > HNSW_MAX_LEVEL || h->levels[i] >= top || h->deleted[i] > 1)
-            goto fail;
-        if (h->levels[i] + 1u == top)
-            seen_top = 1;
-        for (k = 0; k < h->words; k++)
-            if (mess_rd_u64(r, &h->codes[i * h->words + k]))
-                goto fail;
-        h->n_deleted += h->deleted[i];
-        h->n = i + 1; /* so hnsw_free releases upper blocks allocated so far */
-        /* every level of every node is followed by at least its link count:
-         * allocate upper blocks only for levels the input has bytes for */
-        upper_counts += h->levels[i];
-        if (upper_counts > mess_rd_left(r) / 4)
-            goto fail;
-        h->upper_words += (size_t)h->levels[i] * (1 + h->m);
-        if (h->levels[i] > 0) {
-            h->upper[i] = (uint32_t *)mess_calloc_array((size_t)h->levels[i] * (1 + h->m), 4);
-            if (!h->upper[i]) {
-                rc = MESS_ENOMEM;
-                goto fail;
-            }
-        }
-    }
-    if (n > 0 && (!seen_top || h->levels[entry] + 1u != top))
-        goto fail;
-    for (i = 0; i < n; i++)
-        for (lv = 0; lv <= h->levels[i]; lv++) {
-            uint32_t *l = links_of(h, (uint32_t)i, lv), cnt, max = lv == 0 ? h->m0 : h->m;
-            if (mess_rd_u32(r, &cnt) || cnt > max)
-                goto fail;
-            l[0] = cnt;
-            for (k = 1; k <= cnt; k++) {
-                uint32_t e, j;
-                if (mess_rd_u32(r, &e) || e >= n || e == i || h->levels[e] < lv)
-                    goto fail;
-                for (j = 1; j < k; j++)
-                    if (l[j] == e)
-                        goto fail;
-                l[k] = e;
-            }
-        }
-    h->entry = n ? entry : EMPTY;
-    h->max_level = (int)top - 1;
-    h->rng = state;
-    if (map_rebuild(h, (size_t)n + 1) != MESS_OK) {
-        rc = MESS_ENOMEM;
-        goto fail;
-    }
-    /* live labels must be unique: the map holds one node per label */
-    {
-        size_t live = 0;
-        for (i = 0; i < h->map_mask + 1; i++)
-            live += h->map[i] != EMPTY;
-        if (live != h->n - h->n_deleted)
-            goto fail;
-    }
-    *out = h;
-    return MESS_OK;
-fail:
-    hnsw_free(h);
-    return rc;
-}
-
-/* ---- the graph file: mapped and searched in place ------------------------
- *
- * One header page, then eight sections, each starting on a 4096-byte
- * boundary (zero padding between them and after the last), all integers
- * little-endian (docs/HNSW.md, "Graph file"):
- *
- *   0    "MESSHNSW"
- *   8    u32 format version (1)       12   u32 header page bytes (4096)
- *   16   u32 bits   20 u32 m   24 u32 ef_construction   28 u32 words
- *   32   u32 m0 (2m)   36 u32 entry (UINT32_MAX when empty)
- *   40   u32 max_level + 1 (0 when empty)   44 u32 sections (8)
- *   48   u64 seed   56 u64 level-generator state   64 u64 n
- *   72   u64 deleted nodes   80 u64 label map slots   88 u64 upper-link words
- *   96   u64 file bytes
- *   104  8 x (u64 offset, u64 bytes): codes, labels, levels, deleted,
- *        links0, upper offsets, upper links, label map
- *   232  BLAKE2b-256 of bytes 0..231
- *   264  zero to the end of the page
- *
- * Sections: codes n x words u64; labels n x (u64 lo, u64 hi); levels n x u8;
- * deleted n x u8 (0 or 1); links0 n x (1 + m0) u32 (a count, the ids, zero
- * after them); upper offsets n x u32 (the node's first word in the upper
- * links); upper links: for each node with level L > 0, L blocks of
- * (1 + m) u32 (count, ids, zeros), in node order; label map: slots x u32,
- * the live nodes inserted in node order by linear probing from
- * mix_label(label) (UINT32_MAX empty), slots the smallest power of two
- * >= max(16, 2 (n + 1)).  The bytes are a function of the graph alone.
- */
-#define GRAPH_PAGE 4096u
-#define GRAPH_VERSION 1u
-#define GRAPH_SECTIONS 8
-enum { SEC_CODES, SEC_LABELS, SEC_LEVELS, SEC_DELETED, SEC_LINKS0, SEC_UOFF,
-       SEC_BLOB, SEC_MAP };
-static const char *const sec_name[GRAPH_SECTIONS] = {
-    "codes", "labels", "levels", "deleted flags", "layer-0 links",
-    "upper-link offsets", "upper links", "label map"};
-static const uint8_t graph_magic[8] = {'M', 'E', 'S', 'S', 'H', 'N', 'S', 'W'};
-
-#define H_VERSION 8
-#define H_HDRLEN 12
-#define H_BITS 16
-#define H_M 20
-#define H_EFC 24
-#define H_WORDS 28
-#define H_M0 32
-#define H_ENTRY 36
-#define H_TOP 40
-#define H_NSEC 44
-#define H_SEED 48
-#define H_RNG 56
-#define H_N 64
-#define H_NDEL 72
-#define H_SLOTS 80
-#define H_BLOB 88
-#define H_FILELEN 96
-#define H_SECTIONS 104
-#define H_SUM 232
-#define H_END 264
-
-static int host_little_endian(void)
-{
-    const uint32_t one = 1;
-    uint8_t b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
-struct graph_layout {
-    uint64_t off[GRAPH_SECTIONS], len[GRAPH_SECTIONS], file_len;
-};
-
-static uint64_t page_up(uint64_t x)
-{
-    return (x + GRAPH_PAGE - 1) / GRAPH_PAGE * GRAPH_PAGE;
-}
-
-/* Section lengths and offsets; every factor is bounded by the caller
- * (n <= HNSW_MAX_NODES, words <= 64, m0 <= 512, blob and slots < 2^35), so
- * nothing overflows 64 bits. */
-static void graph_layout(uint32_t words, uint32_t m0, uint64_t n, uint64_t blob,
-                         uint64_t slots, struct graph_layout *g)
-{
-    int i;
-    g->len[SEC_CODES] = n * words * 8;
-    g->len[SEC_LABELS] = n * 16;
-    g->len[SEC_LEVELS] = n;
-    g->len[SEC_DELETED] = n;
-    g->len[SEC_LINKS0] = n * (1 + (uint64_t)m0) * 4;
-    g->len[SEC_UOFF] = n * 4;
-    g->len[SEC_BLOB] = blob * 4;
-    g->len[SEC_MAP] = slots * 4;
-    g->off[0] = GRAPH_PAGE;
-    for (i = 1; i < GRAPH_SECTIONS; i++)
-        g->off[i] = page_up(g->off[i - 1] + g->len[i - 1]);
-    g->file_len = page_up(g->off[GRAPH_SECTIONS - 1] + g->len[GRAPH_SECTIONS - 1]);
-}
-
-/* Buffered writer that hashes what it writes. */
-struct gw {
-    int fd, err;
-    uint8_t *buf;
-    size_t len, cap;
-    uint64_t off;
-    crypto_generichash_state st;
-};
-
-static void gw_out(struct gw *w, const uint8_t *p, size_t n)
-{
-    crypto_generichash_update(&w->st, p, n);
-    while (n > 0 && !w->err) {
-        ssize_t k = write(w->fd, p, n > ((size_t)1 << 30) ? (size_t)1 << 30 : n);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            w->err = MESS_EIO;
-            return;
-        }
-        if (k == 0) {
-            w->err = MESS_EIO;
-            return;
-        }
-        p += k;
-        n -= (size_t)k;
-    }
-}
-
-static void gw_flush(struct gw *w)
-{
-    if (w->len)
-        gw_out(w, w->buf, w->len);
-    w->len = 0;
-}
-
-static void gw_put(struct gw *w, const void *p, size_t n)
-{
-    if (w->err || n == 0)
-        return;
-    w->off += n;
-    if (w->len + n > w->cap)
-        gw_flush(w);
-    if (n >= w->cap) {
-        gw_out(w, (const uint8_t *)p, n);
-        return;
-    }
-    memcpy(w->buf + w->len, p, n);
-    w->len += n;
-}
-
-static void gw_zero_to(struct gw *w, uint64_t off)
-{
-    static const uint8_t zero[256];
-    while (w->off < off && !w->err) {
-        uint64_t k = off - w->off;
-        gw_put(w, zero, k > sizeof zero ? sizeof zero : (size_t)k);
-    }
-}
-
-/* Writes list l (count clamped, NULL: empty) as a block of 1 + max words. */
-static void gw_links(struct gw *w, const uint32_t *l, uint32_t cnt, uint32_t max,
-                     uint32_t *block)
-{
-    memset(block, 0, (1 + (size_t)max) * 4);
-    block[0] = cnt;
-    if (cnt)
-        memcpy(block + 1, l + 1, (size_t)cnt * 4);
-    gw_put(w, block, (1 + (size_t)max) * 4);
-}
-
-int hnsw_write_graph(const struct hnsw *h, int fd, uint8_t digest[32])
-{
-    struct graph_layout g;
-    struct gw w;
-    uint8_t hdr[GRAPH_PAGE];
-    uint32_t *map = NULL, *block = NULL;
-    uint64_t blob = 0, slots;
-    size_t i, n;
-    int lv, s;
-
-    if (!h || fd < 0 || !digest)
-        return MESS_EINVAL;
-    if (!host_little_endian())
-        return MESS_EINVAL; /* the mapped form is the memory image of a little-endian host */
-    n = h->n;
-    for (i = 0; i < n; i++) {
-        uint8_t L = *level_ptr(h, (uint32_t)i);
-        if (L > HNSW_MAX_LEVEL)
-            return MESS_EFORMAT; /* an attached file's level byte */
-        blob += (uint64_t)L * (1 + h->m);
-    }
-    if (blob > UINT32_MAX)
-        return MESS_ELIMIT; /* upper offsets are 32-bit */
-    slots = map_size_for(n + 1);
-    graph_layout(h->words, h->m0, n, blob, slots, &g);
-    memset(&w, 0, sizeof w);
-    w.fd = fd;
-    w.cap = 1 << 16;
-    w.buf = (uint8_t *)malloc(w.cap);
-    map = (uint32_t *)mess_malloc_array((size_t)slots, 4);
-    block = (uint32_t *)mess_malloc_array(1 + (size_t)h->m0, 4);
-    if (!w.buf || !map || !block) {
-        free(w.buf);
-        free(map);
-        free(block);
-        return MESS_ENOMEM;
-    }
-    memset(map, 0xff, (size_t)slots * 4);
-    map_fill(h, map, (size_t)slots - 1);
-
-    memset(hdr, 0, sizeof hdr);
-    memcpy(hdr, graph_magic, 8);
-    mess_store_u32(hdr + H_VERSION, GRAPH_VERSION);
-    mess_store_u32(hdr + H_HDRLEN, GRAPH_PAGE);
-    mess_store_u32(hdr + H_BITS, h->p.bits);
-    mess_store_u32(hdr + H_M, h->p.m);
-    mess_store_u32(hdr + H_EFC, h->p.ef_construction);
-    mess_store_u32(hdr + H_WORDS, h->words);
-    mess_store_u32(hdr + H_M0, h->m0);
-    mess_store_u32(hdr + H_ENTRY, h->entry);
-    mess_store_u32(hdr + H_TOP, (uint32_t)(h->max_level + 1));
-    mess_store_u32(hdr + H_NSEC, GRAPH_SECTIONS);
-    mess_store_u64(hdr + H_SEED, h->p.seed);
-    mess_store_u64(hdr + H_RNG, h->rng);
-    mess_store_u64(hdr + H_N, n);
-    mess_store_u64(hdr + H_NDEL, h->n_deleted);
-    mess_store_u64(hdr + H_SLOTS, slots);
-    mess_store_u64(hdr + H_BLOB, blob);
-    mess_store_u64(hdr + H_FILELEN, g.file_len);
-    for (s = 0; s < GRAPH_SECTIONS; s++) {
-        mess_store_u64(hdr + H_SECTIONS + 16 * s, g.off[s]);
-        mess_store_u64(hdr + H_SECTIONS + 16 * s + 8, g.len[s]);
-    }
-    crypto_generichash(hdr + H_SUM, 32, hdr, H_SUM, NULL, 0);
-
-    crypto_generichash_init(&w.st, NULL, 0, 32);
-    gw_put(&w, hdr, sizeof hdr);
-    /* codes, labels and levels: the attached part and the tail, as stored */
-    gw_zero_to(&w, g.off[SEC_CODES]);
-    gw_put(&w, h->bcodes, h->n_base * h->words * 8);
-    gw_put(&w, h->codes, (n - h->n_base) * h->words * 8);
-    gw_zero_to(&w, g.off[SEC_LABELS]);
-    gw_put(&w, h->blabels, h->n_base * 16);
-    gw_put(&w, h->labels, (n - h->n_base) * 16);
-    gw_zero_to(&w, g.off[SEC_LEVELS]);
-    gw_put(&w, h->blevels, h->n_base);
-    gw_put(&w, h->levels, n - h->n_base);
-    gw_zero_to(&w, g.off[SEC_DELETED]);
-    for (i = 0; i < n; i++) {
-        uint8_t d = *del_ptr(h, (uint32_t)i) != 0;
-        gw_put(&w, &d, 1);
-    }
-    gw_zero_to(&w, g.off[SEC_LINKS0]);
-    for (i = 0; i < n; i++) {
-        const uint32_t *l = links0_of(h, (uint32_t)i);
-        gw_links(&w, l, link_count(h, l, 0), h->m0, block);
-    }
-    gw_zero_to(&w, g.off[SEC_UOFF]);
-    blob = 0;
-    for (i = 0; i < n; i++) {
-        uint32_t o = (uint32_t)blob;
-        gw_put(&w, &o, 4);
-        blob += (uint64_t)*level_ptr(h, (uint32_t)i) * (1 + h->m);
-    }
-    gw_zero_to(&w, g.off[SEC_BLOB]);
-    for (i = 0; i < n; i++)
-        for (lv = 1; lv <= *level_ptr(h, (uint32_t)i); lv++) {
-            const uint32_t *l = links_of(h, (uint32_t)i, lv);
-            gw_links(&w, l, l ? link_count(h, l, lv) : 0, h->m, block);
-        }
-    gw_zero_to(&w, g.off[SEC_MAP]);
-    gw_put(&w, map, (size_t)slots * 4);
-    gw_zero_to(&w, g.file_len);
-    gw_flush(&w);
-    if (!w.err)
-        crypto_generichash_final(&w.st, digest, 32);
-    free(w.buf);
-    free(map);
-    free(block);
-    return w.err;
-}
-
-int hnsw_graph_digest(const void *base, size_t len, uint8_t digest[32])
-{
-    if (!base || !digest)
-        return MESS_EINVAL;
-    crypto_generichash(digest, 32, (const uint8_t *)base, len, NULL, 0);
-    return MESS_OK;
-}
-
-int hnsw_attach_msg(void *base, size_t len, const struct hnsw_params *expect,
-                    struct hnsw **out, char *msg, size_t cap)
-{
-    const uint8_t *b = (const uint8_t *)base;
-    uint8_t sum[32];
-    struct hnsw_params p;
-    struct graph_layout g;
-    struct hnsw *h;
-    uint32_t version, words, m0, entry, top, nsec;
-    uint64_t n, ndel, slots, blob, file_len;
-    size_t i;
-    int s, rc;
-
-    if (msg && cap)
-        msg[0] = 0;
-    if (!out)
-        return MESS_EINVAL;
-    *out = NULL;
-    if (!base || ((uintptr_t)base & (GRAPH_PAGE - 1)) != 0)
-        return mess_fail(msg, cap, MESS_EINVAL, "graph mapping not page-aligned");
-    if (!host_little_endian())
-        return mess_fail(msg, cap, MESS_EINVAL,
-                   "graph files are little-endian; this host is not");
-    if (len < GRAPH_PAGE)
-        return mess_fail(msg, cap, MESS_EFORMAT, "graph file of %zu bytes: shorter than its header page", len);
-    if (memcmp(b, graph_magic, 8) != 0)
-        return mess_fail(msg, cap, MESS_EFORMAT, "not a graph file (bad magic)");
-    version = mess_load_u32(b + H_VERSION);
-    if (version != GRAPH_VERSION)
-        return mess_fail(msg, cap, MESS_EVERSION, "graph file format version %u, this library reads %u",
-                   version, GRAPH_VERSION);
-    crypto_generichash(sum, 32, b, H_SUM, NULL, 0);
-    if (sodium_memcmp(sum, b + H_SUM, 32) != 0)
-        return mess_fail(msg, cap, MESS_EFORMAT, "graph header checksum mismatch");
-    for (i = H_END; i < GRAPH_PAGE; i++)
-        if (b[i])
-            return mess_fail(msg, cap, MESS_EFORMAT, "graph header: nonzero byte at %zu past the fields", i);
-    memset(&p, 0, sizeof p);
-    p.bits = mess_load_u32(b + H_BITS);
-    p.m = mess_load_u32(b + H_M);
-    p.ef_construction = mess_load_u32(b + H_EFC);
-    p.seed = mess_load_u64(b + H_SEED);
-    words = mess_load_u32(b + H_WORDS);
-    m0 = mess_load_u32(b + H_M0);
-    entry = mess_load_u32(b + H_ENTRY);
-    top = mess_load_u32(b + H_TOP);
-    nsec = mess_load_u32(b + H_NSEC);
-    n = mess_load_u64(b + H_N);
-    ndel = mess_load_u64(b + H_NDEL);
-    slots = mess_load_u64(b + H_SLOTS);
-    blob = mess_load_u64(b + H_BLOB);
-    file_len = mess_load_u64(b + H_FILELEN);
-    if (mess_load_u32(b + H_HDRLEN) != GRAPH_PAGE || nsec != GRAPH_SECTIONS)
-        return mess_fail(msg, cap, MESS_EFORMAT, "graph header: page size or section count is not 4096 / 8");
-    if (!params_ok(&p) || words != p.bits / 64 || m0 != 2 * p.m)
-        return mess_fail(msg, cap, MESS_EFORMAT, "graph header: parameters out of range");
-    if (expect && (expect->bits != p.bits || expect->m != p.m ||
-                   expect->ef_construction != p.ef_construction || expect->seed != p.seed))
-        return mess_fail(msg, cap, MESS_EPARAM, "graph made for other parameters");
-    if (n > HNSW_MAX_NODES || ndel > n || top > HNSW_MAX_LEVEL + 1 || (n == 0) != (top == 0) ||
-        (n > 0 && entry >= n) || (n == 0 && entry != EMPTY))
-        return mess_fail(msg, cap, MESS_EFORMAT, "graph header: node count, entry point or top level out of range");
-    if (slots != map_size_for((size_t)n + 1) || blob > UINT32_MAX)
-        return mess_fail(msg, cap, MESS_EFORMAT, "graph header: label map or upper-link size out of range");
-    graph_layout(words, m0, n, blob, slots, &g);
-    if (file_len != g.file_len || file_len != (uint64_t)len)
-        return mess_fail(msg, cap, MESS_EFORMAT, "graph file of %zu bytes, its header says %llu (layout: %llu)",
-                   len, (unsigned long long)file_len, (unsigned long long)g.file_len);
-    for (s = 0; s < GRAPH_SECTIONS; s++)
-        if (mess_load_u64(b + H_SECTIONS + 16 * s) != g.off[s] ||
-            mess_load_u64(b + H_SECTIONS + 16 * s + 8) != g.len[s])
-            return mess_fail(msg, cap, MESS_EFORMAT, "graph header: section '%s' not where the layout puts it",
-                       sec_name[s]);
-    if (n > 0 && b[g.off[SEC_LEVELS] + entry] + 1u != top)
-        return mess_fail(msg, cap, MESS_EFORMAT, "graph: the entry point is not on the top level");
-    rc = hnsw_new(&p, &h);
-    if (rc != MESS_OK)
-        return rc;
-    h->n = h->n_base = (size_t)n;
-    h->bcodes = (uint64_t *)((uint8_t *)base + g.off[SEC_CODES]);
-    h->blabels = (struct hnsw_label *)((uint8_t *)base + g.off[SEC_LABELS]);
-    h->blevels = (uint8_t *)base + g.off[SEC_LEVELS];
-    h->bdeleted = (uint8_t *)base + g.off[SEC_DELETED];
-    h->blinks0 = (uint32_t *)((uint8_t *)base + g.off[SEC_LINKS0]);
-    h->buoff = (const uint32_t *)((uint8_t *)base + g.off[SEC_UOFF]);
-    h->bblob = (uint32_t *)((uint8_t *)base + g.off[SEC_BLOB]);
-    h->bblob_words = (size_t)blob;
-    h->upper_words = (size_t)blob;
-    h->bytes_mapped = len;
-    h->map = (uint32_t *)((uint8_t *)base + g.off[SEC_MAP]);
-    h->map_mask = (size_t)slots - 1;
-    h->map_mapped = 1;
-    h->entry = entry;
-    h->max_level = (int)top - 1;
-    h->n_deleted = (size_t)ndel;
-    h->rng = mess_load_u64(b + H_RNG);
-    *out = h;
-    return MESS_OK;
-}
-
-int hnsw_attach(void *base, size_t len, const struct hnsw_params *expect,
-                struct hnsw **out)
-{
-    return hnsw_attach_msg(base, len, expect, out, NULL, 0);
-}
-
-int hnsw_check_msg(const struct hnsw *h, char *msg, size_t cap)
-{
-    uint32_t *stamp = NULL, st = 0;
-    size_t i, ndel = 0, live = 0, blob = 0, nslots;
-    int lv, rc = MESS_EFORMAT;
-    uint32_t top = 0;
-
-    if (msg && cap)
-        msg[0] = 0;
-    if (!h)
-        return MESS_EINVAL;
-    if (h->n > HNSW_MAX_NODES || h->max_level > HNSW_MAX_LEVEL ||
-        (h->n == 0) != (h->max_level < 0) || (h->n > 0 && h->entry >= h->n) ||
-        (h->n == 0 && h->entry != EMPTY))
-        return mess_fail(msg, cap, rc, "graph: node count, entry point or top level out of range");
-    if (h->n > 0 && *level_ptr(h, h->entry) != (unsigned)h->max_level)
-        return mess_fail(msg, cap, rc, "graph: the entry point is not on the top level");
-    for (i = 0; i < h->n; i++) {
-        uint8_t L = *level_ptr(h, (uint32_t)i), d = *del_ptr(h, (uint32_t)i);
-        if ((int)L > h->max_level)
-            return mess_fail(msg, cap, rc, "graph: node %zu has level %u above the top level %d",
-                       i, L, h->max_level);
-        if (d > 1)
-            return mess_fail(msg, cap, rc, "graph: node %zu has deleted flag %u", i, d);
-        ndel += d;
-        if (i < h->n_base && h->buoff[i] != blob)
-            return mess_fail(msg, cap, rc, "graph: node %zu's upper links at word %u, the layout says %zu",
-                       i, h->buoff[i], blob);
-        if (i < h->n_base)
-            blob += (size_t)L * (1 + h->m);
-        if (L + 1u > top)
-            top = L + 1u;
-    }
-    if (blob != h->bblob_words)
-        return mess_fail(msg, cap, rc, "graph: the upper links fill %zu words of %zu", blob, h->bblob_words);
-    if (ndel != h->n_deleted)
-        return mess_fail(msg, cap, rc, "graph: %zu nodes flagged deleted, the header says %zu",
-                   ndel, h->n_deleted);
-    if (top != (uint32_t)(h->max_level + 1))
-        return mess_fail(msg, cap, rc, "graph: no node on the top level");
-    /* links: counts, targets, levels, duplicates (a stamp per node) */
-    stamp = (uint32_t *)mess_calloc_array(h->n ? h->n : 1, sizeof *stamp);
-    if (!stamp)
-        return MESS_ENOMEM;
-    for (i = 0; i < h->n; i++)
-        for (lv = 0; lv <= *level_ptr(h, (uint32_t)i); lv++) {
-            const uint32_t *l = links_of(h, (uint32_t)i, lv);
-            uint32_t k, max = lv == 0 ? h->m0 : h->m;
-            if (!l) {
-                mess_fail(msg, cap, rc, "graph: node %zu's level-%d links lie outside the upper links", i, lv);
-                goto done;
-            }
-            if (l[0] > max) {
-                mess_fail(msg, cap, rc, "graph: node %zu has %u links on level %d (at most %u)",
-                    i, l[0], lv, max);
-                goto done;
-            }
-            if (++st == 0) {
-                memset(stamp, 0, h->n * sizeof *stamp);
-                st = 1;
-            }
-            for (k = 1; k <= l[0]; k++) {
-                uint32_t e = l[k];
-                if (e >= h->n || e == i || *level_ptr(h, e) < lv || stamp[e] == st) {
-                    mess_fail(msg, cap, rc, "graph: node %zu, level %d: link to %u is %s", i, lv, e,
-                        e >= h->n ? "past the last node" : e == i ? "a self link" :
-                        stamp[e] == st ? "a duplicate" : "to a node without that level");
-                    goto done;
-                }
-                stamp[e] = st;
-            }
-        }
-    /* label map: every live node under its own label, nothing else in it */
-    if (h->n - ndel > 0 && !h->map) {
-        mess_fail(msg, cap, rc, "graph: live nodes but no label map");
-        goto done;
-    }
-    nslots = h->map ? h->map_mask + 1 : 0;
-    if (h->map && nslots < 2 * h->n) {
-        mess_fail(msg, cap, rc, "graph: label map of %zu slots for %zu nodes", nslots, h->n);
-        goto done;
-    }
-    for (i = 0; i < nslots; i++)
-        live += h->map[i] != EMPTY;
-    if (live != h->n - ndel) {
-        mess_fail(msg, cap, rc, "graph: label map holds %zu entries for %zu live nodes", live, h->n - ndel);
-        goto done;
-    }
-    for (i = 0; i < h->n; i++)
-        if (!*del_ptr(h, (uint32_t)i)) {
-            size_t s = map_find_slot(h, *label_ptr(h, (uint32_t)i));
-            if (s == NO_SLOT || h->map[s] != i) {
-                mess_fail(msg, cap, rc, "graph: live node %zu is not found under its label "
-                    "(a duplicate label or a broken label map)", i);
-                goto done;
-            }
-        }
-    rc = MESS_OK;
-done:
-    free(stamp);
-    return rc;
-}
-
-int hnsw_check(const struct hnsw *h)
-{
-    return hnsw_check_msg(h, NULL, 0);
-}
-
-/* ---- checkpoint deltas (docs/PROTOCOL.md "Proportional checkpoint") --------
- *
- * A delta holds what changed in a graph since hnsw_track's mark: the nodes
- * added after it, the layer-0 and upper blocks of older nodes that an
- * insert rewrote, the older nodes deleted, and the header fields (entry,
- * top level, deleted count, level-generator state).  hnsw_apply_delta
- * brings a graph holding the mark's state to the writer's: the blocks are
- * written over the mapping (MAP_PRIVATE: copied pages) or the heap tail,
- * new nodes join the tail, the label map takes the changes.  Layout (all
- * little-endian; D_* are header offsets):
- *
- *   0    "MESSDLTA"                 8    u32 version (1)   12 u32 shard
- *   16   u64 generation             24   u64 base generation
- *   32   base graph BLAKE2b-256     64   previous delta's BLAKE2b-256 (zeros)
- *   96   u64 nodes before           104  u64 nodes after
- *   112  u32 entry                  116  u32 top (max level + 1)
- *   120  u64 deleted nodes after    128  u64 level-generator state after
- *   136  u64 changed layer-0 blocks (c0)
- *   144  u64 nodes with changed upper blocks (cu)
- *   152  u64 their upper words (cuw)   160 u64 new nodes' upper words (nuw)
- *   168  u64 newly deleted older nodes (nd)
- *   176  u32 bits    180 u32 m    184 u64 file bytes
- *   192  new nodes (k = after - before): codes k x words u64, labels k x 16,
- *        levels k x u8, deleted k x u8, layer-0 blocks k x (1 + m0) u32,
- *        upper blocks nuw u32 (each node's L blocks of 1 + m, node order)
- *        changed layer-0: c0 u32 ids (ascending, < before), c0 blocks
- *        changed upper: cu u32 ids (ascending, < before), cuw u32 (all L
- *        blocks of each, in id order)
- *        deleted: nd u32 ids (ascending, < before)
- *   end  BLAKE2b-256 of every byte before it
- *
- * Every block is (count, ids, zeros) as in the graph file. */
-static const uint8_t delta_magic[8] = {'M', 'E', 'S', 'S', 'D', 'L', 'T', 'A'};
-#define DELTA_VERSION 1u
-#define D_VERSION 8
-#define D_SHARD 12
-#define D_GEN 16
-#define D_BASEGEN 24
-#define D_BASESUM 32
-#define D_PREVSUM 64
-#define D_BEFORE 96
-#define D_AFTER 104
-#define D_ENTRY 112
-#define D_TOP 116
-#define D_NDEL 120
-#define D_RNG 128
-#define D_C0 136
-#define D_CU 144
-#define D_CUW 152
-#define D_NUW 160
-#define D_ND 168
-#define D_BITS 176
-#define D_M 180
-#define D_BYTES 184
-#define D_HEADER 192
-
-int hnsw_track(struct hnsw *h)
-{
-    if (!h)
-        return MESS_EINVAL;
-    free(h->dirty);
-    h->n_mark = 0;
-    h->dirty = (uint8_t *)calloc(h->n ? h->n : 1, 1);
-    if (!h->dirty)
-        return MESS_ENOMEM; /* untracked: the next checkpoint writes a base */
-    h->n_mark = h->n;
-    return MESS_OK;
-}
-
-int hnsw_tracked(const struct hnsw *h)
-{
-    return h && h->dirty != NULL;
-}
-
-/* The counts of the delta since the mark. */
-struct delta_counts {
-    uint64_t k, nuw, c0, cu, cuw, nd, bytes;
-};
-
-static void delta_count(const struct hnsw *h, struct delta_counts *c)
-{
-    size_t i;
-    memset(c, 0, sizeof *c);
-    c->k = h->n - h->n_mark;
-    for (i = h->n_mark; i < h->n; i++)
-        c->nuw += (uint64_t)*level_ptr(h, (uint32_t)i) * (1 + h->m);
-    for (i = 0; i < h->n_mark; i++) {
-        uint8_t d = h->dirty[i];
-        if (!d)
-            continue;
-        if (d & DIRTY_L0)
-            c->c0++;
-        if ((d & DIRTY_UP) && *level_ptr(h, (uint32_t)i) > 0 &&
-            *level_ptr(h, (uint32_t)i) <= HNSW_MAX_LEVEL) {
-            c->cu++;
-            c->cuw += (uint64_t)*level_ptr(h, (uint32_t)i) * (1 + h->m);
-        }
-        if ((d & DIRTY_DEL) && *del_ptr(h, (uint32_t)i))
-            c->nd++;
-    }
-    c->bytes = D_HEADER + c->k * ((uint64_t)h->words * 8 + 16 + 2 + (1 + (uint64_t)h->m0) * 4) +
-               c->nuw * 4 + c->c0 * (4 + (1 + (uint64_t)h->m0) * 4) + c->cu * 4 + c->cuw * 4 +
-               c->nd * 4 + 32;
-}
-
-uint64_t hnsw_delta_bytes(const struct hnsw *h)
-{
-    struct delta_counts c;
-    if (!hnsw_tracked(h))
-        return UINT64_MAX;
-    delta_count(h, &c);
-    return c.bytes;
-}
-
-int hnsw_write_delta(const struct hnsw *h, const struct hnsw_delta_info *info, int fd,
-                     uint8_t digest[32], uint64_t *bytes)
-{
-    struct delta_counts c;
-    struct gw w;
-    uint8_t hdr[D_HEADER];
-    uint32_t *block = NULL;
-    size_t i;
-    int lv;
-
-    if (!h || !info || fd < 0 || !digest || !hnsw_tracked(h))
-        return MESS_EINVAL;
-    if (!host_little_endian())
-        return MESS_EINVAL;
-    delta_count(h, &c);
-    memset(&w, 0, sizeof w);
-    w.fd = fd;
-    w.cap = 1 << 16;
-    w.buf = (uint8_t *)malloc(w.cap);
-    block = (uint32_t *)mess_malloc_array(1 + (size_t)h->m0, 4);
-    if (!w.buf || !block) {
-        free(w.buf);
-        free(block);
-        return MESS_ENOMEM;
-    }
-    memset(hdr, 0, sizeof hdr);
-    memcpy(hdr, delta_magic, 8);
-    mess_store_u32(hdr + D_VERSION, DELTA_VERSION);
-    mess_store_u32(hdr + D_SHARD, info->shard);
-    mess_store_u64(hdr + D_GEN, info->generation);
-    mess_store_u64(hdr + D_BASEGEN, info->base_generation);
-    memcpy(hdr + D_BASESUM, info->base_digest, 32);
-    memcpy(hdr + D_PREVSUM, info->prev_digest, 32);
-    mess_store_u64(hdr + D_BEFORE, h->n_mark);
-    mess_store_u64(hdr + D_AFTER, h->n);
-    mess_store_u32(hdr + D_ENTRY, h->entry);
-    mess_store_u32(hdr + D_TOP, (uint32_t)(h->max_level + 1));
-    mess_store_u64(hdr + D_NDEL, h->n_deleted);
-    mess_store_u64(hdr + D_RNG, h->rng);
-    mess_store_u64(hdr + D_C0, c.c0);
-    mess_store_u64(hdr + D_CU, c.cu);
-    mess_store_u64(hdr + D_CUW, c.cuw);
-    mess_store_u64(hdr + D_NUW, c.nuw);
-    mess_store_u64(hdr + D_ND, c.nd);
-    mess_store_u32(hdr + D_BITS, h->p.bits);
-    mess_store_u32(hdr + D_M, h->p.m);
-    mess_store_u64(hdr + D_BYTES, c.bytes);
-    crypto_generichash_init(&w.st, NULL, 0, 32);
-    gw_put(&w, hdr, sizeof hdr);
-    /* new nodes */
-    for (i = h->n_mark; i < h->n; i++)
-        gw_put(&w, code_of(h, (uint32_t)i), (size_t)h->words * 8);
-    for (i = h->n_mark; i < h->n; i++)
-        gw_put(&w, label_ptr(h, (uint32_t)i), 16);
-    for (i = h->n_mark; i < h->n; i++)
-        gw_put(&w, level_ptr(h, (uint32_t)i), 1);
-    for (i = h->n_mark; i < h->n; i++) {
-        uint8_t d = *del_ptr(h, (uint32_t)i) != 0;
-        gw_put(&w, &d, 1);
-    }
-    for (i = h->n_mark; i < h->n; i++) {
-        const uint32_t *l = links0_of(h, (uint32_t)i);
-        gw_links(&w, l, link_count(h, l, 0), h->m0, block);
-    }
-    for (i = h->n_mark; i < h->n; i++)
-        for (lv = 1; lv <= *level_ptr(h, (uint32_t)i); lv++) {
-            const uint32_t *l = links_of(h, (uint32_t)i, lv);
-            gw_links(&w, l, l ? link_count(h, l, lv) : 0, h->m, block);
-        }
-    /* changed blocks of older nodes, then their deletions */
-    for (i = 0; i < h->n_mark; i++)
-        if (h->dirty[i] & DIRTY_L0) {
-            uint32_t id = (uint32_t)i;
-            gw_put(&w, &id, 4);
-        }
-    for (i = 0; i < h->n_mark; i++)
-        if (h->dirty[i] & DIRTY_L0) {
-            const uint32_t *l = links0_of(h, (uint32_t)i);
-            gw_links(&w, l, link_count(h, l, 0), h->m0, block);
-        }
-#define UP_CHANGED(i)                                                             \
-    ((h->dirty[i] & DIRTY_UP) && *level_ptr(h, (uint32_t)(i)) > 0 &&             \
-     *level_ptr(h, (uint32_t)(i)) <= HNSW_MAX_LEVEL)
-    for (i = 0; i < h->n_mark; i++)
-        if (UP_CHANGED(i)) {
-            uint32_t id = (uint32_t)i;
-            gw_put(&w, &id, 4);
-        }
-    for (i = 0; i < h->n_mark; i++)
-        if (UP_CHANGED(i))
-            for (lv = 1; lv <= *level_ptr(h, (uint32_t)i); lv++) {
-                const uint32_t *l = links_of(h, (uint32_t)i, lv);
-                gw_links(&w, l, l ? link_count(h, l, lv) : 0, h->m, block);
-            }
-#undef UP_CHANGED
-    for (i = 0; i < h->n_mark; i++)
-        if ((h->dirty[i] & DIRTY_DEL) && *del_ptr(h, (uint32_t)i)) {
-            uint32_t id = (uint32_t)i;
-            gw_put(&w, &id, 4);
-        }
-    gw_flush(&w);
-    if (!w.err) {
-        crypto_generichash_final(&w.st, digest, 32);
-        gw_out(&w, digest, 32);
-    }
-    if (!w.err && w.off + 32 != c.bytes)
-        w.err = MESS_EFORMAT; /* cannot happen: the counts and the writes agree */
-    free(w.buf);
-    free(block);
-    if (!w.err && bytes)
-        *bytes = c.bytes;
-    return w.err;
-}
-
-/* A block of 1 + max words read from a delta: count <= max, ids < n, zero
- * after them. */
-static int delta_block_ok(const uint8_t *p, uint32_t max, uint64_t n)
-{
-    uint32_t cnt = mess_load_u32(p), i;
-    if (cnt > max)
-        return 0;
-    for (i = 1; i <= max; i++) {
-        uint32_t v = mess_load_u32(p + 4 * (size_t)i);
-        if (i <= cnt ? v >= n : v != 0)
-            return 0;
-    }
-    return 1;
-}
-
-static int label_cmp(const void *a, const void *b)
-{
-    const struct hnsw_label *x = (const struct hnsw_label *)a, *y = (const struct hnsw_label *)b;
-    if (x->hi != y->hi)
-        return x->hi < y->hi ? -1 : 1;
-    if (x->lo != y->lo)
-        return x->lo < y->lo ? -1 : 1;
-    return 0;
-}
-
-static int id_in(const uint8_t *ids, uint64_t n, uint32_t id)
-{
-    uint64_t lo = 0, hi = n;
-    while (lo < hi) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        uint32_t v = mess_load_u32(ids + 4 * mid);
-        if (v == id)
-            return 1;
-        if (v < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return 0;
-}
-
-/* A delta's counts as its header states them (D_* offsets above). */
-struct delta_head {
-    uint64_t before, after; /* nodes */
-    uint64_t ndel;          /* deleted nodes after */
-    uint64_t c0, cu, cuw;   /* changed layer-0 blocks, upper blocks, their words */
-    uint64_t nuw, nd;       /* new nodes' upper words, newly deleted older nodes */
-    uint32_t entry, top;
-};
-
-static void delta_head_load(const uint8_t *b, struct delta_head *d)
-{
-    d->before = mess_load_u64(b + D_BEFORE);
-    d->after = mess_load_u64(b + D_AFTER);
-    d->entry = mess_load_u32(b + D_ENTRY);
-    d->top = mess_load_u32(b + D_TOP);
-    d->ndel = mess_load_u64(b + D_NDEL);
-    d->c0 = mess_load_u64(b + D_C0);
-    d->cu = mess_load_u64(b + D_CU);
-    d->cuw = mess_load_u64(b + D_CUW);
-    d->nuw = mess_load_u64(b + D_NUW);
-    d->nd = mess_load_u64(b + D_ND);
-}
-
-/* The header fields of a delta of len bytes (the file's length; only the
- * first D_HEADER bytes of b are read) against what the graph h and the
- * chain expect: shard, generations, base and previous digests, the graph's
- * parameters, nodes before = `before` and after, every count in range,
- * and the length the counts give.  The level check against h's top is
- * hnsw_apply_delta's (it needs the earlier deltas applied).  Fills d. */
-static int delta_fields(const struct hnsw *h, const uint8_t *b, uint64_t len, uint64_t before_want,
-                        const struct hnsw_delta_info *expect, struct delta_head *d, char *msg,
-                        size_t cap)
-{
-    uint64_t k, want, blk0;
-    if (mess_load_u32(b + D_SHARD) != expect->shard ||
-        mess_load_u64(b + D_GEN) != expect->generation ||
-        mess_load_u64(b + D_BASEGEN) != expect->base_generation ||
-        sodium_memcmp(b + D_BASESUM, expect->base_digest, 32) != 0 ||
-        sodium_memcmp(b + D_PREVSUM, expect->prev_digest, 32) != 0)
-        return mess_fail(msg, cap, MESS_EFORMAT,
-                   "delta belongs to another shard, generation, base or chain");
-    if (mess_load_u32(b + D_BITS) != h->p.bits || mess_load_u32(b + D_M) != h->p.m)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta made for other graph parameters");
-    delta_head_load(b, d);
-    if (d->before != before_want || d->after < d->before || d->after > HNSW_MAX_NODES ||
-        (expect->nodes_after != UINT64_MAX && d->after != expect->nodes_after))
-        return mess_fail(msg, cap, MESS_EFORMAT,
-                   "delta: %llu nodes before / %llu after, the graph has %llu",
-                   (unsigned long long)d->before, (unsigned long long)d->after,
-                   (unsigned long long)before_want);
-    if (d->c0 > d->before || d->cu > d->before || d->nd > d->before || d->cuw > UINT32_MAX ||
-        d->nuw > UINT32_MAX ||
-        d->ndel > d->after || d->top > HNSW_MAX_LEVEL + 1 || (d->after == 0) != (d->top == 0) ||
-        (d->after > 0 && d->entry >= d->after) || (d->after == 0 && d->entry != EMPTY))
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta header: a count, entry point or level out of range");
-    k = d->after - d->before;
-    blk0 = (1 + (uint64_t)h->m0) * 4;
-    want = D_HEADER + k * ((uint64_t)h->words * 8 + 16 + 2 + blk0) + d->nuw * 4 +
-           d->c0 * (4 + blk0) + d->cu * 4 + d->cuw * 4 + d->nd * 4 + 32;
-    if (want != len || mess_load_u64(b + D_BYTES) != len)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta of %llu bytes, its counts give %llu",
-                   (unsigned long long)len, (unsigned long long)want);
-    return MESS_OK;
-}
-
-/* Magic and version. */
-static int delta_magic_ok(const uint8_t *b, uint64_t len, char *msg, size_t cap)
-{
-    uint32_t version;
-    if (len < D_HEADER + 32)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta of %llu bytes: shorter than its header",
-                   (unsigned long long)len);
-    if (memcmp(b, delta_magic, 8) != 0)
-        return mess_fail(msg, cap, MESS_EFORMAT, "not a delta file (bad magic)");
-    version = mess_load_u32(b + D_VERSION);
-    if (version != DELTA_VERSION)
-        return mess_fail(msg, cap, MESS_EVERSION, "delta format version %u, this library reads %u",
-                   version, DELTA_VERSION);
-    return MESS_OK;
-}
-
-int hnsw_delta_header_check(const struct hnsw *h, const uint8_t *hdr, size_t hdr_len,
-                            uint64_t file_len, uint64_t before,
-                            const struct hnsw_delta_info *expect, uint64_t *deleted_after,
-                            char *msg, size_t cap)
-{
-    struct delta_head d;
-    int rc;
-    if (msg && cap)
-        msg[0] = 0;
-    if (!h || !hdr || !expect)
-        return MESS_EINVAL;
-    if (hdr_len < HNSW_DELTA_HEADER_BYTES)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta of %llu bytes: shorter than its header",
-                   (unsigned long long)file_len);
-    rc = delta_magic_ok(hdr, file_len, msg, cap);
-    if (rc == MESS_OK)
-        rc = delta_fields(h, hdr, file_len, before, expect, &d, msg, cap);
-    if (rc == MESS_OK && deleted_after)
-        *deleted_after = d.ndel;
-    return rc;
-}
-
-int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
-                     const struct hnsw_delta_info *expect, char *msg, size_t cap)
-{
-    uint8_t sum[32];
-    uint64_t k, blk0, blk, off, i, up;
-    uint64_t newdel = 0;
-    uint32_t lv;
-    struct delta_head d;
-    const uint8_t *codes, *labels, *levels, *dels, *l0, *ublob, *c0ids, *c0blk, *cuids,
-        *cublob, *ndids;
-    struct hnsw_label *sorted = NULL;
-    uint32_t **blocks = NULL;
-    int rc;
-
-    if (msg && cap)
-        msg[0] = 0;
-    if (!h || !b || !expect)
-        return MESS_EINVAL;
-    rc = delta_magic_ok(b, len, msg, cap);
-    if (rc != MESS_OK)
-        return rc;
-    crypto_generichash(sum, 32, b, len - 32, NULL, 0);
-    if (sodium_memcmp(sum, b + len - 32, 32) != 0)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta checksum mismatch (truncated or modified)");
-    if (sodium_memcmp(sum, expect->digest, 32) != 0)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta digest differs from the manifest's");
-    rc = delta_fields(h, b, len, h->n, expect, &d, msg, cap);
-    if (rc != MESS_OK)
-        return rc;
-    if ((int)d.top < h->max_level + 1)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta header: a count, entry point or level out of range");
-    k = d.after - d.before;
-    blk0 = (1 + (uint64_t)h->m0) * 4;
-    blk = (1 + (uint64_t)h->m) * 4;
-    off = D_HEADER;
-    codes = b + off; off += k * h->words * 8;
-    labels = b + off; off += k * 16;
-    levels = b + off; off += k;
-    dels = b + off; off += k;
-    l0 = b + off; off += k * blk0;
-    ublob = b + off; off += d.nuw * 4;
-    c0ids = b + off; off += d.c0 * 4;
-    c0blk = b + off; off += d.c0 * blk0;
-    cuids = b + off; off += d.cu * 4;
-    cublob = b + off; off += d.cuw * 4;
-    ndids = b + off;
-
-    /* new nodes: levels, flags, blocks */
-    up = 0;
-    for (i = 0; i < k; i++) {
-        if (levels[i] > HNSW_MAX_LEVEL || levels[i] >= d.top || dels[i] > 1)
-            return mess_fail(msg, cap, MESS_EFORMAT, "delta: new node %llu: level or flag out of range",
-                       (unsigned long long)(d.before + i));
-        newdel += dels[i];
-        if (!delta_block_ok(l0 + i * blk0, h->m0, d.after))
-            return mess_fail(msg, cap, MESS_EFORMAT, "delta: new node %llu: bad layer-0 links",
-                       (unsigned long long)(d.before + i));
-        for (lv = 0; lv < levels[i]; lv++) {
-            if (d.nuw - up < 1 + (uint64_t)h->m || !delta_block_ok(ublob + up * 4, h->m, d.after))
-                return mess_fail(msg, cap, MESS_EFORMAT, "delta: new node %llu: bad upper links",
-                           (unsigned long long)(d.before + i));
-            up += 1 + h->m;
-        }
-    }
-    if (up != d.nuw)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta: new nodes' upper words disagree with the header");
-    /* changed blocks of older nodes */
-    for (i = 0; i < d.c0; i++) {
-        uint32_t id = mess_load_u32(c0ids + 4 * i);
-        if (id >= d.before || (i > 0 && id <= mess_load_u32(c0ids + 4 * (i - 1))) ||
-            !delta_block_ok(c0blk + i * blk0, h->m0, d.after))
-            return mess_fail(msg, cap, MESS_EFORMAT, "delta: changed layer-0 block %llu is bad",
-                       (unsigned long long)i);
-    }
-    up = 0;
-    for (i = 0; i < d.cu; i++) {
-        uint32_t id = mess_load_u32(cuids + 4 * i), L;
-        if (id >= d.before || (i > 0 && id <= mess_load_u32(cuids + 4 * (i - 1))))
-            return mess_fail(msg, cap, MESS_EFORMAT, "delta: changed upper node %llu out of order",
-                       (unsigned long long)i);
-        L = *level_ptr(h, id);
-        if (L == 0 || L > HNSW_MAX_LEVEL || !links_of(h, id, (int)L))
-            return mess_fail(msg, cap, MESS_EFORMAT, "delta: node %u has no upper blocks to change", id);
-        for (lv = 0; lv < L; lv++) {
-            if (d.cuw - up < 1 + (uint64_t)h->m || !delta_block_ok(cublob + up * 4, h->m, d.after))
-                return mess_fail(msg, cap, MESS_EFORMAT, "delta: node %u: bad upper links", id);
-            up += 1 + h->m;
-        }
-    }
-    if (up != d.cuw)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta: changed upper words disagree with the header");
-    for (i = 0; i < d.nd; i++) {
-        uint32_t id = mess_load_u32(ndids + 4 * i);
-        if (id >= d.before || (i > 0 && id <= mess_load_u32(ndids + 4 * (i - 1))) ||
-            *del_ptr(h, id))
-            return mess_fail(msg, cap, MESS_EFORMAT, "delta: deletion %llu names no live older node",
-                       (unsigned long long)i);
-    }
-    if (h->n_deleted + d.nd + newdel != d.ndel)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta: deleted count %llu, its deletions give %llu",
-                   (unsigned long long)d.ndel,
-                   (unsigned long long)(h->n_deleted + d.nd + newdel));
-    if (d.after > 0 &&
-        (d.entry < d.before ? *level_ptr(h, d.entry) : levels[d.entry - d.before]) + 1u != d.top)
-        return mess_fail(msg, cap, MESS_EFORMAT, "delta: the entry point is not on the top level");
-    /* the new live labels: unique, and not a live older node's (unless it
-     * is deleted here) */
-    if (k > 0) {
-        uint64_t nl = 0;
-        sorted = (struct hnsw_label *)mess_malloc_array((size_t)k, sizeof *sorted);
-        blocks = (uint32_t **)mess_calloc_array((size_t)k, sizeof *blocks);
-        if (!sorted || !blocks) {
-            rc = MESS_ENOMEM;
-            goto fail;
-        }
-        for (i = 0; i < k; i++)
-            if (!dels[i]) {
-                struct hnsw_label l;
-                uint32_t node;
-                memcpy(&l, labels + 16 * i, 16);
-                sorted[nl++] = l;
-                if (hnsw_find(h, l, &node) == MESS_OK && !id_in(ndids, d.nd, node)) {
-                    rc = mess_fail(msg, cap, MESS_EFORMAT,
-                             "delta: new node %llu has the label of live node %u",
-                             (unsigned long long)(d.before + i), node);
-                    goto fail;
-                }
-            }
-        qsort(sorted, (size_t)nl, sizeof *sorted, label_cmp);
-        for (i = 1; i < nl; i++)
-            if (hnsw_label_eq(sorted[i - 1], sorted[i])) {
-                rc = mess_fail(msg, cap, MESS_EFORMAT, "delta: two new nodes share a label");
-                goto fail;
-            }
-        /* every allocation before the first change */
-        for (i = 0; i < k; i++)
-            if (levels[i] > 0) {
-                blocks[i] = (uint32_t *)mess_malloc_array((size_t)levels[i] * (1 + h->m), 4);
-                if (!blocks[i]) {
-                    rc = MESS_ENOMEM;
-                    goto fail;
-                }
-            }
-        rc = grow(h, (size_t)d.after);
-        if (rc != MESS_OK)
-            goto fail;
-    }
-    if (!h->map || 2 * d.after > h->map_mask + 1) {
-        /* the map a handle growing to `after` nodes rebuilds; made
-         * before any change (a failure leaves the graph as it was) */
-        rc = map_rebuild(h, 2 * (size_t)d.after > 16 ? 2 * (size_t)d.after : 16);
-        if (rc != MESS_OK)
-            goto fail;
-    }
-
-    /* apply: nothing below fails */
-    for (i = 0; i < d.nd; i++) {
-        uint32_t id = mess_load_u32(ndids + 4 * i);
-        size_t s = map_find_slot(h, *label_ptr(h, id));
-        *del_ptr(h, id) = 1;
-        if (s != NO_SLOT && h->map[s] == id)
-            map_remove(h, s);
-    }
-    for (i = 0; i < k; i++) {
-        size_t t = (size_t)(d.before + i - h->n_base);
-        memcpy(h->codes + t * h->words, codes + i * h->words * 8, (size_t)h->words * 8);
-        memcpy(&h->labels[t], labels + 16 * i, 16);
-        h->levels[t] = levels[i];
-        h->deleted[t] = dels[i];
-        memcpy(h->links0 + t * (1 + h->m0), l0 + i * blk0, (size_t)blk0);
-        free(h->upper[t]);
-        h->upper[t] = blocks[i];
-        blocks[i] = NULL;
-    }
-    up = 0;
-    for (i = 0; i < k; i++)
-        if (levels[i] > 0) {
-            size_t t = (size_t)(d.before + i - h->n_base);
-            memcpy(h->upper[t], ublob + up * 4, (size_t)levels[i] * (size_t)blk);
-            up += (uint64_t)levels[i] * (1 + h->m);
-        }
-    h->n = (size_t)d.after;
-    h->upper_words += (size_t)d.nuw;
-    for (i = 0; i < k; i++)
-        if (!dels[i]) {
-            size_t s = map_find_slot(h, h->labels[d.before + i - h->n_base]);
-            if (s == NO_SLOT) { /* cannot happen: the map has room */
-                map_fill(h, h->map, h->map_mask);
-                break;
-            }
-            h->map[s] = (uint32_t)(d.before + i);
-        }
-    for (i = 0; i < d.c0; i++)
-        memcpy(links0_of(h, mess_load_u32(c0ids + 4 * i)), c0blk + i * blk0, (size_t)blk0);
-    up = 0;
-    for (i = 0; i < d.cu; i++) {
-        uint32_t id = mess_load_u32(cuids + 4 * i), L = *level_ptr(h, id);
-        memcpy(links_of(h, id, 1), cublob + up * 4, (size_t)L * (size_t)blk);
-        up += (uint64_t)L * (1 + h->m);
-    }
-    h->entry = d.after ? d.entry : EMPTY;
-    h->max_level = (int)d.top - 1;
-    h->n_deleted = (size_t)d.ndel;
-    h->rng = mess_load_u64(b + D_RNG);
-    rc = MESS_OK;
-fail:
-    if (blocks)
-        for (i = 0; i < k; i++)
-            free(blocks[i]);
-    free(blocks);
-    free(sorted);
-    return rc;
 }

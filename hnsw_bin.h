@@ -261,13 +261,14 @@ static inline uint32_t hnsw_hamming(const uint64_t *a, const uint64_t *b,
  * an existing node's link block or deleted flag is recorded (one byte per
  * node, allocated here).  hnsw_write_delta writes what changed since the
  * mark (new nodes, the changed blocks, deletions, header fields; format
- * above hnsw_track in hnsw_bin.c); hnsw_apply_delta, given a graph in the
- * mark's state (the base file attached and the earlier deltas applied),
- * brings it to the writer's state: the same nodes, links, flags, entry,
- * levels and generator, so every operation then gives what the writer's
- * graph gives.  The delta is hostile input: every count, id, level, block
- * and the digest are checked before the first change (MESS_EFORMAT with a
- * reason in msg); only MESS_ENOMEM can leave the graph half changed. */
+ * above hnsw_track in src/index/hnsw_delta.c); hnsw_apply_delta, given a
+ * graph in the mark's state (the base file attached and the earlier
+ * deltas applied), brings it to the writer's state: the same nodes,
+ * links, flags, entry, levels and generator, so every operation then
+ * gives what the writer's graph gives.  The delta is hostile input: every
+ * count, id, level, block and the digest are checked before the first
+ * change (MESS_EFORMAT with a reason in msg); only MESS_ENOMEM can leave
+ * the graph half changed. */
 struct hnsw_delta_info {
     uint32_t shard;
     uint64_t generation, base_generation;

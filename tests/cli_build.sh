@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/cli_build.sh - the build is portable and -Werror is a developer's
 # flag: no -mpopcnt/-march from the build machine; the POPCNT instruction
-# appears only in the copies hnsw_bin.c selects at run time (*_popcnt);
+# appears only in the copies the index selects at run time (*_popcnt in
+# hnsw_bin.c and src/index/hnsw_many.c);
 # a plain `make` compiles without -Werror, `make check` with it.
 cd "$(dirname "$0")/.." || exit 1
 . tests/shlib.sh

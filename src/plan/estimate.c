@@ -27,7 +27,8 @@
 #include "store.h"
 
 #define EST_PAGE 4096.0
-/* sizeof(struct hnsw) is private to hnsw_bin.c; it is below this. */
+/* sizeof(struct hnsw) is private to the index (hnsw_internal.h); it is
+ * below this. */
 #define EST_HNSW_STRUCT 256.0
 /* Serialized graph header (docs/HNSW.md) and per-node fixed fields. */
 #define EST_SER_GRAPH_HEAD 52.0
@@ -45,7 +46,7 @@ static double shard_cdf(double a, double mu, double var)
 }
 
 /* E[f(slots)] of a label map rounded up to a power of two of at least 16
- * slots >= factor (n + add) (map_rebuild in hnsw_bin.c), over n ~ N(mu,
+ * slots >= factor (n + add) (hnsw_map_rebuild in hnsw_bin.c), over n ~ N(mu,
  * var); f(slots) = 4 slots bytes, page-aligned if paged. */
 static double expected_map_bytes(double mu, double var, double factor, double add,
                                  int paged)
@@ -136,7 +137,7 @@ int mess_estimate_sized(const mess_params *in, uint64_t items,
     map_file = shards * expected_map_bytes(mu, var, 2.0, 1.0, 0);
     r.map_bytes = (uint64_t)llround(map_file);
 
-    /* the graph file of a shard of mu entries (hnsw_bin.c, docs/HNSW.md,
+    /* the graph file of a shard of mu entries (hnsw_file.c, docs/HNSW.md,
      * "Graph file"): a header page, then codes, labels, levels, deleted
      * flags, layer-0 links, upper-link offsets (u32 per node), upper links
      * and the label map, each starting on a page */

@@ -374,7 +374,7 @@ int store_write_file(const char *path, const uint8_t *a, size_t alen,
 }
 
 /* ---- graph files ---------------------------------------------------------
- * The graph file is hnsw_bin.c's (D15, docs/HNSW.md "Graph file"): written
+ * The graph file is hnsw_file.c's (D15, docs/HNSW.md "Graph file"): written
  * by hnsw_write_graph, mapped MAP_PRIVATE read-write (a mutation copies
  * the page, the file never changes) and attached in O(1). */
 

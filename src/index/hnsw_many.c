@@ -1,0 +1,554 @@
+/*
+ * hnsw_many.c - many HNSW searches interleaved on one thread
+ * (hnsw_search_many, docs/PERFORMANCE.md "Server"): each beam runs
+ * search_layer's decisions (hnsw_bin.c) one step at a time and stops where
+ * it waits for memory, so the lines of one beam arrive while the others
+ * compute.  The results are exactly hnsw_search's.
+ */
+#include "hnsw_internal.h"
+
+/* ---- many searches interleaved (hnsw_search_many) -------------------------------
+ *
+ * The beam search of search_layer (layer 0, live nodes only) cut at its two
+ * waits: a beam stops after it has picked its next candidate and
+ * prefetched that node's link list (BEAM_GATHER follows), and after it has
+ * gathered the unvisited neighbours and prefetched their codes
+ * (BEAM_SCORE follows).  A round-robin over up to `width` beams lets the
+ * lines of one arrive while the others compute.  Each beam makes exactly
+ * the decisions search_layer makes, in the same order, on its own
+ * scratch; only the interleaving of independent searches differs. */
+enum { BEAM_DONE, BEAM_GATHER, BEAM_SCORE, BEAM_UADDR, BEAM_ULIST, BEAM_UPPER, BEAM_PICK };
+
+struct beam {
+    struct hnsw_job *job;
+    struct hnsw_scratch *s;
+    const uint32_t *l;   /* the list being expanded */
+    const uint64_t *codes; /* fast: every node's code, node i at 2 i */
+    int fast;            /* 128-bit codes in one array, no deleted node */
+    int listed;          /* visits listed in s->vlist (else the bitmap is
+                            cleared whole: small enough) */
+    size_t ef, nr, ncand;
+    uint32_t used, cmin, rmax, np;
+    uint32_t ep, epd;    /* the greedy descent's node and distance */
+    int level;           /* its layer */
+    int run;             /* the layer-0 search was started */
+};
+
+/* hnsw_search_many's paths: fast, the common case's own loops and the
+ * beams' next picks made together at the end of each round (many_defer);
+ * the largest visit bitmap cleared whole rather than through the list of
+ * the nodes visited (words).  hnsw_many_set_paths for the tests and the
+ * benchmark, which compare them with the former loops (fast 0). */
+static int many_fast = HNSW_MANY_FAST, many_defer = 1;
+static size_t many_clear_words = HNSW_MANY_CLEAR_WORDS;
+
+void hnsw_many_set_paths(int fast, size_t clear_words)
+{
+    many_fast = fast < 0 ? 0 : fast > 2 ? 2 : fast;
+    many_defer = fast != 0;
+    many_clear_words = clear_words;
+}
+
+/* Pops candidates until one with a link list (BEAM_GATHER, its list
+ * prefetched) or the end of the search (BEAM_DONE). */
+HNSW_INLINE int beam_pick(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    uint32_t *ch = b->s->cand_head;
+    const struct bq_entry *pool = b->s->pool;
+    const size_t bytes = 4 * (size_t)(1 + h->m0);
+    while (b->ncand > 0) {
+        const uint32_t *l;
+        uint32_t c;
+        size_t off;
+        while (ch[b->cmin] == NIL)
+            b->cmin++;
+        if (b->nr >= b->ef && b->cmin > b->rmax)
+            break;
+        c = pool[ch[b->cmin]].node;
+        ch[b->cmin] = pool[ch[b->cmin]].next;
+        b->ncand--;
+        l = links_of(h, c, 0);
+        if (!l)
+            continue;
+        for (off = 0; off < bytes; off += 64)
+            PREFETCH((const char *)l + off);
+        PREFETCH((const char *)l + bytes - 1);
+        b->l = l;
+        return BEAM_GATHER;
+    }
+    return BEAM_DONE;
+}
+
+/* The unvisited neighbours of the picked node, their codes prefetched. */
+HNSW_INLINE int beam_gather(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    struct hnsw_scratch *s = b->s;
+    const uint32_t *l = b->l;
+    uint64_t *vis = s->vis;
+    uint32_t *pend = s->pending, *vlist = s->vlist;
+    const size_t n = h->n;
+    size_t nvis = s->nvis;
+    uint32_t cnt = link_count(h, l, 0), i, np = 0;
+    s->cnt.expanded++;
+    s->cnt.links += cnt;
+    s->cnt.link_lines += lines_of(l, cnt);
+    if (b->fast == 2) {
+        /* no branch on the visit bit: every id's bit is set and the id is
+         * kept (np advanced) only if the bit was clear; an id past the
+         * last node reads and rewrites word 0 unchanged */
+        const uint64_t *codes = b->codes;
+        for (i = 1; i <= cnt; i++) {
+            uint32_t e = l[i];
+            uint32_t in = e < n, x = in ? e : 0;
+            uint64_t *w = vis + (x >> 6), v = *w;
+            uint64_t bit = (uint64_t)in << (x & 63);
+            pend[np] = e;
+            np += (uint32_t)(((v & bit) == 0) & in);
+            *w = v | bit;
+            PREFETCH(codes + 2 * (size_t)x);
+        }
+        s->cnt.scored += np;
+        b->np = np;
+        return np ? BEAM_SCORE : BEAM_PICK;
+    }
+    if (b->fast) {
+        const uint64_t *codes = b->codes;
+        const int listed = b->listed;
+        for (i = 1; i <= cnt; i++) {
+            uint32_t e = l[i];
+            if (e < n) {
+                uint64_t *w = vis + (e >> 6), bit = (uint64_t)1 << (e & 63);
+                if (!(*w & bit)) {
+                    *w |= bit;
+                    if (listed)
+                        vlist[nvis++] = e;
+                    pend[np++] = e;
+                    PREFETCH(codes + 2 * (size_t)e);
+                }
+            }
+        }
+        s->nvis = nvis;
+        s->cnt.scored += np;
+        b->np = np;
+        return np ? BEAM_SCORE : many_defer ? BEAM_PICK : beam_pick(b);
+    }
+    for (i = 1; i <= cnt; i++) {
+        uint32_t e = l[i];
+        uint64_t bit = (uint64_t)1 << (e & 63);
+        if (e < n && !(vis[e >> 6] & bit)) {
+            vis[e >> 6] |= bit;
+            if (b->listed)
+                vlist[nvis++] = e;
+            pend[np++] = e;
+            PREFETCH(code_of(h, e));
+            if (h->n_deleted) /* read if it enters the results */
+                PREFETCH(del_ptr(h, e));
+        }
+    }
+    s->nvis = nvis;
+    s->cnt.scored += np;
+    b->np = np;
+    return np ? BEAM_SCORE : many_defer ? BEAM_PICK : beam_pick(b);
+}
+
+/* Scores the gathered neighbours (search_layer's inner loop), then picks. */
+HNSW_INLINE int beam_score(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    struct hnsw_scratch *s = b->s;
+    const uint64_t *q = b->job->query;
+    struct bq_entry *pool = s->pool;
+    uint32_t *ch = s->cand_head, *rh = s->res_head, *pend = s->pending;
+    const size_t ef = b->ef;
+    size_t nr = b->nr, ncand = b->ncand;
+    uint32_t used = b->used, cmin = b->cmin, rmax = b->rmax, i;
+    if (b->fast) {
+        const uint64_t *codes = b->codes;
+        const uint64_t q0 = q[0], q1 = q[1];
+        for (i = 0; i < b->np; i++) {
+            uint32_t e = pend[i];
+            const uint64_t *c = codes + 2 * (size_t)e;
+            uint32_t d = (uint32_t)(__builtin_popcountll(q0 ^ c[0]) +
+                                    __builtin_popcountll(q1 ^ c[1]));
+            if (nr < ef || d < rmax) {
+                pool[used].node = e;
+                pool[used].next = ch[d];
+                ch[d] = used++;
+                ncand++;
+                if (d < cmin)
+                    cmin = d;
+                pool[used].node = e;
+                pool[used].next = rh[d];
+                rh[d] = used++;
+                if (d > rmax) /* nr >= 1: the entry point is live */
+                    rmax = d;
+                if (++nr > ef) {
+                    rh[rmax] = pool[rh[rmax]].next;
+                    nr--;
+                    while (rh[rmax] == NIL)
+                        rmax--;
+                }
+            }
+        }
+        b->nr = nr;
+        b->ncand = ncand;
+        b->used = used;
+        b->cmin = cmin;
+        b->rmax = rmax;
+        return many_defer ? BEAM_PICK : beam_pick(b);
+    }
+    for (i = 0; i < b->np; i++) {
+        uint32_t e = pend[i], d = dist_to(h, q, e);
+        if (nr < ef || d < rmax) {
+            pool[used].node = e;
+            pool[used].next = ch[d];
+            ch[d] = used++;
+            ncand++;
+            if (d < cmin)
+                cmin = d;
+            if (h->n_deleted && *del_ptr(h, e))
+                continue;
+            pool[used].node = e;
+            pool[used].next = rh[d];
+            rh[d] = used++;
+            if (d > rmax || nr == 0)
+                rmax = d;
+            if (++nr > ef) {
+                rh[rmax] = pool[rh[rmax]].next;
+                nr--;
+                while (rh[rmax] == NIL)
+                    rmax--;
+            }
+        }
+    }
+    b->nr = nr;
+    b->ncand = ncand;
+    b->used = used;
+    b->cmin = cmin;
+    b->rmax = rmax;
+    return many_defer ? BEAM_PICK : beam_pick(b);
+}
+
+/* scratch_prepare for hnsw_search_many: the queues as for a search, and a
+ * visit set of n bits (all clear: grown zeroed, cleared after each use)
+ * with room to list every node, instead of the 16-bit marks. */
+static int scratch_prepare_many(struct hnsw_scratch *s, const struct hnsw *h, size_t ef)
+{
+    size_t words = (h->n + 63) / 64;
+    uint32_t nb = h->p.bits + 1;
+    if (words > s->vis_cap) {
+        size_t cap = words + words / 2 + 16;
+        uint64_t *v = (uint64_t *)mess_calloc_array(cap, sizeof *v);
+        if (!v)
+            return MESS_ENOMEM;
+        free(s->vis);
+        s->vis = v;
+        s->vis_cap = cap;
+    }
+    if (nb > s->nbuckets) {
+        uint32_t *c = (uint32_t *)mess_malloc_array(nb, sizeof *c);
+        uint32_t *r = (uint32_t *)mess_malloc_array(nb, sizeof *r);
+        if (!c || !r) {
+            free(c);
+            free(r);
+            return MESS_ENOMEM;
+        }
+        free(s->cand_head);
+        free(s->res_head);
+        s->cand_head = c;
+        s->res_head = r;
+        s->nbuckets = nb;
+    }
+    if (grow_array((void **)&s->vlist, &s->vlist_cap, h->n + 1, sizeof *s->vlist) ||
+        grow_array((void **)&s->pool, &s->pool_cap, 2 * h->n + 2, sizeof *s->pool) ||
+        grow_array((void **)&s->out, &s->out_cap, ef + 1, sizeof *s->out) ||
+        grow_array((void **)&s->pending, &s->pending_cap, (size_t)h->m0 + 1,
+                   sizeof *s->pending))
+        return MESS_ENOMEM;
+    return MESS_OK;
+}
+
+/* The layer-0 search from the descent's node (search_layer's start). */
+HNSW_INLINE int beam_layer0(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    struct hnsw_scratch *s = b->s;
+    uint32_t ep = b->ep, epd = b->epd, *ch = s->cand_head, *rh = s->res_head;
+    s->cnt.searches++;
+    memset(ch, 0xff, (size_t)(h->p.bits + 1) * sizeof *ch);
+    memset(rh, 0xff, (size_t)(h->p.bits + 1) * sizeof *rh);
+    b->run = 1;
+    b->used = 0;
+    s->vis[ep >> 6] |= (uint64_t)1 << (ep & 63);
+    s->vlist[0] = ep;
+    s->nvis = 1;
+    s->pool[b->used].node = ep;
+    s->pool[b->used].next = ch[epd];
+    ch[epd] = b->used++;
+    b->ncand = 1;
+    b->cmin = epd;
+    b->nr = 0;
+    b->rmax = 0;
+    if (!h->n_deleted || !*del_ptr(h, ep)) {
+        s->pool[b->used].node = ep;
+        s->pool[b->used].next = rh[epd];
+        rh[epd] = b->used++;
+        b->nr = 1;
+        b->rmax = epd;
+    }
+    return beam_pick(b);
+}
+
+/* The greedy descent (greedy()) one step at a time, three waits a step:
+ * where ep's list on the layer is (its level byte and upper-link offset
+ * or block pointer: BEAM_UADDR follows), the list (BEAM_ULIST), its
+ * neighbours' codes (BEAM_UPPER), each prefetched while other beams run.
+ * Below layer 1, layer 0 starts. */
+HNSW_INLINE int beam_descend(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    if (b->level <= 0)
+        return beam_layer0(b);
+    PREFETCH(level_ptr(h, b->ep));
+    if (b->ep < h->n_base)
+        PREFETCH(h->buoff + b->ep);
+    else
+        PREFETCH(h->upper + (b->ep - h->n_base));
+    return BEAM_UADDR;
+}
+
+/* ep's list on the layer, or on the next one down that it has. */
+HNSW_INLINE int beam_uaddr(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    const size_t bytes = 4 * (size_t)(1 + h->m);
+    for (; b->level > 0; b->level--) {
+        const uint32_t *l = links_of(h, b->ep, b->level);
+        size_t off;
+        if (!l)
+            continue;
+        for (off = 0; off < bytes; off += 64)
+            PREFETCH((const char *)l + off);
+        PREFETCH((const char *)l + bytes - 1);
+        b->l = l;
+        return BEAM_ULIST;
+    }
+    return beam_layer0(b);
+}
+
+HNSW_INLINE int beam_ulist(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    const uint32_t *l = b->l;
+    uint32_t i, cnt = link_count(h, l, b->level);
+    for (i = 1; i <= cnt; i++)
+        if (l[i] < h->n)
+            PREFETCH(code_of(h, l[i]));
+    return BEAM_UPPER;
+}
+
+/* One pass of greedy() over the list: a move stays on the layer (the new
+ * node's list next), none goes down (the same node's list there). */
+HNSW_INLINE int beam_upper(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    const uint32_t *l = b->l;
+    uint32_t i, cnt = link_count(h, l, b->level), ep = b->ep, epd = b->epd;
+    int changed = 0;
+    for (i = 1; i <= cnt; i++) {
+        uint32_t e = l[i], d;
+        if (e >= h->n)
+            continue;
+        d = dist_to(h, b->job->query, e);
+        b->s->cnt.upper++;
+        if (d < epd || (d == epd && e < ep)) {
+            epd = d;
+            ep = e;
+            changed = 1;
+        }
+    }
+    b->ep = ep;
+    b->epd = epd;
+    if (changed)
+        return beam_descend(b);
+    b->level--;
+    return beam_uaddr(b);
+}
+
+/* search_body up to the descent, which it starts. */
+HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scratch *s)
+{
+    const struct hnsw *h = job->h;
+    size_t ef;
+
+    b->job = job;
+    b->s = s;
+    b->run = 0;
+    job->n_out = 0;
+    job->rc = MESS_OK;
+    if (!h || !s || !job->query || (!job->out && job->P)) {
+        job->rc = MESS_EINVAL;
+        return BEAM_DONE;
+    }
+    if (job->P == 0 || h->n == 0)
+        return BEAM_DONE;
+    ef = job->ef < job->P ? job->P : job->ef;
+    if (ef > h->n)
+        ef = h->n;
+    job->rc = scratch_prepare_many(s, h, ef);
+    if (job->rc != MESS_OK)
+        return BEAM_DONE;
+    b->ef = ef;
+    /* the common case in a loop of its own: 128-bit codes all in one
+     * array (an attached graph without a tail, or a heap graph), no
+     * deleted node; a visit bitmap of at most 128 KiB is cleared whole */
+    b->fast = many_fast && h->words == 2 && !h->n_deleted &&
+              (h->n_base == h->n || h->n_base == 0);
+    b->codes = h->n_base ? h->bcodes : h->codes;
+    b->listed = !many_fast || (h->n + 63) / 64 > many_clear_words;
+    if (b->fast && many_fast == 2 && !b->listed)
+        b->fast = 2; /* the branch-free loops (their bitmap is cleared whole) */
+    b->ep = h->entry;
+    b->epd = dist_to(h, job->query, b->ep);
+    b->level = h->max_level;
+    return beam_descend(b);
+}
+
+/* The results of a finished beam, as search_layer drains and search_body
+ * copies them. */
+HNSW_INLINE void beam_finish(struct beam *b)
+{
+    struct hnsw_job *job = b->job;
+    struct hnsw_scratch *s = b->s;
+    const uint32_t *rh = s->res_head;
+    size_t k = 0, i;
+    uint32_t d;
+    if (!b->run)
+        return;
+    if (b->listed) /* the visit set, empty again */
+        for (i = 0; i < s->nvis; i++)
+            s->vis[s->vlist[i] >> 6] = 0;
+    else
+        memset(s->vis, 0, (b->job->h->n + 63) / 64 * sizeof *s->vis);
+    s->nvis = 0;
+    for (d = 0; d <= b->rmax && k < b->nr; d++) {
+        size_t first = k;
+        uint32_t j;
+        for (j = rh[d]; j != NIL; j = s->pool[j].next)
+            s->out[k++] = KEY(d, s->pool[j].node);
+        sort_keys(s->out + first, k - first);
+    }
+    for (i = 0; i < k && i < job->P; i++) {
+        static const struct hnsw_label none = {0, 0};
+        job->out[i].node = KEY_NODE(s->out[i]);
+        job->out[i].dist = KEY_DIST(s->out[i]);
+        job->out[i].label = job->skip_labels ? none : *label_ptr(job->h, job->out[i].node);
+    }
+    job->n_out = i;
+    b->run = 0;
+}
+
+HNSW_INLINE int many_body(struct hnsw_job *jobs, size_t n,
+                          struct hnsw_scratch *const *scratch, unsigned width)
+{
+    struct beam b[HNSW_MANY_MAX];
+    int st[HNSW_MANY_MAX], any;
+    size_t next = 0, i;
+    unsigned k;
+
+    /* a slot that is done takes the next job (jobs that end at once, e.g.
+     * an empty index, are finished right away) */
+#define BEAM_REFILL(k)                                                       \
+    do {                                                                     \
+        while (st[k] == BEAM_DONE && next < n) {                             \
+            st[k] = beam_start(&b[k], &jobs[next++], scratch[k]);            \
+            if (st[k] == BEAM_DONE)                                          \
+                beam_finish(&b[k]);                                          \
+        }                                                                    \
+    } while (0)
+
+    for (k = 0; k < width; k++) {
+        st[k] = BEAM_DONE;
+        BEAM_REFILL(k);
+    }
+    do {
+        any = 0;
+        for (k = 0; k < width; k++) {
+            if (st[k] == BEAM_DONE || st[k] == BEAM_PICK)
+                continue;
+            switch (st[k]) {
+            case BEAM_GATHER:
+                st[k] = beam_gather(&b[k]);
+                break;
+            case BEAM_SCORE:
+                st[k] = beam_score(&b[k]);
+                break;
+            case BEAM_UADDR:
+                st[k] = beam_uaddr(&b[k]);
+                break;
+            case BEAM_ULIST:
+                st[k] = beam_ulist(&b[k]);
+                break;
+            default:
+                st[k] = beam_upper(&b[k]);
+                break;
+            }
+            if (st[k] == BEAM_DONE) {
+                beam_finish(&b[k]);
+                BEAM_REFILL(k);
+            }
+            any |= st[k] != BEAM_DONE;
+        }
+        /* the next candidates of the beams that scored, picked together:
+         * their lists' prefetches (a page walk each) overlap */
+        for (k = 0; k < width; k++) {
+            if (st[k] != BEAM_PICK)
+                continue;
+            st[k] = beam_pick(&b[k]);
+            if (st[k] == BEAM_DONE) {
+                beam_finish(&b[k]);
+                BEAM_REFILL(k);
+            }
+        }
+    } while (any);
+#undef BEAM_REFILL
+    for (i = 0; i < n; i++)
+        if (jobs[i].rc != MESS_OK)
+            return jobs[i].rc;
+    return MESS_OK;
+}
+
+#ifdef HNSW_DISPATCH
+static HNSW_POPCNT int many_popcnt(struct hnsw_job *jobs, size_t n,
+                                   struct hnsw_scratch *const *scratch, unsigned width)
+{
+    return many_body(jobs, n, scratch, width);
+}
+#endif
+
+static int many_soft(struct hnsw_job *jobs, size_t n,
+                     struct hnsw_scratch *const *scratch, unsigned width)
+{
+    return many_body(jobs, n, scratch, width);
+}
+
+int hnsw_search_many(struct hnsw_job *jobs, size_t n,
+                     struct hnsw_scratch *const *scratch, unsigned width)
+{
+    unsigned k;
+    if ((n && !jobs) || !scratch || width == 0 || width > HNSW_MANY_MAX)
+        return MESS_EINVAL;
+    for (k = 0; k < width; k++)
+        if (!scratch[k])
+            return MESS_EINVAL;
+    for (k = 0; k < width; k++) /* one scratch per slot */
+        if (k > 0 && scratch[k] == scratch[k - 1])
+            return MESS_EINVAL;
+#ifdef HNSW_DISPATCH
+    if (hnsw_popcount_hw())
+        return many_popcnt(jobs, n, scratch, width);
+#endif
+    return many_soft(jobs, n, scratch, width);
+}
