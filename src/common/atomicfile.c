@@ -31,6 +31,23 @@ int atomicfile_write(struct atomicfile *af, const void *data, size_t len)
     return MESS_OK;
 }
 
+int atomicfile_open_regular(const char *path, int flags, unsigned mode)
+{
+    struct stat st;
+    int err, fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) != 0)
+        err = errno;
+    else if (!S_ISREG(st.st_mode))
+        err = EINVAL;
+    else
+        return fd;
+    close(fd);
+    errno = err;
+    return -1;
+}
+
 int atomicfile_sync(const char *path)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC), rc = MESS_OK, err = 0;

@@ -41,6 +41,16 @@ int atomicfile_write(struct atomicfile *af, const void *data, size_t len);
  * MESS_EIO (errno kept) if a step failed. */
 int atomicfile_end(struct atomicfile *af, const char *path, int rc);
 
+/* open(2) of path that never follows a symbolic link at its last
+ * component (O_NOFOLLOW) and refuses anything but a regular file: the
+ * files of a server directory and its log are opened through it, so a
+ * link planted in the directory can neither redirect a write outside it
+ * nor be read as one of its files.  flags are open's (O_CLOEXEC added);
+ * mode is used with O_CREAT.  The descriptor, or -1 with errno: ELOOP for
+ * a symbolic link, EINVAL for a directory, device or other non-regular
+ * file, else open's. */
+int atomicfile_open_regular(const char *path, int flags, unsigned mode);
+
 /* The whole of data in one call: begin, write, end. */
 int atomicfile_replace(const char *path, const uint8_t *data, size_t len,
                        unsigned mode);

@@ -50,7 +50,7 @@ static int arena_append(const mess_server *s, const struct shard_store *st,
     size_t alen, blen;
     int fd, rc = MESS_OK;
     arena_pieces(s, st, (size_t)st->nodes, &a, &alen, &b, &blen);
-    fd = open(path, O_WRONLY | O_CLOEXEC);
+    fd = atomicfile_open_regular(path, O_WRONLY, 0); /* never through a link */
     if (fd < 0)
         return MESS_EIO;
     if (ftruncate(fd, (off_t)st->arena_bytes) != 0 ||
@@ -307,7 +307,7 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
         }
         if (rec[j].arena_bytes != st->arena_map || (made[j] & 2)) {
             char *p = store_file_path(s->dir, NULL, j, rec[j].arena_gen, "arena");
-            int fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+            int fd = p ? atomicfile_open_regular(p, O_RDONLY, 0) : -1;
             void *mp = MAP_FAILED;
             if (fd >= 0 && rec[j].arena_bytes > 0)
                 mp = mmap(NULL, (size_t)rec[j].arena_bytes, PROT_READ, MAP_SHARED, fd, 0);
@@ -358,7 +358,7 @@ static int checkpoint(mess_server *s)
     if (!p)
         return MESS_ENOMEM;
     pthread_mutex_lock(&store_mutex);
-    fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fd = store_open_lock(p);
     free(p);
     memset(&fl, 0, sizeof fl);
     fl.l_type = F_WRLCK;
@@ -378,7 +378,9 @@ static int checkpoint(mess_server *s)
             else if (m.owned && s->owned &&
                      sodium_memcmp(m.owner, s->owner, MESS_OWNER_BYTES) != 0)
                 rc = MESS_EOWNER; /* another holder's client owns it */
-            else if (m.owned && !s->owned) {
+            else
+                rc = store_held_current(s, &m, NULL, 0);
+            if (rc == MESS_OK && m.owned && !s->owned) {
                 s->owned = 1; /* another holder's first upload: the same client's */
                 memcpy(s->owner, m.owner, MESS_OWNER_BYTES);
             }

@@ -42,7 +42,10 @@ static int copy_file(const char *src, const char *dst, uint64_t want, int at_lea
     uint64_t done = 0;
     int in, out, rc = MESS_OK, err = 0;
 
-    in = open(src, O_RDONLY | O_CLOEXEC);
+    in = atomicfile_open_regular(src, O_RDONLY, 0);
+    if (in < 0 && (errno == ELOOP || errno == EINVAL))
+        return mess_fail(msg, cap, MESS_EFORMAT, "%s: %s", mess_base_name(src),
+                         errno == ELOOP ? STORE_LINK_REFUSED : "not a regular file");
     if (in < 0)
         return mess_fail(msg, cap, MESS_EIO, "%s: %s", mess_base_name(src), strerror(errno));
     if (fstat(in, &st) != 0 || !S_ISREG(st.st_mode)) {

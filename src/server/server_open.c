@@ -9,6 +9,8 @@
  */
 #include <errno.h>
 
+#include <sys/stat.h>
+
 #include <sodium.h>
 
 #include "params.h"
@@ -172,6 +174,22 @@ int mess_server_open(const char *dir, const mess_params *expect,
     return store_open(dir, expect, shards, nshards, STORE_LAZY, out, NULL, 0);
 }
 
+/* S/LOCK, when there is one, is a regular file: the writers never open
+ * it through a link (store_open_lock), and verify names one planted there. */
+static int lock_is_plain(const char *dir, char *msg, size_t cap)
+{
+    struct stat st;
+    char *p = store_file_path(dir, "LOCK", 0, 0, NULL);
+    int rc = MESS_OK;
+    if (!p)
+        return mess_fail(msg, cap, MESS_ENOMEM, "out of memory");
+    if (lstat(p, &st) == 0 && !S_ISREG(st.st_mode))
+        rc = mess_fail(msg, cap, MESS_EFORMAT, "LOCK: %s",
+                       S_ISLNK(st.st_mode) ? STORE_LINK_REFUSED : "not a regular file");
+    free(p);
+    return rc;
+}
+
 int mess_server_verify(const char *dir, char *msg, size_t msg_cap)
 {
     mess_server *s = NULL;
@@ -182,6 +200,11 @@ int mess_server_verify(const char *dir, char *msg, size_t msg_cap)
     rc = store_open(dir, NULL, NULL, 0, STORE_VERIFY, &s, msg, msg_cap);
     if (rc != MESS_OK)
         return rc;
+    rc = lock_is_plain(dir, msg, msg_cap);
+    if (rc != MESS_OK) {
+        mess_server_free(s);
+        return rc;
+    }
     st.size = sizeof st;
     mess_server_stats_get(s, &st);
     mess_fail(msg, msg_cap, MESS_OK,

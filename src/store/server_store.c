@@ -20,6 +20,7 @@
 
 #include <sodium.h>
 
+#include "atomicfile.h"
 #include "mess_experimental.h"
 #include "params.h"
 #include "payload.h"
@@ -246,7 +247,10 @@ static int open_sized(const char *path, uint64_t want, int at_least, int *fd,
                       char *msg, size_t cap)
 {
     struct stat st;
-    *fd = open(path, O_RDONLY | O_CLOEXEC);
+    *fd = atomicfile_open_regular(path, O_RDONLY, 0);
+    if (*fd < 0 && (errno == ELOOP || errno == EINVAL))
+        return mess_fail(msg, cap, MESS_EFORMAT, "%s: %s", mess_base_name(path),
+                         errno == ELOOP ? STORE_LINK_REFUSED : "not a regular file");
     if (*fd < 0)
         return mess_fail(msg, cap, MESS_EIO, "%s: %s", mess_base_name(path), strerror(errno));
     if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -803,7 +807,7 @@ int mess_server_error(const mess_server *cs, char *msg, size_t msg_cap)
 static int is_travel_file(const char *path)
 {
     char head[8];
-    int fd = open(path, O_RDONLY | O_CLOEXEC), yes = 0;
+    int fd = atomicfile_open_regular(path, O_RDONLY, 0), yes = 0;
     if (fd < 0)
         return 0;
     yes = read(fd, head, sizeof head) == (ssize_t)sizeof head &&
@@ -943,6 +947,40 @@ void store_take_record(struct shard_store *st, const struct store_shard *e)
  * the checkpoint's fcntl lock on the same file.  A handle that only
  * searches never takes it and never changes a file.  MESS_ESTATE with
  * errno EBUSY when another handle holds it. */
+int store_held_current(const mess_server *s, const struct store_manifest *m, char *msg,
+                       size_t cap)
+{
+    uint32_t j, k;
+    for (j = 0; j < s->p.shards; j++) {
+        const struct shard_store *st = &s->shards[j];
+        const struct store_shard *e = &m->shard[j];
+        int same;
+        if (!st->graph)
+            continue; /* not held */
+        same = e->graph_gen == st->graph_gen && e->graph_bytes == st->graph_bytes &&
+               memcmp(e->graph_digest, st->graph_digest, STORE_DIGEST_BYTES) == 0 &&
+               e->nodes == st->nodes && e->arena_gen == st->arena_gen &&
+               e->arena_bytes == st->arena_bytes && e->chain_len == st->chain_len;
+        for (k = 0; same && k < e->chain_len; k++)
+            same = e->chain[k].gen == st->chain[k].gen &&
+                   e->chain[k].bytes == st->chain[k].bytes &&
+                   memcmp(e->chain[k].digest, st->chain[k].digest, 32) == 0;
+        if (!same) {
+            errno = ESTALE;
+            return mess_fail(msg, cap, MESS_ESTATE,
+                             "shard %u was checkpointed by another handle since this one "
+                             "opened it (MANIFEST generation %llu): reopen the server",
+                             (unsigned)j, (unsigned long long)m->generation);
+        }
+    }
+    return MESS_OK;
+}
+
+int store_open_lock(const char *path)
+{
+    return atomicfile_open_regular(path, O_RDWR | O_CREAT, 0644);
+}
+
 static int claim_writer(mess_server *s)
 {
     char *p;
@@ -952,7 +990,7 @@ static int claim_writer(mess_server *s)
     p = store_path(s->dir, "LOCK", 0, 0, NULL);
     if (!p)
         return MESS_ENOMEM;
-    fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    fd = store_open_lock(p);
     free(p);
     if (fd < 0)
         return MESS_EIO;

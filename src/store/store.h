@@ -289,5 +289,18 @@ void store_arena_advise(void *m, size_t len);
  * holds the claim. */
 int store_claim_log(mess_server *s);
 int store_claim_subset(mess_server *s, uint64_t gen);
+/* S/LOCK (path) opened for the claim's flock and the checkpoint's fcntl
+ * lock, created if missing, never through a symbolic link
+ * (atomicfile_open_regular): a descriptor, or -1 with errno. */
+int store_open_lock(const char *path);
+/* MESS_OK when every shard s holds still has, in the directory's MANIFEST
+ * m, the record s last read or wrote for it (graph, chain, arena and node
+ * count); else MESS_ESTATE with errno ESTALE and the first such shard in
+ * msg: another handle has checkpointed it since (docs/PROTOCOL.md "One
+ * writer per shard"), and a checkpoint of s would name files it removed. */
+int store_held_current(const mess_server *s, const struct store_manifest *m, char *msg,
+                       size_t cap);
+/* Why a directory's file that is a symbolic link is refused. */
+#define STORE_LINK_REFUSED "a symbolic link (a server directory's files are never followed)"
 
 #endif

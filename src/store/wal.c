@@ -273,12 +273,12 @@ int wal_open(const char *path, uint64_t gen, unsigned flags, struct wal **out,
     }
     w->flags = flags;
     w->gen = gen;
-    w->fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+    w->fd = atomicfile_open_regular(path, ro ? O_RDONLY : O_RDWR, 0);
     if (w->fd < 0 && errno == ENOENT && !ro) {
         /* a missing log is an empty one: create it durably */
         rc = atomicfile_replace(path, none, 0, 0644);
         if (rc == MESS_OK)
-            w->fd = open(path, O_RDWR | O_CLOEXEC);
+            w->fd = atomicfile_open_regular(path, O_RDWR, 0);
         else if (errno == EACCES || errno == EROFS || errno == EPERM) {
             rc = MESS_OK; /* a directory we may not write: read-only below */
             w->ro_errno = errno;
@@ -292,7 +292,15 @@ int wal_open(const char *path, uint64_t gen, unsigned flags, struct wal **out,
         w->ro_errno = errno;
         w->flags |= WAL_READONLY;
         ro = 1;
-        w->fd = open(path, O_RDONLY | O_CLOEXEC);
+        w->fd = atomicfile_open_regular(path, O_RDONLY, 0);
+    }
+    if (rc == MESS_OK && w->fd < 0 && (errno == ELOOP || errno == EINVAL)) {
+        /* a link or a non-regular file planted as the log: never followed */
+        mess_say(msg, cap, "write-ahead log %s: %s", path,
+                 errno == ELOOP ? "a symbolic link (a server directory's files are never followed)"
+                                : "not a regular file");
+        wal_close(w);
+        return MESS_EFORMAT;
     }
     if (rc != MESS_OK || (w->fd < 0 && !(ro && errno == ENOENT))) {
         mess_say(msg, cap, "write-ahead log %s: %s", path, strerror(errno));
@@ -357,7 +365,7 @@ static int replace_empty(struct wal *w, uint64_t gen)
     static const uint8_t none[1] = {0};
     int fd, rc = atomicfile_replace(w->path, none, 0, 0644);
     if (rc == MESS_OK) {
-        fd = open(w->path, O_RDWR | O_CLOEXEC);
+        fd = atomicfile_open_regular(w->path, O_RDWR, 0);
         if (fd < 0)
             rc = MESS_EIO;
         else {
