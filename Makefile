@@ -101,6 +101,9 @@ TESTS_REL  = $(TEST_SRC:tests/%.c=build/rel/tests/%)
 CLI_TESTS  = $(sort $(wildcard tests/cli_*.sh))
 PY_TESTS   = tests/py_bindings.sh tests/py_leakage.sh tests/py_install.sh
 ABI_TESTS  = $(sort $(wildcard tests/abi_*.sh))
+# The layout's rules (docs/ARCHITECTURE.md "Components"): no call cycle,
+# who includes whom, file counts and sizes.
+STRUCTURE_TESTS = tests/structure.sh
 
 # Fuzz targets (fuzz/fuzz_NAME.c): libFuzzer binaries built with clang, and
 # replay programs (every corpus and regression input once) for make check.
@@ -271,7 +274,7 @@ check: deps-check
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	  MESS=$(MESS) MESS_MESSAGE_LOG=build/cli-messages PYTHON=$(PYTHON) CC="$(CC)" \
 	  sh tests/run.sh $(TESTS_ASAN) $(FUZZ_REPLAY) $(CLI_TESTS) tests/msgcov.sh \
-	  $(ABI_TESTS) $(PY_TESTS)
+	  $(ABI_TESTS) $(STRUCTURE_TESTS) $(PY_TESTS)
 
 # The Python bindings' tests alone (python/, ctypes over build/libmess.so).
 python-check:

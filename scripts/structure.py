@@ -38,7 +38,8 @@ def object_files(root):
         if rel.split(os.sep)[0] in ("cli", "tests", "examples", "fuzz", "bench"):
             continue
         for f in files:
-            if f.endswith(".o"):
+            # an object whose source is gone (a file moved since) is stale
+            if f.endswith(".o") and os.path.exists(os.path.join(rel, f[:-2] + ".c")):
                 objs.append(os.path.join(dirpath, f))
     return sorted(objs)
 
