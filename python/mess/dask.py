@@ -862,16 +862,28 @@ class Deployment:
 @contextlib.contextmanager
 def local_cluster(workers=2, threads_per_worker=2, memory_limit="auto", timeout=30,
                   processes=True, connect_timeout=5, log_level=logging.CRITICAL,
-                  start_method="forkserver"):
-    """A LocalCluster on 127.0.0.1 only (no dashboard), with bounded
-    timeouts (connect_timeout seconds to connect on loopback, `timeout` for
-    the rest); the workers exit by themselves `timeout` seconds after
-    losing the scheduler (and `timeout` is also how long a worker may take
-    to start; start_method "forkserver" starts them about twice as fast as
-    Dask's default "spawn").  Yields a distributed.Client that talks to the
-    workers directly (actor calls do not hop through the scheduler); the
-    cluster is closed when the block ends, whatever happens in it."""
+                  start_method="forkserver", host="127.0.0.1"):
+    """A cluster of local processes whose every socket listens on `host`
+    only (127.0.0.1 unless told otherwise): the scheduler's, each nanny's
+    and each worker's, and the HTTP servers Dask starts in the scheduler
+    and in each worker, which serve no page at all (no dashboard, no
+    /health, no /metrics).  Bounded timeouts (connect_timeout seconds to
+    connect on loopback, `timeout` for the rest); the workers exit by
+    themselves `timeout` seconds after losing the scheduler (and `timeout`
+    is also how long a worker may take to start; start_method
+    "forkserver" starts them about twice as fast as Dask's default
+    "spawn").  Yields a distributed.Client that talks to the workers
+    directly (actor calls do not hop through the scheduler); the cluster
+    is closed when the block ends, whatever happens in it.
+
+    Built as distributed.SpecCluster rather than LocalCluster: in Dask
+    2022.12 LocalCluster(host="127.0.0.1", dashboard_address=None) still
+    starts the scheduler's HTTP server on every interface, port 8787, and
+    each worker's on every interface (an address without a host means
+    all of them), and it cannot turn a worker's dashboard off while
+    giving it an address."""
     require()
+    from distributed.worker_memory import parse_memory_limit
     cfg = {"distributed.comm.timeouts.connect": "%ds" % connect_timeout,
            "distributed.comm.timeouts.tcp": "%ds" % timeout,
            # a group's actor is never recomputed by the scheduler (the
@@ -890,12 +902,29 @@ def local_cluster(workers=2, threads_per_worker=2, memory_limit="auto", timeout=
            "distributed.worker.profile.enabled": False,
            "distributed.scheduler.work-stealing": False,
            "distributed.admin.tick.interval": "1s",
-           "distributed.worker.multiprocessing-method": start_method}
+           "distributed.worker.multiprocessing-method": start_method,
+           # the HTTP servers Dask always starts answer nothing (the nannies
+           # copy this configuration into the worker processes they start)
+           "distributed.scheduler.http.routes": [],
+           "distributed.worker.http.routes": []}
+    if memory_limit == "auto":  # as LocalCluster: the machine's memory shared
+        memory_limit = parse_memory_limit("auto", 1, workers,
+                                          logger=logging.getLogger("mess.dask"))
+    # (host, 0): the HTTP server on that host, any free port; a port alone
+    # or None would mean every interface
+    http = (host, 0)
+    scheduler = {"cls": distributed.Scheduler,
+                 "options": {"host": host, "port": 0, "dashboard": False,
+                             "dashboard_address": http}}
+    worker = {"cls": distributed.Nanny if processes else distributed.Worker,
+              "options": {"host": host, "nthreads": threads_per_worker,
+                          "memory_limit": memory_limit, "dashboard": False,
+                          "dashboard_address": http, "death_timeout": timeout,
+                          "silence_logs": log_level}}
     with dask.config.set(cfg):
-        cluster = distributed.LocalCluster(
-            n_workers=workers, threads_per_worker=threads_per_worker, processes=processes,
-            host="127.0.0.1", dashboard_address=None, memory_limit=memory_limit,
-            death_timeout=timeout, silence_logs=log_level, scheduler_port=0)
+        cluster = distributed.SpecCluster(
+            scheduler=scheduler, workers={i: worker for i in range(workers)},
+            worker=worker, silence_logs=log_level)
         try:
             client = distributed.Client(cluster, timeout=timeout, direct_to_workers=True)
             try:

@@ -5,6 +5,7 @@ and the query retried, or a clear error when it cannot be), hostile partial
 responses through the bindings (split_records, Server.search_shards,
 merge_responses).  Needs Debian's python3-distributed and python3-dask."""
 import glob
+import http.client
 import os
 import signal
 import tempfile
@@ -31,6 +32,28 @@ N, NQ, POOL = 1000, 8, 160
 def params():
     return mess.Params(128, shards=16, per_item=4, ef_construction=40, hnsw_m=8,
                        train_sample=1000, kappa=64)
+
+
+def listening_sockets(pids):
+    """(pid, address, port) of every listening TCP socket, IPv4 and IPv6, of
+    the processes `pids` (psutil: a dependency of python3-distributed)."""
+    import psutil
+    out = []
+    for pid in pids:
+        for c in psutil.Process(pid).connections(kind="inet"):
+            if c.status == psutil.CONN_LISTEN:
+                out.append((pid, c.laddr.ip, c.laddr.port))
+    return out
+
+
+def http_status(port, path):
+    """The status of GET path on 127.0.0.1:port (5 s at most)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        c.request("GET", path)
+        return c.getresponse().status
+    finally:
+        c.close()
 
 
 class Data:
@@ -301,6 +324,31 @@ class TestDask(unittest.TestCase):
             self.assertEqual([i["log_records"] for i in d.info()], [0, 0])
         with self.assertRaises(OSError):  # the groups exist
             md.extract_groups(single, Fixture.p, 2, os.path.join(root, "groups"))
+
+    def test_g_loopback_only(self):
+        """Every socket the cluster's processes listen on is on loopback
+        (the scheduler's, the nannies', the workers', the HTTP servers'),
+        and the HTTP servers serve no page (no dashboard, no /health)."""
+        import psutil
+        self.dc.wait_for_workers(2, timeout=30)  # after test_c's kills
+        me = psutil.Process()
+        pids = {me.pid} | {p.pid for p in me.children(recursive=True)}
+        workers = self.dc.run(os.getpid)  # {address: pid} of the worker processes
+        self.assertEqual(len(workers), 2)
+        self.assertTrue(set(workers.values()) <= pids, (workers, pids))
+        socks = listening_sockets(sorted(pids))
+        self.assertGreaterEqual(len(socks), 5)  # scheduler, 2 nannies, 2 workers at least
+        for pid, ip, port in socks:
+            self.assertIn(ip, ("127.0.0.1", "::1"),
+                          "process %d listens on %s port %d" % (pid, ip, port))
+        info = self.dc.scheduler_info()
+        ports = [info["services"]["dashboard"]] + \
+            [w["services"]["dashboard"] for w in info["workers"].values()]
+        self.assertEqual(len(ports), 3)
+        for port in ports:
+            for path in ("/", "/health", "/metrics", "/info/main/workers.html",
+                         "/json/identity.json", "/statics/"):
+                self.assertEqual(http_status(port, path), 404, "port %d %s" % (port, path))
 
 
 if __name__ == "__main__":
