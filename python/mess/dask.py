@@ -50,10 +50,12 @@ import asyncio
 import concurrent.futures
 import ctypes
 import contextlib
+import errno
 import glob
 import json
 import logging
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -250,13 +252,70 @@ def _seq_path(directory, k):
     return group_path(directory, k) + ".seq"
 
 
+class UnsafeFileError(OSError):
+    """One of a deployment's own files (a group's .seq or .lock) is a
+    symbolic link or not a regular file: refused, and whatever it points to
+    is neither read, created nor written.  The message names the file."""
+
+
+def _refuse(path, what):
+    return UnsafeFileError(errno.ELOOP if what == "a symbolic link" else errno.EINVAL,
+                           "%s is %s: refused (a deployment opens its files without "
+                           "following links, and only regular files)" % (path, what))
+
+
+def _open_plain(path, flags, mode=0o600):
+    """os.open of one of the deployment's files that follows no symbolic
+    link in the last component (O_NOFOLLOW) and takes nothing but a regular
+    file: a link, FIFO or directory planted under that name by whoever can
+    write the directory is refused (UnsafeFileError).  O_NONBLOCK so that
+    a FIFO is refused, not waited on; the descriptor is blocking again
+    when returned."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise _refuse(path, "a symbolic link") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _refuse(path, "not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_json(path):
+    with os.fdopen(_open_plain(path, os.O_RDONLY)) as f:
+        return json.load(f)
+
+
 def _write_json(path, obj):
-    tmp = "%s.tmp-%d" % (path, os.getpid())
-    with open(tmp, "w") as f:
-        json.dump(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Replaces `path` by a new file holding obj (JSON), durably: written to
+    a temporary of an unguessable name beside it (mkstemp: O_EXCL, so a
+    link planted there is never followed), synced, renamed over it, the
+    directory synced.  A link or other non-regular file under `path` is
+    refused rather than replaced."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise _refuse(path, "a symbolic link" if os.path.islink(path)
+                          else "not a regular file")
+    except FileNotFoundError:
+        pass
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".",
+                               prefix=os.path.basename(path) + ".tmp-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -302,7 +361,9 @@ class GroupServer:
     DIR/group-K.seq, {generation: changes up to it}: a reopened group is
     at seq[G] + the records in its log after G (mess_server_log_position;
     one record per change).  A lock on DIR/group-K.lock keeps a second
-    actor of the group from opening it while the first lives."""
+    actor of the group from opening it while the first lives.  Both are
+    opened without following links and must be regular files
+    (UnsafeFileError otherwise, naming the file)."""
 
     def __init__(self, params, shards, directory, group, threads=2, persist=True):
         self.params = Params(**params)
@@ -326,7 +387,8 @@ class GroupServer:
 
     def _take_lock(self, timeout=30.0):
         import fcntl
-        f = open(group_path(self.directory, self.group) + ".lock", "a+")
+        f = os.fdopen(_open_plain(group_path(self.directory, self.group) + ".lock",
+                                  os.O_RDWR | os.O_CREAT), "r+b", buffering=0)
         end = time.monotonic() + timeout
         while True:
             try:
@@ -348,9 +410,11 @@ class GroupServer:
         seqp = _seq_path(self.directory, self.group)
         if not os.path.isdir(path):
             # a creation a crash interrupted left only a temporary directory
+            # (a link of that name is not ours: left alone, never followed)
             for old in glob.glob(path + ".tmp-*"):
-                import shutil
-                shutil.rmtree(old, ignore_errors=True)
+                if os.path.isdir(old) and not os.path.islink(old):
+                    import shutil
+                    shutil.rmtree(old, ignore_errors=True)
             tmp = "%s.tmp-%s" % (path, uuid.uuid4().hex)
             with Server.create(tmp, self.params) as s:
                 gen = s.log_position()[0]
@@ -360,8 +424,10 @@ class GroupServer:
         server = Server.open(path, expect=self.params)
         gen, records = server.log_position()
         try:
-            with open(seqp) as f:
-                base = json.load(f)[str(gen)]
+            base = _read_json(seqp)[str(gen)]
+        except UnsafeFileError:
+            server.close()
+            raise
         except (OSError, ValueError, KeyError) as e:
             server.close()
             raise RuntimeError("group %d: %s does not say which changes generation %d "
@@ -453,8 +519,7 @@ class GroupServer:
             return ("ok", gen)
         seqp = _seq_path(self.directory, self.group)
         try:
-            with open(seqp) as f:
-                base = json.load(f)
+            base = _read_json(seqp)
             # before the checkpoint: its generation gen + 1 holds self.seq
             _write_json(seqp, {str(gen): base[str(gen)], str(gen + 1): self.seq})
             self.server.checkpoint()

@@ -177,6 +177,83 @@ class TestPacked(unittest.TestCase):
 
 
 @unittest.skipIf(MISSING is not None, MISSING or "")
+class TestFiles(unittest.TestCase):
+    """A deployment's own files (a group's .seq and .lock) are opened
+    without following links and must be regular files: a link planted
+    under their names by whoever can write the directory is refused with
+    an error naming the file, and the file it points to is neither
+    created, read nor written.  No cluster: the group's actor class runs
+    in this process."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="mess-dask-files-")
+        self.root = os.path.join(self.tmp.name, "deployment")
+        self.outside = os.path.join(self.tmp.name, "outside")
+        os.makedirs(self.root)
+        os.makedirs(self.outside)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def group(self):
+        return md.GroupServer(Fixture.p.as_dict(), range(16), self.root, 0, threads=1)
+
+    def close(self, g):
+        import asyncio
+        self.assertEqual(asyncio.run(g.close())[0], "ok")
+
+    def test_lock_link_refused(self):
+        lock = os.path.join(self.root, "group-0.lock")
+        victim = os.path.join(self.outside, "victim")
+        os.symlink(victim, lock)  # dangling: opening it would create victim
+        with self.assertRaisesRegex(md.UnsafeFileError, "group-0.lock is a symbolic link"):
+            self.group()
+        self.assertFalse(os.path.lexists(victim))
+        with open(victim, "w") as f:
+            f.write("outside")
+        with self.assertRaisesRegex(md.UnsafeFileError, "group-0.lock is a symbolic link"):
+            self.group()
+        with open(victim) as f:
+            self.assertEqual(f.read(), "outside")
+        os.unlink(lock)
+        os.mkfifo(lock)  # not a regular file: refused, not waited on
+        with self.assertRaisesRegex(md.UnsafeFileError, "group-0.lock is not a regular file"):
+            self.group()
+        os.unlink(lock)
+        self.close(self.group())  # a plain file: as before
+        self.assertTrue(os.path.isfile(lock) and not os.path.islink(lock))
+
+    def test_seq_link_refused(self):
+        self.close(self.group())  # makes group-0 and its .seq
+        seq = os.path.join(self.root, "group-0.seq")
+        victim = os.path.join(self.outside, "seq")
+        with open(seq) as f:
+            body = f.read()
+        with open(victim, "w") as f:
+            f.write(body)  # the same record: only the link is wrong
+        os.unlink(seq)
+        os.symlink(victim, seq)
+        with self.assertRaisesRegex(md.UnsafeFileError, "group-0.seq is a symbolic link"):
+            self.group()
+        with open(victim) as f:
+            self.assertEqual(f.read(), body)
+        # the groups made from a built server: a link under a .seq's name
+        # is refused, not written through (nor replaced)
+        single = os.path.join(self.tmp.name, "single")
+        with mess.Server.create(single, Fixture.p) as s:
+            s.apply_upload(Fixture.ups[0])
+            s.checkpoint()
+        groups = os.path.join(self.tmp.name, "groups")
+        os.makedirs(groups)
+        os.symlink(victim, os.path.join(groups, "group-1.seq"))
+        with self.assertRaisesRegex(md.UnsafeFileError, "group-1.seq is a symbolic link"):
+            md.extract_groups(single, Fixture.p, 2, groups)
+        with open(victim) as f:
+            self.assertEqual(f.read(), body)
+        self.assertTrue(os.path.islink(os.path.join(groups, "group-1.seq")))
+
+
+@unittest.skipIf(MISSING is not None, MISSING or "")
 class TestDask(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
