@@ -51,6 +51,7 @@ import concurrent.futures
 import ctypes
 import contextlib
 import errno
+import functools
 import glob
 import json
 import logging
@@ -94,6 +95,59 @@ class GroupUnavailableError(RuntimeError):
         self.group, self.shards, self.cause = group, shards, cause
         super().__init__("shard group %d (shards %d..%d) unavailable during %s: %s"
                          % (group, shards[0], shards[-1], what, cause))
+
+
+class RefusedAnswerError(RuntimeError):
+    """A worker answered a group's call with something other than plain
+    data of the call's shape (msgpack: bytes, strings, integers, tuples,
+    dicts; docs/SECURITY.md, section 8): refused before any of it was
+    unpickled, and not retried (a worker that sends objects is not asked
+    again).  .group, .shards, .address, .method and .cause say which and
+    why."""
+
+    def __init__(self, group, shards, address, method, cause):
+        self.group, self.shards, self.address = group, shards, address
+        self.method, self.cause = method, cause
+        super().__init__("shard group %d (shards %d..%d): the answer of the worker at %s to "
+                         "%s is refused, nothing of it unpickled (a worker's answers must "
+                         "be plain data: msgpack): %s"
+                         % (group, shards[0], shards[-1], address, method, cause))
+
+
+# What the coordinator sends to a group's actor and accepts back: msgpack
+# only.  Dask 2022.12 decodes any other family a worker's header names:
+# "pickle" by pickle.loads, "dask" by first unpickling the type the header
+# carries.
+_WIRE = ("msgpack",)
+
+# The types after "ok" in each GroupServer method's answer; a failure is
+# ("error", code, message) from every method.
+_SHAPES = {"search": (bytes,), "search_packed": (bytes,), "apply": (int, str),
+           "checkpoint": (int,), "close": (int,), "info": (dict,)}
+
+
+def _plain(x, depth=0):
+    """True if x is made of what msgpack decodes to (bytes, str, int,
+    float, bool, None, tuples, lists, dicts with str keys) and nothing else."""
+    t = type(x)
+    if t in (bytes, str, int, float, bool, type(None)):
+        return True
+    if depth > 16:
+        return False
+    if t in (tuple, list):
+        return all(_plain(v, depth + 1) for v in x)
+    if t is dict:
+        return all(type(k) is str and _plain(v, depth + 1) for k, v in x.items())
+    return False
+
+
+def _why(e):
+    """What Dask said when it refused to decode a worker's answer."""
+    text = str(e)
+    if text.startswith("Unpickle on the Scheduler isn't allowed"):
+        # its advice (turn pickling on) is the opposite of what is wanted
+        return "a pickled object (Dask's __Pickled__ frame)"
+    return "%s: %s" % (type(e).__name__, text)
 
 
 class _EstimateResult(ctypes.Structure):
@@ -185,16 +239,33 @@ class _RWLock:
 
 
 def _err(e):
-    # library errors cross the wire as plain tuples (MessError does not
-    # pickle through its formatted message)
+    # errors cross the wire as plain tuples (status, code, message): the
+    # coordinator reads nothing but msgpack from a worker
     return ("error", int(e.code), str(e))
 
 
+def _plain_answers(method):
+    """A GroupServer coroutine whose every outcome is a plain tuple: a
+    library error as ("error", code, message) and any other exception as
+    ("error", MESS_EIO, its text), so the worker never has to send an
+    exception object (which Dask would pickle)."""
+    @functools.wraps(method)
+    async def run(self, *args):
+        try:
+            return await method(self, *args)
+        except L.MessError as e:
+            return _err(e)
+        except Exception as e:  # noqa: BLE001 - reported as text, not as an object
+            return ("error", L.EIO, "group %d: %s: %s" % (self.group, type(e).__name__, e))
+    return run
+
+
 def pack_answers(answers):
-    """[(0, partial Buffer) or (error code, message bytes)] as one uint8
-    array: u64 n, n x (u64 status, u64 length), then the bodies in order.
-    Each Buffer is copied once, straight from the library's memory, and
-    closed."""
+    """[(0, partial Buffer) or (error code, message bytes)] as one
+    bytearray: u64 n, n x (u64 status, u64 length), then the bodies in
+    order.  Each Buffer is copied once, straight from the library's memory,
+    and closed.  (Plain bytes: msgpack sends them, and the coordinator
+    accepts nothing else from a worker.)"""
     n = len(answers)
     head = np.empty(1 + 2 * n, dtype="<u8")
     head[0] = n
@@ -202,7 +273,8 @@ def pack_answers(answers):
         head[1 + 2 * i] = st
         head[2 + 2 * i] = len(body)
     total = head.nbytes + int(head[2::2].sum())
-    out = np.empty(total, dtype=np.uint8)
+    buf = bytearray(total)
+    out = np.frombuffer(buf, dtype=np.uint8)
     out[:head.nbytes] = head.view(np.uint8)
     off = head.nbytes
     base = out.ctypes.data
@@ -214,14 +286,19 @@ def pack_answers(answers):
         else:
             out[off:off + len(body)] = np.frombuffer(body, dtype=np.uint8)
             off += len(body)
-    return out
+    del out
+    return buf
 
 
 def unpack_answers(arr, count):
-    """pack_answers' array back as [("ok", uint8 view) or ("error", code,
+    """pack_answers' bytes back as [("ok", uint8 view) or ("error", code,
     message)], checked as hostile input (a worker's bytes): `count`
-    answers, every length inside the array; else ValueError."""
-    a = np.asarray(arr)
+    answers, every length inside them; else ValueError.  Takes bytes (as
+    they arrive) or a uint8 array."""
+    if isinstance(arr, (bytes, bytearray, memoryview)):
+        a = np.frombuffer(arr, dtype=np.uint8)
+    else:
+        a = np.asarray(arr)
     if a.dtype != np.uint8 or a.ndim != 1 or a.size < 8:
         raise ValueError("a shard group's answer is not a packed array")
     n = int(a[:8].view("<u8")[0])
@@ -435,12 +512,17 @@ class GroupServer:
         return int(base) + records, server
 
     def info(self):
-        st = self.server.stats()
-        out = {"group": self.group, "shards": self.shards, "seq": self.seq,
-               "pid": os.getpid(), "entries": st.entries, "live": st.live,
-               "bytes": st.bytes, "generation": 0, "log_records": 0}
-        if self.persist:
-            out["generation"], out["log_records"] = self.server.log_position()
+        """("ok", {group, shards, seq, pid, entries, live, bytes, generation,
+        log_records}): plain values only, as every answer."""
+        try:
+            st = self.server.stats()
+            out = {"group": self.group, "shards": self.shards, "seq": self.seq,
+                   "pid": os.getpid(), "entries": st.entries, "live": st.live,
+                   "bytes": st.bytes, "generation": 0, "log_records": 0}
+            if self.persist:
+                out["generation"], out["log_records"] = self.server.log_position()
+        except L.MessError as e:
+            return _err(e)
         return "ok", out
 
     def _search(self, req):
@@ -450,6 +532,7 @@ class GroupServer:
         except L.MessError as e:
             return _err(e)
 
+    @_plain_answers
     async def search(self, req):
         async with self._lock.read():
             return await asyncio.get_running_loop().run_in_executor(
@@ -466,24 +549,24 @@ class GroupServer:
                 out.append((int(e.code), str(e).encode("utf-8", "replace")))
         return out
 
+    @_plain_answers
     async def search_packed(self, reqs):
-        """The answers to several requests as ONE uint8 array (pack_answers):
-        Dask sends an array's memory as a frame of its own, where a list of
-        bytes objects is pickled (a copy each way) and a call per request
-        costs a message each way.  The requests are split into `threads`
-        runs, one pool job each."""
+        """("ok", the answers to several requests as ONE bytes object,
+        pack_answers): one message each way per call, where a call per
+        request costs a message each way.  The requests are split into
+        `threads` runs, one pool job each."""
         async with self._lock.read():
             loop = asyncio.get_running_loop()
             k = max(1, min(len(reqs), self._threads))
             if k == 1:  # one pool job searches and packs
-                return await loop.run_in_executor(
-                    self._pool, lambda: pack_answers(self._search_run(reqs)))
+                return ("ok", await loop.run_in_executor(
+                    self._pool, lambda: pack_answers(self._search_run(reqs))))
             cuts = [len(reqs) * i // k for i in range(k + 1)]
             runs = await asyncio.gather(*[
                 loop.run_in_executor(self._pool, self._search_run, reqs[a:b])
                 for a, b in zip(cuts, cuts[1:])])
-            return await loop.run_in_executor(
-                self._pool, pack_answers, [x for run in runs for x in run])
+            return ("ok", await loop.run_in_executor(
+                self._pool, pack_answers, [x for run in runs for x in run]))
 
     def _apply(self, kind, part, seq):
         if seq <= self.seq:
@@ -506,6 +589,7 @@ class GroupServer:
         self.seq = seq
         return ("ok", missing, "applied")
 
+    @_plain_answers
     async def apply(self, kind, part, seq):
         async with self._lock.write():
             return await asyncio.get_running_loop().run_in_executor(
@@ -529,6 +613,7 @@ class GroupServer:
             return ("error", L.EIO, "group %d: %s: %s" % (self.group, seqp, e))
         return ("ok", self.server.log_position()[0])
 
+    @_plain_answers
     async def checkpoint(self):
         """Folds the group's log into its files (mess_server_checkpoint);
         ("ok", generation)."""
@@ -536,6 +621,7 @@ class GroupServer:
             return await asyncio.get_running_loop().run_in_executor(
                 self._pool, self._checkpoint)
 
+    @_plain_answers
     async def close(self):
         """Checkpoints, closes the server and lets the directory go."""
         async with self._lock.write():
@@ -552,7 +638,9 @@ class GroupServer:
 # ---- the caller's side --------------------------------------------------------------
 
 class _Group:
-    __slots__ = ("k", "shards", "future", "actor", "address", "gen", "seq")
+    # future: the actor's creation task; key: the actor's key on its
+    # worker; address: that worker
+    __slots__ = ("k", "shards", "future", "key", "address", "gen", "seq")
 
 
 class Deployment:
@@ -566,7 +654,17 @@ class Deployment:
     any one call may take before its group counts as lost.  retries:
     reopenings per call.  checkpoint_every: the groups fold their logs into
     their files after this many changes (and at close()).  persist=False
-    keeps groups in memory only (no recovery)."""
+    keeps groups in memory only (no recovery).
+
+    The groups' answers are read as plain data only (docs/SECURITY.md,
+    section 8): every call goes to the group's worker over the Dask client's
+    connections with the serializers and the deserializers restricted to
+    msgpack, the actor's handle is never fetched from its worker, and
+    Dask's configuration distributed.scheduler.pickle is set False in this
+    process (else Dask unpickles a frame marked __Pickled__ whatever a
+    connection accepts; this process's own scheduler, local_cluster's,
+    then refuses run_on_scheduler and scheduler plugins).  An answer that
+    is anything else raises RefusedAnswerError."""
 
     def __init__(self, dask_client, params, groups, directory, threads=2, timeout=60.0,
                  retries=2, persist=True, checkpoint_every=16):
@@ -574,6 +672,8 @@ class Deployment:
         if not isinstance(params, Params):
             raise TypeError("params must be mess.Params")
         self.client = dask_client
+        dask.config.set({"distributed.scheduler.pickle": False})  # for good, see above
+        self._loop = dask_client.loop.asyncio_loop
         self.params = params.copy()
         self.directory = os.fspath(directory)
         os.makedirs(self.directory, exist_ok=True)
@@ -590,7 +690,7 @@ class Deployment:
         self._pending = None  # a change not yet acknowledged by every group
         for k, s in enumerate(self.sets):
             g = _Group()
-            g.k, g.shards, g.future, g.actor, g.address, g.gen, g.seq = k, s, None, None, None, 0, 0
+            g.k, g.shards, g.future, g.key, g.address, g.gen, g.seq = k, s, None, None, None, 0, 0
             self.groups.append(g)
         starts = [self._start(g) for g in self.groups]
         for g, fut in zip(self.groups, starts):
@@ -618,19 +718,38 @@ class Deployment:
         """Takes the actor of `fut` for group g.  expect: the changes a
         reopened group may have applied (the acknowledged ones, or one
         more while a change is pending); anything else means it did not
-        find its files, and answering from it would be wrong."""
-        actor = fut.result(timeout=self.timeout)
-        info = actor.info().result(timeout=self.timeout)[1]
-        if info["shards"] != g.shards:
-            raise RuntimeError("group %d opened shards %r" % (g.k, info["shards"]))
-        if expect is not None and info["seq"] not in expect:
+        find its files, and answering from it would be wrong.
+
+        The actor's handle is not fetched (fut.result() would unpickle one
+        sent by the worker): its key is the task's, its worker the one the
+        scheduler says holds it."""
+        try:
+            distributed.wait([fut], timeout=self.timeout)
+            if fut.status != "finished":
+                cause = fut.exception(timeout=self.timeout) if fut.status == "error" else ""
+                raise RuntimeError("shard group %d's actor did not start (%s): %s"
+                                   % (g.k, fut.status, cause))
+            where = self.client.who_has([fut]).get(fut.key) or ()
+            if not where:
+                raise RuntimeError("no worker holds shard group %d's actor" % g.k)
+            address = where[0]
+            out = asyncio.run_coroutine_threadsafe(
+                self._ask(g, address, fut.key, "info", ()), self._loop).result(self.timeout)
+            if out[0] == "error":
+                raise L.error(out[1], "info on shard group %d: %s" % (g.k, out[2]))
+            info = self._info(g, address, out[1])
+            if info["shards"] != g.shards:
+                raise RuntimeError("group %d opened shards %r" % (g.k, info["shards"]))
+            if expect is not None and info["seq"] not in expect:
+                raise GroupUnavailableError(
+                    g.k, g.shards, "reopened from %s at change %d, but change %d was "
+                    "acknowledged (its files are not reachable from %s)"
+                    % (self.directory, info["seq"], min(expect), address), "reopen")
+        except BaseException:
             fut.release()
-            raise GroupUnavailableError(
-                g.k, g.shards, "reopened from %s at change %d, but change %d was "
-                "acknowledged (its files are not reachable from %s)"
-                % (self.directory, info["seq"], min(expect), actor._address), "reopen")
+            raise
         old = g.future
-        g.future, g.actor, g.address = fut, actor, actor._address
+        g.future, g.key, g.address = fut, fut.key, address
         g.gen += 1
         g.seq = info["seq"]
         if old is not None:
@@ -655,27 +774,83 @@ class Deployment:
                 logging.getLogger("mess.dask").warning(
                     "shard group %d reopened on %s after: %s", g.k, g.address, cause)
                 return
-            except GroupUnavailableError:
+            except (GroupUnavailableError, RefusedAnswerError):
                 raise
             except Exception as e:  # noqa: BLE001 - any transport failure
                 last = e
                 time.sleep(0.5)
         raise GroupUnavailableError(g.k, g.shards, last, what) from last
 
+    async def _ask(self, g, address, key, method, args):
+        """One call of a group's actor: Dask's actor_execute on its worker,
+        over the client's connections, with the arguments sent and the
+        answer read in msgpack only.  Returns the answer, a plain
+        ("ok", ...) or ("error", code, message) tuple.  A transport failure
+        (OSError: connection refused or closed, timeout) raises as it is;
+        anything else a worker sends, RefusedAnswerError."""
+        from distributed.protocol import to_serialize
+        try:
+            r = await self.client.rpc(address).actor_execute(
+                actor=key, function=method, args=[to_serialize(a) for a in args],
+                kwargs={}, serializers=_WIRE, deserializers=_WIRE)
+        except OSError:
+            raise
+        except Exception as e:  # noqa: BLE001 - Dask refused to decode it
+            raise RefusedAnswerError(g.k, g.shards, address, method, _why(e)) from None
+        out = r.get("result") if type(r) is dict and r.get("status") == "OK" else None
+        shape = ("ok",) + _SHAPES[method]
+        if not (type(out) is tuple and _plain(out) and out and (
+                (out[0] == "ok" and len(out) == len(shape)
+                 and all(type(v) is t for v, t in zip(out[1:], shape[1:])))
+                or (out[0] == "error" and len(out) == 3
+                    and type(out[1]) is int and type(out[2]) is str))):
+            raise RefusedAnswerError(
+                g.k, g.shards, address, method, "not (%s) nor (\"error\", code, message)"
+                % ", ".join(['"ok"'] + [t.__name__ for t in shape[1:]]))
+        return out
+
+    def _info(self, g, address, d):
+        """A group's info answer, checked: a dict of integers and a shard
+        list (as a list)."""
+        ints = ("group", "seq", "pid", "entries", "live", "bytes", "generation",
+                "log_records")
+        if not (type(d) is dict and all(type(d.get(k)) is int for k in ints)
+                and type(d.get("shards")) in (tuple, list)
+                and all(type(j) is int for j in d["shards"])):
+            raise RefusedAnswerError(g.k, g.shards, address, "info",
+                                     "not the info dict (integers and a shard list)")
+        d = dict(d)
+        d["shards"] = list(d["shards"])
+        return d
+
+    def _lost(self, g):
+        """An exception if the scheduler knows group g's actor is gone (its
+        task no longer finished or pending), else None."""
+        status = g.future.status if g.future is not None else "released"
+        if status in ("finished", "pending"):
+            return None
+        return RuntimeError("the worker holding shard group %d's actor was lost (its task "
+                            "is %s)" % (g.k, status))
+
     def _result(self, g, fut, what):
-        """The (status, ...) tuple of an actor call, or the transport error."""
-        out = fut.result(timeout=self.timeout)
+        """The ("ok", ...) tuple of an actor call, or the transport error."""
+        try:
+            out = fut.result(timeout=self.timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise
         if out[0] == "error":
             raise L.error(out[1], "%s on shard group %d: %s" % (what, g.k, out[2]))
         return out
 
     def _call(self, g, method, *args):
-        """(gen, future) of a call, or (gen, exception) when the proxy
-        refuses at once (its worker is known lost); _settle takes both."""
-        try:
-            return g.gen, getattr(g.actor, method)(*args)
-        except Exception as e:  # noqa: BLE001 - handled as a failed call
-            return g.gen, e
+        """(gen, future) of a call, or (gen, exception) when its worker is
+        known lost; _settle takes both."""
+        lost = self._lost(g)
+        if lost is not None:
+            return g.gen, lost
+        return g.gen, asyncio.run_coroutine_threadsafe(
+            self._ask(g, g.address, g.key, method, args), self._loop)
 
     def _settle(self, g, issued, what, method, *args):
         """Waits for a call issued as (gen, future); on a transport failure
@@ -687,7 +862,7 @@ class Deployment:
                 if isinstance(fut, Exception):
                     raise fut
                 return self._result(g, fut, what)
-            except L.MessError:
+            except (L.MessError, RefusedAnswerError):
                 raise
             except Exception as e:  # noqa: BLE001 - worker died, timeout, closed comm
                 if attempt == self.retries:
@@ -804,19 +979,19 @@ class Deployment:
         async def one(chunk):
             async with sem:
                 calls = []
-                for g in self.groups:
-                    try:  # a proxy whose worker is known lost refuses at once
-                        calls.append((g.gen, g.actor.search_packed(chunk)))
-                    except Exception as e:  # noqa: BLE001 - retried synchronously
-                        calls.append((g.gen, e))
+                for g in self.groups:  # all out before the first answer is awaited
+                    calls.append((g, g.gen, self._lost(g) or asyncio.ensure_future(
+                        self._ask(g, g.address, g.key, "search_packed", (chunk,)))))
                 answers = []
-                for gen, fut in calls:
+                for g, gen, fut in calls:
                     try:
                         if isinstance(fut, Exception):
                             raise fut
-                        got = unpack_answers(await asyncio.wait_for(fut, self.timeout),
-                                             len(chunk))
-                        answers.append([(gen, a) for a in got])
+                        out = await asyncio.wait_for(fut, self.timeout)
+                        if out[0] == "error":  # the group's own failure, as text
+                            answers.append([(gen, out)] * len(chunk))
+                            continue
+                        answers.append([(gen, a) for a in unpack_answers(out[1], len(chunk))])
                     except Exception as e:  # noqa: BLE001 - retried synchronously
                         answers.append([(gen, e)] * len(chunk))
                 results = []
@@ -840,6 +1015,8 @@ class Deployment:
         failures reopen the group and ask again (synchronously)."""
         parts = []
         for g, (gen, out) in zip(self.groups, outs):
+            if isinstance(out, RefusedAnswerError):
+                raise out
             if isinstance(out, tuple):
                 if out[0] == "error":
                     raise L.error(out[1], "search on shard group %d: %s" % (g.k, out[2]))
@@ -885,7 +1062,8 @@ class Deployment:
         and worker address."""
         res = []
         for g in self.groups:
-            d = dict(self._settle(g, self._call(g, "info"), "info", "info")[1])
+            d = self._info(g, g.address,
+                           self._settle(g, self._call(g, "info"), "info", "info")[1])
             d["address"] = g.address
             res.append(d)
         return res
@@ -897,15 +1075,13 @@ class Deployment:
         calls = []
         if self.persist:
             for g in self.groups:
-                if g.actor is not None:
+                if g.key is not None:
                     calls.append((g, self._call(g, "close")))
         for g, (gen, fut) in calls:
             try:
                 if isinstance(fut, Exception):
                     raise fut
-                out = fut.result(timeout=self.timeout)
-                if out[0] == "error":
-                    raise L.error(out[1], "checkpoint on shard group %d: %s" % (g.k, out[2]))
+                self._result(g, fut, "checkpoint")
             except Exception as e:  # noqa: BLE001 - reported, the log stays
                 logging.getLogger("mess.dask").warning(
                     "shard group %d not checkpointed at close (its log keeps the "
@@ -913,7 +1089,7 @@ class Deployment:
         for g in self.groups:
             if g.future is not None:
                 g.future.release()
-                g.future = g.actor = None
+                g.future = g.key = None
 
     def __enter__(self):
         return self

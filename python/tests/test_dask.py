@@ -1,9 +1,11 @@
-"""mess.dask on a LocalCluster (127.0.0.1, 2 worker processes): responses of
+"""mess.dask on a local cluster (127.0.0.1, 2 worker processes): responses of
 1, 2 and 4 shard groups identical to one server's, uploads and deletes
 routed to the groups, a killed worker (its group reopened from its files
 and the query retried, or a clear error when it cannot be), hostile partial
 responses through the bindings (split_records, Server.search_shards,
-merge_responses).  Needs Debian's python3-distributed and python3-dask."""
+merge_responses), every socket on loopback, a worker's answers that are
+not plain data refused unread, the deployment's files not followed
+through links.  Needs Debian's python3-distributed and python3-dask."""
 import glob
 import http.client
 import os
@@ -54,6 +56,57 @@ def http_status(port, path):
         return c.getresponse().status
     finally:
         c.close()
+
+
+def _touch(path):
+    """What unpickling a Hostile object does: writes the file `path`."""
+    with open(path, "w") as f:
+        f.write("unpickled")
+    return "unpickled"
+
+
+class Hostile:
+    """An object whose unpickling runs code (_touch)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (_touch, (self.marker,))
+
+
+def install_hostile_answers(marker, mode, methods, dask_worker=None):
+    """Run in each worker (Client.run): its answers to the actor calls
+    `methods` become what a compromised worker could send whatever
+    serializers it was asked for: mode "pickle" (Dask's pickle family),
+    "dask" (the dask family, whose header carries its type pickled),
+    "topickle" (Dask's __Pickled__ frame), each holding a Hostile, or
+    "shape" (plain data, but not bytes)."""
+    import pickle
+    from distributed.protocol.serialize import Serialized, ToPickle
+    honest = getattr(dask_worker, "_mess_honest", None) or dask_worker.handlers["actor_execute"]
+    dask_worker._mess_honest = honest
+
+    async def hostile(actor=None, function=None, args=(), kwargs=None):
+        if function not in methods:
+            return await honest(actor=actor, function=function, args=args, kwargs=kwargs)
+        if mode == "pickle":
+            result = Serialized({"serializer": "pickle"}, [pickle.dumps(Hostile(marker))])
+        elif mode == "dask":
+            result = Serialized({"serializer": "dask",
+                                 "type-serialized": pickle.dumps(Hostile(marker))}, [b""])
+        elif mode == "topickle":
+            result = ToPickle(Hostile(marker))
+        else:
+            result = ("ok", "text, not bytes")
+        return {"status": "OK", "result": result}
+    dask_worker.handlers["actor_execute"] = hostile
+
+
+def restore_honest_answers(dask_worker=None):
+    honest = getattr(dask_worker, "_mess_honest", None)
+    if honest is not None:
+        dask_worker.handlers["actor_execute"] = honest
 
 
 class Data:
@@ -401,6 +454,47 @@ class TestDask(unittest.TestCase):
             self.assertEqual([i["log_records"] for i in d.info()], [0, 0])
         with self.assertRaises(OSError):  # the groups exist
             md.extract_groups(single, Fixture.p, 2, os.path.join(root, "groups"))
+
+    def test_h_hostile_answers_refused(self):
+        """A worker's answer that is not plain data (msgpack) is refused at
+        the coordinator with RefusedAnswerError naming the group, the
+        worker and the call, before any of it is unpickled: the file that
+        unpickling would write is absent.  The search path (search_packed,
+        asynchronous) and a synchronous call (info)."""
+        marker = os.path.join(self.tmp.name, "unpickled")
+        req = Fixture.requests()[0][1]
+        want = bytes(Fixture.single.search(req))
+        with self.deployment(2, "hostile") as d:
+            for mode, why in (("pickle", "Data serialized with pickle"),
+                              ("dask", "Data serialized with dask"),
+                              ("topickle", r"a pickled object \(Dask's __Pickled__ frame\)"),
+                              ("shape", r'not \("ok", bytes\)')):
+                with self.subTest(mode=mode):
+                    self.dc.run(install_hostile_answers, marker, mode, ("search_packed",))
+                    try:
+                        with self.assertRaisesRegex(
+                                md.RefusedAnswerError,
+                                r"shard group [01] \(shards [08]\.\.[71]5?\): the answer of the "
+                                r"worker at tcp://127\.0\.0\.1:\d+ to search_packed is refused, "
+                                r"nothing of it unpickled .*: " + why):
+                            if mode == "shape":
+                                d.search(req)
+                            else:  # Dask logs the refused frame: kept out of the output
+                                with self.assertLogs("distributed.protocol.core", "CRITICAL"):
+                                    d.search(req)
+                    finally:
+                        self.dc.run(restore_honest_answers)
+                    self.assertFalse(os.path.exists(marker))
+                    self.assertEqual(bytes(d.search(req)), want)  # honest again
+            self.dc.run(install_hostile_answers, marker, "pickle", ("info",))
+            try:
+                with self.assertRaisesRegex(md.RefusedAnswerError, "to info is refused"), \
+                        self.assertLogs("distributed.protocol.core", "CRITICAL"):
+                    d.info()
+            finally:
+                self.dc.run(restore_honest_answers)
+            self.assertFalse(os.path.exists(marker))
+            self.assertEqual(d.reopened, 0)  # refused, not retried elsewhere
 
     def test_g_loopback_only(self):
         """Every socket the cluster's processes listen on is on loopback
