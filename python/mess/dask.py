@@ -41,6 +41,7 @@ further search or change.
 
 Command line:
     python3 -m mess.dask demo --workers W --data DIR --pool B [--scheduler ADDR]
+        [--tls-ca-file CA --tls-cert CERT --tls-key KEY]
 prints progress on stderr and, as its last line on stdout, one JSON object
 (workers, queries, pool, recall_at_10, identical_to_single, ms_per_query,
 queries_per_second, bytes_per_query, ...).
@@ -1100,10 +1101,27 @@ class Deployment:
 
 # ---- local clusters ------------------------------------------------------------------
 
+def tls(ca_file, cert_file, key_file):
+    """A distributed.Security that requires TLS on every connection of a
+    cluster (tls:// addresses), with one certificate and key (PEM files)
+    for every role (scheduler, workers, nannies, client) and ca_file, the
+    cluster's own CA, against which every peer's certificate is checked,
+    both ways.  Pass it as security= to local_cluster, or to
+    distributed.Client and to the dask scheduler/worker commands
+    (--tls-ca-file, --tls-cert, --tls-key) of a cluster over several
+    hosts; docs/DISTRIBUTED.md, "TLS", makes the files with openssl."""
+    require()
+    files = {"tls_ca_file": ca_file}
+    for role in ("client", "scheduler", "worker"):
+        files["tls_%s_cert" % role] = cert_file
+        files["tls_%s_key" % role] = key_file
+    return distributed.Security(require_encryption=True, **files)
+
+
 @contextlib.contextmanager
 def local_cluster(workers=2, threads_per_worker=2, memory_limit="auto", timeout=30,
                   processes=True, connect_timeout=5, log_level=logging.CRITICAL,
-                  start_method="forkserver", host="127.0.0.1"):
+                  start_method="forkserver", host="127.0.0.1", security=None):
     """A cluster of local processes whose every socket listens on `host`
     only (127.0.0.1 unless told otherwise): the scheduler's, each nanny's
     and each worker's, and the HTTP servers Dask starts in the scheduler
@@ -1116,6 +1134,11 @@ def local_cluster(workers=2, threads_per_worker=2, memory_limit="auto", timeout=
     "spawn").  Yields a distributed.Client that talks to the workers
     directly (actor calls do not hop through the scheduler); the cluster
     is closed when the block ends, whatever happens in it.
+
+    security: a distributed.Security (tls() makes one) used by every
+    process of the cluster and by the client; when it requires encryption
+    every connection is TLS (tls:// addresses).  None: plain TCP, which is
+    what loopback needs.
 
     Built as distributed.SpecCluster rather than LocalCluster: in Dask
     2022.12 LocalCluster(host="127.0.0.1", dashboard_address=None) still
@@ -1151,23 +1174,31 @@ def local_cluster(workers=2, threads_per_worker=2, memory_limit="auto", timeout=
     if memory_limit == "auto":  # as LocalCluster: the machine's memory shared
         memory_limit = parse_memory_limit("auto", 1, workers,
                                           logger=logging.getLogger("mess.dask"))
+    if security is None:
+        security = distributed.Security()
+    elif not isinstance(security, distributed.Security):
+        raise TypeError("security must be a distributed.Security (mess.dask.tls makes one)")
+    protocol = "tls://" if security.require_encryption else "tcp://"
     # (host, 0): the HTTP server on that host, any free port; a port alone
     # or None would mean every interface
     http = (host, 0)
     scheduler = {"cls": distributed.Scheduler,
-                 "options": {"host": host, "port": 0, "dashboard": False,
+                 "options": {"host": host, "port": 0, "protocol": protocol,
+                             "security": security, "dashboard": False,
                              "dashboard_address": http}}
     worker = {"cls": distributed.Nanny if processes else distributed.Worker,
-              "options": {"host": host, "nthreads": threads_per_worker,
+              "options": {"host": host, "protocol": protocol, "security": security,
+                          "nthreads": threads_per_worker,
                           "memory_limit": memory_limit, "dashboard": False,
                           "dashboard_address": http, "death_timeout": timeout,
                           "silence_logs": log_level}}
     with dask.config.set(cfg):
         cluster = distributed.SpecCluster(
             scheduler=scheduler, workers={i: worker for i in range(workers)},
-            worker=worker, silence_logs=log_level)
+            worker=worker, silence_logs=log_level, security=security)
         try:
-            client = distributed.Client(cluster, timeout=timeout, direct_to_workers=True)
+            client = distributed.Client(cluster, timeout=timeout, direct_to_workers=True,
+                                        security=security)
             try:
                 yield client
             finally:
@@ -1282,14 +1313,15 @@ def demo(args):
     _log("%d group directories extracted in %.1f s" % (args.workers, t_extract))
 
     per = None
+    security = tls(args.tls_ca_file, args.tls_cert, args.tls_key) if args.tls_ca_file else None
     if args.scheduler:
         cm = contextlib.closing(distributed.Client(args.scheduler, timeout=args.timeout,
-                                                   direct_to_workers=True))
+                                                   direct_to_workers=True, security=security))
     else:
         # one group per worker; limit from the library's estimate
         per = worker_memory_limit(p, n, 1, args.workers)
         cm = local_cluster(workers=args.workers, threads_per_worker=2, memory_limit=per,
-                           timeout=int(args.timeout))
+                           timeout=int(args.timeout), security=security)
     with cm as dc:
         t0 = time.perf_counter()
         with Deployment(dc, p, args.workers, groups_dir, threads=args.group_threads,
@@ -1405,7 +1437,8 @@ def demo(args):
         "extract_seconds_groups": round(t_extract, 1),
         "open_seconds_groups": round(t_build, 1),
         "single": args.single or "built",
-        "scheduler": args.scheduler or "LocalCluster 127.0.0.1",
+        "scheduler": args.scheduler or "local cluster 127.0.0.1",
+        "tls": bool(args.tls_ca_file),
     }
     print(json.dumps(out))
     return 0
@@ -1439,6 +1472,11 @@ def main(argv=None):
     dp.add_argument("--scheduler", default=None,
                     help="address of an existing Dask scheduler (else a LocalCluster "
                     "of W workers on 127.0.0.1)")
+    dp.add_argument("--tls-ca-file", default=None,
+                    help="TLS on every connection (mess.dask.tls): the cluster's CA "
+                    "certificate (PEM); with --tls-cert and --tls-key")
+    dp.add_argument("--tls-cert", default=None, help="this process's certificate (PEM)")
+    dp.add_argument("--tls-key", default=None, help="its private key (PEM)")
     dp.add_argument("--dir", default=None, help="where the single server and the groups keep "
                     "their directories (default: a new temporary directory; with "
                     "--scheduler, one every worker reaches)")
@@ -1451,6 +1489,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.workers < 1:
         ap.error("--workers must be at least 1")
+    tls_args = (args.tls_ca_file, args.tls_cert, args.tls_key)
+    if any(tls_args) and not all(tls_args):
+        ap.error("--tls-ca-file, --tls-cert and --tls-key go together")
     try:
         require()
     except ImportError as e:

@@ -109,6 +109,32 @@ def restore_honest_answers(dask_worker=None):
         dask_worker.handlers["actor_execute"] = honest
 
 
+def make_certificates(directory, name):
+    """A CA of its own and one certificate and key it signed, made with the
+    openssl command as docs/DISTRIBUTED.md ("TLS") says: (ca, cert, key)."""
+    import subprocess
+    d = os.path.join(directory, name)
+    os.makedirs(d)
+    ca, ca_key = os.path.join(d, "ca.pem"), os.path.join(d, "ca.key")
+    cert, key, csr = (os.path.join(d, n) for n in ("node.pem", "node.key", "node.csr"))
+    ext = os.path.join(d, "node.ext")
+    with open(ext, "w") as f:
+        f.write("basicConstraints = critical, CA:FALSE\n"
+                "keyUsage = critical, digitalSignature, keyEncipherment\n"
+                "extendedKeyUsage = serverAuth, clientAuth\n"
+                "subjectKeyIdentifier = hash\n"
+                "authorityKeyIdentifier = keyid\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    for cmd in (["req", "-x509"] + ec + ["-days", "2", "-subj", "/CN=%s CA" % name,
+                                        "-keyout", ca_key, "-out", ca],
+                ["req"] + ec + ["-subj", "/CN=%s node" % name, "-keyout", key, "-out", csr],
+                ["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+                 "-days", "2", "-extfile", ext, "-out", cert]):
+        subprocess.run(["openssl"] + cmd, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=60)
+    return ca, cert, key
+
+
 class Data:
     base = mess.read_f32(os.path.join(SIFT, "base.bvecs"))[:N].copy()
     train = mess.read_f32(os.path.join(SIFT, "learn.bvecs"))[:2000].copy()
@@ -520,6 +546,48 @@ class TestDask(unittest.TestCase):
             for path in ("/", "/health", "/metrics", "/info/main/workers.html",
                          "/json/identity.json", "/statics/"):
                 self.assertEqual(http_status(port, path), 404, "port %d %s" % (port, path))
+
+
+
+@unittest.skipIf(MISSING is not None, MISSING or "")
+class TestTLS(unittest.TestCase):
+    """local_cluster(security=mess.dask.tls(...)) on loopback: every
+    connection TLS with the cluster's own CA (not tested across hosts)."""
+
+    def test_tls_cluster(self):
+        import asyncio
+        import psutil
+        from distributed.comm import connect
+        with tempfile.TemporaryDirectory(prefix="mess-dask-tls-") as tmp:
+            security = md.tls(*make_certificates(tmp, "cluster"))
+            stranger = md.tls(*make_certificates(tmp, "stranger"))
+            with md.local_cluster(workers=1, threads_per_worker=1, timeout=120,
+                                  memory_limit="1GB", start_method="fork",
+                                  security=security) as dc:
+                info = dc.scheduler_info()
+                self.assertTrue(info["address"].startswith("tls://127.0.0.1:"), info["address"])
+                self.assertEqual([w.split(":")[0] for w in info["workers"]], ["tls"])
+                me = psutil.Process()
+                pids = [me.pid] + [p.pid for p in me.children(recursive=True)]
+                for pid, ip, port in listening_sockets(pids):
+                    self.assertEqual(ip, "127.0.0.1", "process %d port %d" % (pid, port))
+                with md.Deployment(dc, Fixture.p, 2, os.path.join(tmp, "groups"),
+                                   timeout=30) as d:
+                    for u in Fixture.ups:
+                        d.apply_upload(u)
+                    d.apply_delete(Fixture.dels[0])
+                    reqs = Fixture.requests()
+                    for (qs, r), resp in zip(reqs, d.search_many([r for _, r in reqs])):
+                        self.assertEqual(bytes(resp), bytes(Fixture.single.search(r)))
+                # a certificate of another CA is refused by the scheduler
+                with self.assertRaises(OSError):
+                    asyncio.run(connect(info["address"], timeout=3,
+                                        **stranger.get_connection_args("client")))
+                # and plain TCP gets nowhere either
+                import distributed
+                with self.assertRaises(OSError):
+                    asyncio.run(connect(info["address"].replace("tls://", "tcp://"), timeout=3,
+                                        **distributed.Security().get_connection_args("client")))
 
 
 if __name__ == "__main__":
