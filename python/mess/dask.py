@@ -116,19 +116,20 @@ class RefusedAnswerError(RuntimeError):
 
 
 def _bytes_dumps(x):
-    # the "mess-bytes" family: bytes as one frame of their own, no copy;
-    # anything else is another family's to send
-    if type(x) not in (bytes, bytearray):
+    # the "mess-bytes" family: a uint8 array (pack_answers') as one frame
+    # of its own, no copy; anything else is another family's to send
+    if not (type(x) is np.ndarray and x.dtype == np.uint8 and x.ndim == 1
+            and x.flags.c_contiguous):
         raise NotImplementedError
     return {}, [memoryview(x)]
 
 
 def _bytes_loads(header, frames):
-    # bytes, and nothing else: nothing in the header or the frame is
-    # interpreted
+    # bytes, and nothing else: a read-only view of the frame as it arrived
+    # (no copy); nothing in the header or the frame is interpreted
     if len(frames) != 1:
         raise ValueError("a mess-bytes object is one frame, got %d" % len(frames))
-    return bytes(frames[0])
+    return memoryview(frames[0]).toreadonly().cast("B")
 
 
 if distributed is not None:  # in the coordinator and in every worker
@@ -138,7 +139,7 @@ if distributed is not None:  # in the coordinator and in every worker
 # What the coordinator sends to a group's actor (msgpack) and accepts back:
 # msgpack, and a search's packed partials as "mess-bytes" (msgpack would
 # copy 400 KB into its buffer on the worker: 0.5 ms where a frame of its
-# own costs 0.1).  Dask 2022.12 decodes any other family a worker's header
+# own costs 0.1, and again on arrival).  Dask 2022.12 decodes any other family a worker's header
 # names: "pickle" by pickle.loads, "dask" by first unpickling the type the
 # header carries.
 _SEND = ("msgpack",)
@@ -147,7 +148,7 @@ _ACCEPT = ("mess-bytes", "msgpack")
 # Each GroupServer method's answer: a tuple of the types after "ok", or a
 # type alone for a bare value (returned as ("ok", value)); a failure is
 # ("error", code, message) from every method.
-_SHAPES = {"search": (bytes,), "search_packed": bytes, "apply": (int, str),
+_SHAPES = {"search": (bytes,), "search_packed": memoryview, "apply": (int, str),
            "checkpoint": (int,), "close": (int,), "info": (dict,)}
 
 
@@ -286,11 +287,11 @@ def _plain_answers(method):
 
 
 def pack_answers(answers):
-    """[(0, partial Buffer) or (error code, message bytes)] as one
-    bytearray: u64 n, n x (u64 status, u64 length), then the bodies in
-    order.  Each Buffer is copied once, straight from the library's memory,
-    and closed.  (Plain bytes: the coordinator accepts nothing else from a
-    worker.)"""
+    """[(0, partial Buffer) or (error code, message bytes)] as one uint8
+    array: u64 n, n x (u64 status, u64 length), then the bodies in order.
+    Each Buffer is copied once, straight from the library's memory, and
+    closed.  (Sent as plain bytes, "mess-bytes": the coordinator accepts
+    nothing else from a worker.)"""
     n = len(answers)
     head = np.empty(1 + 2 * n, dtype="<u8")
     head[0] = n
@@ -298,8 +299,7 @@ def pack_answers(answers):
         head[1 + 2 * i] = st
         head[2 + 2 * i] = len(body)
     total = head.nbytes + int(head[2::2].sum())
-    buf = bytearray(total)
-    out = np.frombuffer(buf, dtype=np.uint8)
+    out = np.empty(total, dtype=np.uint8)
     out[:head.nbytes] = head.view(np.uint8)
     off = head.nbytes
     base = out.ctypes.data
@@ -311,15 +311,14 @@ def pack_answers(answers):
         else:
             out[off:off + len(body)] = np.frombuffer(body, dtype=np.uint8)
             off += len(body)
-    del out
-    return buf
+    return out
 
 
 def unpack_answers(arr, count):
-    """pack_answers' bytes back as [("ok", uint8 view) or ("error", code,
+    """pack_answers' array back as [("ok", uint8 view) or ("error", code,
     message)], checked as hostile input (a worker's bytes): `count`
-    answers, every length inside them; else ValueError.  Takes bytes (as
-    they arrive) or a uint8 array."""
+    answers, every length inside them; else ValueError.  Takes the bytes
+    as they arrive (a memoryview) or a uint8 array."""
     if isinstance(arr, (bytes, bytearray, memoryview)):
         a = np.frombuffer(arr, dtype=np.uint8)
     else:
@@ -576,10 +575,10 @@ class GroupServer:
 
     @_plain_answers
     async def search_packed(self, reqs):
-        """The answers to several requests as ONE bytearray (pack_answers),
-        which Dask sends as a frame of its own ("mess-bytes"): one message
-        each way per call, where a call per request costs a message each
-        way.  The requests are split into `threads` runs, one pool job
+        """The answers to several requests as ONE uint8 array (pack_answers),
+        which Dask sends as bytes in a frame of its own ("mess-bytes"): one
+        message each way per call, where a call per request costs a message
+        each way.  The requests are split into `threads` runs, one pool job
         each."""
         async with self._lock.read():
             loop = asyncio.get_running_loop()
@@ -829,7 +828,7 @@ class Deployment:
         if isinstance(shape, type):  # a bare value
             if type(out) is shape:
                 return ("ok", out)
-            want, shape = shape.__name__, ()
+            want, shape = "bytes" if shape is memoryview else shape.__name__, ()
         else:
             want = "(%s)" % ", ".join(['"ok"'] + [t.__name__ for t in shape])
         if not (type(out) is tuple and _plain(out) and out and (
