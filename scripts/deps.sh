@@ -17,12 +17,12 @@ set -eu
 pkgs_for() {
     case "$1" in
     build)  echo "build-essential pkg-config libsodium-dev libzstd-dev liblapack-dev libblas-dev" ;;
-    check)  echo "build-essential pkg-config libsodium-dev libzstd-dev liblapack-dev libblas-dev python3 python3-numpy python3-distributed python3-dask" ;;
+    check)  echo "build-essential pkg-config libsodium-dev libzstd-dev liblapack-dev libblas-dev python3 python3-numpy python3-distributed python3-dask python3-psutil" ;;
     data)   echo "python3 python3-numpy python3-opencv python3-skimage opencv-doc mate-backgrounds lomiri-wallpapers ukui-wallpapers sway-backgrounds plasma-workspace-wallpapers desktop-base gnome-backgrounds" ;;
     bench)  echo "python3 python3-numpy python3-faiss python3-hnswlib" ;;
     fuzz)   echo "clang libclang-rt-14-dev" ;;
     deb)    echo "build-essential pkg-config libsodium-dev libzstd-dev liblapack-dev libblas-dev debhelper dh-python pybuild-plugin-pyproject python3-all python3-setuptools python3-numpy lintian" ;;
-    python) echo "python3 python3-numpy python3-distributed python3-dask" ;;
+    python) echo "python3 python3-numpy python3-distributed python3-dask python3-psutil" ;;
     eval)   echo "python3 python3-numpy python3-faiss python3-hnswlib python3-matplotlib" ;;
     text)   echo "python3 python3-numpy python3-scipy python3-hnswlib nodejs npm util-linux" ;;
     wordnet) echo "wordnet-base" ;;

@@ -41,6 +41,7 @@ further search or change.
 
 Command line:
     python3 -m mess.dask demo --workers W --data DIR --pool B [--scheduler ADDR]
+        [--tls-ca-file CA --tls-cert CERT --tls-key KEY]
 prints progress on stderr and, as its last line on stdout, one JSON object
 (workers, queries, pool, recall_at_10, identical_to_single, ms_per_query,
 queries_per_second, bytes_per_query, ...).
@@ -50,10 +51,13 @@ import asyncio
 import concurrent.futures
 import ctypes
 import contextlib
+import errno
+import functools
 import glob
 import json
 import logging
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -92,6 +96,84 @@ class GroupUnavailableError(RuntimeError):
         self.group, self.shards, self.cause = group, shards, cause
         super().__init__("shard group %d (shards %d..%d) unavailable during %s: %s"
                          % (group, shards[0], shards[-1], what, cause))
+
+
+class RefusedAnswerError(RuntimeError):
+    """A worker answered a group's call with something other than plain
+    data of the call's shape (msgpack: bytes, strings, integers, tuples,
+    dicts; docs/SECURITY.md, section 8): refused before any of it was
+    unpickled, and not retried (a worker that sends objects is not asked
+    again).  .group, .shards, .address, .method and .cause say which and
+    why."""
+
+    def __init__(self, group, shards, address, method, cause):
+        self.group, self.shards, self.address = group, shards, address
+        self.method, self.cause = method, cause
+        super().__init__("shard group %d (shards %d..%d): the answer of the worker at %s to "
+                         "%s is refused, nothing of it unpickled (a worker's answers must "
+                         "be plain data: msgpack, or bytes): %s"
+                         % (group, shards[0], shards[-1], address, method, cause))
+
+
+def _bytes_dumps(x):
+    # the "mess-bytes" family: a uint8 array (pack_answers') as one frame
+    # of its own, no copy; anything else is another family's to send
+    if not (type(x) is np.ndarray and x.dtype == np.uint8 and x.ndim == 1
+            and x.flags.c_contiguous):
+        raise NotImplementedError
+    return {}, [memoryview(x)]
+
+
+def _bytes_loads(header, frames):
+    # bytes, and nothing else: a read-only view of the frame as it arrived
+    # (no copy); nothing in the header or the frame is interpreted
+    if len(frames) != 1:
+        raise ValueError("a mess-bytes object is one frame, got %d" % len(frames))
+    return memoryview(frames[0]).toreadonly().cast("B")
+
+
+if distributed is not None:  # in the coordinator and in every worker
+    from distributed.protocol.serialize import register_serialization_family
+    register_serialization_family("mess-bytes", _bytes_dumps, _bytes_loads)
+
+# What the coordinator sends to a group's actor (msgpack) and accepts back:
+# msgpack, and a search's packed partials as "mess-bytes" (msgpack would
+# copy 400 KB into its buffer on the worker: 0.5 ms where a frame of its
+# own costs 0.1, and again on arrival).  Dask 2022.12 decodes any other family a worker's header
+# names: "pickle" by pickle.loads, "dask" by first unpickling the type the
+# header carries.
+_SEND = ("msgpack",)
+_ACCEPT = ("mess-bytes", "msgpack")
+
+# Each GroupServer method's answer: a tuple of the types after "ok", or a
+# type alone for a bare value (returned as ("ok", value)); a failure is
+# ("error", code, message) from every method.
+_SHAPES = {"search": (bytes,), "search_packed": memoryview, "apply": (int, str),
+           "checkpoint": (int,), "close": (int,), "info": (dict,)}
+
+
+def _plain(x, depth=0):
+    """True if x is made of what msgpack decodes to (bytes, str, int,
+    float, bool, None, tuples, lists, dicts with str keys) and nothing else."""
+    t = type(x)
+    if t in (bytes, str, int, float, bool, type(None)):
+        return True
+    if depth > 16:
+        return False
+    if t in (tuple, list):
+        return all(_plain(v, depth + 1) for v in x)
+    if t is dict:
+        return all(type(k) is str and _plain(v, depth + 1) for k, v in x.items())
+    return False
+
+
+def _why(e):
+    """What Dask said when it refused to decode a worker's answer."""
+    text = str(e)
+    if text.startswith("Unpickle on the Scheduler isn't allowed"):
+        # its advice (turn pickling on) is the opposite of what is wanted
+        return "a pickled object (Dask's __Pickled__ frame)"
+    return "%s: %s" % (type(e).__name__, text)
 
 
 class _EstimateResult(ctypes.Structure):
@@ -183,16 +265,33 @@ class _RWLock:
 
 
 def _err(e):
-    # library errors cross the wire as plain tuples (MessError does not
-    # pickle through its formatted message)
+    # errors cross the wire as plain tuples (status, code, message): the
+    # coordinator reads nothing but msgpack from a worker
     return ("error", int(e.code), str(e))
+
+
+def _plain_answers(method):
+    """A GroupServer coroutine whose every outcome is a plain tuple: a
+    library error as ("error", code, message) and any other exception as
+    ("error", MESS_EIO, its text), so the worker never has to send an
+    exception object (which Dask would pickle)."""
+    @functools.wraps(method)
+    async def run(self, *args):
+        try:
+            return await method(self, *args)
+        except L.MessError as e:
+            return _err(e)
+        except Exception as e:  # noqa: BLE001 - reported as text, not as an object
+            return ("error", L.EIO, "group %d: %s: %s" % (self.group, type(e).__name__, e))
+    return run
 
 
 def pack_answers(answers):
     """[(0, partial Buffer) or (error code, message bytes)] as one uint8
     array: u64 n, n x (u64 status, u64 length), then the bodies in order.
     Each Buffer is copied once, straight from the library's memory, and
-    closed."""
+    closed.  (Sent as plain bytes, "mess-bytes": the coordinator accepts
+    nothing else from a worker.)"""
     n = len(answers)
     head = np.empty(1 + 2 * n, dtype="<u8")
     head[0] = n
@@ -218,8 +317,12 @@ def pack_answers(answers):
 def unpack_answers(arr, count):
     """pack_answers' array back as [("ok", uint8 view) or ("error", code,
     message)], checked as hostile input (a worker's bytes): `count`
-    answers, every length inside the array; else ValueError."""
-    a = np.asarray(arr)
+    answers, every length inside them; else ValueError.  Takes the bytes
+    as they arrive (a memoryview) or a uint8 array."""
+    if isinstance(arr, (bytes, bytearray, memoryview)):
+        a = np.frombuffer(arr, dtype=np.uint8)
+    else:
+        a = np.asarray(arr)
     if a.dtype != np.uint8 or a.ndim != 1 or a.size < 8:
         raise ValueError("a shard group's answer is not a packed array")
     n = int(a[:8].view("<u8")[0])
@@ -250,13 +353,70 @@ def _seq_path(directory, k):
     return group_path(directory, k) + ".seq"
 
 
+class UnsafeFileError(OSError):
+    """One of a deployment's own files (a group's .seq or .lock) is a
+    symbolic link or not a regular file: refused, and whatever it points to
+    is neither read, created nor written.  The message names the file."""
+
+
+def _refuse(path, what):
+    return UnsafeFileError(errno.ELOOP if what == "a symbolic link" else errno.EINVAL,
+                           "%s is %s: refused (a deployment opens its files without "
+                           "following links, and only regular files)" % (path, what))
+
+
+def _open_plain(path, flags, mode=0o600):
+    """os.open of one of the deployment's files that follows no symbolic
+    link in the last component (O_NOFOLLOW) and takes nothing but a regular
+    file: a link, FIFO or directory planted under that name by whoever can
+    write the directory is refused (UnsafeFileError).  O_NONBLOCK so that
+    a FIFO is refused, not waited on; the descriptor is blocking again
+    when returned."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise _refuse(path, "a symbolic link") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _refuse(path, "not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_json(path):
+    with os.fdopen(_open_plain(path, os.O_RDONLY)) as f:
+        return json.load(f)
+
+
 def _write_json(path, obj):
-    tmp = "%s.tmp-%d" % (path, os.getpid())
-    with open(tmp, "w") as f:
-        json.dump(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Replaces `path` by a new file holding obj (JSON), durably: written to
+    a temporary of an unguessable name beside it (mkstemp: O_EXCL, so a
+    link planted there is never followed), synced, renamed over it, the
+    directory synced.  A link or other non-regular file under `path` is
+    refused rather than replaced."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise _refuse(path, "a symbolic link" if os.path.islink(path)
+                          else "not a regular file")
+    except FileNotFoundError:
+        pass
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".",
+                               prefix=os.path.basename(path) + ".tmp-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -302,7 +462,9 @@ class GroupServer:
     DIR/group-K.seq, {generation: changes up to it}: a reopened group is
     at seq[G] + the records in its log after G (mess_server_log_position;
     one record per change).  A lock on DIR/group-K.lock keeps a second
-    actor of the group from opening it while the first lives."""
+    actor of the group from opening it while the first lives.  Both are
+    opened without following links and must be regular files
+    (UnsafeFileError otherwise, naming the file)."""
 
     def __init__(self, params, shards, directory, group, threads=2, persist=True):
         self.params = Params(**params)
@@ -326,7 +488,8 @@ class GroupServer:
 
     def _take_lock(self, timeout=30.0):
         import fcntl
-        f = open(group_path(self.directory, self.group) + ".lock", "a+")
+        f = os.fdopen(_open_plain(group_path(self.directory, self.group) + ".lock",
+                                  os.O_RDWR | os.O_CREAT), "r+b", buffering=0)
         end = time.monotonic() + timeout
         while True:
             try:
@@ -348,9 +511,11 @@ class GroupServer:
         seqp = _seq_path(self.directory, self.group)
         if not os.path.isdir(path):
             # a creation a crash interrupted left only a temporary directory
+            # (a link of that name is not ours: left alone, never followed)
             for old in glob.glob(path + ".tmp-*"):
-                import shutil
-                shutil.rmtree(old, ignore_errors=True)
+                if os.path.isdir(old) and not os.path.islink(old):
+                    import shutil
+                    shutil.rmtree(old, ignore_errors=True)
             tmp = "%s.tmp-%s" % (path, uuid.uuid4().hex)
             with Server.create(tmp, self.params) as s:
                 gen = s.log_position()[0]
@@ -360,8 +525,10 @@ class GroupServer:
         server = Server.open(path, expect=self.params)
         gen, records = server.log_position()
         try:
-            with open(seqp) as f:
-                base = json.load(f)[str(gen)]
+            base = _read_json(seqp)[str(gen)]
+        except UnsafeFileError:
+            server.close()
+            raise
         except (OSError, ValueError, KeyError) as e:
             server.close()
             raise RuntimeError("group %d: %s does not say which changes generation %d "
@@ -369,12 +536,17 @@ class GroupServer:
         return int(base) + records, server
 
     def info(self):
-        st = self.server.stats()
-        out = {"group": self.group, "shards": self.shards, "seq": self.seq,
-               "pid": os.getpid(), "entries": st.entries, "live": st.live,
-               "bytes": st.bytes, "generation": 0, "log_records": 0}
-        if self.persist:
-            out["generation"], out["log_records"] = self.server.log_position()
+        """("ok", {group, shards, seq, pid, entries, live, bytes, generation,
+        log_records}): plain values only, as every answer."""
+        try:
+            st = self.server.stats()
+            out = {"group": self.group, "shards": self.shards, "seq": self.seq,
+                   "pid": os.getpid(), "entries": st.entries, "live": st.live,
+                   "bytes": st.bytes, "generation": 0, "log_records": 0}
+            if self.persist:
+                out["generation"], out["log_records"] = self.server.log_position()
+        except L.MessError as e:
+            return _err(e)
         return "ok", out
 
     def _search(self, req):
@@ -384,6 +556,7 @@ class GroupServer:
         except L.MessError as e:
             return _err(e)
 
+    @_plain_answers
     async def search(self, req):
         async with self._lock.read():
             return await asyncio.get_running_loop().run_in_executor(
@@ -400,12 +573,13 @@ class GroupServer:
                 out.append((int(e.code), str(e).encode("utf-8", "replace")))
         return out
 
+    @_plain_answers
     async def search_packed(self, reqs):
-        """The answers to several requests as ONE uint8 array (pack_answers):
-        Dask sends an array's memory as a frame of its own, where a list of
-        bytes objects is pickled (a copy each way) and a call per request
-        costs a message each way.  The requests are split into `threads`
-        runs, one pool job each."""
+        """The answers to several requests as ONE uint8 array (pack_answers),
+        which Dask sends as bytes in a frame of its own ("mess-bytes"): one
+        message each way per call, where a call per request costs a message
+        each way.  The requests are split into `threads` runs, one pool job
+        each."""
         async with self._lock.read():
             loop = asyncio.get_running_loop()
             k = max(1, min(len(reqs), self._threads))
@@ -440,6 +614,7 @@ class GroupServer:
         self.seq = seq
         return ("ok", missing, "applied")
 
+    @_plain_answers
     async def apply(self, kind, part, seq):
         async with self._lock.write():
             return await asyncio.get_running_loop().run_in_executor(
@@ -453,8 +628,7 @@ class GroupServer:
             return ("ok", gen)
         seqp = _seq_path(self.directory, self.group)
         try:
-            with open(seqp) as f:
-                base = json.load(f)
+            base = _read_json(seqp)
             # before the checkpoint: its generation gen + 1 holds self.seq
             _write_json(seqp, {str(gen): base[str(gen)], str(gen + 1): self.seq})
             self.server.checkpoint()
@@ -464,6 +638,7 @@ class GroupServer:
             return ("error", L.EIO, "group %d: %s: %s" % (self.group, seqp, e))
         return ("ok", self.server.log_position()[0])
 
+    @_plain_answers
     async def checkpoint(self):
         """Folds the group's log into its files (mess_server_checkpoint);
         ("ok", generation)."""
@@ -471,6 +646,7 @@ class GroupServer:
             return await asyncio.get_running_loop().run_in_executor(
                 self._pool, self._checkpoint)
 
+    @_plain_answers
     async def close(self):
         """Checkpoints, closes the server and lets the directory go."""
         async with self._lock.write():
@@ -487,7 +663,9 @@ class GroupServer:
 # ---- the caller's side --------------------------------------------------------------
 
 class _Group:
-    __slots__ = ("k", "shards", "future", "actor", "address", "gen", "seq")
+    # future: the actor's creation task; key: the actor's key on its
+    # worker; address: that worker
+    __slots__ = ("k", "shards", "future", "key", "address", "gen", "seq")
 
 
 class Deployment:
@@ -501,7 +679,18 @@ class Deployment:
     any one call may take before its group counts as lost.  retries:
     reopenings per call.  checkpoint_every: the groups fold their logs into
     their files after this many changes (and at close()).  persist=False
-    keeps groups in memory only (no recovery)."""
+    keeps groups in memory only (no recovery).
+
+    The groups' answers are read as plain data only (docs/SECURITY.md,
+    section 8): every call goes to the group's worker over the Dask client's
+    connections with the serializers and the deserializers restricted to
+    msgpack (and "mess-bytes" for a search's packed partials: bytes and
+    nothing else), the actor's handle is never fetched from its worker, and
+    Dask's configuration distributed.scheduler.pickle is set False in this
+    process (else Dask unpickles a frame marked __Pickled__ whatever a
+    connection accepts; this process's own scheduler, local_cluster's,
+    then refuses run_on_scheduler and scheduler plugins).  An answer that
+    is anything else raises RefusedAnswerError."""
 
     def __init__(self, dask_client, params, groups, directory, threads=2, timeout=60.0,
                  retries=2, persist=True, checkpoint_every=16):
@@ -509,6 +698,8 @@ class Deployment:
         if not isinstance(params, Params):
             raise TypeError("params must be mess.Params")
         self.client = dask_client
+        dask.config.set({"distributed.scheduler.pickle": False})  # for good, see above
+        self._loop = dask_client.loop.asyncio_loop
         self.params = params.copy()
         self.directory = os.fspath(directory)
         os.makedirs(self.directory, exist_ok=True)
@@ -525,7 +716,7 @@ class Deployment:
         self._pending = None  # a change not yet acknowledged by every group
         for k, s in enumerate(self.sets):
             g = _Group()
-            g.k, g.shards, g.future, g.actor, g.address, g.gen, g.seq = k, s, None, None, None, 0, 0
+            g.k, g.shards, g.future, g.key, g.address, g.gen, g.seq = k, s, None, None, None, 0, 0
             self.groups.append(g)
         starts = [self._start(g) for g in self.groups]
         for g, fut in zip(self.groups, starts):
@@ -553,19 +744,38 @@ class Deployment:
         """Takes the actor of `fut` for group g.  expect: the changes a
         reopened group may have applied (the acknowledged ones, or one
         more while a change is pending); anything else means it did not
-        find its files, and answering from it would be wrong."""
-        actor = fut.result(timeout=self.timeout)
-        info = actor.info().result(timeout=self.timeout)[1]
-        if info["shards"] != g.shards:
-            raise RuntimeError("group %d opened shards %r" % (g.k, info["shards"]))
-        if expect is not None and info["seq"] not in expect:
+        find its files, and answering from it would be wrong.
+
+        The actor's handle is not fetched (fut.result() would unpickle one
+        sent by the worker): its key is the task's, its worker the one the
+        scheduler says holds it."""
+        try:
+            distributed.wait([fut], timeout=self.timeout)
+            if fut.status != "finished":
+                cause = fut.exception(timeout=self.timeout) if fut.status == "error" else ""
+                raise RuntimeError("shard group %d's actor did not start (%s): %s"
+                                   % (g.k, fut.status, cause))
+            where = self.client.who_has([fut]).get(fut.key) or ()
+            if not where:
+                raise RuntimeError("no worker holds shard group %d's actor" % g.k)
+            address = where[0]
+            out = asyncio.run_coroutine_threadsafe(
+                self._ask(g, address, fut.key, "info", ()), self._loop).result(self.timeout)
+            if out[0] == "error":
+                raise L.error(out[1], "info on shard group %d: %s" % (g.k, out[2]))
+            info = self._info(g, address, out[1])
+            if info["shards"] != g.shards:
+                raise RuntimeError("group %d opened shards %r" % (g.k, info["shards"]))
+            if expect is not None and info["seq"] not in expect:
+                raise GroupUnavailableError(
+                    g.k, g.shards, "reopened from %s at change %d, but change %d was "
+                    "acknowledged (its files are not reachable from %s)"
+                    % (self.directory, info["seq"], min(expect), address), "reopen")
+        except BaseException:
             fut.release()
-            raise GroupUnavailableError(
-                g.k, g.shards, "reopened from %s at change %d, but change %d was "
-                "acknowledged (its files are not reachable from %s)"
-                % (self.directory, info["seq"], min(expect), actor._address), "reopen")
+            raise
         old = g.future
-        g.future, g.actor, g.address = fut, actor, actor._address
+        g.future, g.key, g.address = fut, fut.key, address
         g.gen += 1
         g.seq = info["seq"]
         if old is not None:
@@ -590,27 +800,88 @@ class Deployment:
                 logging.getLogger("mess.dask").warning(
                     "shard group %d reopened on %s after: %s", g.k, g.address, cause)
                 return
-            except GroupUnavailableError:
+            except (GroupUnavailableError, RefusedAnswerError):
                 raise
             except Exception as e:  # noqa: BLE001 - any transport failure
                 last = e
                 time.sleep(0.5)
         raise GroupUnavailableError(g.k, g.shards, last, what) from last
 
+    async def _ask(self, g, address, key, method, args):
+        """One call of a group's actor: Dask's actor_execute on its worker,
+        over the client's connections, with the arguments sent and the
+        answer read in msgpack only.  Returns the answer, a plain
+        ("ok", ...) or ("error", code, message) tuple.  A transport failure
+        (OSError: connection refused or closed, timeout) raises as it is;
+        anything else a worker sends, RefusedAnswerError."""
+        from distributed.protocol import to_serialize
+        try:
+            r = await self.client.rpc(address).actor_execute(
+                actor=key, function=method, args=[to_serialize(a) for a in args],
+                kwargs={}, serializers=_SEND, deserializers=_ACCEPT)
+        except OSError:
+            raise
+        except Exception as e:  # noqa: BLE001 - Dask refused to decode it
+            raise RefusedAnswerError(g.k, g.shards, address, method, _why(e)) from None
+        out = r.get("result") if type(r) is dict and r.get("status") == "OK" else None
+        shape = _SHAPES[method]
+        if isinstance(shape, type):  # a bare value
+            if type(out) is shape:
+                return ("ok", out)
+            want, shape = "bytes" if shape is memoryview else shape.__name__, ()
+        else:
+            want = "(%s)" % ", ".join(['"ok"'] + [t.__name__ for t in shape])
+        if not (type(out) is tuple and _plain(out) and out and (
+                (out[0] == "ok" and shape and len(out) == 1 + len(shape)
+                 and all(type(v) is t for v, t in zip(out[1:], shape)))
+                or (out[0] == "error" and len(out) == 3
+                    and type(out[1]) is int and type(out[2]) is str))):
+            raise RefusedAnswerError(g.k, g.shards, address, method,
+                                     "not %s nor (\"error\", code, message)" % want)
+        return out
+
+    def _info(self, g, address, d):
+        """A group's info answer, checked: a dict of integers and a shard
+        list (as a list)."""
+        ints = ("group", "seq", "pid", "entries", "live", "bytes", "generation",
+                "log_records")
+        if not (type(d) is dict and all(type(d.get(k)) is int for k in ints)
+                and type(d.get("shards")) in (tuple, list)
+                and all(type(j) is int for j in d["shards"])):
+            raise RefusedAnswerError(g.k, g.shards, address, "info",
+                                     "not the info dict (integers and a shard list)")
+        d = dict(d)
+        d["shards"] = list(d["shards"])
+        return d
+
+    def _lost(self, g):
+        """An exception if the scheduler knows group g's actor is gone (its
+        task no longer finished or pending), else None."""
+        status = g.future.status if g.future is not None else "released"
+        if status in ("finished", "pending"):
+            return None
+        return RuntimeError("the worker holding shard group %d's actor was lost (its task "
+                            "is %s)" % (g.k, status))
+
     def _result(self, g, fut, what):
-        """The (status, ...) tuple of an actor call, or the transport error."""
-        out = fut.result(timeout=self.timeout)
+        """The ("ok", ...) tuple of an actor call, or the transport error."""
+        try:
+            out = fut.result(timeout=self.timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise
         if out[0] == "error":
             raise L.error(out[1], "%s on shard group %d: %s" % (what, g.k, out[2]))
         return out
 
     def _call(self, g, method, *args):
-        """(gen, future) of a call, or (gen, exception) when the proxy
-        refuses at once (its worker is known lost); _settle takes both."""
-        try:
-            return g.gen, getattr(g.actor, method)(*args)
-        except Exception as e:  # noqa: BLE001 - handled as a failed call
-            return g.gen, e
+        """(gen, future) of a call, or (gen, exception) when its worker is
+        known lost; _settle takes both."""
+        lost = self._lost(g)
+        if lost is not None:
+            return g.gen, lost
+        return g.gen, asyncio.run_coroutine_threadsafe(
+            self._ask(g, g.address, g.key, method, args), self._loop)
 
     def _settle(self, g, issued, what, method, *args):
         """Waits for a call issued as (gen, future); on a transport failure
@@ -622,7 +893,7 @@ class Deployment:
                 if isinstance(fut, Exception):
                     raise fut
                 return self._result(g, fut, what)
-            except L.MessError:
+            except (L.MessError, RefusedAnswerError):
                 raise
             except Exception as e:  # noqa: BLE001 - worker died, timeout, closed comm
                 if attempt == self.retries:
@@ -739,19 +1010,19 @@ class Deployment:
         async def one(chunk):
             async with sem:
                 calls = []
-                for g in self.groups:
-                    try:  # a proxy whose worker is known lost refuses at once
-                        calls.append((g.gen, g.actor.search_packed(chunk)))
-                    except Exception as e:  # noqa: BLE001 - retried synchronously
-                        calls.append((g.gen, e))
+                for g in self.groups:  # all out before the first answer is awaited
+                    calls.append((g, g.gen, self._lost(g) or asyncio.ensure_future(
+                        self._ask(g, g.address, g.key, "search_packed", (chunk,)))))
                 answers = []
-                for gen, fut in calls:
+                for g, gen, fut in calls:
                     try:
                         if isinstance(fut, Exception):
                             raise fut
-                        got = unpack_answers(await asyncio.wait_for(fut, self.timeout),
-                                             len(chunk))
-                        answers.append([(gen, a) for a in got])
+                        out = await asyncio.wait_for(fut, self.timeout)
+                        if out[0] == "error":  # the group's own failure, as text
+                            answers.append([(gen, out)] * len(chunk))
+                            continue
+                        answers.append([(gen, a) for a in unpack_answers(out[1], len(chunk))])
                     except Exception as e:  # noqa: BLE001 - retried synchronously
                         answers.append([(gen, e)] * len(chunk))
                 results = []
@@ -775,6 +1046,8 @@ class Deployment:
         failures reopen the group and ask again (synchronously)."""
         parts = []
         for g, (gen, out) in zip(self.groups, outs):
+            if isinstance(out, RefusedAnswerError):
+                raise out
             if isinstance(out, tuple):
                 if out[0] == "error":
                     raise L.error(out[1], "search on shard group %d: %s" % (g.k, out[2]))
@@ -797,7 +1070,7 @@ class Deployment:
         `in_flight` requests out at once (each fanned out to every group),
         sent in calls of `batch` requests (default in_flight: one call per
         group carries them all, and the group spreads them over its
-        threads; each answer is one array, GroupServer.search_packed).
+        threads; each answer is one bytes object, GroupServer.search_packed).
         A group that fails is reopened and asked again (or
         GroupUnavailableError); no response is returned without every
         group's part."""
@@ -820,7 +1093,8 @@ class Deployment:
         and worker address."""
         res = []
         for g in self.groups:
-            d = dict(self._settle(g, self._call(g, "info"), "info", "info")[1])
+            d = self._info(g, g.address,
+                           self._settle(g, self._call(g, "info"), "info", "info")[1])
             d["address"] = g.address
             res.append(d)
         return res
@@ -832,15 +1106,13 @@ class Deployment:
         calls = []
         if self.persist:
             for g in self.groups:
-                if g.actor is not None:
+                if g.key is not None:
                     calls.append((g, self._call(g, "close")))
         for g, (gen, fut) in calls:
             try:
                 if isinstance(fut, Exception):
                     raise fut
-                out = fut.result(timeout=self.timeout)
-                if out[0] == "error":
-                    raise L.error(out[1], "checkpoint on shard group %d: %s" % (g.k, out[2]))
+                self._result(g, fut, "checkpoint")
             except Exception as e:  # noqa: BLE001 - reported, the log stays
                 logging.getLogger("mess.dask").warning(
                     "shard group %d not checkpointed at close (its log keeps the "
@@ -848,7 +1120,7 @@ class Deployment:
         for g in self.groups:
             if g.future is not None:
                 g.future.release()
-                g.future = g.actor = None
+                g.future = g.key = None
 
     def __enter__(self):
         return self
@@ -859,19 +1131,53 @@ class Deployment:
 
 # ---- local clusters ------------------------------------------------------------------
 
+def tls(ca_file, cert_file, key_file):
+    """A distributed.Security that requires TLS on every connection of a
+    cluster (tls:// addresses), with one certificate and key (PEM files)
+    for every role (scheduler, workers, nannies, client) and ca_file, the
+    cluster's own CA, against which every peer's certificate is checked,
+    both ways.  Pass it as security= to local_cluster, or to
+    distributed.Client and to the dask scheduler/worker commands
+    (--tls-ca-file, --tls-cert, --tls-key) of a cluster over several
+    hosts; docs/DISTRIBUTED.md, "TLS", makes the files with openssl."""
+    require()
+    files = {"tls_ca_file": ca_file}
+    for role in ("client", "scheduler", "worker"):
+        files["tls_%s_cert" % role] = cert_file
+        files["tls_%s_key" % role] = key_file
+    return distributed.Security(require_encryption=True, **files)
+
+
 @contextlib.contextmanager
 def local_cluster(workers=2, threads_per_worker=2, memory_limit="auto", timeout=30,
                   processes=True, connect_timeout=5, log_level=logging.CRITICAL,
-                  start_method="forkserver"):
-    """A LocalCluster on 127.0.0.1 only (no dashboard), with bounded
-    timeouts (connect_timeout seconds to connect on loopback, `timeout` for
-    the rest); the workers exit by themselves `timeout` seconds after
-    losing the scheduler (and `timeout` is also how long a worker may take
-    to start; start_method "forkserver" starts them about twice as fast as
-    Dask's default "spawn").  Yields a distributed.Client that talks to the
-    workers directly (actor calls do not hop through the scheduler); the
-    cluster is closed when the block ends, whatever happens in it."""
+                  start_method="forkserver", host="127.0.0.1", security=None):
+    """A cluster of local processes whose every socket listens on `host`
+    only (127.0.0.1 unless told otherwise): the scheduler's, each nanny's
+    and each worker's, and the HTTP servers Dask starts in the scheduler
+    and in each worker, which serve no page at all (no dashboard, no
+    /health, no /metrics).  Bounded timeouts (connect_timeout seconds to
+    connect on loopback, `timeout` for the rest); the workers exit by
+    themselves `timeout` seconds after losing the scheduler (and `timeout`
+    is also how long a worker may take to start; start_method
+    "forkserver" starts them about twice as fast as Dask's default
+    "spawn").  Yields a distributed.Client that talks to the workers
+    directly (actor calls do not hop through the scheduler); the cluster
+    is closed when the block ends, whatever happens in it.
+
+    security: a distributed.Security (tls() makes one) used by every
+    process of the cluster and by the client; when it requires encryption
+    every connection is TLS (tls:// addresses).  None: plain TCP, which is
+    what loopback needs.
+
+    Built as distributed.SpecCluster rather than LocalCluster: in Dask
+    2022.12 LocalCluster(host="127.0.0.1", dashboard_address=None) still
+    starts the scheduler's HTTP server on every interface, port 8787, and
+    each worker's on every interface (an address without a host means
+    all of them), and it cannot turn a worker's dashboard off while
+    giving it an address."""
     require()
+    from distributed.worker_memory import parse_memory_limit
     cfg = {"distributed.comm.timeouts.connect": "%ds" % connect_timeout,
            "distributed.comm.timeouts.tcp": "%ds" % timeout,
            # a group's actor is never recomputed by the scheduler (the
@@ -890,14 +1196,39 @@ def local_cluster(workers=2, threads_per_worker=2, memory_limit="auto", timeout=
            "distributed.worker.profile.enabled": False,
            "distributed.scheduler.work-stealing": False,
            "distributed.admin.tick.interval": "1s",
-           "distributed.worker.multiprocessing-method": start_method}
+           "distributed.worker.multiprocessing-method": start_method,
+           # the HTTP servers Dask always starts answer nothing (the nannies
+           # copy this configuration into the worker processes they start)
+           "distributed.scheduler.http.routes": [],
+           "distributed.worker.http.routes": []}
+    if memory_limit == "auto":  # as LocalCluster: the machine's memory shared
+        memory_limit = parse_memory_limit("auto", 1, workers,
+                                          logger=logging.getLogger("mess.dask"))
+    if security is None:
+        security = distributed.Security()
+    elif not isinstance(security, distributed.Security):
+        raise TypeError("security must be a distributed.Security (mess.dask.tls makes one)")
+    protocol = "tls://" if security.require_encryption else "tcp://"
+    # (host, 0): the HTTP server on that host, any free port; a port alone
+    # or None would mean every interface
+    http = (host, 0)
+    scheduler = {"cls": distributed.Scheduler,
+                 "options": {"host": host, "port": 0, "protocol": protocol,
+                             "security": security, "dashboard": False,
+                             "dashboard_address": http}}
+    worker = {"cls": distributed.Nanny if processes else distributed.Worker,
+              "options": {"host": host, "protocol": protocol, "security": security,
+                          "nthreads": threads_per_worker,
+                          "memory_limit": memory_limit, "dashboard": False,
+                          "dashboard_address": http, "death_timeout": timeout,
+                          "silence_logs": log_level}}
     with dask.config.set(cfg):
-        cluster = distributed.LocalCluster(
-            n_workers=workers, threads_per_worker=threads_per_worker, processes=processes,
-            host="127.0.0.1", dashboard_address=None, memory_limit=memory_limit,
-            death_timeout=timeout, silence_logs=log_level, scheduler_port=0)
+        cluster = distributed.SpecCluster(
+            scheduler=scheduler, workers={i: worker for i in range(workers)},
+            worker=worker, silence_logs=log_level, security=security)
         try:
-            client = distributed.Client(cluster, timeout=timeout, direct_to_workers=True)
+            client = distributed.Client(cluster, timeout=timeout, direct_to_workers=True,
+                                        security=security)
             try:
                 yield client
             finally:
@@ -1012,14 +1343,15 @@ def demo(args):
     _log("%d group directories extracted in %.1f s" % (args.workers, t_extract))
 
     per = None
+    security = tls(args.tls_ca_file, args.tls_cert, args.tls_key) if args.tls_ca_file else None
     if args.scheduler:
         cm = contextlib.closing(distributed.Client(args.scheduler, timeout=args.timeout,
-                                                   direct_to_workers=True))
+                                                   direct_to_workers=True, security=security))
     else:
         # one group per worker; limit from the library's estimate
         per = worker_memory_limit(p, n, 1, args.workers)
         cm = local_cluster(workers=args.workers, threads_per_worker=2, memory_limit=per,
-                           timeout=int(args.timeout))
+                           timeout=int(args.timeout), security=security)
     with cm as dc:
         t0 = time.perf_counter()
         with Deployment(dc, p, args.workers, groups_dir, threads=args.group_threads,
@@ -1135,7 +1467,8 @@ def demo(args):
         "extract_seconds_groups": round(t_extract, 1),
         "open_seconds_groups": round(t_build, 1),
         "single": args.single or "built",
-        "scheduler": args.scheduler or "LocalCluster 127.0.0.1",
+        "scheduler": args.scheduler or "local cluster 127.0.0.1",
+        "tls": bool(args.tls_ca_file),
     }
     print(json.dumps(out))
     return 0
@@ -1169,6 +1502,11 @@ def main(argv=None):
     dp.add_argument("--scheduler", default=None,
                     help="address of an existing Dask scheduler (else a LocalCluster "
                     "of W workers on 127.0.0.1)")
+    dp.add_argument("--tls-ca-file", default=None,
+                    help="TLS on every connection (mess.dask.tls): the cluster's CA "
+                    "certificate (PEM); with --tls-cert and --tls-key")
+    dp.add_argument("--tls-cert", default=None, help="this process's certificate (PEM)")
+    dp.add_argument("--tls-key", default=None, help="its private key (PEM)")
     dp.add_argument("--dir", default=None, help="where the single server and the groups keep "
                     "their directories (default: a new temporary directory; with "
                     "--scheduler, one every worker reaches)")
@@ -1181,6 +1519,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.workers < 1:
         ap.error("--workers must be at least 1")
+    tls_args = (args.tls_ca_file, args.tls_cert, args.tls_key)
+    if any(tls_args) and not all(tls_args):
+        ap.error("--tls-ca-file, --tls-cert and --tls-key go together")
     try:
         require()
     except ImportError as e:
