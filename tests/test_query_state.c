@@ -269,6 +269,11 @@ static void test_file(void)
     CHECK_RC(mess_query_load(C, path, back, 2, &n), MESS_ELIMIT);
     CHECK(n == NQ && back[0] == NULL && back[1] == NULL);
     CHECK_RC(mess_client_load(path, NULL, &c2), MESS_EROLE);
+    {
+        mess_server *s2 = NULL;
+        CHECK_RC(mess_server_load(path, NULL, &s2), MESS_EROLE);
+        CHECK(s2 == NULL);
+    }
     CHECK_OK(mess_client_save(C, cpath, NULL));
     CHECK_RC(mess_query_load(C, cpath, back, NQ, &n), MESS_EROLE);
     errno = 0;
