@@ -28,9 +28,8 @@
  *     owner tags: MESS_OWNER_BYTES; seeds: MESS_SEED_BYTES).  What the
  *     library allocates belongs to the caller once returned: byte buffers
  *     (upload, delete, request, response, sealed queries) go to
- *     mess_buf_free, handles
- *     (client, server, query) to their *_free, vector arrays
- *     (mess_experimental.h) to mess_vecs_free.
+ *     mess_buf_free, handles (client, server, query) to their *_free,
+ *     vector arrays (mess_experimental.h) to mess_vecs_free.
  *   - Pointers to const: a call that takes `const mess_client *` (or
  *     server, query) does not change that handle; one that takes a plain
  *     pointer may (tests/contracts/const_handles.c compiles the former
@@ -42,8 +41,8 @@
  *     outputs are then not results), and its batch form; the calls that
  *     create a handle or a buffer (new, load, upload, delete, request,
  *     search, codes, their _into and batch forms, mess_workers_new, the
- *     query state's seal, unseal, save and load), whose
- *     outputs are NULL or unset on failure; the calls that change or
+ *     query state's seal, unseal, save and load), whose outputs are NULL
+ *     or unset on failure; the calls that change or
  *     persist state (apply_upload, apply_delete, compact, save), whose
  *     failure means the change did not happen (a lost client save loses
  *     the generation map); and the two answers that are their result
