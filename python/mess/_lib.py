@@ -236,6 +236,7 @@ LIMITS = {  # name without MESS_ -> value
     "OWNER_BYTES": 16,
     "SEED_BYTES": 32,
     "STATE_FILE_VERSION": 2,
+    "QUERY_STATE_VERSION": 1,
     "LABEL_BYTES": 16,
     "ACCOUNT_MAX_REPEATS": 1 << 53,
     "ACCOUNT_MIN_DELTA": 1e-20,
@@ -245,7 +246,8 @@ LIMITS = {  # name without MESS_ -> value
     "PLAN_MAX_CHECK_SHARDS": 64,
 }
 
-_LIMIT_TYPES = {"STATE_FILE_VERSION": c_uint32, "ACCOUNT_MAX_REPEATS": c_uint64,
+_LIMIT_TYPES = {"STATE_FILE_VERSION": c_uint32, "QUERY_STATE_VERSION": c_uint32,
+                "ACCOUNT_MAX_REPEATS": c_uint64,
                 "ACCOUNT_MIN_DELTA": c_double, "ACCOUNT_MAX_WORK": c_double}
 
 STRUCTS = {  # C function reporting the library's sizeof -> ctypes mirror

@@ -109,7 +109,7 @@ class TestQueryState(unittest.TestCase):
         with self.assertRaises(mess.ParamsMismatchError):
             self.small.unseal_queries(sealed)
         v2 = bytearray(sealed)
-        v2[4:8] = struct.pack("<I", 2)  # this build reads version 1
+        v2[4:8] = struct.pack("<I", mess._lib.LIMITS["QUERY_STATE_VERSION"] + 1)
         with self.assertRaises(mess.VersionError):
             self.c.unseal_queries(bytes(v2))
         with self.assertRaises(mess.FormatError):
