@@ -27,9 +27,9 @@
  *     states (finish: k ids and k distances; codes: M * kappa/64 words;
  *     owner tags: MESS_OWNER_BYTES; seeds: MESS_SEED_BYTES).  What the
  *     library allocates belongs to the caller once returned: byte buffers
- *     (upload, delete, request, response) go to mess_buf_free, handles
- *     (client, server, query) to their *_free, vector arrays
- *     (mess_experimental.h) to mess_vecs_free.
+ *     (upload, delete, request, response, sealed queries) go to
+ *     mess_buf_free, handles (client, server, query) to their *_free,
+ *     vector arrays (mess_experimental.h) to mess_vecs_free.
  *   - Pointers to const: a call that takes `const mess_client *` (or
  *     server, query) does not change that handle; one that takes a plain
  *     pointer may (tests/contracts/const_handles.c compiles the former
@@ -40,8 +40,9 @@
  *     MESS_EAUTH is the only sign of a forged or foreign response (its
  *     outputs are then not results), and its batch form; the calls that
  *     create a handle or a buffer (new, load, upload, delete, request,
- *     search, codes, their _into and batch forms, mess_workers_new), whose
- *     outputs are NULL or unset on failure; the calls that change or
+ *     search, codes, their _into and batch forms, mess_workers_new, the
+ *     query state's seal, unseal, save and load), whose outputs are NULL
+ *     or unset on failure; the calls that change or
  *     persist state (apply_upload, apply_delete, compact, save), whose
  *     failure means the change did not happen (a lost client save loses
  *     the generation map); and the two answers that are their result
@@ -208,7 +209,8 @@ MESS_API const char *mess_version(void);
  *                  output for it).
  *   MESS_EAUTH     an authentication failure: a tampered or forged entry,
  *                  a response to another request (a replay), a query or
- *                  response of another client's keys.
+ *                  response of another client's keys, a sealed query state
+ *                  tampered with or of another client.
  *   MESS_EPASS     the passphrase: missing for a sealed client file, wrong,
  *                  or given for an unsealed one (mess_state_file_peek
  *                  tells sealed from unsealed).
@@ -230,7 +232,8 @@ MESS_API const char *mess_version(void);
 #define MESS_ENOTFOUND (-8)  /* no such item / label */
 #define MESS_ELIMIT    (-9)  /* a documented size limit would be exceeded */
 #define MESS_ENUMERIC (-10)  /* numerical routine failed (LAPACK, no convergence) */
-#define MESS_EROLE    (-11)  /* a client file given where a server file is expected, or vice versa */
+#define MESS_EROLE    (-11)  /* a client file given where a server file is expected, or vice versa
+                                (or a query state file where either is, or the reverse) */
 #define MESS_ECRYPTO  (-12)  /* the crypto library could not be initialised */
 #define MESS_EPASS    (-13)  /* passphrase required, wrong, or given for an unsealed client file */
 #define MESS_ESTATE   (-14)  /* not valid in the handle's current state (an item
@@ -418,6 +421,8 @@ typedef struct mess_query  mess_query;   /* client-side state of one query */
  *   does not change it, so it may be finished any number of times (the
  *   same result for the same response), also from several threads; it
  *   must be released with mess_query_free, after its last finish.
+ *   Sealing or saving it ("Query state") only reads it and the client's
+ *   keys, so those calls may overlap anything but the frees.
  * mess_account_pld: immutable once built; any number of threads may query
  *   one.  Everything else in this header is a pure function or works on
  *   caller-owned memory only.
@@ -671,6 +676,68 @@ int mess_client_finish_sized(const mess_client *c, const mess_query *q,
 MESS_API void mess_query_free(mess_query *q);
 
 /* ------------------------------------------------------------------------
+ * Query state: a query that outlives its process (docs/PROTOCOL.md,
+ * "Query state")
+ *
+ * A mess_query lives in memory, and a response is finished only with the
+ * query of its request (any other is MESS_EAUTH).  These calls keep
+ * queries elsewhere: sealed into a buffer the caller stores where it likes
+ * (mess_query_seal), or into a file (mess_query_save), and read back by
+ * the client that made them in any process (mess_query_unseal,
+ * mess_query_load), so a request sent before a restart is finished after
+ * it, with the same results as without the restart.
+ *
+ * A query state holds the clean query, as secret as the data: it is
+ * sealed (XChaCha20-Poly1305) under a key derived from the client's master
+ * key, so only that client reads it back.  Another client's state, or a
+ * changed byte of the sealed bytes, is MESS_EAUTH; a state of other
+ * parameters MESS_EPARAM; of another format version MESS_EVERSION
+ * (mess_query_state_version names this build's); a buffer of the wrong
+ * length or not a query state MESS_EFORMAT.  The file is the state-file
+ * container (role 3, mess_state_file_peek) around the sealed bytes,
+ * written like the client file (a new file renamed over PATH, mode 0600):
+ * a changed byte of the file is MESS_EFORMAT (its checksum), a client or
+ * server file given to mess_query_load MESS_EROLE (and a query state file
+ * given to theirs).  Sealing draws a random nonce, so the same queries
+ * seal to other bytes every time (in deterministic mode too).
+ *
+ * n queries (1 .. 2^32 - 1), each made by this client's requests, are
+ * sealed together into one buffer or file (any other query is MESS_EINVAL
+ * where its dimension shows it).  Unsealing or loading fills qs[0 .. n)
+ * with new queries (each freed with mess_query_free) and *n; cap, the room
+ * of qs, below the number stored is MESS_ELIMIT with *n set to that number
+ * and nothing allocated (a caller that does not know it asks with cap 0,
+ * qs may then be NULL).  On any other failure *n is 0 and qs[0 .. cap)
+ * are NULL.  The finish of a loaded query is that of the original: the
+ * same request id, budgets and clean query.  These calls only read the
+ * client's keys and parameters, which never change: safe from any thread,
+ * alongside every call but mess_client_free.
+ * ---------------------------------------------------------------------- */
+#define MESS_QUERY_STATE_VERSION 1
+MESS_API uint32_t mess_query_state_version(void);
+/* The exact length of n sealed queries for parameters p: 52 + 16 + n x (16
+ * + 2 M + 4 dim) bytes; 0 for n = 0, n above 2^32 - 1 or invalid p. */
+MESS_API size_t mess_query_sealed_size(const mess_params *p, size_t n);
+/* The sealed form of qs[0 .. n) in *buf (mess_buf_free). */
+MESS_API MESS_NODISCARD
+int mess_query_seal(const mess_client *c, const mess_query *const *qs, size_t n,
+                    uint8_t **buf, size_t *len);
+/* The same into cap bytes of the caller's ("Caller-owned buffers"). */
+MESS_API MESS_NODISCARD
+int mess_query_seal_into(const mess_client *c, const mess_query *const *qs, size_t n,
+                         uint8_t *buf, size_t cap, size_t *len);
+MESS_API MESS_NODISCARD
+int mess_query_unseal(const mess_client *c, const uint8_t *buf, size_t len,
+                      mess_query **qs, size_t cap, size_t *n);
+/* The sealed form of qs[0 .. n) as the file at path. */
+MESS_API MESS_NODISCARD
+int mess_query_save(const mess_client *c, const mess_query *const *qs, size_t n,
+                    const char *path);
+MESS_API MESS_NODISCARD
+int mess_query_load(const mess_client *c, const char *path, mess_query **qs,
+                    size_t cap, size_t *n);
+
+/* ------------------------------------------------------------------------
  * Shard groups: one deployment served by several servers (docs/DISTRIBUTED.md)
  *
  * The M shards are independent, so a deployment can be spread over servers
@@ -878,7 +945,9 @@ int mess_client_load(const char *path, const char *passphrase,
 /* The state-file container version this build writes and reads; files of
  * any other version are MESS_EVERSION.  mess_state_file_peek reads only a
  * state file's unauthenticated header (no passphrase needed): its container
- * version, role (1 client, 2 server) and whether it is sealed; MESS_EFORMAT
+ * version, role (1 client, 2 server, 3 query state: mess_query_save) and
+ * whether it is sealed (a query state's body is sealed by the client's
+ * key, not by a passphrase: 0); MESS_EFORMAT
  * if it is not a state file.  For messages ("version 1 found, version 2
  * expected") and for telling a sealed client file from an unsealed one. */
 #define MESS_STATE_FILE_VERSION 2

@@ -154,6 +154,10 @@ int cli_cmd_query(int argc, char **argv);
 int cli_cmd_delete(int argc, char **argv);
 int cli_cmd_compact(int argc, char **argv);
 int cli_cmd_info(int argc, char **argv);
+/* twoparty.c: the two parties as processes exchanging files */
+int cli_cmd_request(int argc, char **argv);
+int cli_cmd_search(int argc, char **argv);
+int cli_cmd_finish(int argc, char **argv);
 /* server.c: the server directory (docs/PROTOCOL.md, "Server directory").
  * cli_server_open: mess_server_open with a message naming the file and the
  * reason (an exported server, a damaged or missing file, other

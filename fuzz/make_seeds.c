@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "hnsw_bin.h"
+#include "protocol.h"
 #include "statefile.h"
 #include "wal.h"
 #include "fuzz.h"
@@ -358,6 +359,51 @@ static void delta_seeds(const struct fuzz_fixture *fx)
     mess_vecs_free(base);
 }
 
+/* Seeds of fuzz_query_state: the fixture query's state file (modes 0-2,
+ * as state_seeds writes them), its sealed form (mode 3) and its
+ * plaintext, one query and two (mode 4: u8 count | plaintext, sealed by
+ * the target). */
+static void query_state_seeds(const struct fuzz_fixture *fx)
+{
+    const char *path = "build/seed.qstate";
+    const mess_query *one = fx->query, *q = fx->query;
+    uint8_t *buf;
+    size_t len, i, j;
+    uint8_t n;
+    int rc;
+    if ((rc = mess_query_save(fx->client, &one, 1, path)) != MESS_OK)
+        die("mess_query_save", rc);
+    state_seeds("query_state", path, STATEFILE_QUERY, NULL, "one");
+    remove(path);
+    if ((rc = mess_query_seal(fx->client, &one, 1, &buf, &len)) != MESS_OK)
+        die("mess_query_seal", rc);
+    put("query_state", "sealed", 3, 1, buf, len);
+    mess_buf_free(buf);
+    for (n = 1; n <= 2; n++) {
+        struct mess_wr w;
+        char nm[32];
+        mess_wr_init(&w);
+        mess_wr_u8(&w, n);
+        for (i = 0; i < n; i++) {
+            mess_wr_bytes(&w, q->request_id, sizeof q->request_id);
+            for (j = 0; j < fx->p.shards; j++) {
+                mess_wr_u8(&w, (uint8_t)q->budgets[j]);
+                mess_wr_u8(&w, (uint8_t)(q->budgets[j] >> 8));
+            }
+            for (j = 0; j < q->dim; j++) {
+                uint32_t bits;
+                memcpy(&bits, &q->q[j], 4);
+                mess_wr_u32(&w, bits);
+            }
+        }
+        if (w.err)
+            die("query state seed", w.err);
+        snprintf(nm, sizeof nm, "plain-%u", (unsigned)n);
+        put("query_state", nm, 4, 1, w.p, w.len);
+        mess_wr_free(&w);
+    }
+}
+
 int main(void)
 {
     const struct fuzz_fixture *fx = fuzz_fixture();
@@ -458,5 +504,6 @@ int main(void)
     wal_seeds(fx);
     manifest_seeds(fx);
     delta_seeds(fx);
+    query_state_seeds(fx);
     return 0;
 }

@@ -30,6 +30,12 @@ EXEMPT = {
         "only on a CPU without POPCNT (hnsw_popcount_force; the build and test "
         "machines have it)",
     "bench batch: <reason>": "printed only with MESS_ENOMEM (bench/bench_batch.c)",
+    "'%s' holds %zu queries; a request file holds at most 4294967295":
+        "a query file of more than 2^32 - 1 rows (34 GB at one dimension; "
+        "cli/twoparty.c)",
+    "PATH: <reason> (cannot write query state)":
+        "mess_query_save fails otherwise only with MESS_EIO, which prints the "
+        "system's reason (tested), or out of memory (cli/twoparty.c)",
     "bench open: %s": "a directory that opened once fails to open or load again "
                       "within the run (files changed under it); bench/bench_open.c",
     "%zu queries returned no result (a bug)": "an internal consistency check of "

@@ -57,6 +57,8 @@ static mess_server *S;
 static uint8_t *UP, *DEL, *REQ, *RESP, *BASE_UP, *EMPTY_SAVE;
 static size_t UP_LEN, DEL_LEN, REQ_LEN, RESP_LEN, BASE_UP_LEN, EMPTY_SAVE_LEN;
 static mess_query *Q;
+static uint8_t *QSEAL; /* Q sealed (mess_query_seal) */
+static size_t QSEAL_LEN;
 static mess_account_pld *PLD;
 
 static unsigned long total_allocs, total_injected, total_recovered;
@@ -704,6 +706,59 @@ static int c_client_load_sealed(void)
     return load_client_from("sealed.client", "correct horse");
 }
 
+/* The query state (mess.h, "Query state"): sealing and saving Q, and
+ * loading it into the caller's array, which a failure leaves all NULL. */
+static int c_query_seal(void)
+{
+    uint8_t *buf = (uint8_t *)&buf;
+    size_t len = 1;
+    const mess_query *q = Q;
+    int rc = mess_query_seal(C, &q, 1, &buf, &len);
+    if (rc != MESS_OK)
+        return buf || len ? OUT_DIRTY : rc;
+    mess_buf_free(buf);
+    return rc;
+}
+
+static int c_query_save(void)
+{
+    char path[256];
+    const mess_query *q = Q;
+    int rc;
+    path_of(path, sizeof path, "saved.qstate");
+    rc = mess_query_save(C, &q, 1, path);
+    if (rc != MESS_OK && leftover("saved.qstate"))
+        return OUT_DIRTY;
+    return rc;
+}
+
+static int query_loaded(int rc, mess_query **qs, size_t n)
+{
+    if (rc != MESS_OK)
+        return qs[0] || qs[1] || n ? OUT_DIRTY : rc;
+    mess_query_free(qs[0]);
+    return n == 1 && !qs[1] ? rc : OUT_DIRTY;
+}
+
+static int c_query_unseal(void)
+{
+    mess_query *qs[2] = {(mess_query *)&qs, (mess_query *)&qs};
+    size_t n = 9;
+    int rc = mess_query_unseal(C, QSEAL, QSEAL_LEN, qs, 2, &n);
+    return query_loaded(rc, qs, n);
+}
+
+static int c_query_load(void)
+{
+    char path[256];
+    mess_query *qs[2] = {(mess_query *)&qs, (mess_query *)&qs};
+    size_t n = 9;
+    int rc;
+    path_of(path, sizeof path, "pending.qstate");
+    rc = mess_query_load(C, path, qs, 2, &n);
+    return query_loaded(rc, qs, n);
+}
+
 static int c_plan_paper(void)
 {
     size_t pools[2] = {8, 24};
@@ -894,6 +949,13 @@ static int fixture(void)
         mess_server_search(S, REQ, REQ_LEN, 1, &RESP, &RESP_LEN) != MESS_OK)
         return -1;
     save_baseline();
+    {
+        const mess_query *q = Q;
+        path_of(path, sizeof path, "pending.qstate");
+        if (mess_query_seal(C, &q, 1, &QSEAL, &QSEAL_LEN) != MESS_OK ||
+            mess_query_save(C, &q, 1, path) != MESS_OK)
+            return -1;
+    }
     path_of(path, sizeof path, "sealed.client");
     if (full && mess_client_save(C, path, "correct horse") != MESS_OK)
         return -1;
@@ -915,6 +977,7 @@ static void fixture_free(void)
     mess_buf_free(REQ);
     mess_buf_free(RESP);
     mess_query_free(Q);
+    mess_buf_free(QSEAL);
 }
 
 /* ---- tests -------------------------------------------------------------------- */
@@ -970,6 +1033,10 @@ static void test_client(void)
     sweep("mess_client_finish_batch", c_finish_batch);
     sweep("mess_client_save", c_client_save);
     sweep("mess_client_load", c_client_load);
+    sweep("mess_query_seal", c_query_seal);
+    sweep("mess_query_unseal", c_query_unseal);
+    sweep("mess_query_save", c_query_save);
+    sweep("mess_query_load", c_query_load);
     if (full) {
         sweep("mess_client_save (sealed)", c_client_save_sealed);
         sweep("mess_client_load (sealed)", c_client_load_sealed);

@@ -236,6 +236,7 @@ LIMITS = {  # name without MESS_ -> value
     "OWNER_BYTES": 16,
     "SEED_BYTES": 32,
     "STATE_FILE_VERSION": 2,
+    "QUERY_STATE_VERSION": 1,
     "LABEL_BYTES": 16,
     "ACCOUNT_MAX_REPEATS": 1 << 53,
     "ACCOUNT_MIN_DELTA": 1e-20,
@@ -245,7 +246,8 @@ LIMITS = {  # name without MESS_ -> value
     "PLAN_MAX_CHECK_SHARDS": 64,
 }
 
-_LIMIT_TYPES = {"STATE_FILE_VERSION": c_uint32, "ACCOUNT_MAX_REPEATS": c_uint64,
+_LIMIT_TYPES = {"STATE_FILE_VERSION": c_uint32, "QUERY_STATE_VERSION": c_uint32,
+                "ACCOUNT_MAX_REPEATS": c_uint64,
                 "ACCOUNT_MIN_DELTA": c_double, "ACCOUNT_MAX_WORK": c_double}
 
 STRUCTS = {  # C function reporting the library's sizeof -> ctypes mirror
@@ -439,6 +441,13 @@ client_finish = _proto("mess_client_finish_sized", [c_void_p, c_void_p, c_void_p
                                                     c_size_t, c_void_p, c_void_p, P_size,
                                                     POINTER(mess_finish_stats), c_size_t])
 query_free = _proto("mess_query_free", [c_void_p], None)
+# pending queries outside the process (mess.h, "Query state")
+query_seal = _proto("mess_query_seal", [c_void_p, c_void_p, c_size_t, POINTER(c_void_p), P_size])
+query_unseal = _proto("mess_query_unseal", [c_void_p, c_void_p, c_size_t, c_void_p, c_size_t,
+                                            P_size])
+query_save = _proto("mess_query_save", [c_void_p, c_void_p, c_size_t, c_char_p])
+query_load = _proto("mess_query_load", [c_void_p, c_char_p, c_void_p, c_size_t, P_size])
+query_sealed_size = _proto("mess_query_sealed_size", [P_params, c_size_t], c_size_t)
 # persistent workers and the batch calls (mess.h, "Batches")
 workers_new = _proto("mess_workers_new", [c_uint, POINTER(c_void_p)])
 workers_free = _proto("mess_workers_free", [c_void_p], None)

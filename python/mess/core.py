@@ -182,6 +182,10 @@ class Params(L.mess_params):
     def payload_size(self):
         return L.payload_size(byref(self))
 
+    def query_sealed_size(self, n=1):
+        """Bytes of n sealed queries (Client.seal_queries)."""
+        return L.query_sealed_size(byref(self), _count(n, "n", 1, 2 ** 32 - 1))
+
 
 def effective_flip(p_prr, p_irr):
     return L.effective_flip(p_prr, p_irr)
@@ -341,8 +345,37 @@ def merge_responses(params, request, parts):
 
 
 class Query(_Handle):
-    """The client-side state of one outstanding query (mess_query)."""
+    """The client-side state of one outstanding query (mess_query).  It
+    holds the clean query: Client.save_queries / seal_queries keep it
+    outside the process, sealed for that client only."""
     _free = staticmethod(L.query_free)
+
+
+def _queries_arg(queries):
+    """(array of mess_query pointers, count, keepalive) for a Query or a
+    sequence of them."""
+    qs = [queries] if isinstance(queries, Query) else list(queries)
+    if not qs:
+        raise ValueError("no queries")
+    for q in qs:
+        if not isinstance(q, Query):
+            raise TypeError("queries must be Query objects from Client.request, not %s"
+                            % type(q).__name__)
+    return (c_void_p * len(qs))(*[q.ptr for q in qs]), len(qs), qs
+
+
+def _queries_out(load, *args):
+    """Calls a query-state loader twice: with no room (LimitError with the
+    count stored), then with room for that count; the new Query objects."""
+    n = c_size_t()
+    try:
+        load(*(args + (None, 0, byref(n))))
+    except L.LimitError:
+        pass
+    out = (c_void_p * n.value)()
+    got = c_size_t()
+    load(*(args + (out, n.value, byref(got))))
+    return [Query(out[i]) for i in range(got.value)]
 
 
 class Client(_Handle):
@@ -453,6 +486,42 @@ class Client(_Handle):
         qs, buf, n = c_void_p(), c_void_p(), c_size_t()
         L.client_request(self.ptr, q.ctypes.data, pool, byref(qs), byref(buf), byref(n))
         return Query(qs.value), _take_buf(buf, n)
+
+    def save_queries(self, path, queries):
+        """Saves pending queries (a Query or a sequence) to the file at path,
+        sealed under a key of this client (they hold the clean queries):
+        load_queries reads them back, in another process or after a
+        restart, and only with this client.  Mode 0600, written
+        atomically."""
+        arr, n, keep = _queries_arg(queries)
+        L.query_save(self.ptr, arr, n, _path(path))
+        del keep
+
+    def load_queries(self, path):
+        """The queries save_queries wrote, as a list of Query objects to
+        finish() with the responses to their requests.  Another client's
+        file or a changed byte raises AuthenticationError (or FormatError,
+        the file's checksum), other parameters ParamsMismatchError,
+        another format version VersionError, a client or server state
+        file RoleError."""
+        return _queries_out(L.query_load, self.ptr, _path(path))
+
+    def seal_queries(self, queries):
+        """The sealed form of pending queries (a Buffer: bytes(buf) to keep
+        it anywhere), for unseal_queries of this client."""
+        arr, n, keep = _queries_arg(queries)
+        buf, m = c_void_p(), c_size_t()
+        L.query_seal(self.ptr, arr, n, byref(buf), byref(m))
+        del keep
+        return _take_buf(buf, m)
+
+    def unseal_queries(self, sealed):
+        """The queries of a sealed form (any bytes-like object), as
+        load_queries returns them."""
+        ptr, n, keep = _buf_arg(sealed)
+        qs = _queries_out(L.query_unseal, self.ptr, ptr, n)
+        del keep
+        return qs
 
     def finish(self, query, response, k):
         """Decrypts, dedupes and reranks a response: (ids uint64[n],

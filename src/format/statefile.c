@@ -313,7 +313,8 @@ int statefile_read(const char *path, uint32_t role, const char *passphrase,
     if (sodium_memcmp(sum, file + flen - SUM_BYTES, SUM_BYTES) != 0)
         goto done; /* truncated or corrupted */
     if (frole != role) {
-        rc = (frole == STATEFILE_CLIENT || frole == STATEFILE_SERVER)
+        rc = (frole == STATEFILE_CLIENT || frole == STATEFILE_SERVER ||
+              frole == STATEFILE_QUERY)
                  ? MESS_EROLE : MESS_EFORMAT;
         goto done;
     }

@@ -3,7 +3,7 @@
  *
  *   0   magic "MESSSTAT"
  *   8   u32 format version (MESS_STATE_FILE_VERSION = 2; 1 is refused)
- *   12  u32 role (STATEFILE_CLIENT / STATEFILE_SERVER)
+ *   12  u32 role (STATEFILE_CLIENT / STATEFILE_SERVER / STATEFILE_QUERY)
  *   16  u32 flags (bit 0: body sealed under a passphrase)
  *   20  public parameters (MESS_PARAMS_BYTES)
  *   84  u64 raw length (body after decompression); 0 if sealed
@@ -29,6 +29,9 @@
 
 #define STATEFILE_CLIENT 1
 #define STATEFILE_SERVER 2
+/* Pending queries (client_query_state.c): the body is sealed by the
+ * client's key, the container itself unsealed. */
+#define STATEFILE_QUERY 3
 
 /* passphrase: NULL (pass_len 0) for an unsealed file, else pass_len > 0
  * bytes (NUL bytes included); an empty one is MESS_EINVAL.

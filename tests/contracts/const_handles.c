@@ -42,6 +42,11 @@ int use_const(const mess_client *c, const mess_server *s, const mess_query *q,
     rc |= mess_client_finish(c, q, resp, resp_len, 10, ids, dists, &n, &fst);
     rc |= mess_client_finish(c, q, resp, resp_len, 10, ids, dists, &n, &fst);
     mess_buf_free(resp);
+    /* a query state seals and saves from const handles (mess.h, "Query
+     * state") */
+    rc |= mess_query_seal(c, &q, 1, &resp, &resp_len);
+    mess_buf_free(resp);
+    rc |= mess_query_save(c, &q, 1, "queries.qstate");
     rc |= mess_client_save(c, "client.mess", NULL);
     rc |= mess_client_save_pass(c, "client.mess", "pw", 2);
     rc |= mess_server_save(s, "server.mess");
