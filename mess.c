@@ -804,6 +804,18 @@ int mess_client_save_pass(const mess_client *c, const char *path,
     return rc;
 }
 
+int mess_client_save_new(const mess_client *c, const char *path,
+                         const char *passphrase, size_t passphrase_len)
+{
+    int rc;
+    if (!c)
+        return MESS_EINVAL;
+    client_lock_read(c);
+    rc = client_save_as(c, path, passphrase, passphrase_len, 1);
+    client_unlock(c);
+    return rc;
+}
+
 int mess_client_codes(const mess_client *c, const float *x, uint64_t *codes)
 {
     if (!c || !x || !codes)

@@ -377,10 +377,16 @@ class Client(_Handle):
         L.client_load_pass(_path(path), *_pass(passphrase), byref(out))
         return cls(None, None, _ptr=out.value)
 
-    def save(self, path, passphrase=None):
+    def save(self, path, passphrase=None, exist_ok=True):
         """Saves the client, sealed under `passphrase` (str or bytes, any
-        bytes, not empty) if given."""
-        L.client_save_pass(self.ptr, _path(path), *_pass(passphrase))
+        bytes, not empty) if given.  exist_ok=False never replaces a file:
+        a new client's file is the only copy of its server's keys, so
+        anything at `path` raises AlreadyExistsError (a FileExistsError)
+        and is left as it was; of several processes saving to one new path
+        exactly one succeeds (mess_client_save_new, what `mess init`
+        uses)."""
+        save = L.client_save_pass if exist_ok else L.client_save_new
+        save(self.ptr, _path(path), *_pass(passphrase))
 
     @property
     def params(self):

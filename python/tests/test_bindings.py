@@ -542,6 +542,43 @@ class TestLifecycle(unittest.TestCase):
             with mess.Client.load(plain):
                 pass
 
+    def test_save_exist_ok(self):
+        # issue 29 item 1: a new client's file is the only copy of its
+        # server's keys; exist_ok=False never replaces anything
+        p = small_params()
+        with tempfile.TemporaryDirectory() as d, \
+                mess.Client(p, Data.train, seed=SEED) as c:
+            path = os.path.join(d, "c.mess")
+            c.save(path, exist_ok=False)
+            with mess.Client.load(path) as c2:
+                self.assertEqual(c2.params, p)
+            def read(f):
+                with open(f, "rb") as fh:
+                    return fh.read()
+            before = read(path)
+            with mess.Client(p, Data.train[:1000]) as other:   # other keys
+                with self.assertRaises(mess.AlreadyExistsError) as cm:
+                    other.save(path, exist_ok=False)
+                with self.assertRaises(FileExistsError):
+                    other.save(path, passphrase="pw", exist_ok=False)
+            e = cm.exception
+            self.assertEqual((e.code, e.errno, e.filename), (-16, errno.EEXIST, path))
+            self.assertIn(path, str(e))
+            self.assertEqual(read(path), before)
+            # a dangling symlink is not followed; a directory is refused too
+            link, target = os.path.join(d, "link.mess"), os.path.join(d, "nowhere")
+            os.symlink("nowhere", link)
+            with self.assertRaises(FileExistsError):
+                c.save(link, exist_ok=False)
+            self.assertFalse(os.path.exists(target))
+            with self.assertRaises(FileExistsError):
+                c.save(d, exist_ok=False)
+            self.assertEqual(sorted(os.listdir(d)), ["c.mess", "link.mess"])
+            # the default still replaces (saving a client again)
+            c.save(path)
+            with mess.Client.load(path):
+                pass
+
     def test_deterministic_mode_repeats(self):
         p = small_params()
         a = mess.Client(p, Data.train, seed=SEED)

@@ -284,8 +284,11 @@ void client_finish_set_batched(int on);
  * (chacha_lanes_force, poly1305_lanes_force, metric_set_simd), not
  * thread-safe. */
 void client_finish_set_simd(int on);
-/* state.c */
+/* state.c.  client_save_as with create 1 never replaces a file at path
+ * (statefile_create: MESS_EEXIST); client_save replaces it. */
 int client_save(const mess_client *c, const char *path,
                 const char *passphrase, size_t passphrase_len);
+int client_save_as(const mess_client *c, const char *path,
+                   const char *passphrase, size_t passphrase_len, int create);
 
 #endif

@@ -32,6 +32,12 @@ int mess_client_save(const mess_client *c, const char *path,
 int client_save(const mess_client *c, const char *path,
                 const char *passphrase, size_t passphrase_len)
 {
+    return client_save_as(c, path, passphrase, passphrase_len, 0);
+}
+
+int client_save_as(const mess_client *c, const char *path,
+                   const char *passphrase, size_t passphrase_len, int create)
+{
     struct mess_wr w;
     int rc;
     if (!c || !path || (passphrase != NULL) != (passphrase_len != 0))
@@ -58,8 +64,9 @@ int client_save(const mess_client *c, const char *path,
     if (rc == MESS_OK)
         memcpy(w.p + 4 + 1 + 8, c->keys->master, KEY_BYTES);
     if (rc == MESS_OK)
-        rc = statefile_write(path, STATEFILE_CLIENT, &c->p, w.p, w.len,
-                             passphrase, passphrase_len, 0600);
+        rc = (create ? statefile_create : statefile_write)(
+            path, STATEFILE_CLIENT, &c->p, w.p, w.len, passphrase,
+            passphrase_len, 0600);
     if (w.p)
         sodium_memzero(w.p, w.len);
     mess_wr_free(&w);
