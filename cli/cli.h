@@ -83,6 +83,17 @@ int cli_read_ids(const char *path, const char *what, uint64_t **ids, size_t *n,
  * searchable; the file's own mode does not matter); else -1 after
  * "mess: DIR: strerror(errno)". */
 int cli_save_possible(const char *path);
+/* A new client file (mess init) never replaces one.  cli_client_fresh:
+ * CLI_OK if nothing is at path (lstat: a dangling symlink counts), else
+ * cli_client_exists's message naming the file (how to keep it and go on:
+ * --force) and CLI_FAIL; the save itself (mess_client_save_new) refuses a
+ * file created meanwhile with MESS_EEXIST, and gets the same message.
+ * cli_keep_replaced (--force): moves the file at path to
+ * PATH.replaced-YYYYmmddTHHMMSS (local time; .2, .3, ... if taken: no file
+ * is overwritten) and prints that name; CLI_OK if nothing was there. */
+int cli_client_fresh(const char *path);
+int cli_client_exists(const char *path);
+int cli_keep_replaced(const char *path);
 int cli_check_training(const char *path, size_t n, const mess_params *p);
 /* The client of init and plan --train: reads the training file (its
  * dimension sets p->dim), checks its rows (cli_check_training) and the

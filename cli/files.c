@@ -2,13 +2,17 @@
  * files.c - the `mess` tool's vector and id files: the accepted extensions,
  * the system's reason for a failed open/read/write ("mess: PATH: reason"),
  * non-finite components named by row, and ids written without truncation
- * (.ivecs holds ids below 2^31; .u64vecs holds any).
+ * (.ivecs holds ids below 2^31; .u64vecs holds any); a new client file
+ * that never replaces one (init, and --force's kept copy).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../mess.h"
@@ -254,4 +258,79 @@ int cli_save_possible(const char *path)
         cli_error("%s: %s", dir, strerror(err));
     free(dir);
     return err ? -1 : 0;
+}
+
+int cli_client_exists(const char *path)
+{
+    cli_error("%s exists: init never replaces a client file (it may hold the only "
+              "keys of a server); give another --client, or add --force to keep the "
+              "old file under a new name and write a new one", path);
+    return CLI_FAIL;
+}
+
+int cli_client_fresh(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0)
+        return cli_client_exists(path);
+    return CLI_OK; /* a missing directory is the save's own error */
+}
+
+int cli_keep_replaced(const char *path)
+{
+    char stamp[32], *kept;
+    size_t cap = strlen(path) + sizeof ".replaced-YYYYmmddTHHMMSS.999";
+    struct stat st;
+    struct tm tm;
+    time_t now = time(NULL);
+    int fd = -1, i, err;
+
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return CLI_OK; /* nothing to keep */
+        cli_error("%s: %s", path, strerror(errno));
+        return CLI_FAIL;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        cli_error("%s is a directory: --force keeps an existing client file under a new "
+                  "name, not a directory", path);
+        return CLI_FAIL;
+    }
+    kept = (char *)malloc(cap);
+    if (!kept || !localtime_r(&now, &tm) ||
+        strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", &tm) == 0) {
+        free(kept);
+        cli_error("out of memory");
+        return CLI_FAIL;
+    }
+    /* The name is claimed with O_EXCL (an empty file) before the rename
+     * moves the old file over it: a file already there, an earlier kept
+     * copy among them, is never overwritten, and the rename moves exactly
+     * what is at path at that moment. */
+    for (i = 1; i <= 999 && fd < 0; i++) {
+        if (i == 1)
+            snprintf(kept, cap, "%s.replaced-%s", path, stamp);
+        else
+            snprintf(kept, cap, "%s.replaced-%s.%d", path, stamp, i);
+        fd = open(kept, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        cli_error("%s: %s", kept, strerror(errno));
+        free(kept);
+        return CLI_FAIL;
+    }
+    close(fd);
+    if (rename(path, kept) != 0) {
+        err = errno;
+        unlink(kept);
+        cli_error("%s: %s", path, strerror(err));
+        free(kept);
+        return CLI_FAIL;
+    }
+    /* durable with the new file: its save fsyncs this same directory */
+    cli_error("%s existed: kept as %s (--force)", path, kept);
+    free(kept);
+    return CLI_OK;
 }

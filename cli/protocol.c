@@ -29,6 +29,10 @@ static const char init_help[] =
     "an empty server directory S (new, or empty) for the same public parameters.  FILE (.fvecs or\n"
     ".bvecs) trains the hashes; it should be public data or data outside the\n"
     "protected set (the privacy analysis treats the hash as fixed).\n"
+    "C is a new file: the only copy of the keys S's entries will be sealed\n"
+    "under, so init never replaces one.  Anything at C (a file, a symlink)\n"
+    "is refused before the training, exit 1, and the file is created\n"
+    "without replacing anything, so of two inits racing for C one fails.\n"
     "\n";
 
 static const char init_help_tail[] =
@@ -36,7 +40,11 @@ static const char init_help_tail[] =
     "  --seed-file F       ... or in file F (never on the command line: the seed is\n"
     "                      the master key; for reproducible experiments only)\n"
     "  --threads N         worker threads (1)\n"
-    "  --passphrase-env V  seal the client file with the passphrase in $V\n";
+    "  --passphrase-env V  seal the client file with the passphrase in $V\n"
+    "  --force             an existing C is moved to C.replaced-YYYYmmddTHHMMSS\n"
+    "                      (local time; .2, .3, ... if taken: nothing is\n"
+    "                      overwritten), the name is printed, then the new C is\n"
+    "                      written; S must still be new or empty\n";
 
 int cli_cmd_init(int argc, char **argv)
 {
@@ -44,7 +52,7 @@ int cli_cmd_init(int argc, char **argv)
     const char *cpath, *spath, *train, *pass;
     long threads;
     uint8_t seed[32];
-    int have_seed;
+    int have_seed, force;
     mess_params p;
     mess_client *c = NULL;
     mess_server *s = NULL;
@@ -62,6 +70,7 @@ int cli_cmd_init(int argc, char **argv)
     cpath = cli_opt(&a, "--client");
     spath = cli_opt(&a, "--server");
     train = cli_opt(&a, "--train");
+    force = cli_flag(&a, "--force");
     if (cli_seed(&a, seed, &have_seed, 1))
         return CLI_USAGE;
     if (!cpath || !spath || !train) {
@@ -76,13 +85,23 @@ int cli_cmd_init(int argc, char **argv)
      * existing server is never replaced (its client would be lost) */
     if (cli_server_fresh(spath) != CLI_OK)
         return CLI_FAIL;
+    /* nor is a client file (issue 29: a second init replaced the first
+     * one's keys, and its server was lost) */
+    if (!force && cli_client_fresh(cpath) != CLI_OK)
+        return CLI_FAIL;
     t0 = cli_wall_s();
     rc = cli_train_client(train, &p, have_seed ? seed : NULL, threads, &c, &n);
     if (rc != CLI_OK)
         return rc;
+    if (force && cli_keep_replaced(cpath) != CLI_OK) {
+        mess_client_free(c);
+        return CLI_FAIL;
+    }
     errno = 0;
-    rc = mess_client_save(c, cpath, pass);
+    rc = mess_client_save_new(c, cpath, pass, pass ? strlen(pass) : 0);
     mess_client_free(c);
+    if (rc == MESS_EEXIST) /* made while this one trained */
+        return cli_client_exists(cpath);
     if (rc != MESS_OK)
         return cli_fail("cannot write client state", cpath, rc);
     errno = 0;
