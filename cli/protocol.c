@@ -3,6 +3,7 @@
  * protocol driven from files, one process playing both roles.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,8 +309,10 @@ static const char query_help[] =
     "Runs every query of FILE through request -> server search -> finish and\n"
     "reports the exact bytes exchanged and the time each side spent.\n"
     "\n"
-    "  -k K            results per query (10)\n"
-    "  --pool B        total candidate pool over all shards (required)\n"
+    "  -k K            results per query (10); at most B results come back, so\n"
+    "                  a K above B is warned about\n"
+    "  --pool B        total candidate pool over all shards (required), split\n"
+    "                  over the client's M shards: 1 .. 65535 x M\n"
     "  --out F         write the top-k ids per query: F.ivecs (int32; refused\n"
     "                  if an id is 2^31 or more; -1 pads a short row) or\n"
     "                  F.u64vecs (uint64 ids; 2^64-1 pads)\n"
@@ -359,7 +362,9 @@ int cli_cmd_query(int argc, char **argv)
     outp = cli_opt(&a, "--out");
     gtp = cli_opt(&a, "--gt");
     if (cli_opt_long(&a, "-k", 1, 100000, 10, &k) ||
-        cli_opt_long(&a, "--pool", 1, (long)MESS_MAX_BUDGET * MESS_MAX_SHARDS, 0, &pool) ||
+        /* the real bound, 65535 x the client's M, is checked once the
+         * client is loaded */
+        cli_opt_long(&a, "--pool", 1, LONG_MAX, 0, &pool) ||
         cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
         cli_opt_long(&a, "--ef-search", 0, MESS_MAX_EF, -1, &efs))
         return CLI_USAGE;
@@ -410,6 +415,19 @@ int cli_cmd_query(int argc, char **argv)
     mess_client_set_verify_all(c, verify_all);
     if (efs >= 0)
         mess_server_set_ef_search(s, (uint32_t)efs);
+    /* issue 29: --pool 67107840 (65535 x MESS_MAX_SHARDS) passed the
+     * option's check and failed in the request as "size limit exceeded" */
+    if ((unsigned long)pool > (unsigned long)MESS_MAX_BUDGET * p.shards) {
+        cli_error("--pool: expected an integer in [1, %lu] for this client (%u shards, "
+                  "at most %d candidates each), got %ld",
+                  (unsigned long)MESS_MAX_BUDGET * p.shards, p.shards, MESS_MAX_BUDGET, pool);
+        rc = CLI_USAGE;
+        goto done;
+    }
+    if (k > pool)
+        fprintf(stderr, "mess: warning: -k %ld is larger than --pool %ld: a query returns "
+                "at most %ld results (the pool bounds its candidates)\n",
+                k, pool, pool);
     if (dim != p.dim) {
         cli_error("'%s' has dimension %zu, the index expects %u", file, dim, p.dim);
         rc = CLI_FAIL;

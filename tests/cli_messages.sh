@@ -128,6 +128,21 @@ says "1 2" "insert of another dimension" "'$tmp/d2.fvecs' has dimension 2, the i
     >/dev/null 2>&1 || bad "init of a 4-shard client"
 says "1 2" "a server of other parameters" "server state '$S' was made for other parameters than client '$tmp/c4'" \
     "$MESS" query --client "$tmp/c4" --server "$S" --pool 8 "$tmp/q3.bvecs"
+# --pool's real range is 1 .. 65535 x the client's M (issue 29: 67107840,
+# 65535 x 1024, was advertised, then failed as "size limit exceeded")
+says 2 "--pool above 65535 x M" \
+    "--pool: expected an integer in [1, 131070] for this client (2 shards, at most 65535 candidates each), got 67107840" \
+    "$MESS" query --client "$C" --server "$S" --pool 67107840 "$tmp/q3.bvecs"
+"$MESS" query --client "$C" --server "$S" --pool 131070 -k 10 "$tmp/q3.bvecs" >"$tmp/out" 2>"$tmp/err" &&
+    grep -q '"pool":131070' "$tmp/out" && ok "--pool 65535 x M accepted" ||
+    bad "--pool 131070: $(cat "$tmp/err")"
+grep -q "warning" "$tmp/err" && bad "a warning with k below the pool: $(cat "$tmp/err")" ||
+    ok "no warning with -k below --pool"
+# k above the pool: at most B results, said on stderr (it used to be silent)
+"$MESS" query --client "$C" --server "$S" --pool 4 -k 10 "$tmp/q3.bvecs" >"$tmp/out" 2>"$tmp/err" &&
+    grep -qxF "mess: warning: -k 10 is larger than --pool 4: a query returns at most 4 results (the pool bounds its candidates)" "$tmp/err" &&
+    grep -q '^{' "$tmp/out" && ok "-k above --pool: warned, and the query runs" ||
+    bad "-k 10 --pool 4: $(cat "$tmp/err")"
 SEALP=a-passphrase "$MESS" init --client "$tmp/cs" --server "$tmp/ss" --train "$tmp/train.bvecs" --shards 2 \
     --per-item 1 --passphrase-env SEALP >/dev/null 2>&1 || bad "init of a sealed client"
 says 1 "info of a sealed client without its passphrase" \

@@ -18,8 +18,8 @@ from ._lib import (AlreadyExistsError, AuthenticationError, CryptoInitError, For
                    MessError, NotFoundError, NumericError, OutOfMemoryError,
                    OwnerError, ParamsMismatchError, PassphraseError, RoleError,
                    StateError, VersionError, strerror)
-from .core import (METRICS, OWNER_BYTES, PAYLOADS, Buffer, Client, FinishStats, Params,
-                   Query, QueryResult, Server, ServerStats, ShardView, Workers,
+from .core import (METRICS, OWNER_BYTES, PAYLOADS, Buffer, Client, FinishStats, MessWarning,
+                   Params, Query, QueryResult, Server, ServerStats, ShardView, Workers,
                    effective_flip, merge_responses, split_flip, split_records)
 from .vecs import (read_bvecs, read_f32, read_fvecs, read_ivecs, read_u64vecs,
                    write_bvecs, write_fvecs, write_ivecs, write_u64vecs)

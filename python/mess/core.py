@@ -9,6 +9,7 @@ the end of a `with` block, or when garbage-collected.
 import ctypes
 import os
 import time
+import warnings
 from collections import namedtuple
 from ctypes import byref, c_size_t, c_uint32, c_void_p
 
@@ -21,6 +22,7 @@ METRICS = {"l2": 0, "ip": 1, "cos": 2, "cosine": 2}
 OWNER_BYTES = L.library_limits["OWNER_BYTES"]  # MESS_OWNER_BYTES
 MAX_EF = L.library_limits["MAX_EF"]              # MESS_MAX_EF
 SEED_BYTES = L.library_limits["SEED_BYTES"]      # MESS_SEED_BYTES
+MAX_BUDGET = L.library_limits["MAX_BUDGET"]      # MESS_MAX_BUDGET
 PAYLOADS = {"f32": 0, "f16": 1, "i8": 2, "int8": 2}
 
 FinishStats = namedtuple("FinishStats", "candidates unique auth_failures unopened")
@@ -38,6 +40,21 @@ def _f32(a, dim=None, what="vectors"):
         if a.ndim != 2 or a.shape[1] != dim:
             raise ValueError("%s must have shape (n, %d), got %s" % (what, dim, a.shape))
     return a
+
+
+class MessWarning(UserWarning):
+    """A call that runs but likely not as meant: k above the pool (fewer
+    than k results come back).  warnings.simplefilter("error",
+    mess.MessWarning) turns them into errors."""
+
+
+def _warn_k_pool(k, pool, stacklevel):
+    """At most `pool` candidates come back, so k above it cannot be met: said
+    once per call (mess query does the same on stderr)."""
+    if k > pool:
+        warnings.warn("k=%d is larger than pool=%d: a query returns at most %d results "
+                      "(the pool bounds its candidates)" % (k, pool, pool), MessWarning,
+                      stacklevel=stacklevel + 1)
 
 
 def _u64(a):
@@ -450,22 +467,35 @@ class Client(_Handle):
         return _take_buf(buf, n)
 
     def request(self, q, pool):
-        """(Query, request Buffer) for query vector q and total pool B."""
+        """(Query, request Buffer) for query vector q and total pool B, split
+        over the M shards: 1 <= B <= MAX_BUDGET * M (ValueError beyond)."""
         p = self.params
         q = _f32(q).reshape(-1)
         if q.size != p.dim:
             raise ValueError("query must have %d components" % p.dim)
-        pool = _count(pool, "pool", 1, _SIZE_MAX)
+        pool = _count(pool, "pool", 1)
+        if pool > MAX_BUDGET * p.shards:
+            raise ValueError("pool must be in [1, %d] for this client (%d shards, at most %d "
+                             "candidates each), got %d"
+                             % (MAX_BUDGET * p.shards, p.shards, MAX_BUDGET, pool))
         qs, buf, n = c_void_p(), c_void_p(), c_size_t()
         L.client_request(self.ptr, q.ctypes.data, pool, byref(qs), byref(buf), byref(n))
-        return Query(qs.value), _take_buf(buf, n)
+        query = Query(qs.value)
+        query.pool = pool  # finish() warns when its k is above it
+        return query, _take_buf(buf, n)
 
     def finish(self, query, response, k):
         """Decrypts, dedupes and reranks a response: (ids uint64[n],
-        dists float32[n], FinishStats) with n <= k results."""
+        dists float32[n], FinishStats) with n <= k results, and n <= the
+        request's pool (MessWarning when k is above it)."""
         k = _count(k, "k", 1, 2 ** 31 - 1)
         if not isinstance(query, Query):
             raise TypeError("query must be the Query that request() returned")
+        if getattr(query, "pool", None) is not None:
+            _warn_k_pool(k, query.pool, 2)
+        return self._finish(query, response, k)
+
+    def _finish(self, query, response, k):
         ptr, n, keep = _buf_arg(response)
         ids = np.empty(k, dtype=np.uint64)
         dists = np.empty(k, dtype=np.float32)
@@ -523,6 +553,10 @@ class Client(_Handle):
         k = _count(k, "k", 1, 2 ** 31 - 1)
         pool = _count(pool, "pool", 1, _SIZE_MAX)
         threads = _threads(threads)
+        _warn_k_pool(k, pool, 2)
+        return self._query(server, q, k, pool, threads)
+
+    def _query(self, server, q, k, pool, threads):
         t0 = time.perf_counter()
         qs, req = self.request(q, pool)
         t1 = time.perf_counter()
@@ -530,7 +564,7 @@ class Client(_Handle):
             resp = server.search(req, threads)
             t2 = time.perf_counter()
             with resp:
-                ids, dists, st = self.finish(qs, resp, k)
+                ids, dists, st = self._finish(qs, resp, k)
                 t3 = time.perf_counter()
                 return QueryResult(ids, dists, st, len(req), len(resp),
                                    (t1 - t0) + (t3 - t2), t2 - t1)
@@ -542,10 +576,11 @@ class Client(_Handle):
         pool = _count(pool, "pool", 1, _SIZE_MAX)
         threads = _threads(threads)
         Q = _f32(queries, self.params.dim, "queries")
+        _warn_k_pool(k, pool, 2)
         ids = np.full((Q.shape[0], k), np.iinfo(np.uint64).max, dtype=np.uint64)
         dists = np.full((Q.shape[0], k), np.inf, dtype=np.float32)
         for i in range(Q.shape[0]):
-            r = self.query(server, Q[i], k, pool, threads)
+            r = self._query(server, Q[i], k, pool, threads)
             ids[i, :r.ids.size] = r.ids
             dists[i, :r.dists.size] = r.dists
         return ids, dists
@@ -931,5 +966,5 @@ class ShardView:
 
 
 __all__ = ["Params", "Client", "Server", "Query", "Buffer", "ShardView",
-           "FinishStats", "ServerStats", "QueryResult", "MessError",
+           "FinishStats", "ServerStats", "QueryResult", "MessError", "MessWarning",
            "effective_flip", "split_flip", "METRICS", "PAYLOADS"]

@@ -238,6 +238,42 @@ class TestArguments(unittest.TestCase):
             self.s.shard(-1)
         self.assertEqual(self.s.stats().live, 200 * self.p.per_item)
 
+    def test_pool_range(self):
+        # issue 29: the real bound is MAX_BUDGET x M, checked in Python
+        q = Data.queries[0]
+        top = mess.MAX_BUDGET * self.p.shards
+        with self.assertRaises(ValueError) as cm:
+            self.c.request(q, top + 1)
+        self.assertIn("pool must be in [1, %d] for this client (%d shards"
+                      % (top, self.p.shards), str(cm.exception))
+        with self.assertRaises(ValueError):
+            self.c.query(self.s, q, k=3, pool=mess.MAX_BUDGET * mess.MAX_SHARDS)
+        qs, req = self.c.request(q, top)
+        with qs, req:
+            pass
+
+    def test_k_above_pool_warns(self):
+        # issue 29: fewer than k results used to come back without a word
+        q = Data.queries[0]
+        with self.assertWarns(mess.MessWarning) as cm:
+            r = self.c.query(self.s, q, k=10, pool=4)
+        self.assertIn("k=10 is larger than pool=4: a query returns at most 4 results",
+                      str(cm.warning))
+        self.assertLessEqual(len(r.ids), 4)
+        self.assertEqual(cm.filename, __file__)   # points at the caller
+        import warnings
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            self.c.search(self.s, Data.queries[:3], k=5, pool=2)
+            self.assertEqual(len([w for w in got if w.category is mess.MessWarning]), 1)
+            qs, req = self.c.request(q, 4)
+            with qs, req, self.s.search(req) as resp:
+                self.c.finish(qs, resp, 6)
+            self.assertEqual(len([w for w in got if w.category is mess.MessWarning]), 2)
+            self.c.query(self.s, q, k=4, pool=4)          # k == pool: nothing said
+            self.c.search(self.s, Data.queries[:2], k=3, pool=100)
+            self.assertEqual(len([w for w in got if w.category is mess.MessWarning]), 2)
+
     def test_params_fields(self):
         for kw in ({"shards": -1}, {"kappa": -64}, {"per_item": 2**32}):
             with self.assertRaises(ValueError):
