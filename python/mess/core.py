@@ -48,6 +48,21 @@ class MessWarning(UserWarning):
     mess.MessWarning) turns them into errors."""
 
 
+def _finite(a, what, function):
+    """Refuses non-finite vector components as the tool does, naming the
+    first one's row and component (InvalidArgumentError, before anything
+    reaches C)."""
+    if a.size == 0 or np.isfinite(a).all():
+        return
+    at = np.argwhere(~np.isfinite(a))[0]
+    v = a[tuple(at)]
+    kind = "NaN" if np.isnan(v) else "+inf" if v > 0 else "-inf"
+    where = ("row %d (from 0), component %d" % (at[0], at[1]) if a.ndim == 2
+             else "component %d" % at[0])
+    raise L.InvalidArgumentError(
+        -1, "%s must be finite: %s is %s (nothing was sent)" % (what, where, kind), function)
+
+
 def _warn_k_pool(k, pool, stacklevel):
     """At most `pool` candidates come back, so k above it cannot be met: said
     once per call (mess query does the same on stderr)."""
@@ -376,6 +391,7 @@ class Client(_Handle):
             return
         super().__init__(None)
         train = _f32(train, params.dim, "train")
+        _finite(train, "train", "Client")
         if seed is not None:
             seed = bytes(seed)
             if len(seed) != SEED_BYTES:
@@ -443,6 +459,7 @@ class Client(_Handle):
         x = _f32(x).reshape(-1)
         if x.size != p.dim:
             raise ValueError("vector must have %d components" % p.dim)
+        _finite(x, "the vector", "Client.codes")
         out = np.empty((p.shards, p.words), dtype=np.uint64)
         L.client_codes(self.ptr, x.ctypes.data, out.ctypes.data)
         return out
@@ -454,6 +471,7 @@ class Client(_Handle):
         v = _f32(vectors, self.params.dim)
         if v.shape[0] != ids.size:
             raise ValueError("%d ids for %d vectors" % (ids.size, v.shape[0]))
+        _finite(v, "vectors", "Client.upload")
         buf, n = c_void_p(), c_size_t()
         L.client_upload(self.ptr, ids.ctypes.data, v.ctypes.data, ids.size,
                         _threads(threads), byref(buf), byref(n))
@@ -473,6 +491,7 @@ class Client(_Handle):
         q = _f32(q).reshape(-1)
         if q.size != p.dim:
             raise ValueError("query must have %d components" % p.dim)
+        _finite(q, "the query", "Client.request")
         pool = _count(pool, "pool", 1)
         if pool > MAX_BUDGET * p.shards:
             raise ValueError("pool must be in [1, %d] for this client (%d shards, at most %d "
@@ -531,11 +550,7 @@ class Client(_Handle):
             raise ValueError("%d ids for %d vectors" % (ids.size, v.shape[0]))
         if np.unique(ids).size != ids.size:
             raise ValueError("ids repeat within the call")
-        if v.size and not np.isfinite(v).all():
-            row = int(np.nonzero(~np.isfinite(v).all(axis=1))[0][0])
-            raise L.InvalidArgumentError(
-                -1, "vectors must be finite: row %d is not (nothing was sent)" % row,
-                "Client.insert")
+        _finite(v, "vectors", "Client.insert")
         total = 0
         for i in range(0, ids.size, batch):
             try:
@@ -576,6 +591,7 @@ class Client(_Handle):
         pool = _count(pool, "pool", 1, _SIZE_MAX)
         threads = _threads(threads)
         Q = _f32(queries, self.params.dim, "queries")
+        _finite(Q, "queries", "Client.search")
         _warn_k_pool(k, pool, 2)
         ids = np.full((Q.shape[0], k), np.iinfo(np.uint64).max, dtype=np.uint64)
         dists = np.full((Q.shape[0], k), np.inf, dtype=np.float32)

@@ -274,6 +274,35 @@ class TestArguments(unittest.TestCase):
             self.c.search(self.s, Data.queries[:2], k=3, pool=100)
             self.assertEqual(len([w for w in got if w.category is mess.MessWarning]), 2)
 
+    def test_non_finite_named(self):
+        # issue 29: the error names row and component, as mess does
+        bad = Data.base[:3].copy()
+        bad[1, 3] = np.nan
+        with self.assertRaises(mess.InvalidArgumentError) as cm:
+            self.c.insert(self.s, [10**6, 10**6 + 1, 10**6 + 2], bad)
+        self.assertIn("vectors must be finite: row 1 (from 0), component 3 is NaN "
+                      "(nothing was sent)", str(cm.exception))
+        bad[1, 3] = -np.inf
+        with self.assertRaises(mess.InvalidArgumentError) as cm:
+            self.c.upload([10**6, 10**6 + 1, 10**6 + 2], bad)
+        self.assertIn("row 1 (from 0), component 3 is -inf", str(cm.exception))
+        q = Data.queries[0].copy()
+        q[5] = np.inf
+        with self.assertRaises(mess.InvalidArgumentError) as cm:
+            self.c.query(self.s, q, k=3, pool=100)
+        self.assertIn("the query must be finite: component 5 is +inf", str(cm.exception))
+        with self.assertRaises(mess.InvalidArgumentError) as cm:
+            self.c.search(self.s, np.stack([Data.queries[1], q]), k=3, pool=100)
+        self.assertIn("queries must be finite: row 1 (from 0), component 5 is +inf",
+                      str(cm.exception))
+        train = Data.train[:1000].copy()
+        train[7, 0] = np.nan
+        with self.assertRaises(mess.InvalidArgumentError) as cm:
+            mess.Client(self.p, train)
+        self.assertIn("train must be finite: row 7 (from 0), component 0 is NaN",
+                      str(cm.exception))
+        self.assertEqual(self.s.stats().live, 200 * self.p.per_item)
+
     def test_params_fields(self):
         for kw in ({"shards": -1}, {"kappa": -64}, {"per_item": 2**32}):
             with self.assertRaises(ValueError):
