@@ -547,7 +547,14 @@ static const char delete_help[] =
     "usage: mess delete --client C --server S --ids ID[,ID...]\n"
     "\n"
     "Marks the items deleted in every shard that holds them (they still route\n"
-    "searches but are never returned); `mess compact` removes them.\n";
+    "searches but are never returned); `mess compact` removes them.\n"
+    "Checked: the list's syntax, and that no id repeats in it.  Not checked,\n"
+    "because the client keeps no list of stored ids (only the generations of\n"
+    "those it deleted or re-inserted): that an id was ever stored, or is not\n"
+    "deleted already.  Such an id is not refused and nothing is said; its\n"
+    "delete records match nothing on the server, which counts them in\n"
+    "missing_entries (one per shard the id would be in, --per-item of them).\n"
+    "Last line: {\"ids\",\"entries\",\"missing_entries\",\"delete_bytes\"}.\n";
 
 int cli_cmd_delete(int argc, char **argv)
 {
