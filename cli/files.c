@@ -206,6 +206,59 @@ int cli_check_training(const char *path, size_t n, const mess_params *p)
     return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The 95th over the 5th percentile (nearest rank) of the rows' Euclidean
+ * norms: 1 when all norms are equal, robust to a few outliers; infinite
+ * when at least 5% of the rows are zero and others are not; 0 if memory
+ * runs out (no hint then). */
+static double norm_spread(const float *x, size_t n, size_t dim)
+{
+    double *nrm, lo, hi;
+    size_t i, j;
+    if (n == 0)
+        return 1.0;
+    nrm = (double *)malloc(n * sizeof *nrm);
+    if (!nrm)
+        return 0.0;
+    for (i = 0; i < n; i++) {
+        double ss = 0;
+        for (j = 0; j < dim; j++)
+            ss += (double)x[i * dim + j] * x[i * dim + j];
+        nrm[i] = sqrt(ss);
+    }
+    qsort(nrm, n, sizeof *nrm, cmp_double);
+    lo = nrm[(size_t)(0.05 * (double)(n - 1))];
+    hi = nrm[(size_t)(0.95 * (double)(n - 1))];
+    free(nrm);
+    return lo > 0 ? hi / lo : hi > 0 ? HUGE_VAL : 1.0;
+}
+
+void cli_norm_hint(const char *path, const float *x, size_t n, size_t dim,
+                   uint32_t metric)
+{
+    double spread;
+    if (metric != MESS_METRIC_L2 && metric != MESS_METRIC_COSINE)
+        return; /* inner product: the norms are part of the score */
+    spread = norm_spread(x, n, dim);
+    if (metric == MESS_METRIC_L2 && spread > CLI_NORM_SPREAD_L2)
+        fprintf(stderr, "mess: hint: %s: the training vectors' norms spread (95th / 5th "
+                "percentile %.2f); under --metric l2 a vector's length counts as much as "
+                "its direction, so if these are embeddings meant to be compared by angle, "
+                "normalise every vector to length 1 before init, insert and query, or the "
+                "results are not the cosine neighbours (eval/norm_spread.py)\n", path, spread);
+    else if (metric == MESS_METRIC_COSINE && spread > CLI_NORM_SPREAD_COS)
+        fprintf(stderr, "mess: hint: %s: the training vectors' norms spread (95th / 5th "
+                "percentile %.2f); the codes are made from the vectors as given, so "
+                "cosine recall falls as norms spread: normalise every vector to length 1 "
+                "before init, insert and query (the cosine neighbours do not change; "
+                "eval/norm_spread.py)\n", path, spread);
+}
+
 int cli_train_client(const char *train, mess_params *p, const uint8_t *seed,
                      long threads, mess_client **out, size_t *rows)
 {
@@ -220,6 +273,7 @@ int cli_train_client(const char *train, mess_params *p, const uint8_t *seed,
         mess_vecs_free(x);
         return CLI_FAIL;
     }
+    cli_norm_hint(train, x, n, dim, p->metric);
     rc = mess_params_check(p); /* the options were checked one by one */
     if (rc != MESS_OK) {
         mess_vecs_free(x);

@@ -44,8 +44,43 @@ def _f32(a, dim=None, what="vectors"):
 
 class MessWarning(UserWarning):
     """A call that runs but likely not as meant: k above the pool (fewer
-    than k results come back).  warnings.simplefilter("error",
-    mess.MessWarning) turns them into errors."""
+    than k results come back), training vectors whose norms spread under
+    the l2 or cos metric (NORM_SPREAD_HINT).  warnings.simplefilter(
+    "error", mess.MessWarning) turns them into errors."""
+
+
+# The 95th / 5th percentile of the training vectors' norms above which
+# Client() hints to normalise them, per metric (l2, cos; none for ip, whose
+# score includes the norms).  Measured by eval/norm_spread.py on the
+# bundled SIFT set scaled row by row (table and reasons in cli/cli.h,
+# CLI_NORM_SPREAD_L2 / _COS, which mess init uses): under l2 a spread of
+# 1.09 already loses a tenth of the cosine top 10 (Recall@10 0.906 at pool
+# 1000; 0.669 at 1.43), under cos the codes lose a point past 2 (0.975 at
+# 2.20, 0.704 at 4.62); unit-length vectors keep 0.994-0.9995.
+NORM_SPREAD_HINT = {METRICS["l2"]: 1.1, METRICS["cos"]: 2.0}
+
+
+def _norm_hint(train, metric, stacklevel):
+    limit = NORM_SPREAD_HINT.get(metric)
+    if limit is None or train.shape[0] == 0:
+        return
+    n = np.sort(np.linalg.norm(train.astype(np.float64), axis=1))
+    lo, hi = n[int(0.05 * (n.size - 1))], n[int(0.95 * (n.size - 1))]
+    spread = hi / lo if lo > 0 else (np.inf if hi > 0 else 1.0)
+    if spread <= limit:
+        return
+    if metric == METRICS["l2"]:
+        why = ("under l2 a vector's length counts as much as its direction, so if these "
+               "are embeddings meant to be compared by angle, normalise every vector to "
+               "length 1 before training, inserting and querying, or the results are not "
+               "the cosine neighbours")
+    else:
+        why = ("the codes are made from the vectors as given, so cosine recall falls as "
+               "norms spread: normalise every vector to length 1 before training, "
+               "inserting and querying (the cosine neighbours do not change)")
+    warnings.warn("the training vectors' norms spread (95th / 5th percentile %.2f); %s "
+                  "(eval/norm_spread.py)" % (spread, why), MessWarning,
+                  stacklevel=stacklevel + 1)
 
 
 def _finite(a, what, function):
@@ -392,6 +427,7 @@ class Client(_Handle):
         super().__init__(None)
         train = _f32(train, params.dim, "train")
         _finite(train, "train", "Client")
+        _norm_hint(train, params.metric, 2)
         if seed is not None:
             seed = bytes(seed)
             if len(seed) != SEED_BYTES:

@@ -303,6 +303,27 @@ class TestArguments(unittest.TestCase):
                       str(cm.exception))
         self.assertEqual(self.s.stats().live, 200 * self.p.per_item)
 
+    def test_norm_spread_hint(self):
+        # issue 29: l2 on unnormalised embeddings lost recall without a word;
+        # Client() hints when the training norms spread (as mess init does)
+        import warnings
+        train = Data.train[:300]
+        spread = train * (1 + np.arange(300) % 4)[:, None].astype(np.float32)
+        for metric, text in (("l2", "under l2 a vector's length counts as much"),
+                             ("cos", "the codes are made from the vectors as given")):
+            p = small_params(metric=metric)
+            with self.assertWarns(mess.MessWarning) as cm:
+                mess.Client(p, spread, seed=SEED).close()
+            self.assertIn("norms spread (95th / 5th percentile 4.0", str(cm.warning))
+            self.assertIn(text, str(cm.warning))
+            self.assertEqual(cm.filename, __file__)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            mess.Client(small_params(metric="ip"), spread, seed=SEED).close()
+            mess.Client(small_params(), train, seed=SEED).close()   # SIFT: norms equal
+            mess.Client(small_params(metric="cos"), train * 1.5, seed=SEED).close()
+        self.assertEqual([str(w.message) for w in got if w.category is mess.MessWarning], [])
+
     def test_params_fields(self):
         for kw in ({"shards": -1}, {"kappa": -64}, {"per_item": 2**32}):
             with self.assertRaises(ValueError):
