@@ -53,11 +53,13 @@ class MessWarning(UserWarning):
 # Client() hints to normalise them, per metric (l2, cos; none for ip, whose
 # score includes the norms).  Measured by eval/norm_spread.py on the
 # bundled SIFT set scaled row by row (table and reasons in cli/cli.h,
-# CLI_NORM_SPREAD_L2 / _COS, which mess init uses): under l2 a spread of
-# 1.09 already loses a tenth of the cosine top 10 (Recall@10 0.906 at pool
-# 1000; 0.669 at 1.43), under cos the codes lose a point past 2 (0.975 at
-# 2.20, 0.704 at 4.62); unit-length vectors keep 0.994-0.9995.
-NORM_SPREAD_HINT = {METRICS["l2"]: 1.1, METRICS["cos"]: 2.0}
+# CLI_NORM_SPREAD_L2 / _COS, which mess init uses): under l2 cosine-meant
+# data lose a tenth of the cosine top 10 from a spread of 1.09 (Recall@10
+# 0.906 at pool 1000; 0.533 at 2.20), but isotropic Gaussian L2 data
+# spread 2.37 at 8 dimensions and 1.81 at 16, so l2 hints from 2.5 only;
+# under cos the codes lose a point past 2 (0.975 at 2.20, 0.704 at 4.62);
+# unit-length vectors keep 0.994-0.9995.
+NORM_SPREAD_HINT = {METRICS["l2"]: 2.5, METRICS["cos"]: 2.0}
 
 
 def _norm_hint(train, metric, stacklevel):

@@ -322,6 +322,9 @@ class TestArguments(unittest.TestCase):
             mess.Client(small_params(metric="ip"), spread, seed=SEED).close()
             mess.Client(small_params(), train, seed=SEED).close()   # SIFT: norms equal
             mess.Client(small_params(metric="cos"), train * 1.5, seed=SEED).close()
+            # Gaussian L2 data of 16 dimensions spread 1.8: not a hint's case
+            gauss = np.random.default_rng(1).standard_normal((300, 16)).astype(np.float32)
+            mess.Client(mess.Params(16, shards=4, per_item=2), gauss, seed=SEED).close()
         self.assertEqual([str(w.message) for w in got if w.category is mess.MessWarning], [])
 
     def test_params_fields(self):
