@@ -219,6 +219,10 @@ MESS_API const char *mess_version(void);
  *   MESS_ENOTFOUND an answer that does not exist: a server without an owner
  *                  (mess_server_owner), an empty shard's entry point.
  *   MESS_EVERSION  a buffer's or a state file's format version.
+ *   MESS_EEXIST    a name a call creates without replacing is taken: a
+ *                  file, directory or symlink at mess_client_save_new's
+ *                  path (errno EEXIST too).  Not MESS_EIO: the file there
+ *                  is intact and nothing was written.
  * ---------------------------------------------------------------------- */
 #define MESS_OK          0
 #define MESS_EINVAL    (-1)  /* invalid argument (NULL, zero size, out of range) */
@@ -239,6 +243,7 @@ MESS_API const char *mess_version(void);
 #define MESS_ESTATE   (-14)  /* not valid in the handle's current state (an item
                                 already stored) */
 #define MESS_EOWNER   (-15)  /* the server belongs to another client (owner tag differs) */
+#define MESS_EEXIST   (-16)  /* a file the call creates already exists (left as it was) */
 
 /* A short English description of a status code; never NULL. */
 MESS_API const char *mess_strerror(int code);
@@ -957,6 +962,20 @@ MESS_API int mess_state_file_peek(const char *path, uint32_t *version, uint32_t 
 MESS_API MESS_NODISCARD
 int mess_client_save_pass(const mess_client *c, const char *path,
                           const char *passphrase, size_t passphrase_len);
+/* Saves a new client file: as mess_client_save_pass, but never replaces
+ * one.  The file is written to the same fresh temporary, fsync'd, and
+ * linked to path with link(2), which fails if any name is there (a file,
+ * a directory, a symlink, even a dangling one): MESS_EEXIST (errno
+ * EEXIST), nothing at path changed, nothing left behind.  Of several
+ * processes or threads creating the same path at once exactly one gets
+ * MESS_OK (tests/test_statefile.c races forked processes).  For a new
+ * client, whose file is the only copy of the keys its server's entries
+ * are sealed under (`mess init`): a second init cannot replace the first
+ * one's keys.  A file system without hard links (FAT) refuses the link:
+ * MESS_EIO with errno EPERM; mess_client_save_pass does not need one. */
+MESS_API MESS_NODISCARD
+int mess_client_save_new(const mess_client *c, const char *path,
+                         const char *passphrase, size_t passphrase_len);
 MESS_API MESS_NODISCARD
 int mess_client_load_pass(const char *path, const char *passphrase,
                           size_t passphrase_len, mess_client **out);

@@ -169,8 +169,11 @@ const char *cli_payload_name(uint32_t payload)
     return payload < 3 ? payload_names[payload] : "?";
 }
 
+/* choices[i] names value i; `alias` (or NULL) is one more spelling of
+ * value alias_of, accepted and listed after them. */
 static int parse_choice(struct cli_args *a, const char *name,
-                        const char *const *choices, uint32_t *out)
+                        const char *const *choices, const char *alias,
+                        uint32_t alias_of, uint32_t *out)
 {
     const char *v = cli_opt(a, name);
     uint32_t i;
@@ -181,9 +184,14 @@ static int parse_choice(struct cli_args *a, const char *name,
             *out = i;
             return 0;
         }
-    cli_error("%s: unknown value '%s' (accepted: %s%s%s%s%s)", name, v,
+    if (alias && strcmp(v, alias) == 0) {
+        *out = alias_of;
+        return 0;
+    }
+    cli_error("%s: unknown value '%s' (accepted: %s%s%s%s%s%s%s)", name, v,
               choices[0], choices[1] ? ", " : "", choices[1] ? choices[1] : "",
-              choices[2] ? ", " : "", choices[2] ? choices[2] : "");
+              choices[2] ? ", " : "", choices[2] ? choices[2] : "",
+              alias ? ", " : "", alias ? alias : "");
     return -1;
 }
 
@@ -197,7 +205,9 @@ int cli_params_options(struct cli_args *a, int graph, mess_params *p)
     /* the metric first: it chooses the defaults of the others.  The
      * cosine / inner-product flips are matched to their 64 bits: with
      * --bits the defaults are the paper's (flips matched to 128 bits). */
-    if (graph && parse_choice(a, "--metric", metric_names, &metric))
+    /* "cosine" too: Python's and the C macro's (MESS_METRIC_COSINE) spelling */
+    if (graph && parse_choice(a, "--metric", metric_names, "cosine", MESS_METRIC_COSINE,
+                              &metric))
         return -1;
     param_defaults(&d, cli_opt(a, "--bits") ? MESS_METRIC_L2 : metric);
     *p = d;
@@ -216,7 +226,7 @@ int cli_params_options(struct cli_args *a, int graph, mess_params *p)
         (cli_opt_long(a, "--hnsw-m", 2, MESS_MAX_HNSW_M, d.hnsw_m, &hm) ||
          cli_opt_long(a, "--ef-construction", 1, MESS_MAX_EF, d.ef_construction, &efc) ||
          cli_opt_long(a, "--ef-search", 0, MESS_MAX_EF, d.ef_search, &efs) ||
-         parse_choice(a, "--payload", payload_names, &p->payload)))
+         parse_choice(a, "--payload", payload_names, NULL, 0, &p->payload)))
         return -1;
     if (bits % 64 != 0) {
         cli_error("--bits: expected a multiple of 64 in [64, %d], got %ld "
@@ -261,7 +271,8 @@ void cli_params_help(FILE *f, int graph)
         fprintf(f,
                 "  --hnsw-m M          HNSW links (%u)         --ef-construction E (%u)\n"
                 "  --ef-search E       per-shard search beam, max(budget, E) (%u)\n"
-                "  --metric l2|ip|cos  rerank metric (%s)      --payload f32|f16|i8 (%s)\n",
+                "  --metric l2|ip|cos  rerank metric, cos also spelled cosine (%s)\n"
+                "  --payload f32|f16|i8  payload encoding (%s)\n",
                 d.hnsw_m, d.ef_construction, d.ef_search, metric_names[d.metric],
                 payload_names[d.payload]);
     if (graph)

@@ -85,7 +85,49 @@ int cli_read_ids(const char *path, const char *what, uint64_t **ids, size_t *n,
  * searchable; the file's own mode does not matter); else -1 after
  * "mess: DIR: strerror(errno)". */
 int cli_save_possible(const char *path);
+/* A new client file (mess init) never replaces one.  cli_client_fresh:
+ * CLI_OK if nothing is at path (lstat: a dangling symlink counts), else
+ * cli_client_exists's message naming the file (how to keep it and go on:
+ * --force) and CLI_FAIL; the save itself (mess_client_save_new) refuses a
+ * file created meanwhile with MESS_EEXIST, and gets the same message.
+ * cli_keep_replaced (--force): moves the file at path to
+ * PATH.replaced-YYYYmmddTHHMMSS (local time; .2, .3, ... if taken: no file
+ * is overwritten) and prints that name; CLI_OK if nothing was there. */
+int cli_client_fresh(const char *path);
+int cli_client_exists(const char *path);
+int cli_keep_replaced(const char *path);
 int cli_check_training(const char *path, size_t n, const mess_params *p);
+/* A hint on stderr when the training vectors' norms spread (the 95th over
+ * the 5th percentile above the metric's threshold): under l2, length then
+ * counts as much as direction, which is not what embeddings compared by
+ * angle mean; under cos, the codes (made from the vectors as given) lose
+ * recall.  Measured by eval/norm_spread.py on the bundled SIFT set (every
+ * norm 512 +-0.3%, spread 1.004) with each vector scaled by its own factor,
+ * log-uniform on [1, R] (M 16, t 4, Recall@10 at pool 1000 against the
+ * exact cosine top 10; vectors normalised to length 1 give 0.994-0.9995 at
+ * every spread):
+ *
+ *   spread (95th / 5th)   1.004  1.09   1.22   1.43   1.87   2.20   2.70   4.62
+ *   --metric l2           0.988  0.906  0.779  0.669  0.584  0.533  0.484  0.377
+ *   --metric cos          0.998  0.997  0.998  0.997  0.992  0.975  0.917  0.704
+ *
+ * --metric l2 against the exact L2 top 10 stays 0.982-0.993: L2 data
+ * whose norms vary are served well, and norms alone cannot tell them from
+ * embeddings meant for angles.  Isotropic Gaussian data, L2 data by
+ * construction, spread 3.67 / 2.37 / 1.81 / 1.52 / 1.23 / 1.13 at 4 / 8 /
+ * 16 / 32 / 128 / 384 dimensions, so l2 hints only from 2.5, above every
+ * such set of 8 dimensions or more: it is meant for issue 29's case (0.64
+ * with l2 on embeddings of norms 1.6 to 8.8, a min / max of 5.5; their
+ * 95th / 5th percentile was not reported), not the milder spreads that
+ * already cost cosine-meant data (README.md "Defaults" says to normalise
+ * those).  cos hints from 2, where its loss passes a point; normalising
+ * never changes cosine neighbours, so a hint there costs nothing.  Inner
+ * product: no hint.
+ * python/mess/core.py (NORM_SPREAD_HINT) uses the same thresholds. */
+#define CLI_NORM_SPREAD_L2 2.5
+#define CLI_NORM_SPREAD_COS 2.0
+void cli_norm_hint(const char *path, const float *x, size_t n, size_t dim,
+                   uint32_t metric);
 /* The client of init and plan --train: reads the training file (its
  * dimension sets p->dim), checks its rows (cli_check_training) and the
  * parameters together, trains.  *rows: the training rows (may be NULL).

@@ -2,13 +2,17 @@
  * files.c - the `mess` tool's vector and id files: the accepted extensions,
  * the system's reason for a failed open/read/write ("mess: PATH: reason"),
  * non-finite components named by row, and ids written without truncation
- * (.ivecs holds ids below 2^31; .u64vecs holds any).
+ * (.ivecs holds ids below 2^31; .u64vecs holds any); a new client file
+ * that never replaces one (init, and --force's kept copy).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../mess.h"
@@ -202,6 +206,59 @@ int cli_check_training(const char *path, size_t n, const mess_params *p)
     return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The 95th over the 5th percentile (nearest rank) of the rows' Euclidean
+ * norms: 1 when all norms are equal, robust to a few outliers; infinite
+ * when at least 5% of the rows are zero and others are not; 0 if memory
+ * runs out (no hint then). */
+static double norm_spread(const float *x, size_t n, size_t dim)
+{
+    double *nrm, lo, hi;
+    size_t i, j;
+    if (n == 0)
+        return 1.0;
+    nrm = (double *)malloc(n * sizeof *nrm);
+    if (!nrm)
+        return 0.0;
+    for (i = 0; i < n; i++) {
+        double ss = 0;
+        for (j = 0; j < dim; j++)
+            ss += (double)x[i * dim + j] * x[i * dim + j];
+        nrm[i] = sqrt(ss);
+    }
+    qsort(nrm, n, sizeof *nrm, cmp_double);
+    lo = nrm[(size_t)(0.05 * (double)(n - 1))];
+    hi = nrm[(size_t)(0.95 * (double)(n - 1))];
+    free(nrm);
+    return lo > 0 ? hi / lo : hi > 0 ? HUGE_VAL : 1.0;
+}
+
+void cli_norm_hint(const char *path, const float *x, size_t n, size_t dim,
+                   uint32_t metric)
+{
+    double spread;
+    if (metric != MESS_METRIC_L2 && metric != MESS_METRIC_COSINE)
+        return; /* inner product: the norms are part of the score */
+    spread = norm_spread(x, n, dim);
+    if (metric == MESS_METRIC_L2 && spread > CLI_NORM_SPREAD_L2)
+        fprintf(stderr, "mess: hint: %s: the training vectors' norms spread (95th / 5th "
+                "percentile %.2f); under --metric l2 a vector's length counts as much as "
+                "its direction, so if these are embeddings meant to be compared by angle, "
+                "normalise every vector to length 1 before init, insert and query, or the "
+                "results are not the cosine neighbours (eval/norm_spread.py)\n", path, spread);
+    else if (metric == MESS_METRIC_COSINE && spread > CLI_NORM_SPREAD_COS)
+        fprintf(stderr, "mess: hint: %s: the training vectors' norms spread (95th / 5th "
+                "percentile %.2f); the codes are made from the vectors as given, so "
+                "cosine recall falls as norms spread: normalise every vector to length 1 "
+                "before init, insert and query (the cosine neighbours do not change; "
+                "eval/norm_spread.py)\n", path, spread);
+}
+
 int cli_train_client(const char *train, mess_params *p, const uint8_t *seed,
                      long threads, mess_client **out, size_t *rows)
 {
@@ -216,6 +273,7 @@ int cli_train_client(const char *train, mess_params *p, const uint8_t *seed,
         mess_vecs_free(x);
         return CLI_FAIL;
     }
+    cli_norm_hint(train, x, n, dim, p->metric);
     rc = mess_params_check(p); /* the options were checked one by one */
     if (rc != MESS_OK) {
         mess_vecs_free(x);
@@ -254,4 +312,79 @@ int cli_save_possible(const char *path)
         cli_error("%s: %s", dir, strerror(err));
     free(dir);
     return err ? -1 : 0;
+}
+
+int cli_client_exists(const char *path)
+{
+    cli_error("%s exists: init never replaces a client file (it may hold the only "
+              "keys of a server); give another --client, or add --force to keep the "
+              "old file under a new name and write a new one", path);
+    return CLI_FAIL;
+}
+
+int cli_client_fresh(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) == 0)
+        return cli_client_exists(path);
+    return CLI_OK; /* a missing directory is the save's own error */
+}
+
+int cli_keep_replaced(const char *path)
+{
+    char stamp[32], *kept;
+    size_t cap = strlen(path) + sizeof ".replaced-YYYYmmddTHHMMSS.999";
+    struct stat st;
+    struct tm tm;
+    time_t now = time(NULL);
+    int fd = -1, i, err;
+
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return CLI_OK; /* nothing to keep */
+        cli_error("%s: %s", path, strerror(errno));
+        return CLI_FAIL;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        cli_error("%s is a directory: --force keeps an existing client file under a new "
+                  "name, not a directory", path);
+        return CLI_FAIL;
+    }
+    kept = (char *)malloc(cap);
+    if (!kept || !localtime_r(&now, &tm) ||
+        strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%S", &tm) == 0) {
+        free(kept);
+        cli_error("out of memory");
+        return CLI_FAIL;
+    }
+    /* The name is claimed with O_EXCL (an empty file) before the rename
+     * moves the old file over it: a file already there, an earlier kept
+     * copy among them, is never overwritten, and the rename moves exactly
+     * what is at path at that moment. */
+    for (i = 1; i <= 999 && fd < 0; i++) {
+        if (i == 1)
+            snprintf(kept, cap, "%s.replaced-%s", path, stamp);
+        else
+            snprintf(kept, cap, "%s.replaced-%s.%d", path, stamp, i);
+        fd = open(kept, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        cli_error("%s: %s", kept, strerror(errno));
+        free(kept);
+        return CLI_FAIL;
+    }
+    close(fd);
+    if (rename(path, kept) != 0) {
+        err = errno;
+        unlink(kept);
+        cli_error("%s: %s", path, strerror(err));
+        free(kept);
+        return CLI_FAIL;
+    }
+    /* durable with the new file: its save fsyncs this same directory */
+    cli_error("%s existed: kept as %s (--force)", path, kept);
+    free(kept);
+    return CLI_OK;
 }

@@ -3,6 +3,7 @@
  * protocol driven from files, one process playing both roles.
  */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,14 @@ static const char init_help[] =
     "Creates a client state (secret: keys, per-shard IsoHash) and\n"
     "an empty server directory S (new, or empty) for the same public parameters.  FILE (.fvecs or\n"
     ".bvecs) trains the hashes; it should be public data or data outside the\n"
-    "protected set (the privacy analysis treats the hash as fixed).\n"
+    "protected set (the privacy analysis treats the hash as fixed).  The codes\n"
+    "are made from the vectors as given: embeddings compared by angle should\n"
+    "be normalised to length 1 before init, insert and query, and a hint on\n"
+    "stderr says so when FILE's norms spread (README.md, \"Defaults\").\n"
+    "C is a new file: the only copy of the keys S's entries will be sealed\n"
+    "under, so init never replaces one.  Anything at C (a file, a symlink)\n"
+    "is refused before the training, exit 1, and the file is created\n"
+    "without replacing anything, so of two inits racing for C one fails.\n"
     "\n";
 
 static const char init_help_tail[] =
@@ -36,7 +44,11 @@ static const char init_help_tail[] =
     "  --seed-file F       ... or in file F (never on the command line: the seed is\n"
     "                      the master key; for reproducible experiments only)\n"
     "  --threads N         worker threads (1)\n"
-    "  --passphrase-env V  seal the client file with the passphrase in $V\n";
+    "  --passphrase-env V  seal the client file with the passphrase in $V\n"
+    "  --force             an existing C is moved to C.replaced-YYYYmmddTHHMMSS\n"
+    "                      (local time; .2, .3, ... if taken: nothing is\n"
+    "                      overwritten), the name is printed, then the new C is\n"
+    "                      written; S must still be new or empty\n";
 
 int cli_cmd_init(int argc, char **argv)
 {
@@ -44,7 +56,7 @@ int cli_cmd_init(int argc, char **argv)
     const char *cpath, *spath, *train, *pass;
     long threads;
     uint8_t seed[32];
-    int have_seed;
+    int have_seed, force;
     mess_params p;
     mess_client *c = NULL;
     mess_server *s = NULL;
@@ -62,6 +74,7 @@ int cli_cmd_init(int argc, char **argv)
     cpath = cli_opt(&a, "--client");
     spath = cli_opt(&a, "--server");
     train = cli_opt(&a, "--train");
+    force = cli_flag(&a, "--force");
     if (cli_seed(&a, seed, &have_seed, 1))
         return CLI_USAGE;
     if (!cpath || !spath || !train) {
@@ -76,13 +89,23 @@ int cli_cmd_init(int argc, char **argv)
      * existing server is never replaced (its client would be lost) */
     if (cli_server_fresh(spath) != CLI_OK)
         return CLI_FAIL;
+    /* nor is a client file (issue 29: a second init replaced the first
+     * one's keys, and its server was lost) */
+    if (!force && cli_client_fresh(cpath) != CLI_OK)
+        return CLI_FAIL;
     t0 = cli_wall_s();
     rc = cli_train_client(train, &p, have_seed ? seed : NULL, threads, &c, &n);
     if (rc != CLI_OK)
         return rc;
+    if (force && cli_keep_replaced(cpath) != CLI_OK) {
+        mess_client_free(c);
+        return CLI_FAIL;
+    }
     errno = 0;
-    rc = mess_client_save(c, cpath, pass);
+    rc = mess_client_save_new(c, cpath, pass, pass ? strlen(pass) : 0);
     mess_client_free(c);
+    if (rc == MESS_EEXIST) /* made while this one trained */
+        return cli_client_exists(cpath);
     if (rc != MESS_OK)
         return cli_fail("cannot write client state", cpath, rc);
     errno = 0;
@@ -289,8 +312,10 @@ static const char query_help[] =
     "Runs every query of FILE through request -> server search -> finish and\n"
     "reports the exact bytes exchanged and the time each side spent.\n"
     "\n"
-    "  -k K            results per query (10)\n"
-    "  --pool B        total candidate pool over all shards (required)\n"
+    "  -k K            results per query (10); at most B results come back, so\n"
+    "                  a K above B is warned about\n"
+    "  --pool B        total candidate pool over all shards (required), split\n"
+    "                  over the client's M shards: 1 .. 65535 x M\n"
     "  --out F         write the top-k ids per query: F.ivecs (int32; refused\n"
     "                  if an id is 2^31 or more; -1 pads a short row) or\n"
     "                  F.u64vecs (uint64 ids; 2^64-1 pads)\n"
@@ -340,7 +365,9 @@ int cli_cmd_query(int argc, char **argv)
     outp = cli_opt(&a, "--out");
     gtp = cli_opt(&a, "--gt");
     if (cli_opt_long(&a, "-k", 1, 100000, 10, &k) ||
-        cli_opt_long(&a, "--pool", 1, (long)MESS_MAX_BUDGET * MESS_MAX_SHARDS, 0, &pool) ||
+        /* the real bound, 65535 x the client's M, is checked once the
+         * client is loaded */
+        cli_opt_long(&a, "--pool", 1, LONG_MAX, 0, &pool) ||
         cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
         cli_opt_long(&a, "--ef-search", 0, MESS_MAX_EF, -1, &efs))
         return CLI_USAGE;
@@ -391,6 +418,19 @@ int cli_cmd_query(int argc, char **argv)
     mess_client_set_verify_all(c, verify_all);
     if (efs >= 0)
         mess_server_set_ef_search(s, (uint32_t)efs);
+    /* issue 29: --pool 67107840 (65535 x MESS_MAX_SHARDS) passed the
+     * option's check and failed in the request as "size limit exceeded" */
+    if ((unsigned long)pool > (unsigned long)MESS_MAX_BUDGET * p.shards) {
+        cli_error("--pool: expected an integer in [1, %lu] for this client (%u shards, "
+                  "at most %d candidates each), got %ld",
+                  (unsigned long)MESS_MAX_BUDGET * p.shards, p.shards, MESS_MAX_BUDGET, pool);
+        rc = CLI_USAGE;
+        goto done;
+    }
+    if (k > pool)
+        fprintf(stderr, "mess: warning: -k %ld is larger than --pool %ld: a query returns "
+                "at most %ld results (the pool bounds its candidates)\n",
+                k, pool, pool);
     if (dim != p.dim) {
         cli_error("'%s' has dimension %zu, the index expects %u", file, dim, p.dim);
         rc = CLI_FAIL;
@@ -510,7 +550,14 @@ static const char delete_help[] =
     "usage: mess delete --client C --server S --ids ID[,ID...]\n"
     "\n"
     "Marks the items deleted in every shard that holds them (they still route\n"
-    "searches but are never returned); `mess compact` removes them.\n";
+    "searches but are never returned); `mess compact` removes them.\n"
+    "Checked: the list's syntax, and that no id repeats in it.  Not checked,\n"
+    "because the client keeps no list of stored ids (only the generations of\n"
+    "those it deleted or re-inserted): that an id was ever stored, or is not\n"
+    "deleted already.  Such an id is not refused and nothing is said; its\n"
+    "delete records match nothing on the server, which counts them in\n"
+    "missing_entries (one per shard the id would be in, --per-item of them).\n"
+    "Last line: {\"ids\",\"entries\",\"missing_entries\",\"delete_bytes\"}.\n";
 
 int cli_cmd_delete(int argc, char **argv)
 {

@@ -325,7 +325,7 @@ def cmd_build(a):
         p = client.params
     else:
         client = m.Client(p, d["learn"].astype(np.float32), seed=seed(), threads=a.threads)
-        client.save(a.dir + ".client")
+        client.save(a.dir + ".client", exist_ok=False)  # another build's keys stay
     train_s = time.perf_counter() - t0
     if a.resume:
         if a.in_memory:

@@ -13,7 +13,8 @@
 #include <unistd.h>
 
 #include "hnsw_bin.h"
-#include "protocol.h"
+#include "client.h"
+#include "server.h"
 #include "statefile.h"
 #include "wal.h"
 #include "fuzz.h"

@@ -162,6 +162,14 @@ for metric in ("cos", "ip"):
         if field in got and field not in names:
             check(got[field] is not None and abs(num(got[field]) - num(want)) < 1e-6,
                   "CLI --metric %s default %s: %s (table: %s)" % (metric, field, got[field], want))
+# "cosine" (Python's and MESS_METRIC_COSINE's spelling) is cos (issue 29)
+got, err = cli_init(["--metric", "cosine"], "cosine")
+cos_got, _ = cli_init(["--metric", "cos"], "cos2")
+check(got.get("metric") == "cos" and got == cos_got,
+      "CLI --metric cosine is --metric cos (%s)" % (err or got.get("metric")))
+check(mess.Params(100, metric="cosine") == mess.Params(100, metric="cos") and
+      mess.Params(100, metric="cosine").metric == 2,
+      "Python metric='cosine' is metric='cos'")
 got, err = cli_init(["--metric", "cos", "--bits", "128"], "cos128")
 check(got.get("kappa") == 128 and got.get("p_store") is not None and
       abs(num(got["p_store"]) - 0.08) < 1e-9 and abs(num(got.get("p_prr", 0)) - 0.08) < 1e-6,

@@ -30,7 +30,7 @@ expect 2 "--bits 100" "--bits: expected a multiple of 64 in \[64, 4096\], got 10
 if grep -q "at most the dimension" "$tmp/err"; then bad "stale 'at most the dimension' text"; else ok "no stale dimension text"; fi
 expect 2 "--per-item above --shards" "--per-item 9: at most --shards \(8\)" \
     $MESS init --client "$tmp/c" --server "$tmp/s" --train "$tmp/train.bvecs" --shards 8 --per-item 9
-expect 2 "--metric unknown" "--metric: unknown value 'l1' \(accepted: l2, ip, cos\)" \
+expect 2 "--metric unknown" "--metric: unknown value 'l1' \(accepted: l2, ip, cos, cosine\)" \
     $MESS init --client "$tmp/c" --server "$tmp/s" --train "$tmp/train.bvecs" --metric l1
 expect 2 "--payload unknown" "--payload: unknown value 'f8' \(accepted: f32, f16, i8\)" \
     $MESS init --client "$tmp/c" --server "$tmp/s" --train "$tmp/train.bvecs" --payload f8

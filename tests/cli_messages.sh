@@ -128,6 +128,47 @@ says "1 2" "insert of another dimension" "'$tmp/d2.fvecs' has dimension 2, the i
     >/dev/null 2>&1 || bad "init of a 4-shard client"
 says "1 2" "a server of other parameters" "server state '$S' was made for other parameters than client '$tmp/c4'" \
     "$MESS" query --client "$tmp/c4" --server "$S" --pool 8 "$tmp/q3.bvecs"
+# --pool's real range is 1 .. 65535 x the client's M (issue 29: 67107840,
+# 65535 x 1024, was advertised, then failed as "size limit exceeded")
+says 2 "--pool above 65535 x M" \
+    "--pool: expected an integer in [1, 131070] for this client (2 shards, at most 65535 candidates each), got 67107840" \
+    "$MESS" query --client "$C" --server "$S" --pool 67107840 "$tmp/q3.bvecs"
+"$MESS" query --client "$C" --server "$S" --pool 131070 -k 10 "$tmp/q3.bvecs" >"$tmp/out" 2>"$tmp/err" &&
+    grep -q '"pool":131070' "$tmp/out" && ok "--pool 65535 x M accepted" ||
+    bad "--pool 131070: $(cat "$tmp/err")"
+grep -q "warning" "$tmp/err" && bad "a warning with k below the pool: $(cat "$tmp/err")" ||
+    ok "no warning with -k below --pool"
+# k above the pool: at most B results, said on stderr (it used to be silent)
+"$MESS" query --client "$C" --server "$S" --pool 4 -k 10 "$tmp/q3.bvecs" >"$tmp/out" 2>"$tmp/err" &&
+    grep -qxF "mess: warning: -k 10 is larger than --pool 4: a query returns at most 4 results (the pool bounds its candidates)" "$tmp/err" &&
+    grep -q '^{' "$tmp/out" && ok "-k above --pool: warned, and the query runs" ||
+    bad "-k 10 --pool 4: $(cat "$tmp/err")"
+# training vectors whose norms spread (issue 29: l2 on unnormalised
+# embeddings): a hint naming the spread, by metric; none for SIFT's equal
+# norms or for ip.  300 SIFT rows, row i scaled by 1 + i mod 4.
+/usr/bin/python3 - "$tmp/train.bvecs" "$tmp/spread.fvecs" <<'PY'
+import struct, sys
+raw = open(sys.argv[1], "rb").read()
+with open(sys.argv[2], "wb") as f:
+    for i in range(len(raw) // 132):
+        row = raw[i * 132 + 4:(i + 1) * 132]
+        f.write(struct.pack("<i", 128) + struct.pack("<128f", *[(1 + i % 4) * b for b in row]))
+PY
+hint() { # METRIC FILE: init's stderr into $tmp/err
+    "$MESS" init --client "$tmp/h$1$2" --server "$tmp/hs$1$2" --train "$tmp/$2" --metric "$1" \
+        --shards 2 --per-item 1 --bits 64 >/dev/null 2>"$tmp/err"
+}
+hint l2 spread.fvecs
+grep -q "^mess: hint: $tmp/spread.fvecs: the training vectors' norms spread (95th / 5th percentile 4\.0[0-9]); under --metric l2 a vector's length counts as much as its direction" "$tmp/err" &&
+    ok "hint: l2 on vectors whose norms spread" || bad "no l2 hint: $(cat "$tmp/err")"
+hint cos spread.fvecs
+grep -q "^mess: hint: $tmp/spread.fvecs: the training vectors' norms spread (95th / 5th percentile 4\.0[0-9]); the codes are made from the vectors as given" "$tmp/err" &&
+    ok "hint: cos on vectors whose norms spread" || bad "no cos hint: $(cat "$tmp/err")"
+hint ip spread.fvecs
+grep -q "hint" "$tmp/err" && bad "a hint for ip: $(cat "$tmp/err")" || ok "no hint for ip"
+hint l2 train.bvecs
+grep -q "hint" "$tmp/err" && bad "a hint for SIFT's equal norms: $(cat "$tmp/err")" ||
+    ok "no hint for equal norms"
 SEALP=a-passphrase "$MESS" init --client "$tmp/cs" --server "$tmp/ss" --train "$tmp/train.bvecs" --shards 2 \
     --per-item 1 --passphrase-env SEALP >/dev/null 2>&1 || bad "init of a sealed client"
 says 1 "info of a sealed client without its passphrase" \

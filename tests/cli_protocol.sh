@@ -78,6 +78,13 @@ ids=$(od -An -v -t d4 -w16 "$tmp/self.ivecs" | awk '{print $2}' | tr '\n' ' ')
 
 check "delete" $MESS delete --client "$C" --server "$S" --ids 3,17,42
 has_keys delete ids entries missing_entries
+[ "$(json_num missing_entries)" = 0 ] && ok "delete: no missing entries" || bad "delete: $(tail -n 1 "$tmp/out")"
+# what delete cannot check (its --help says so): an id never stored, or one
+# deleted already, is not refused; the server counts its entries missing
+check "delete of an id deleted already and one never stored" \
+    $MESS delete --client "$C" --server "$S" --ids 3,999999
+[ "$(json_num missing_entries)" = 6 ] && ok "their 2 x 3 entries counted missing" ||
+    bad "missing_entries: $(tail -n 1 "$tmp/out")"
 check "query after delete" $MESS query --client "$C" --server "$S" "$tmp/self.bvecs" -k 10 --pool 200 --out "$tmp/after.ivecs"
 if od -An -v -t d4 "$tmp/after.ivecs" | tr -s ' ' '\n' | grep -qx -e 3 -e 17 -e 42; then
     bad "a deleted id was returned"

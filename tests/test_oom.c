@@ -663,6 +663,21 @@ static int c_client_save_sealed(void)
     return save_client_to("old.sealed", "correct horse");
 }
 
+/* The save that never replaces a file: a failed one leaves nothing at its
+ * path (no file, no temporary). */
+static int c_client_save_new(void)
+{
+    char path[256];
+    struct stat st;
+    int rc;
+    path_of(path, sizeof path, "new.client");
+    unlink(path);
+    rc = mess_client_save_new(C, path, NULL, 0);
+    if (rc != MESS_OK && (lstat(path, &st) == 0 || leftover("new.client")))
+        return OUT_DIRTY;
+    return rc;
+}
+
 static int c_client_save_pass(void)
 {
     char path[256];
@@ -1032,6 +1047,7 @@ static void test_client(void)
     sweep("mess_server_search_batch", c_search_batch);
     sweep("mess_client_finish_batch", c_finish_batch);
     sweep("mess_client_save", c_client_save);
+    sweep("mess_client_save_new", c_client_save_new);
     sweep("mess_client_load", c_client_load);
     sweep("mess_query_seal", c_query_seal);
     sweep("mess_query_unseal", c_query_unseal);

@@ -1,7 +1,8 @@
 /*
  * test_statefile.c - the state-file container from the outside: how saving
  * creates its temporary file, what a failed save or load reports (code and
- * errno), passphrase rules, and the sealed file's length.
+ * errno), the save that never replaces a file (processes racing to create
+ * one), passphrase rules, and the sealed file's length.
  */
 #define _GNU_SOURCE /* unshare(CLONE_NEWNS) for the read-only mount */
 #include <dirent.h>
@@ -109,6 +110,160 @@ static void test_errno_kept(void)
     errno = 0;
     CHECK_RC(mess_client_save(client, dir, NULL), MESS_EIO);
     CHECK(errno == EISDIR);
+}
+
+/* mess_client_save_new creates the file mess_client_save writes and never
+ * replaces anything at its path: a file, a dangling symlink (not
+ * followed: nothing appears at its target), a directory.  A refusal is
+ * MESS_EEXIST with errno EEXIST, leaves the name as it was and no
+ * temporary behind. */
+static void test_save_new(void)
+{
+    char path[256], plain[256], taken[256], dangling[256], target[256], sub[256];
+    uint8_t *a, *b;
+    size_t na, nb;
+    mess_client *c2 = NULL;
+    struct stat st;
+    FILE *f;
+
+    path_of(path, sizeof path, "new.client");
+    path_of(plain, sizeof plain, "plain.client");
+    path_of(taken, sizeof taken, "taken.client");
+    path_of(dangling, sizeof dangling, "dangling.client");
+    path_of(target, sizeof target, "nowhere");
+    path_of(sub, sizeof sub, "sub.client");
+    CHECK_OK(mess_client_save_new(client, path, NULL, 0));
+    CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600 &&
+          st.st_nlink == 1);
+    CHECK_OK(mess_client_load(path, NULL, &c2));
+    mess_client_free(c2);
+    c2 = NULL;
+    CHECK_OK(mess_client_save(client, plain, NULL));
+    a = test_read_file(path, &na);
+    b = test_read_file(plain, &nb);
+    CHECK(a && b && na == nb && memcmp(a, b, na) == 0); /* the same file */
+    free(b);
+    /* a second save_new over it: refused, the file's bytes unchanged */
+    errno = 0;
+    CHECK_RC(mess_client_save_new(client, path, NULL, 0), MESS_EEXIST);
+    CHECK(errno == EEXIST);
+    b = test_read_file(path, &nb);
+    CHECK(a && b && na == nb && memcmp(a, b, na) == 0);
+    free(a);
+    free(b);
+    f = fopen(taken, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("precious", f);
+        fclose(f);
+    }
+    CHECK_RC(mess_client_save_new(client, taken, NULL, 0), MESS_EEXIST);
+    CHECK(file_equals(taken, "precious"));
+    CHECK(symlink("nowhere", dangling) == 0);
+    CHECK_RC(mess_client_save_new(client, dangling, NULL, 0), MESS_EEXIST);
+    CHECK(lstat(target, &st) != 0 && errno == ENOENT);
+    CHECK(lstat(dangling, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK(mkdir(sub, 0700) == 0);
+    CHECK_RC(mess_client_save_new(client, sub, NULL, 0), MESS_EEXIST);
+    CHECK(lstat(sub, &st) == 0 && S_ISDIR(st.st_mode));
+    /* sealed, and the arguments mess_client_save_pass refuses */
+    CHECK_RC(mess_client_save_new(client, path, "x", 1), MESS_EEXIST);
+    unlink(path);
+    CHECK_OK(mess_client_save_new(client, path, "a passphrase", 12));
+    CHECK_OK(mess_client_load(path, "a passphrase", &c2));
+    mess_client_free(c2);
+    CHECK_RC(mess_client_save_new(NULL, plain, NULL, 0), MESS_EINVAL);
+    CHECK_RC(mess_client_save_new(client, NULL, NULL, 0), MESS_EINVAL);
+    CHECK_RC(mess_client_save_new(client, plain, "", 0), MESS_EINVAL);
+    CHECK_RC(mess_client_save_new(client, plain, NULL, 3), MESS_EINVAL);
+    path_of(sub, sizeof sub, "no/such/dir/x.client");
+    errno = 0;
+    CHECK_RC(mess_client_save_new(client, sub, NULL, 0), MESS_EIO);
+    CHECK(errno == ENOENT);
+    /* no temporary left by any of them */
+    CHECK(count_prefix("new.client.") == 0 && count_prefix("taken.client.") == 0 &&
+          count_prefix("dangling.client.") == 0 && count_prefix("sub.client.") == 0);
+    path_of(sub, sizeof sub, "sub.client");
+    rmdir(sub);
+    unlink(path);
+    unlink(plain);
+    unlink(taken);
+    unlink(dangling);
+}
+
+/* RACERS processes create one client file at once, RACE_ROUNDS times.
+ * Each waits on a pipe until the parent closes its end, so all start
+ * together; it exits 0 if it created the file, 1 for MESS_EEXIST, 2 for
+ * anything else.  Returns the winners, or -1 if a process failed
+ * otherwise or the count of losers is not the rest.  naive: check, then
+ * replace (access(2) then mess_client_save), the race save_new closes. */
+#define RACERS 4
+#define RACE_ROUNDS 50
+#define NAIVE_ROUNDS 10 /* the comparison only */
+static int race_round(const char *path, int naive)
+{
+    pid_t pids[RACERS];
+    int fds[2], i, st, won = 0, lost = 0;
+    char c;
+    if (pipe(fds) != 0)
+        return -1;
+    fflush(stdout);
+    fflush(stderr);
+    for (i = 0; i < RACERS; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            int rc;
+            close(fds[1]);
+            if (read(fds[0], &c, 1) != 0)
+                _exit(2);
+            if (naive)
+                rc = access(path, F_OK) == 0 ? MESS_EEXIST
+                                             : mess_client_save(client, path, NULL);
+            else
+                rc = mess_client_save_new(client, path, NULL, 0);
+            _exit(rc == MESS_OK ? 0 : rc == MESS_EEXIST ? 1 : 2);
+        }
+    }
+    close(fds[0]);
+    close(fds[1]); /* every racer's read returns now */
+    for (i = 0; i < RACERS; i++) {
+        if (pids[i] < 0 || waitpid(pids[i], &st, 0) != pids[i] || !WIFEXITED(st))
+            return -1;
+        won += WEXITSTATUS(st) == 0;
+        lost += WEXITSTATUS(st) == 1;
+    }
+    return won + lost == RACERS ? won : -1;
+}
+
+static void test_save_new_race(void)
+{
+    char path[256];
+    mess_client *c2;
+    int r, w, good = 0, naive_multi = 0;
+    path_of(path, sizeof path, "race.client");
+    for (r = 0; r < RACE_ROUNDS; r++) {
+        unlink(path);
+        w = race_round(path, 0);
+        c2 = NULL;
+        /* one winner, the rest MESS_EEXIST, a whole file, no temporary */
+        good += w == 1 && mess_client_load(path, NULL, &c2) == MESS_OK &&
+                count_prefix("race.client.") == 0;
+        mess_client_free(c2);
+    }
+    CHECK(good == RACE_ROUNDS);
+    printf("  %d rounds of %d processes: exactly one created the file in %d\n",
+           RACE_ROUNDS, RACERS, good);
+    /* the same race through check-then-replace, for comparison: every
+     * racer that saw no file replaces whatever the others wrote */
+    for (r = 0; r < NAIVE_ROUNDS; r++) {
+        unlink(path);
+        w = race_round(path, 1);
+        CHECK(w >= 1);
+        naive_multi += w > 1;
+    }
+    printf("  check-then-replace: more than one process wrote the file in %d of %d "
+           "rounds\n", naive_multi, NAIVE_ROUNDS);
+    unlink(path);
 }
 
 /* Passphrases: bytes with a length (NUL included), never empty; with a
@@ -384,6 +539,8 @@ int main(void)
     }
     RUN(test_symlink_not_followed);
     RUN(test_errno_kept);
+    RUN(test_save_new);
+    RUN(test_save_new_race);
     RUN(test_errno_privileged);
     RUN(test_passphrase_rules);
     RUN(test_version_1_refused);

@@ -13,13 +13,13 @@ mess.MessError subclasses carrying the library's message.
 """
 from . import _lib
 from . import account  # noqa: F401  (mess.account: accountants, planning)
-from ._lib import (AuthenticationError, CryptoInitError, FormatError,
+from ._lib import (AlreadyExistsError, AuthenticationError, CryptoInitError, FormatError,
                    InvalidArgumentError, IOFailureError, LimitError,
                    MessError, NotFoundError, NumericError, OutOfMemoryError,
                    OwnerError, ParamsMismatchError, PassphraseError, RoleError,
                    StateError, VersionError, strerror)
-from .core import (METRICS, OWNER_BYTES, PAYLOADS, Buffer, Client, FinishStats, Params,
-                   Query, QueryResult, Server, ServerStats, ShardView, Workers,
+from .core import (METRICS, OWNER_BYTES, PAYLOADS, Buffer, Client, FinishStats, MessWarning,
+                   Params, Query, QueryResult, Server, ServerStats, ShardView, Workers,
                    effective_flip, merge_responses, split_flip, split_records)
 from .vecs import (read_bvecs, read_f32, read_fvecs, read_ivecs, read_u64vecs,
                    write_bvecs, write_fvecs, write_ivecs, write_u64vecs)

@@ -147,12 +147,19 @@ class OwnerError(MessError):
     pass
 
 
+class AlreadyExistsError(MessError, FileExistsError):
+    """A file the call creates without replacing exists (MESS_EEXIST):
+    Client.save(path, exist_ok=False).  A FileExistsError, with .errno
+    (EEXIST), .strerror and .filename set; the file is left as it was."""
+    pass
+
+
 CODE_NAMES = {
     -1: "MESS_EINVAL", -2: "MESS_ENOMEM", -3: "MESS_EIO", -4: "MESS_EFORMAT",
     -5: "MESS_EVERSION", -6: "MESS_EPARAM", -7: "MESS_EAUTH",
     -8: "MESS_ENOTFOUND", -9: "MESS_ELIMIT", -10: "MESS_ENUMERIC",
     -11: "MESS_EROLE", -12: "MESS_ECRYPTO", -13: "MESS_EPASS",
-    -14: "MESS_ESTATE", -15: "MESS_EOWNER",
+    -14: "MESS_ESTATE", -15: "MESS_EOWNER", -16: "MESS_EEXIST",
 }
 
 ENOTFOUND = -8
@@ -164,6 +171,7 @@ _ERROR_CLASSES = {
     -7: AuthenticationError, -8: NotFoundError, -9: LimitError,
     -10: NumericError, -11: RoleError, -12: CryptoInitError,
     -13: PassphraseError, -14: StateError, -15: OwnerError,
+    -16: AlreadyExistsError,
 }
 
 
@@ -344,8 +352,9 @@ def error(code, function=None):
 def _checked(result, func, args):
     if result != 0:
         e = error(result, func.__name__)
-        if isinstance(e, IOFailureError):
-            # MESS_EIO keeps the system's errno: name the path and the reason
+        if isinstance(e, OSError):
+            # MESS_EIO and MESS_EEXIST keep the system's errno: name the
+            # path and the reason
             err = ctypes.get_errno()
             name = next((a for a in args if isinstance(a, bytes)), None)
             if err:
@@ -470,6 +479,7 @@ client_save = _proto("mess_client_save", [c_void_p, c_char_p, c_char_p])
 client_load = _proto("mess_client_load", [c_char_p, c_char_p, POINTER(c_void_p)])
 # passphrases as (pointer, length): any bytes, NUL included
 client_save_pass = _proto("mess_client_save_pass", [c_void_p, c_char_p, c_char_p, c_size_t])
+client_save_new = _proto("mess_client_save_new", [c_void_p, c_char_p, c_char_p, c_size_t])
 client_load_pass = _proto("mess_client_load_pass", [c_char_p, c_char_p, c_size_t,
                                                     POINTER(c_void_p)])
 server_save = _proto("mess_server_save", [c_void_p, c_char_p])

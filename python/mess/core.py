@@ -9,6 +9,7 @@ the end of a `with` block, or when garbage-collected.
 import ctypes
 import os
 import time
+import warnings
 from collections import namedtuple
 from ctypes import byref, c_size_t, c_uint32, c_void_p
 
@@ -21,6 +22,7 @@ METRICS = {"l2": 0, "ip": 1, "cos": 2, "cosine": 2}
 OWNER_BYTES = L.library_limits["OWNER_BYTES"]  # MESS_OWNER_BYTES
 MAX_EF = L.library_limits["MAX_EF"]              # MESS_MAX_EF
 SEED_BYTES = L.library_limits["SEED_BYTES"]      # MESS_SEED_BYTES
+MAX_BUDGET = L.library_limits["MAX_BUDGET"]      # MESS_MAX_BUDGET
 PAYLOADS = {"f32": 0, "f16": 1, "i8": 2, "int8": 2}
 
 FinishStats = namedtuple("FinishStats", "candidates unique auth_failures unopened")
@@ -38,6 +40,73 @@ def _f32(a, dim=None, what="vectors"):
         if a.ndim != 2 or a.shape[1] != dim:
             raise ValueError("%s must have shape (n, %d), got %s" % (what, dim, a.shape))
     return a
+
+
+class MessWarning(UserWarning):
+    """A call that runs but likely not as meant: k above the pool (fewer
+    than k results come back), training vectors whose norms spread under
+    the l2 or cos metric (NORM_SPREAD_HINT).  warnings.simplefilter(
+    "error", mess.MessWarning) turns them into errors."""
+
+
+# The 95th / 5th percentile of the training vectors' norms above which
+# Client() hints to normalise them, per metric (l2, cos; none for ip, whose
+# score includes the norms).  Measured by eval/norm_spread.py on the
+# bundled SIFT set scaled row by row (table and reasons in cli/cli.h,
+# CLI_NORM_SPREAD_L2 / _COS, which mess init uses): under l2 cosine-meant
+# data lose a tenth of the cosine top 10 from a spread of 1.09 (Recall@10
+# 0.906 at pool 1000; 0.533 at 2.20), but isotropic Gaussian L2 data
+# spread 2.37 at 8 dimensions and 1.81 at 16, so l2 hints from 2.5 only;
+# under cos the codes lose a point past 2 (0.975 at 2.20, 0.704 at 4.62);
+# unit-length vectors keep 0.994-0.9995.
+NORM_SPREAD_HINT = {METRICS["l2"]: 2.5, METRICS["cos"]: 2.0}
+
+
+def _norm_hint(train, metric, stacklevel):
+    limit = NORM_SPREAD_HINT.get(metric)
+    if limit is None or train.shape[0] == 0:
+        return
+    n = np.sort(np.linalg.norm(train.astype(np.float64), axis=1))
+    lo, hi = n[int(0.05 * (n.size - 1))], n[int(0.95 * (n.size - 1))]
+    spread = hi / lo if lo > 0 else (np.inf if hi > 0 else 1.0)
+    if spread <= limit:
+        return
+    if metric == METRICS["l2"]:
+        why = ("under l2 a vector's length counts as much as its direction, so if these "
+               "are embeddings meant to be compared by angle, normalise every vector to "
+               "length 1 before training, inserting and querying, or the results are not "
+               "the cosine neighbours")
+    else:
+        why = ("the codes are made from the vectors as given, so cosine recall falls as "
+               "norms spread: normalise every vector to length 1 before training, "
+               "inserting and querying (the cosine neighbours do not change)")
+    warnings.warn("the training vectors' norms spread (95th / 5th percentile %.2f); %s "
+                  "(eval/norm_spread.py)" % (spread, why), MessWarning,
+                  stacklevel=stacklevel + 1)
+
+
+def _finite(a, what, function):
+    """Refuses non-finite vector components as the tool does, naming the
+    first one's row and component (InvalidArgumentError, before anything
+    reaches C)."""
+    if a.size == 0 or np.isfinite(a).all():
+        return
+    at = np.argwhere(~np.isfinite(a))[0]
+    v = a[tuple(at)]
+    kind = "NaN" if np.isnan(v) else "+inf" if v > 0 else "-inf"
+    where = ("row %d (from 0), component %d" % (at[0], at[1]) if a.ndim == 2
+             else "component %d" % at[0])
+    raise L.InvalidArgumentError(
+        -1, "%s must be finite: %s is %s (nothing was sent)" % (what, where, kind), function)
+
+
+def _warn_k_pool(k, pool, stacklevel):
+    """At most `pool` candidates come back, so k above it cannot be met: said
+    once per call (mess query does the same on stderr)."""
+    if k > pool:
+        warnings.warn("k=%d is larger than pool=%d: a query returns at most %d results "
+                      "(the pool bounds its candidates)" % (k, pool, pool), MessWarning,
+                      stacklevel=stacklevel + 1)
 
 
 def _u64(a):
@@ -392,6 +461,8 @@ class Client(_Handle):
             return
         super().__init__(None)
         train = _f32(train, params.dim, "train")
+        _finite(train, "train", "Client")
+        _norm_hint(train, params.metric, 2)
         if seed is not None:
             seed = bytes(seed)
             if len(seed) != SEED_BYTES:
@@ -410,10 +481,16 @@ class Client(_Handle):
         L.client_load_pass(_path(path), *_pass(passphrase), byref(out))
         return cls(None, None, _ptr=out.value)
 
-    def save(self, path, passphrase=None):
+    def save(self, path, passphrase=None, exist_ok=True):
         """Saves the client, sealed under `passphrase` (str or bytes, any
-        bytes, not empty) if given."""
-        L.client_save_pass(self.ptr, _path(path), *_pass(passphrase))
+        bytes, not empty) if given.  exist_ok=False never replaces a file:
+        a new client's file is the only copy of its server's keys, so
+        anything at `path` raises AlreadyExistsError (a FileExistsError)
+        and is left as it was; of several processes saving to one new path
+        exactly one succeeds (mess_client_save_new, what `mess init`
+        uses)."""
+        save = L.client_save_pass if exist_ok else L.client_save_new
+        save(self.ptr, _path(path), *_pass(passphrase))
 
     @property
     def params(self):
@@ -453,6 +530,7 @@ class Client(_Handle):
         x = _f32(x).reshape(-1)
         if x.size != p.dim:
             raise ValueError("vector must have %d components" % p.dim)
+        _finite(x, "the vector", "Client.codes")
         out = np.empty((p.shards, p.words), dtype=np.uint64)
         L.client_codes(self.ptr, x.ctypes.data, out.ctypes.data)
         return out
@@ -464,6 +542,7 @@ class Client(_Handle):
         v = _f32(vectors, self.params.dim)
         if v.shape[0] != ids.size:
             raise ValueError("%d ids for %d vectors" % (ids.size, v.shape[0]))
+        _finite(v, "vectors", "Client.upload")
         buf, n = c_void_p(), c_size_t()
         L.client_upload(self.ptr, ids.ctypes.data, v.ctypes.data, ids.size,
                         _threads(threads), byref(buf), byref(n))
@@ -477,15 +556,23 @@ class Client(_Handle):
         return _take_buf(buf, n)
 
     def request(self, q, pool):
-        """(Query, request Buffer) for query vector q and total pool B."""
+        """(Query, request Buffer) for query vector q and total pool B, split
+        over the M shards: 1 <= B <= MAX_BUDGET * M (ValueError beyond)."""
         p = self.params
         q = _f32(q).reshape(-1)
         if q.size != p.dim:
             raise ValueError("query must have %d components" % p.dim)
-        pool = _count(pool, "pool", 1, _SIZE_MAX)
+        _finite(q, "the query", "Client.request")
+        pool = _count(pool, "pool", 1)
+        if pool > MAX_BUDGET * p.shards:
+            raise ValueError("pool must be in [1, %d] for this client (%d shards, at most %d "
+                             "candidates each), got %d"
+                             % (MAX_BUDGET * p.shards, p.shards, MAX_BUDGET, pool))
         qs, buf, n = c_void_p(), c_void_p(), c_size_t()
         L.client_request(self.ptr, q.ctypes.data, pool, byref(qs), byref(buf), byref(n))
-        return Query(qs.value), _take_buf(buf, n)
+        query = Query(qs.value)
+        query.pool = pool  # finish() warns when its k is above it
+        return query, _take_buf(buf, n)
 
     def save_queries(self, path, queries):
         """Saves pending queries (a Query or a sequence) to the file at path,
@@ -525,10 +612,16 @@ class Client(_Handle):
 
     def finish(self, query, response, k):
         """Decrypts, dedupes and reranks a response: (ids uint64[n],
-        dists float32[n], FinishStats) with n <= k results."""
+        dists float32[n], FinishStats) with n <= k results, and n <= the
+        request's pool (MessWarning when k is above it)."""
         k = _count(k, "k", 1, 2 ** 31 - 1)
         if not isinstance(query, Query):
             raise TypeError("query must be the Query that request() returned")
+        if getattr(query, "pool", None) is not None:
+            _warn_k_pool(k, query.pool, 2)
+        return self._finish(query, response, k)
+
+    def _finish(self, query, response, k):
         ptr, n, keep = _buf_arg(response)
         ids = np.empty(k, dtype=np.uint64)
         dists = np.empty(k, dtype=np.float32)
@@ -564,11 +657,7 @@ class Client(_Handle):
             raise ValueError("%d ids for %d vectors" % (ids.size, v.shape[0]))
         if np.unique(ids).size != ids.size:
             raise ValueError("ids repeat within the call")
-        if v.size and not np.isfinite(v).all():
-            row = int(np.nonzero(~np.isfinite(v).all(axis=1))[0][0])
-            raise L.InvalidArgumentError(
-                -1, "vectors must be finite: row %d is not (nothing was sent)" % row,
-                "Client.insert")
+        _finite(v, "vectors", "Client.insert")
         total = 0
         for i in range(0, ids.size, batch):
             try:
@@ -586,6 +675,10 @@ class Client(_Handle):
         k = _count(k, "k", 1, 2 ** 31 - 1)
         pool = _count(pool, "pool", 1, _SIZE_MAX)
         threads = _threads(threads)
+        _warn_k_pool(k, pool, 2)
+        return self._query(server, q, k, pool, threads)
+
+    def _query(self, server, q, k, pool, threads):
         t0 = time.perf_counter()
         qs, req = self.request(q, pool)
         t1 = time.perf_counter()
@@ -593,7 +686,7 @@ class Client(_Handle):
             resp = server.search(req, threads)
             t2 = time.perf_counter()
             with resp:
-                ids, dists, st = self.finish(qs, resp, k)
+                ids, dists, st = self._finish(qs, resp, k)
                 t3 = time.perf_counter()
                 return QueryResult(ids, dists, st, len(req), len(resp),
                                    (t1 - t0) + (t3 - t2), t2 - t1)
@@ -605,10 +698,12 @@ class Client(_Handle):
         pool = _count(pool, "pool", 1, _SIZE_MAX)
         threads = _threads(threads)
         Q = _f32(queries, self.params.dim, "queries")
+        _finite(Q, "queries", "Client.search")
+        _warn_k_pool(k, pool, 2)
         ids = np.full((Q.shape[0], k), np.iinfo(np.uint64).max, dtype=np.uint64)
         dists = np.full((Q.shape[0], k), np.inf, dtype=np.float32)
         for i in range(Q.shape[0]):
-            r = self.query(server, Q[i], k, pool, threads)
+            r = self._query(server, Q[i], k, pool, threads)
             ids[i, :r.ids.size] = r.ids
             dists[i, :r.dists.size] = r.dists
         return ids, dists
@@ -994,5 +1089,5 @@ class ShardView:
 
 
 __all__ = ["Params", "Client", "Server", "Query", "Buffer", "ShardView",
-           "FinishStats", "ServerStats", "QueryResult", "MessError",
+           "FinishStats", "ServerStats", "QueryResult", "MessError", "MessWarning",
            "effective_flip", "split_flip", "METRICS", "PAYLOADS"]

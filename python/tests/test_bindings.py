@@ -238,6 +238,95 @@ class TestArguments(unittest.TestCase):
             self.s.shard(-1)
         self.assertEqual(self.s.stats().live, 200 * self.p.per_item)
 
+    def test_pool_range(self):
+        # issue 29: the real bound is MAX_BUDGET x M, checked in Python
+        q = Data.queries[0]
+        top = mess.MAX_BUDGET * self.p.shards
+        with self.assertRaises(ValueError) as cm:
+            self.c.request(q, top + 1)
+        self.assertIn("pool must be in [1, %d] for this client (%d shards"
+                      % (top, self.p.shards), str(cm.exception))
+        with self.assertRaises(ValueError):
+            self.c.query(self.s, q, k=3, pool=mess.MAX_BUDGET * mess.MAX_SHARDS)
+        qs, req = self.c.request(q, top)
+        with qs, req:
+            pass
+
+    def test_k_above_pool_warns(self):
+        # issue 29: fewer than k results used to come back without a word
+        q = Data.queries[0]
+        with self.assertWarns(mess.MessWarning) as cm:
+            r = self.c.query(self.s, q, k=10, pool=4)
+        self.assertIn("k=10 is larger than pool=4: a query returns at most 4 results",
+                      str(cm.warning))
+        self.assertLessEqual(len(r.ids), 4)
+        self.assertEqual(cm.filename, __file__)   # points at the caller
+        import warnings
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            self.c.search(self.s, Data.queries[:3], k=5, pool=2)
+            self.assertEqual(len([w for w in got if w.category is mess.MessWarning]), 1)
+            qs, req = self.c.request(q, 4)
+            with qs, req, self.s.search(req) as resp:
+                self.c.finish(qs, resp, 6)
+            self.assertEqual(len([w for w in got if w.category is mess.MessWarning]), 2)
+            self.c.query(self.s, q, k=4, pool=4)          # k == pool: nothing said
+            self.c.search(self.s, Data.queries[:2], k=3, pool=100)
+            self.assertEqual(len([w for w in got if w.category is mess.MessWarning]), 2)
+
+    def test_non_finite_named(self):
+        # issue 29: the error names row and component, as mess does
+        bad = Data.base[:3].copy()
+        bad[1, 3] = np.nan
+        with self.assertRaises(mess.InvalidArgumentError) as cm:
+            self.c.insert(self.s, [10**6, 10**6 + 1, 10**6 + 2], bad)
+        self.assertIn("vectors must be finite: row 1 (from 0), component 3 is NaN "
+                      "(nothing was sent)", str(cm.exception))
+        bad[1, 3] = -np.inf
+        with self.assertRaises(mess.InvalidArgumentError) as cm:
+            self.c.upload([10**6, 10**6 + 1, 10**6 + 2], bad)
+        self.assertIn("row 1 (from 0), component 3 is -inf", str(cm.exception))
+        q = Data.queries[0].copy()
+        q[5] = np.inf
+        with self.assertRaises(mess.InvalidArgumentError) as cm:
+            self.c.query(self.s, q, k=3, pool=100)
+        self.assertIn("the query must be finite: component 5 is +inf", str(cm.exception))
+        with self.assertRaises(mess.InvalidArgumentError) as cm:
+            self.c.search(self.s, np.stack([Data.queries[1], q]), k=3, pool=100)
+        self.assertIn("queries must be finite: row 1 (from 0), component 5 is +inf",
+                      str(cm.exception))
+        train = Data.train[:1000].copy()
+        train[7, 0] = np.nan
+        with self.assertRaises(mess.InvalidArgumentError) as cm:
+            mess.Client(self.p, train)
+        self.assertIn("train must be finite: row 7 (from 0), component 0 is NaN",
+                      str(cm.exception))
+        self.assertEqual(self.s.stats().live, 200 * self.p.per_item)
+
+    def test_norm_spread_hint(self):
+        # issue 29: l2 on unnormalised embeddings lost recall without a word;
+        # Client() hints when the training norms spread (as mess init does)
+        import warnings
+        train = Data.train[:300]
+        spread = train * (1 + np.arange(300) % 4)[:, None].astype(np.float32)
+        for metric, text in (("l2", "under l2 a vector's length counts as much"),
+                             ("cos", "the codes are made from the vectors as given")):
+            p = small_params(metric=metric)
+            with self.assertWarns(mess.MessWarning) as cm:
+                mess.Client(p, spread, seed=SEED).close()
+            self.assertIn("norms spread (95th / 5th percentile 4.0", str(cm.warning))
+            self.assertIn(text, str(cm.warning))
+            self.assertEqual(cm.filename, __file__)
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            mess.Client(small_params(metric="ip"), spread, seed=SEED).close()
+            mess.Client(small_params(), train, seed=SEED).close()   # SIFT: norms equal
+            mess.Client(small_params(metric="cos"), train * 1.5, seed=SEED).close()
+            # Gaussian L2 data of 16 dimensions spread 1.8: not a hint's case
+            gauss = np.random.default_rng(1).standard_normal((300, 16)).astype(np.float32)
+            mess.Client(mess.Params(16, shards=4, per_item=2), gauss, seed=SEED).close()
+        self.assertEqual([str(w.message) for w in got if w.category is mess.MessWarning], [])
+
     def test_params_fields(self):
         for kw in ({"shards": -1}, {"kappa": -64}, {"per_item": 2**32}):
             with self.assertRaises(ValueError):
@@ -540,6 +629,43 @@ class TestLifecycle(unittest.TestCase):
             with self.assertRaises(mess.PassphraseError):
                 mess.Client.load(plain, "anything")
             with mess.Client.load(plain):
+                pass
+
+    def test_save_exist_ok(self):
+        # issue 29 item 1: a new client's file is the only copy of its
+        # server's keys; exist_ok=False never replaces anything
+        p = small_params()
+        with tempfile.TemporaryDirectory() as d, \
+                mess.Client(p, Data.train, seed=SEED) as c:
+            path = os.path.join(d, "c.mess")
+            c.save(path, exist_ok=False)
+            with mess.Client.load(path) as c2:
+                self.assertEqual(c2.params, p)
+            def read(f):
+                with open(f, "rb") as fh:
+                    return fh.read()
+            before = read(path)
+            with mess.Client(p, Data.train[:1000]) as other:   # other keys
+                with self.assertRaises(mess.AlreadyExistsError) as cm:
+                    other.save(path, exist_ok=False)
+                with self.assertRaises(FileExistsError):
+                    other.save(path, passphrase="pw", exist_ok=False)
+            e = cm.exception
+            self.assertEqual((e.code, e.errno, e.filename), (-16, errno.EEXIST, path))
+            self.assertIn(path, str(e))
+            self.assertEqual(read(path), before)
+            # a dangling symlink is not followed; a directory is refused too
+            link, target = os.path.join(d, "link.mess"), os.path.join(d, "nowhere")
+            os.symlink("nowhere", link)
+            with self.assertRaises(FileExistsError):
+                c.save(link, exist_ok=False)
+            self.assertFalse(os.path.exists(target))
+            with self.assertRaises(FileExistsError):
+                c.save(d, exist_ok=False)
+            self.assertEqual(sorted(os.listdir(d)), ["c.mess", "link.mess"])
+            # the default still replaces (saving a client again)
+            c.save(path)
+            with mess.Client.load(path):
                 pass
 
     def test_deterministic_mode_repeats(self):

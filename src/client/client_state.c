@@ -27,8 +27,10 @@ int mess_client_save(const mess_client *c, const char *path,
                                  passphrase ? strlen(passphrase) : 0);
 }
 
-static int client_save(const mess_client *c, const char *path,
-                       const char *passphrase, size_t passphrase_len)
+/* The client file at path: replaced (create 0), or created only if
+ * nothing is there (create 1: statefile_create, MESS_EEXIST). */
+static int client_save_as(const mess_client *c, const char *path,
+                   const char *passphrase, size_t passphrase_len, int create)
 {
     struct mess_wr w;
     int rc;
@@ -56,8 +58,9 @@ static int client_save(const mess_client *c, const char *path,
     if (rc == MESS_OK)
         memcpy(w.p + 4 + 1 + 8, c->keys->master, KEY_BYTES);
     if (rc == MESS_OK)
-        rc = statefile_write(path, STATEFILE_CLIENT, &c->p, w.p, w.len,
-                             passphrase, passphrase_len, 0600);
+        rc = (create ? statefile_create : statefile_write)(
+            path, STATEFILE_CLIENT, &c->p, w.p, w.len, passphrase,
+            passphrase_len, 0600);
     if (w.p)
         sodium_memzero(w.p, w.len);
     mess_wr_free(&w);
@@ -71,7 +74,19 @@ int mess_client_save_pass(const mess_client *c, const char *path,
     if (!c)
         return MESS_EINVAL;
     client_lock_read(c);
-    rc = client_save(c, path, passphrase, passphrase_len);
+    rc = client_save_as(c, path, passphrase, passphrase_len, 0);
+    client_unlock(c);
+    return rc;
+}
+
+int mess_client_save_new(const mess_client *c, const char *path,
+                         const char *passphrase, size_t passphrase_len)
+{
+    int rc;
+    if (!c)
+        return MESS_EINVAL;
+    client_lock_read(c);
+    rc = client_save_as(c, path, passphrase, passphrase_len, 1);
     client_unlock(c);
     return rc;
 }

@@ -1,7 +1,8 @@
 /*
  * atomicfile.c - a file replaced through a mkstemp temporary in the same
- * directory, fsync and rename (see atomicfile.h).  Shared by the state
- * files (statefile.c) and the vector / id files (vecio.c).
+ * directory, fsync and rename, or created without replacing anything
+ * through the same temporary and link (see atomicfile.h).  Shared by the
+ * state files (statefile.c) and the vector / id files (vecio.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -106,7 +107,28 @@ int atomicfile_begin(struct atomicfile *af, const char *path, unsigned mode)
     return MESS_OK;
 }
 
-int atomicfile_end(struct atomicfile *af, const char *path, int rc)
+/* Gives the fsync'd temporary its final name.  Replacing: rename(2) over
+ * path.  Creating: link(2) to path, which fails with EEXIST if anything
+ * is there (a file, a directory, a symlink, dangling or not: link follows
+ * neither name), so of two processes creating one path exactly one wins;
+ * the temporary's own name is then removed (a crash in between leaves it
+ * as a stray PATH.tmp.XXXXXX beside a complete file).  On failure the
+ * temporary is removed too.  MESS_OK, MESS_EEXIST (errno EEXIST), or
+ * MESS_EIO with errno set. */
+static int publish(const char *tmp, const char *path, int create)
+{
+    int rc = MESS_OK, err = 0;
+    if (create ? link(tmp, path) != 0 : rename(tmp, path) != 0) {
+        err = errno;
+        rc = err == EEXIST && create ? MESS_EEXIST : MESS_EIO;
+    }
+    if (create || rc != MESS_OK)
+        unlink(tmp);
+    errno = err;
+    return rc;
+}
+
+static int end(struct atomicfile *af, const char *path, int rc, int create)
 {
     int err = errno;
     if (rc == MESS_OK && fsync(af->fd) != 0) {
@@ -117,12 +139,10 @@ int atomicfile_end(struct atomicfile *af, const char *path, int rc)
         rc = MESS_EIO;
         err = errno;
     }
-    if (rc == MESS_OK && rename(af->tmp, path) != 0) {
-        rc = MESS_EIO;
-        err = errno;
-    }
     if (rc != MESS_OK)
         unlink(af->tmp);
+    else if ((rc = publish(af->tmp, path, create)) != MESS_OK)
+        err = errno;
     else if ((rc = sync_parent(af->dir)) != MESS_OK)
         err = errno;
     free(af->tmp);
@@ -133,6 +153,16 @@ int atomicfile_end(struct atomicfile *af, const char *path, int rc)
     return rc;
 }
 
+int atomicfile_end(struct atomicfile *af, const char *path, int rc)
+{
+    return end(af, path, rc, 0);
+}
+
+int atomicfile_end_new(struct atomicfile *af, const char *path, int rc)
+{
+    return end(af, path, rc, 1);
+}
+
 int atomicfile_replace(const char *path, const uint8_t *data, size_t len,
                        unsigned mode)
 {
@@ -141,4 +171,14 @@ int atomicfile_replace(const char *path, const uint8_t *data, size_t len,
     if (rc != MESS_OK)
         return rc;
     return atomicfile_end(&af, path, atomicfile_write(&af, data, len));
+}
+
+int atomicfile_create(const char *path, const uint8_t *data, size_t len,
+                      unsigned mode)
+{
+    struct atomicfile af;
+    int rc = atomicfile_begin(&af, path, mode);
+    if (rc != MESS_OK)
+        return rc;
+    return atomicfile_end_new(&af, path, atomicfile_write(&af, data, len));
 }

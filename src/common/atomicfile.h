@@ -8,6 +8,14 @@
  * reused), is fsync'd, renamed over PATH, and the directory is fsync'd.
  * On failure the temporary is removed and PATH is untouched.  MESS_EIO
  * leaves errno as the failing system call set it.
+ *
+ * Creating instead of replacing (atomicfile_end_new, atomicfile_create:
+ * a client file's only copy of its keys): the same temporary, fsync'd,
+ * is linked to PATH with link(2), which fails if any name is there, so a
+ * file is never replaced and two racing creators cannot both win; the
+ * loser gets MESS_EEXIST (errno EEXIST) and PATH is untouched.  A file
+ * system without hard links (FAT) refuses the link: MESS_EIO, errno
+ * EPERM (or EOPNOTSUPP).
  */
 #ifndef MESS_ATOMICFILE_H
 #define MESS_ATOMICFILE_H
@@ -51,8 +59,15 @@ int atomicfile_end(struct atomicfile *af, const char *path, int rc);
  * file, else open's. */
 int atomicfile_open_regular(const char *path, int flags, unsigned mode);
 
+/* As atomicfile_end, but creating path: link(2) instead of the rename,
+ * MESS_EEXIST if anything is at path (nothing changed there). */
+int atomicfile_end_new(struct atomicfile *af, const char *path, int rc);
+
 /* The whole of data in one call: begin, write, end. */
 int atomicfile_replace(const char *path, const uint8_t *data, size_t len,
                        unsigned mode);
+/* The same, creating path (atomicfile_end_new): MESS_EEXIST if it exists. */
+int atomicfile_create(const char *path, const uint8_t *data, size_t len,
+                      unsigned mode);
 
 #endif

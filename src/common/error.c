@@ -26,6 +26,7 @@ const char *mess_strerror(int code)
     case MESS_EPASS:     return "passphrase missing or wrong, or given for an unsealed file";
     case MESS_ESTATE:    return "not valid in the current state (e.g. item already stored)";
     case MESS_EOWNER:    return "the server belongs to another client";
+    case MESS_EEXIST:    return "file exists (not replaced)";
     default:             return "unknown error";
     }
 }
@@ -49,6 +50,7 @@ const char *mess_error_name(int code)
     case MESS_EPASS:     return "MESS_EPASS";
     case MESS_ESTATE:    return "MESS_ESTATE";
     case MESS_EOWNER:    return "MESS_EOWNER";
+    case MESS_EEXIST:    return "MESS_EEXIST";
     default:             return NULL;
     }
 }

@@ -1,6 +1,7 @@
 /*
- * statefile.c - compressed, checksummed, atomically replaced state files,
- * optionally sealed under a passphrase (Argon2id + XChaCha20-Poly1305).
+ * statefile.c - compressed, checksummed, atomically replaced (or created,
+ * never replacing a file) state files, optionally sealed under a
+ * passphrase (Argon2id + XChaCha20-Poly1305).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -120,9 +121,12 @@ static int derive_key(const char *pass, size_t pass_len, const uint8_t *salt,
     return MESS_OK;
 }
 
-int statefile_write(const char *path, uint32_t role, const mess_params *p,
-                    const uint8_t *raw, size_t raw_len,
-                    const char *passphrase, size_t pass_len, unsigned mode)
+/* statefile_write (create 0: replaces path) and statefile_create (create
+ * 1: path must not exist). */
+static int write_state(const char *path, uint32_t role, const mess_params *p,
+                       const uint8_t *raw, size_t raw_len,
+                       const char *passphrase, size_t pass_len, unsigned mode,
+                       int create)
 {
     struct mess_wr w;
     size_t bound, zlen, zcap, hdr_len, body_len, stored_len;
@@ -207,11 +211,30 @@ int statefile_write(const char *path, uint32_t role, const mess_params *p,
     q = mess_wr_reserve(&w, SUM_BYTES);
     if (q)
         crypto_generichash(q, SUM_BYTES, w.p, w.len - SUM_BYTES, NULL, 0);
-    rc = w.err ? w.err : atomicfile_replace(path, w.p, w.len, mode);
+    if (w.err)
+        rc = w.err;
+    else if (create)
+        rc = atomicfile_create(path, w.p, w.len, mode);
+    else
+        rc = atomicfile_replace(path, w.p, w.len, mode);
     if (w.p)
         sodium_memzero(w.p, w.cap);
     mess_wr_free(&w);
     return rc;
+}
+
+int statefile_write(const char *path, uint32_t role, const mess_params *p,
+                    const uint8_t *raw, size_t raw_len,
+                    const char *passphrase, size_t pass_len, unsigned mode)
+{
+    return write_state(path, role, p, raw, raw_len, passphrase, pass_len, mode, 0);
+}
+
+int statefile_create(const char *path, uint32_t role, const mess_params *p,
+                     const uint8_t *raw, size_t raw_len,
+                     const char *passphrase, size_t pass_len, unsigned mode)
+{
+    return write_state(path, role, p, raw, raw_len, passphrase, pass_len, mode, 1);
 }
 
 /* Reads a whole regular file with read(2) (no stdio buffer keeps a copy of

@@ -19,8 +19,9 @@
  *
  * Written to a fresh PATH.tmp.XXXXXX (mkstemp: O_EXCL, never a planted
  * symlink), fsync'd, renamed over PATH, directory fsync'd (atomicfile.c,
- * which the vector files share).  MESS_EIO leaves errno as the failing
- * system call set it.
+ * which the vector files share); statefile_create links it to PATH
+ * instead, never replacing a file there.  MESS_EIO leaves errno as the
+ * failing system call set it.
  */
 #ifndef MESS_STATEFILE_H
 #define MESS_STATEFILE_H
@@ -39,6 +40,12 @@
 int statefile_write(const char *path, uint32_t role, const mess_params *p,
                     const uint8_t *raw, size_t raw_len,
                     const char *passphrase, size_t pass_len, unsigned mode);
+/* The same, but path must not exist: the file is linked to it (link(2)),
+ * MESS_EEXIST with nothing written if any name is there, and of several
+ * processes creating one path exactly one succeeds (atomicfile.h). */
+int statefile_create(const char *path, uint32_t role, const mess_params *p,
+                     const uint8_t *raw, size_t raw_len,
+                     const char *passphrase, size_t pass_len, unsigned mode);
 
 /* Reads, checks and decompresses a state file of `role`.  With a passphrase
  * the file must be sealed (MESS_EPASS otherwise); without one a sealed file

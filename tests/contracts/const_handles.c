@@ -49,6 +49,7 @@ int use_const(const mess_client *c, const mess_server *s, const mess_query *q,
     rc |= mess_query_save(c, &q, 1, "queries.qstate");
     rc |= mess_client_save(c, "client.mess", NULL);
     rc |= mess_client_save_pass(c, "client.mess", "pw", 2);
+    rc |= mess_client_save_new(c, "new.mess", "pw", 2);
     rc |= mess_server_save(s, "server.mess");
     /* sizes from const parameters */
     n = mess_upload_size(p, 1) + mess_delete_size(p, 1) + mess_request_size(p) +

@@ -1,0 +1,104 @@
+#!/bin/sh
+# tests/cli_init.sh - `mess init` never replaces a client file (issue 29
+# item 1): a second init with the same --client is refused before the
+# training, exit 1, the file's bytes unchanged and its server still
+# answering; --force keeps the old file under a name it prints (never
+# overwriting an earlier kept copy) and writes a new one.
+set -u
+MESS=${MESS:-build/mess}
+. tests/shlib.sh
+
+D=datasets/sift
+C="$tmp/c.mess"
+head -c $((132 * 100)) $D/base.bvecs >"$tmp/few.bvecs"
+small="--train $D/learn.bvecs --shards 2 --per-item 1 --bits 64 --train-sample 500"
+
+# init SERVER [options]: mess init of the small client $C and SERVER
+init() {
+    $MESS init --client "$C" --server "$@" $small >"$tmp/out" 2>"$tmp/err"
+}
+
+if init "$tmp/s1" && $MESS insert --client "$C" --server "$tmp/s1" "$tmp/few.bvecs" \
+    >/dev/null 2>>"$tmp/err"; then
+    ok "init and insert"
+else
+    bad "init and insert: $(cat "$tmp/err")"
+fi
+sum=$(cksum <"$C")
+
+# the same --client again, another server: refused, nothing changed
+init "$tmp/s2"
+rc=$?
+if [ $rc = 1 ] && ! grep -q '^{' "$tmp/out" &&
+    grep -qxF "mess: $C exists: init never replaces a client file (it may hold the only keys of a server); give another --client, or add --force to keep the old file under a new name and write a new one" "$tmp/err"; then
+    ok "second init refused, exit 1, the message names the file"
+else
+    bad "second init: exit $rc, stdout $(head -c 200 "$tmp/out"), stderr $(cat "$tmp/err")"
+fi
+[ "$(cksum <"$C")" = "$sum" ] && ok "client file bytes unchanged" || bad "client file changed"
+[ ! -e "$tmp/s2" ] && ok "refused before the server was made" || bad "$tmp/s2 was created"
+if $MESS query --client "$C" --server "$tmp/s1" "$tmp/few.bvecs" -k 1 --pool 8 \
+    >"$tmp/q" 2>"$tmp/err" && grep -q '"auth_failures":0' "$tmp/q"; then
+    ok "the first server still answers with the kept keys"
+else
+    bad "query after the refusal: $(cat "$tmp/err")"
+fi
+
+# a symlink at C, even dangling: refused, its target not created
+ln -s "$tmp/elsewhere" "$tmp/link.mess"
+$MESS init --client "$tmp/link.mess" --server "$tmp/s3" $small >/dev/null 2>"$tmp/err"
+rc=$?
+if [ $rc = 1 ] && grep -q "^mess: $tmp/link.mess exists: init never replaces" "$tmp/err" &&
+    [ ! -e "$tmp/elsewhere" ] && [ -L "$tmp/link.mess" ]; then
+    ok "a dangling symlink at --client refused, not followed"
+else
+    bad "dangling symlink: exit $rc, $(cat "$tmp/err")"
+fi
+
+# --force: the old file is kept under the printed name, a new one written
+init "$tmp/s2" --force
+rc=$?
+kept=$(sed -n "s|^mess: $C existed: kept as \(.*\) (--force)\$|\1|p" "$tmp/err")
+if [ $rc = 0 ] && [ -n "$kept" ] && grep -q '^{' "$tmp/out"; then
+    ok "--force: init succeeds and prints the kept name ($(basename "$kept"))"
+else
+    bad "--force: exit $rc, $(cat "$tmp/err")"
+fi
+case $(basename "$kept") in
+c.mess.replaced-[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]T[0-9][0-9][0-9][0-9][0-9][0-9]*)
+    ok "kept as C.replaced-YYYYmmddTHHMMSS" ;;
+*) bad "kept name '$kept'" ;;
+esac
+[ -f "$kept" ] && [ "$(cksum <"$kept")" = "$sum" ] && ok "the kept file is the old one, byte for byte" ||
+    bad "kept file missing or changed"
+[ "$(cksum <"$C")" != "$sum" ] && ok "a new client file at C" || bad "C not replaced under --force"
+if $MESS query --client "$kept" --server "$tmp/s1" "$tmp/few.bvecs" -k 1 --pool 8 \
+    >/dev/null 2>"$tmp/err"; then
+    ok "the kept file still opens its server"
+else
+    bad "kept file with s1: $(cat "$tmp/err")"
+fi
+# a second --force (likely the same second): another name, the first
+# kept copy untouched
+sum2=$(cksum <"$C")
+rm -rf "$tmp/s2"
+init "$tmp/s2" --force
+kept2=$(sed -n "s|^mess: $C existed: kept as \(.*\) (--force)\$|\1|p" "$tmp/err")
+if [ -n "$kept2" ] && [ "$kept2" != "$kept" ] && [ "$(cksum <"$kept")" = "$sum" ] &&
+    [ "$(cksum <"$kept2")" = "$sum2" ]; then
+    ok "a second --force keeps another copy ($(basename "$kept2")), the first intact"
+else
+    bad "second --force: '$kept' '$kept2' $(cat "$tmp/err")"
+fi
+# --force with nothing at C: nothing to keep, nothing said
+refuse 1 "--force on a directory at --client" \
+    $MESS init --client "$tmp" --server "$tmp/s4" --force $small
+grep -q "is a directory: --force keeps an existing client file" "$tmp/err" &&
+    ok "the directory message" || bad "directory: $(cat "$tmp/err")"
+$MESS init --client "$tmp/fresh.mess" --server "$tmp/s5" --force $small >/dev/null 2>"$tmp/err"
+if [ $? = 0 ] && ! grep -q "existed" "$tmp/err" && ! ls "$tmp" | grep -q "fresh.mess.replaced"; then
+    ok "--force with no file: nothing kept, nothing said"
+else
+    bad "--force on a new path: $(cat "$tmp/err")"
+fi
+finish
