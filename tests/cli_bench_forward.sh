@@ -97,7 +97,9 @@ inc=$(grep -h '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' cli/*.c cli/*.h |
     bad "cli/ includes: $(echo $inc)"
 # ... and calls the exported API only: its objects link against the
 # shared library, which exports nothing else (libmess.map)
-objs=$(ls build/rel/cli/*.o 2>/dev/null)
+# (the objects of cli/'s sources only: a tree built before a file moved
+# may still hold its old object there)
+objs=$(for c in cli/*.c; do o=build/rel/cli/$(basename "$c" .c).o; [ -f "$o" ] && echo "$o"; done)
 if [ -n "$objs" ] && [ -f build/libmess.so ]; then
     mkdir "$tmp/lib" && ln -s "$(pwd)/build/libmess.so" "$tmp/lib/libmess.so.0"
     # shellcheck disable=SC2086
