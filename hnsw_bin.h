@@ -241,7 +241,8 @@ void hnsw_hamming_blocks(const uint64_t *a, const uint64_t *b, size_t n,
 int hnsw_popcount_hw(void);
 /* Tests and benchmarks: -1 lets the CPU decide (the default), 0 forces the
  * baseline code, 1 the instruction (MESS_EINVAL where the CPU lacks it).
- * Not thread-safe: call before any search. */
+ * Not thread-safe: call before any search.  The one table of these
+ * choices: SIMD_POPCOUNT in src/common/simd.h. */
 int hnsw_popcount_force(int mode);
 
 /* Hamming distance of two codes of `words` 64-bit words (the baseline
