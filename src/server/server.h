@@ -53,13 +53,25 @@ void server_search_set_paths(mess_server *s, int fast, size_t clear_words);
 #define SERVER_COPY_AHEAD 4
 void server_search_set_copy_ahead(mess_server *s, unsigned ahead);
 /* Requests of a batch searched together per worker, shard by shard
- * (1..8, default 8; 1: each request alone); for the benchmark. */
+ * (1..SEARCH_GROUP, the default; 1: each request alone); for the
+ * benchmark. */
+#define SEARCH_GROUP 8
 int server_search_set_group(mess_server *s, unsigned group);
 /* Multi-threaded searches on the server's kept workers (1, default) or on
  * threads started for each search (0, as before); for the benchmark. */
 void server_search_set_keep_workers(mess_server *s, int keep);
-/* The defaults above (server_alloc). */
-void server_search_opts_default(struct server_search_opts *o);
+
+/* The defaults above, which server_alloc gives every handle (inline here
+ * so that server_core.c, below server_search.c, needs nothing of it). */
+static inline void server_search_opts_default(struct server_search_opts *o)
+{
+    o->width = SERVER_SEARCH_WIDTH;
+    o->many.fast = HNSW_MANY_FAST;
+    o->many.clear_words = HNSW_MANY_CLEAR_WORDS;
+    o->copy_ahead = SERVER_COPY_AHEAD;
+    o->group = SEARCH_GROUP;
+    o->keep_workers = 1;
+}
 
 /* ---- the directory's upper half (server_open.c) --------------------------- */
 

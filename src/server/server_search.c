@@ -21,25 +21,11 @@ struct search_job {
     size_t chunk, n;               /* listed shards per work item, in all */
 };
 
-/* Up to SEARCH_GROUP requests of a batch are searched together on one
- * worker (search_group below). */
-#define SEARCH_GROUP 8
-
 /* ---- the handle's search options (struct server_search_opts) -------------
  * The width 0 (hnsw_search shard after shard), the former loops of
  * hnsw_search_many, no copy prefetch, group 1 and threads per search are
  * the paths before each improvement, kept for the tests and `mess bench
  * server`, which compare them. */
-
-void server_search_opts_default(struct server_search_opts *o)
-{
-    o->width = SERVER_SEARCH_WIDTH;
-    o->many.fast = HNSW_MANY_FAST;
-    o->many.clear_words = HNSW_MANY_CLEAR_WORDS;
-    o->copy_ahead = SERVER_COPY_AHEAD;
-    o->group = SEARCH_GROUP;
-    o->keep_workers = 1;
-}
 
 int server_search_set_width(mess_server *s, unsigned width)
 {

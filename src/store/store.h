@@ -118,7 +118,7 @@ struct server_search_opts {
      * prefetched: default SERVER_COPY_AHEAD, 0 none (the copy before it). */
     unsigned copy_ahead;
     /* Requests of a batch searched together per worker, shard by shard:
-     * 1..SEARCH_GROUP (server_search.c), default SEARCH_GROUP; 1 each alone. */
+     * 1..SEARCH_GROUP (server.h), default SEARCH_GROUP; 1 each alone. */
     unsigned group;
     /* Multi-threaded searches on the handle's kept workers (1, default) or
      * on threads started for each search (0, as before). */
