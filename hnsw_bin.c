@@ -22,33 +22,21 @@
 #include <math.h>
 
 #include "hnsw_internal.h"
+#include "simd.h"
 
 /* ---- popcount at run time ------------------------------------------------
- * The copies and their choice: HNSW_DISPATCH in hnsw_internal.h. */
-
-static int popcount_mode = -1; /* -1 the CPU decides, 0 software, 1 instruction */
+ * The copies and their choice: HNSW_DISPATCH in hnsw_internal.h; what the
+ * CPU offers and the forced choice: SIMD_POPCOUNT in src/common/simd.h. */
 
 int hnsw_popcount_force(int mode)
 {
-    if (mode < -1 || mode > 1)
-        return MESS_EINVAL;
-#ifdef HNSW_DISPATCH
-    if (mode == 1 && !__builtin_cpu_supports("popcnt"))
-        return MESS_EINVAL;
-#else
-    if (mode == 1)
-        return MESS_EINVAL;
-#endif
-    popcount_mode = mode;
-    return MESS_OK;
+    return simd_force(SIMD_POPCOUNT, mode);
 }
 
 int hnsw_popcount_hw(void)
 {
 #ifdef HNSW_DISPATCH
-    if (popcount_mode >= 0)
-        return popcount_mode;
-    return __builtin_cpu_supports("popcnt") != 0;
+    return simd_level(SIMD_POPCOUNT);
 #else
     return 0;
 #endif

@@ -119,22 +119,26 @@ struct hnsw_job {
     size_t n_out;         /* set by the call */
     int rc;               /* set by the call */
 };
-int hnsw_search_many(struct hnsw_job *jobs, size_t n,
-                     struct hnsw_scratch *const *scratch, unsigned width);
 /* hnsw_search_many's loops, for the tests and `mess bench server` (the same
  * results either way): fast 1 runs the common case (128-bit codes all in
  * one array, no deleted node) in loops of its own and makes the next picks
  * of all beams that scored in a round together (their link lists'
  * prefetches overlap); fast 2 (default, HNSW_MANY_FAST) also gathers the
  * unvisited neighbours without a branch on the visit bit (when the bitmap
- * is cleared whole); 0 the former loops.  A visit bitmap of at most
- * clear_words 64-bit words (default HNSW_MANY_CLEAR_WORDS: 128 KiB, 1M
- * nodes) is cleared whole after a search, a larger one (or any, with fast
- * 0) through the list of the nodes visited.  Not thread-safe: set it
- * between searches. */
+ * is cleared whole); 0 the former loops (fast is clamped to 0..2).  A
+ * visit bitmap of at most clear_words 64-bit words (default
+ * HNSW_MANY_CLEAR_WORDS: 128 KiB, 1M nodes) is cleared whole after a
+ * search, a larger one (or any, with fast 0) through the list of the nodes
+ * visited.  Passed to each call; NULL gives the defaults. */
 #define HNSW_MANY_CLEAR_WORDS 16384
 #define HNSW_MANY_FAST 2
-void hnsw_many_set_paths(int fast, size_t clear_words);
+struct hnsw_many_opts {
+    int fast;
+    size_t clear_words;
+};
+int hnsw_search_many(struct hnsw_job *jobs, size_t n,
+                     struct hnsw_scratch *const *scratch, unsigned width,
+                     const struct hnsw_many_opts *opts);
 
 /* MESS_OK and *node (may be NULL) if a live node has the label, else
  * MESS_ENOTFOUND. */
@@ -241,7 +245,8 @@ void hnsw_hamming_blocks(const uint64_t *a, const uint64_t *b, size_t n,
 int hnsw_popcount_hw(void);
 /* Tests and benchmarks: -1 lets the CPU decide (the default), 0 forces the
  * baseline code, 1 the instruction (MESS_EINVAL where the CPU lacks it).
- * Not thread-safe: call before any search. */
+ * Not thread-safe: call before any search.  The one table of these
+ * choices: SIMD_POPCOUNT in src/common/simd.h. */
 int hnsw_popcount_force(int mode);
 
 /* Hamming distance of two codes of `words` 64-bit words (the baseline

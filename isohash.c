@@ -627,16 +627,15 @@ project_avx2(const float *restrict p, size_t ld, const float *restrict x,
               _mm256_storeu_ps, _mm256_mul_ps, _mm256_add_ps)
 #endif
 
-static int proj_forced = -1;
-
+/* The choice: SIMD_PROJECT in simd.h. */
 int isohash_project_isa(void)
 {
-    return simd_level(&proj_forced);
+    return simd_level(SIMD_PROJECT);
 }
 
 int isohash_project_force(int isa)
 {
-    return simd_force(&proj_forced, isa);
+    return simd_force(SIMD_PROJECT, isa);
 }
 
 static void project(const float *restrict p, size_t ld, const float *restrict x,

@@ -102,7 +102,8 @@ int isohash_hash_all_sgemv(const struct isohash *h, const float *x,
 /* Which projection loop runs: 0 portable C, 1 AVX2, 2 AVX-512 (what the
  * CPU has, or what isohash_project_force chose).  All give the same bits.
  * Force -1 (the CPU decides, default), 0, 1 or 2 (MESS_EINVAL if the CPU
- * lacks it); for tests and benchmarks, not thread-safe. */
+ * lacks it); for tests and benchmarks, not thread-safe (the one table of
+ * these choices: SIMD_PROJECT in src/common/simd.h). */
 int isohash_project_isa(void);
 /* The raw projections x^T [P_0 ... P_{M-1}] behind isohash_hash_all's
  * codes: y[M x kappa] (for the test that compares the loops bit for bit). */

@@ -14,8 +14,15 @@
  *   - Handles are opaque, created by mess_*_new / *_load and released by
  *     the matching *_free, which accepts NULL.
  *   - Sizes are explicit size_t; no function reads past a length it was given.
- *   - The library never prints, never exits, and keeps no global state
- *     besides libsodium's one-time initialisation.
+ *   - The library never prints and never exits.  Its process-wide state
+ *     is this list and nothing else: libsodium's one-time initialisation;
+ *     the CPU's SIMD features, resolved once on first use (every code path
+ *     gives the same results, only speed differs); the page-cache advice
+ *     mask of mess_server_set_advice (mess_experimental.h), read by every
+ *     later open and checkpoint; and a mutex that makes checkpoints of the
+ *     server handles in one process take turns (the fcntl lock on S/LOCK
+ *     keeps other processes out but cannot tell one process's handles
+ *     apart).  Every other setting belongs to a handle.
  *   - All multi-byte values in buffers and files are little-endian.
  *   - A call that fails, MESS_ENOMEM included, leaves the client or server
  *     it was given as it was and frees what it allocated; its pointer

@@ -8,7 +8,8 @@
  * MESS_VERSION_NUMBER they were built with.  The functions are exported
  * by libmess.so as mess_* like the stable ones (symbol version MESS_0) and
  * follow mess.h's conventions (status codes, NULL-accepting frees, no
- * global state).
+ * process-wide state beyond mess.h's list, on which
+ * mess_server_set_advice's mask is).
  *
  * What is here: vector file I/O (TEXMEX formats), the read-only server
  * view (leakage evaluations, audits), the privacy accountants, the

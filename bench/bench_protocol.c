@@ -191,7 +191,7 @@ static int finish_batch(mess_client *c, mess_query **qs, const uint8_t *hold,
     size_t i;
     double c0, w0;
     int rc = mess_client_set_verify_all(c, verify_all);
-    client_finish_set_batched(batched);
+    client_finish_set_batched(c, batched);
     c0 = cli_cpu_s();
     w0 = cli_wall_s();
     for (i = 0; i < n && rc == MESS_OK; i++)
@@ -200,7 +200,7 @@ static int finish_batch(mess_client *c, mess_query **qs, const uint8_t *hold,
     *cpu += cli_cpu_s() - c0;
     if (wall)
         *wall += cli_wall_s() - w0;
-    client_finish_set_batched(1);
+    client_finish_set_batched(c, 1);
     mess_client_set_verify_all(c, 0);
     return rc;
 }

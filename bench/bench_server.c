@@ -227,15 +227,15 @@ struct variant {
     double rcpu, rwall; /* this round's */
 };
 
-static int run_variant(const mess_server *s, uint8_t **reqs, const size_t *lens,
+static int run_variant(mess_server *s, uint8_t **reqs, const size_t *lens,
                        size_t nq, struct variant *v, uint8_t (*digest)[16],
                        int check, size_t *differ, double *cpu, double *wall)
 {
     size_t q;
-    int rc = server_search_set_width(v->width);
-    server_search_set_copy_ahead(v->ahead);
-    hnsw_many_set_paths((int)v->fast, HNSW_MANY_CLEAR_WORDS);
-    server_search_set_keep_workers((int)v->keep);
+    int rc = server_search_set_width(s, v->width);
+    server_search_set_copy_ahead(s, v->ahead);
+    server_search_set_paths(s, (int)v->fast, HNSW_MANY_CLEAR_WORDS);
+    server_search_set_keep_workers(s, (int)v->keep);
     *cpu = *wall = 0;
     for (q = 0; q < nq && rc == MESS_OK; q++) {
         uint8_t *resp = NULL, h[16];
@@ -263,10 +263,10 @@ static int run_variant(const mess_server *s, uint8_t **reqs, const size_t *lens,
             ++*differ;
         mess_buf_free(resp);
     }
-    server_search_set_width(SERVER_SEARCH_WIDTH);
-    server_search_set_copy_ahead(SERVER_COPY_AHEAD);
-    server_search_set_keep_workers(1);
-    hnsw_many_set_paths(HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS);
+    server_search_set_width(s, SERVER_SEARCH_WIDTH);
+    server_search_set_copy_ahead(s, SERVER_COPY_AHEAD);
+    server_search_set_keep_workers(s, 1);
+    server_search_set_paths(s, HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS);
     return rc;
 }
 
@@ -606,14 +606,14 @@ int bench_server(int argc, char **argv)
             for (gi = 0; gi < 2 && rc == MESS_OK; gi++) {
                 size_t gk = (gi + r) % 2;
                 double c1, w1;
-                server_search_set_group(groups[gk]);
+                server_search_set_group(s, groups[gk]);
                 rc = run_batch(s, reqs, lens, nq, bthreads[i], &c1, &w1);
                 if (c1 < cpu[gk])
                     cpu[gk] = c1;
                 if (w1 < wall[gk])
                     wall[gk] = w1;
             }
-        server_search_set_group(8);
+        server_search_set_group(s, 8);
         for (gi = 0; gi < 2; gi++) {
             printf("  batches of 16 on %u worker(s), group %u: %.0f queries/s, %.0f queries/s "
                    "per core (CPU)\n",

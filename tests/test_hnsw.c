@@ -858,11 +858,13 @@ static void exercise(struct hnsw *b)
          * over the hostile bytes too */
         struct hnsw_scratch *sc[2] = {NULL, NULL};
         struct hnsw_job jobs[3];
+        struct hnsw_many_opts mo;
         struct hnsw_hit mh[3][20];
         int path;
         if (hnsw_scratch_new(&sc[0]) == MESS_OK && hnsw_scratch_new(&sc[1]) == MESS_OK)
             for (path = 0; path <= HNSW_MANY_FAST; path++) {
-                hnsw_many_set_paths(path, HNSW_MANY_CLEAR_WORDS);
+                mo.fast = path;
+                mo.clear_words = HNSW_MANY_CLEAR_WORDS;
                 memset(jobs, 0, sizeof jobs);
                 for (q = 0; q < 3; q++) {
                     jobs[q].h = b;
@@ -871,7 +873,7 @@ static void exercise(struct hnsw *b)
                     jobs[q].ef = 30;
                     jobs[q].out = mh[q];
                 }
-                CHECK_OK(hnsw_search_many(jobs, 3, sc, 2));
+                CHECK_OK(hnsw_search_many(jobs, 3, sc, 2, &mo));
                 for (q = 0; q < 3; q++) {
                     size_t h;
                     CHECK_OK(hnsw_search(b, s, qcodes + q * WORDS, 20, 30, hits, &got));
@@ -881,7 +883,6 @@ static void exercise(struct hnsw *b)
                               jobs[q].out[h].dist == hits[h].dist);
                 }
             }
-        hnsw_many_set_paths(HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS);
         hnsw_scratch_free(sc[0]);
         hnsw_scratch_free(sc[1]);
     }
@@ -1127,6 +1128,7 @@ static void test_graph_hostile_fast(void)
         struct hnsw_scratch *ref = NULL, *sc[3] = {NULL, NULL, NULL};
         struct hnsw_hit want[40], got[3][40];
         struct hnsw_job jobs[3];
+        struct hnsw_many_opts mo;
         size_t nw, q;
         int path;
         memcpy(copy, buf, len);
@@ -1149,7 +1151,8 @@ static void test_graph_hostile_fast(void)
         for (i = 0; i < 3; i++)
             CHECK_OK(hnsw_scratch_new(&sc[i]));
         for (path = 0; path <= HNSW_MANY_FAST && ref && sc[2]; path++) {
-            hnsw_many_set_paths(path, HNSW_MANY_CLEAR_WORDS);
+            mo.fast = path;
+            mo.clear_words = HNSW_MANY_CLEAR_WORDS;
             memset(jobs, 0, sizeof jobs);
             for (q = 0; q < 3; q++) {
                 jobs[q].h = b;
@@ -1158,7 +1161,7 @@ static void test_graph_hostile_fast(void)
                 jobs[q].ef = 40;
                 jobs[q].out = got[q];
             }
-            CHECK_OK(hnsw_search_many(jobs, 3, sc, 3));
+            CHECK_OK(hnsw_search_many(jobs, 3, sc, 3, &mo));
             for (q = 0; q < 3; q++) {
                 size_t h;
                 CHECK_OK(hnsw_search(b, ref, qcodes + q * WORDS, 20 + 10 * q, 40, want, &nw));
@@ -1169,7 +1172,6 @@ static void test_graph_hostile_fast(void)
                 fast_seen += path == HNSW_MANY_FAST && nw > 1;
             }
         }
-        hnsw_many_set_paths(HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS);
         hnsw_scratch_free(ref);
         for (i = 0; i < 3; i++)
             hnsw_scratch_free(sc[i]);
@@ -1265,6 +1267,7 @@ static void test_search_many(void)
     struct hnsw *idx[4];
     struct hnsw_params p = {BITS, 6, 24, 3};
     struct hnsw_job jobs[JOBS];
+    struct hnsw_many_opts mo;
     struct hnsw_hit *want[JOBS];
     size_t want_n[JOBS], i, w, bad = 0, bad_counts = 0;
     int want_rc[JOBS];
@@ -1310,11 +1313,12 @@ static void test_search_many(void)
     for (w = 1; w <= 4 * HNSW_MANY_MAX; w++) {
         static const int fast[4] = {2, 1, 2, 0};
         unsigned path = (unsigned)((w - 1) / HNSW_MANY_MAX);
-        hnsw_many_set_paths(fast[path], path == 2 ? 0 : HNSW_MANY_CLEAR_WORDS);
+        mo.fast = fast[path];
+        mo.clear_words = path == 2 ? 0 : HNSW_MANY_CLEAR_WORDS;
         memset(&c1, 0, sizeof c1);
         for (k = 0; k < HNSW_MANY_MAX; k++)
             hnsw_scratch_counts_reset(sc[k]);
-        CHECK_OK(hnsw_search_many(jobs, JOBS, sc, (unsigned)((w - 1) % HNSW_MANY_MAX + 1)));
+        CHECK_OK(hnsw_search_many(jobs, JOBS, sc, (unsigned)((w - 1) % HNSW_MANY_MAX + 1), &mo));
         for (k = 0; k < HNSW_MANY_MAX; k++) {
             struct hnsw_counts c;
             hnsw_scratch_counts(sc[k], &c);
@@ -1340,16 +1344,15 @@ static void test_search_many(void)
                                                           : want[i][h].label);
         }
     }
-    hnsw_many_set_paths(HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS);
     CHECK(bad == 0);
     CHECK(bad_counts == 0);
     /* bad calls; a bad job fails alone */
-    CHECK_RC(hnsw_search_many(jobs, JOBS, sc, 0), MESS_EINVAL);
-    CHECK_RC(hnsw_search_many(jobs, JOBS, sc, HNSW_MANY_MAX + 1), MESS_EINVAL);
-    CHECK_RC(hnsw_search_many(NULL, 1, sc, 1), MESS_EINVAL);
-    CHECK_OK(hnsw_search_many(NULL, 0, sc, 1));
+    CHECK_RC(hnsw_search_many(jobs, JOBS, sc, 0, NULL), MESS_EINVAL);
+    CHECK_RC(hnsw_search_many(jobs, JOBS, sc, HNSW_MANY_MAX + 1, NULL), MESS_EINVAL);
+    CHECK_RC(hnsw_search_many(NULL, 1, sc, 1, NULL), MESS_EINVAL);
+    CHECK_OK(hnsw_search_many(NULL, 0, sc, 1, NULL));
     jobs[1].query = NULL;
-    CHECK_RC(hnsw_search_many(jobs, 3, sc, 2), MESS_EINVAL);
+    CHECK_RC(hnsw_search_many(jobs, 3, sc, 2, NULL), MESS_EINVAL);
     CHECK(jobs[1].rc == MESS_EINVAL && jobs[0].rc == MESS_OK && jobs[2].rc == MESS_OK &&
           jobs[0].n_out == want_n[0]);
     for (i = 0; i < JOBS; i++) {

@@ -5,8 +5,8 @@
  * authenticated vector, and counts what it rejected (mess_finish_stats).
  * Every response is finished four times, opening one authentic copy per id
  * (the default), every entry (verify-all), one copy per id on the
- * per-entry libsodium path (client_finish_set_batched(0), the finish before
- * the lane core), and one copy per id batched without the SIMD cores
+ * per-entry libsodium path (client_finish_set_batched(client, 0), the
+ * finish before the lane core), and one copy per id batched without the SIMD cores
  * (client_finish_set_simd(0): the portable lane core and libsodium's
  * Poly1305, what a CPU without AVX2 runs): the results must be identical.
  *
@@ -145,9 +145,9 @@ static void finish(const mess_query *q, const uint8_t *buf, size_t len,
     {
         struct result e;
         memset(&e, 0, sizeof e);
-        client_finish_set_batched(0);
+        client_finish_set_batched(client, 0);
         e.rc = mess_client_finish(client, q, buf, len, KMAX, e.ids, e.d, &e.n, &e.st);
-        client_finish_set_batched(1);
+        client_finish_set_batched(client, 1);
         CHECK(same_results(&f, &e));
         CHECK(memcmp(&f.st, &e.st, sizeof f.st) == 0);
         memset(&e, 0, sizeof e);

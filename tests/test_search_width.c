@@ -72,12 +72,12 @@ static int setup(void)
         rc = mess_client_request(cl, queries + i * dim, pool, &q, &reqs[i], &req_lens[i]);
         mess_query_free(q);
     }
-    CHECK(server_search_get_width() == SERVER_SEARCH_WIDTH);
-    CHECK_RC(server_search_set_width(HNSW_MANY_MAX + 1), MESS_EINVAL);
-    CHECK_OK(server_search_set_width(0));
+    CHECK(server_search_get_width(srv) == SERVER_SEARCH_WIDTH);
+    CHECK_RC(server_search_set_width(srv, HNSW_MANY_MAX + 1), MESS_EINVAL);
+    CHECK_OK(server_search_set_width(srv, 0));
     for (i = 0; i < NQ && rc == MESS_OK; i++)
         rc = mess_server_search(srv, reqs[i], req_lens[i], 1, &ref[i], &ref_lens[i]);
-    server_search_set_width(SERVER_SEARCH_WIDTH);
+    server_search_set_width(srv, SERVER_SEARCH_WIDTH);
     return rc;
 }
 
@@ -91,7 +91,7 @@ static void test_widths_and_threads(void)
     static const unsigned widths[] = {0, 1, 2, 3, 5, 8, 16};
     size_t w, t, i, differ = 0, failed = 0;
     for (w = 0; w < sizeof widths / sizeof *widths; w++) {
-        CHECK_OK(server_search_set_width(widths[w]));
+        CHECK_OK(server_search_set_width(srv, widths[w]));
         for (t = 1; t <= 3; t++)
             for (i = 0; i < NQ; i++) {
                 uint8_t *resp = NULL;
@@ -104,7 +104,7 @@ static void test_widths_and_threads(void)
                 mess_buf_free(resp);
             }
     }
-    server_search_set_width(SERVER_SEARCH_WIDTH);
+    server_search_set_width(srv, SERVER_SEARCH_WIDTH);
     CHECK(failed == 0);
     CHECK(differ == 0);
 }
@@ -177,7 +177,7 @@ static void test_batch_groups(void)
     for (wi = 0; wi < sizeof widths / sizeof *widths; wi++)
         for (ti = 0; ti < 2; ti++) {
             mess_workers *w = NULL;
-            CHECK_OK(server_search_set_width(widths[wi]));
+            CHECK_OK(server_search_set_width(srv, widths[wi]));
             CHECK_OK(mess_workers_new(threads[ti], &w));
             for (n = 1; n <= NQ; n += 7) {
                 size_t lens_in[NQ];
@@ -204,7 +204,7 @@ static void test_batch_groups(void)
             }
             mess_workers_free(w);
         }
-    server_search_set_width(SERVER_SEARCH_WIDTH);
+    server_search_set_width(srv, SERVER_SEARCH_WIDTH);
     CHECK(differ == 0);
     CHECK(wrong == 0);
 }

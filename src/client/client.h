@@ -59,6 +59,10 @@ struct mess_client {
     uint64_t op_counter;      /* separates deterministic streams per operation */
     unsigned threads;         /* workers opening response entries (not saved) */
     int verify_all;           /* open every copy in a response (not saved) */
+    int finish_batched;       /* 1 (default): finish's peeks, openings and
+                                 distances batched; 0: the per-entry path
+                                 before them (client_finish_set_batched;
+                                 not saved) */
     uint8_t owner[MESS_OWNER_BYTES]; /* owner tag (derived, not saved) */
     struct gen_entry *gens;   /* ids ever deleted, ascending by id (saved) */
     size_t ngens;
@@ -138,18 +142,18 @@ int client_finish(const mess_client *c, const mess_query *q,
                   const uint8_t *resp, size_t resp_len, size_t k,
                   uint64_t *ids, float *dists, size_t *n_out,
                   mess_finish_stats *stats, unsigned workers);
-/* 1 (default): peeks and openings batched in the lane core
- * (payload_peek_ids, payload_open_peeked_many); 0: one libsodium call per
- * block, the path before them, kept for benchmarks that time both in one
- * process.  Same results either way.  Process-wide, not thread-safe. */
-void client_finish_set_batched(int on);
+/* 1 (default): the handle's finishes batch peeks and openings in the lane
+ * core (payload_peek_ids, payload_open_peeked_many); 0: one libsodium call
+ * per block, the path before them, kept for benchmarks that time both in
+ * one process.  Same results either way.  Per handle, under its lock. */
+void client_finish_set_batched(mess_client *c, int on);
 /* 1 (default): the batched path runs the SIMD cores the CPU has (the
  * AVX-512 ChaCha20 lanes, Poly1305 in AVX-512 or AVX2 lanes, AVX
  * distances); 0: the portable lane core, libsodium's Poly1305 and the
  * portable distances, the fallback of a CPU without them, so tests run
- * both on one machine.  Same results either way.  Process-wide
- * (chacha_lanes_force, poly1305_lanes_force, metric_set_simd), not
- * thread-safe. */
+ * both on one machine.  Same results either way.  Process-wide, the
+ * CPU-dispatch table's overrides (SIMD_CHACHA, SIMD_POLY1305, SIMD_METRIC
+ * in src/common/simd.h), not thread-safe. */
 void client_finish_set_simd(int on);
 
 #endif

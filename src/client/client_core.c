@@ -284,6 +284,7 @@ int client_alloc(const mess_params *p, mess_client **out)
     }
     c->p = *p;
     c->threads = 1;
+    c->finish_batched = 1;
     rc = keys_alloc(c);
     if (rc != MESS_OK) {
         pthread_rwlock_destroy(&c->lock);

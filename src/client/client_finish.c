@@ -142,12 +142,12 @@ static size_t job_chunks(struct open_job *o, unsigned workers)
 }
 
 /* The old per-entry path (one libsodium call per block) when 0: kept so a
- * benchmark can time both in one process (client_finish_set_batched). */
-static int finish_batched = 1;
-
-void client_finish_set_batched(int on)
+ * benchmark can time both in one process (the handle's finish_batched). */
+void client_finish_set_batched(mess_client *c, int on)
 {
-    finish_batched = on != 0;
+    client_lock(c);
+    c->finish_batched = on != 0;
+    client_unlock(c);
 }
 
 void client_finish_set_simd(int on)
@@ -174,7 +174,7 @@ static int peek_chunk(void *ctx, size_t i, unsigned worker)
             kp[l] = aead_key(o->c, o->e[k + l].shard);
             ep[l] = o->e[k + l].entry;
         }
-        if (finish_batched)
+        if (o->c->finish_batched)
             payload_peek_ids(m, kp, ep, id);
         else
             for (l = 0; l < m; l++)
@@ -217,7 +217,7 @@ static int open_chunk(void *ctx, size_t i, unsigned worker)
             cx[l] = payload_ctx(e->shard, e->gen);
             id[l] = e->claimed;
         }
-        if (finish_batched)
+        if (o->c->finish_batched)
             payload_open_peeked_many(p, m, kp, cx, ep, id, pl, ok);
         else
             for (l = 0; l < m; l++)
@@ -232,7 +232,7 @@ static int open_chunk(void *ctx, size_t i, unsigned worker)
                 rerank[nx++] = e->claim;
             }
         }
-        if (finish_batched)
+        if (o->c->finish_batched)
             metric_distance_many(p->metric, o->q, x, nx, p->dim, dist);
         else
             for (l = 0; l < nx; l++)

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "metric.h"
+#include "simd.h"
 
 /* Sums of q.x, q.q and x.x (the last two only when `norms`) in double, over
  * four independent accumulators so the adds pipeline; the split is fixed,
@@ -127,19 +128,16 @@ __attribute__((target("avx"))) static void l2_four_avx(const float *q, const flo
 }
 #endif
 
-static int metric_simd = -1; /* -1: not yet asked; 0 / 1 */
-
+/* The choice: SIMD_METRIC in simd.h. */
 void metric_set_simd(int on)
 {
-    metric_simd = on ? -1 : 0;
+    simd_force(SIMD_METRIC, on ? -1 : 0);
 }
 
 #ifdef METRIC_DISPATCH
 static int use_avx(void)
 {
-    if (metric_simd < 0)
-        return __builtin_cpu_supports("avx") != 0;
-    return metric_simd;
+    return simd_level(SIMD_METRIC);
 }
 #endif
 

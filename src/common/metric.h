@@ -22,7 +22,8 @@ void metric_distance_many(uint32_t metric, const float *q, const float *x,
                           size_t n, uint32_t dim, double *out);
 
 /* 1 (default): metric_distance_many uses AVX when the CPU has it; 0: the
- * portable loop (tests compare both).  Process-wide, not thread-safe. */
+ * portable loop (tests compare both).  Process-wide, not thread-safe: it
+ * sets SIMD_METRIC in simd.h's one table of these choices. */
 void metric_set_simd(int on);
 
 #endif

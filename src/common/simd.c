@@ -1,29 +1,59 @@
 /*
- * simd.c - the SIMD level the running CPU offers (simd.h).
+ * simd.c - the one CPU-dispatch point (simd.h): the CPU's features resolved
+ * once, and the table of forced levels.
  */
+#include <pthread.h>
+
 #include "internal.h"
 #include "simd.h"
 
+/* The CPU's features, written once under cpu_once and only read after. */
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+static int cpu_max[SIMD_CORES];
+
+/* The tests' overrides (simd_force), -1 while the CPU decides. */
+static int forced[SIMD_CORES] = {-1, -1, -1, -1, -1};
+
+static void cpu_resolve(void)
+{
+    int level = 0;
+#ifdef MESS_SIMD_DISPATCH
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        level = 2;
+    else if (__builtin_cpu_supports("avx2"))
+        level = 1;
+    cpu_max[SIMD_POPCOUNT] = __builtin_cpu_supports("popcnt") != 0;
+    cpu_max[SIMD_METRIC] = __builtin_cpu_supports("avx") != 0;
+#endif
+    cpu_max[SIMD_PROJECT] = level;
+    cpu_max[SIMD_CHACHA] = level;
+    cpu_max[SIMD_POLY1305] = level;
+}
+
+int simd_cpu_max(enum simd_core core)
+{
+    pthread_once(&cpu_once, cpu_resolve);
+    return (unsigned)core < SIMD_CORES ? cpu_max[core] : 0;
+}
+
 int simd_cpu_level(void)
 {
-#ifdef MESS_SIMD_DISPATCH
-    if (__builtin_cpu_supports("avx512f"))
-        return 2;
-    if (__builtin_cpu_supports("avx2"))
-        return 1;
-#endif
-    return 0;
+    return simd_cpu_max(SIMD_CHACHA);
 }
 
-int simd_level(const int *forced)
+int simd_level(enum simd_core core)
 {
-    return *forced >= 0 ? *forced : simd_cpu_level();
+    if ((unsigned)core >= SIMD_CORES)
+        return 0;
+    return forced[core] >= 0 ? forced[core] : simd_cpu_max(core);
 }
 
-int simd_force(int *forced, int level)
+int simd_force(enum simd_core core, int level)
 {
-    if (level < -1 || level > 2 || level > simd_cpu_level())
+    if ((unsigned)core >= SIMD_CORES || level < -1 || level > 2 ||
+        level > simd_cpu_max(core))
         return MESS_EINVAL;
-    *forced = level;
+    forced[core] = level;
     return MESS_OK;
 }

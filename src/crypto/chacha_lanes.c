@@ -177,16 +177,15 @@ TARGET_AVX512 static void flush_avx512(lanes_t x, const struct lane_out *o, size
 }
 #endif
 
-static int isa_forced = -1;
-
+/* The choice: SIMD_CHACHA in simd.h. */
 int chacha_lanes_isa(void)
 {
-    return simd_level(&isa_forced);
+    return simd_level(SIMD_CHACHA);
 }
 
 int chacha_lanes_force(int isa)
 {
-    return simd_force(&isa_forced, isa);
+    return simd_force(SIMD_CHACHA, isa);
 }
 
 static void rounds(lanes_t x)

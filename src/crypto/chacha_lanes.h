@@ -53,7 +53,8 @@ void chacha_xor_many(size_t n, const struct chacha_job *jobs);
 int chacha_lanes_isa(void);
 
 /* -1: the CPU decides (default); 0, 1, 2: that core (MESS_EINVAL if the
- * CPU lacks it).  For tests and benchmarks; not thread-safe. */
+ * CPU lacks it).  For tests and benchmarks; not thread-safe.  The one
+ * table of these choices: SIMD_CHACHA in src/common/simd.h. */
 int chacha_lanes_force(int isa);
 
 #endif

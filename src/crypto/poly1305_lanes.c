@@ -258,16 +258,15 @@ core_avx2(size_t nh, const uint8_t *const *head, size_t nm, const uint8_t *const
 
 /* ---- dispatch -------------------------------------------------------------- */
 
-static int poly_forced = -1;
-
+/* The choice: SIMD_POLY1305 in simd.h. */
 int poly1305_lanes_isa(void)
 {
-    return simd_level(&poly_forced);
+    return simd_level(SIMD_POLY1305);
 }
 
 int poly1305_lanes_force(int isa)
 {
-    return simd_force(&poly_forced, isa);
+    return simd_force(SIMD_POLY1305, isa);
 }
 
 static void one_sodium(const uint8_t *key, const uint8_t *head, size_t head_len,

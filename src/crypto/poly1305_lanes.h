@@ -35,7 +35,8 @@ void poly1305_many(size_t n, const uint8_t *const *key, const uint8_t *const *he
 int poly1305_lanes_isa(void);
 
 /* -1: the CPU decides (default); 0, 1, 2: that path (MESS_EINVAL if the
- * CPU lacks it).  For tests and benchmarks; not thread-safe. */
+ * CPU lacks it).  For tests and benchmarks; not thread-safe.  The one
+ * table of these choices: SIMD_POLY1305 in src/common/simd.h. */
 int poly1305_lanes_force(int isa);
 
 #endif

@@ -27,6 +27,8 @@ struct beam {
     int fast;            /* 128-bit codes in one array, no deleted node */
     int listed;          /* visits listed in s->vlist (else the bitmap is
                             cleared whole: small enough) */
+    int defer;           /* next picks made together at the end of a round
+                            (BEAM_PICK), else at once (opts->fast 0) */
     size_t ef, nr, ncand;
     uint32_t used, cmin, rmax, np;
     uint32_t ep, epd;    /* the greedy descent's node and distance */
@@ -34,20 +36,13 @@ struct beam {
     int run;             /* the layer-0 search was started */
 };
 
-/* hnsw_search_many's paths: fast, the common case's own loops and the
- * beams' next picks made together at the end of each round (many_defer);
- * the largest visit bitmap cleared whole rather than through the list of
- * the nodes visited (words).  hnsw_many_set_paths for the tests and the
- * benchmark, which compare them with the former loops (fast 0). */
-static int many_fast = HNSW_MANY_FAST, many_defer = 1;
-static size_t many_clear_words = HNSW_MANY_CLEAR_WORDS;
-
-void hnsw_many_set_paths(int fast, size_t clear_words)
-{
-    many_fast = fast < 0 ? 0 : fast > 2 ? 2 : fast;
-    many_defer = fast != 0;
-    many_clear_words = clear_words;
-}
+/* hnsw_search_many's paths (struct hnsw_many_opts, per call): fast, the
+ * common case's own loops and the beams' next picks made together at the
+ * end of each round (struct beam's defer); the largest visit bitmap
+ * cleared whole rather than through the list of the nodes visited
+ * (clear_words).  The tests and the benchmark compare them with the
+ * former loops (fast 0). */
+static const struct hnsw_many_opts many_defaults = {HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS};
 
 /* Pops candidates until one with a link list (BEAM_GATHER, its list
  * prefetched) or the end of the search (BEAM_DONE). */
@@ -132,7 +127,7 @@ HNSW_INLINE int beam_gather(struct beam *b)
         s->nvis = nvis;
         s->cnt.scored += np;
         b->np = np;
-        return np ? BEAM_SCORE : many_defer ? BEAM_PICK : beam_pick(b);
+        return np ? BEAM_SCORE : b->defer ? BEAM_PICK : beam_pick(b);
     }
     for (i = 1; i <= cnt; i++) {
         uint32_t e = l[i];
@@ -150,7 +145,7 @@ HNSW_INLINE int beam_gather(struct beam *b)
     s->nvis = nvis;
     s->cnt.scored += np;
     b->np = np;
-    return np ? BEAM_SCORE : many_defer ? BEAM_PICK : beam_pick(b);
+    return np ? BEAM_SCORE : b->defer ? BEAM_PICK : beam_pick(b);
 }
 
 /* Scores the gathered neighbours (search_layer's inner loop), then picks. */
@@ -197,7 +192,7 @@ HNSW_INLINE int beam_score(struct beam *b)
         b->used = used;
         b->cmin = cmin;
         b->rmax = rmax;
-        return many_defer ? BEAM_PICK : beam_pick(b);
+        return b->defer ? BEAM_PICK : beam_pick(b);
     }
     for (i = 0; i < b->np; i++) {
         uint32_t e = pend[i], d = dist_to(h, q, e);
@@ -228,7 +223,7 @@ HNSW_INLINE int beam_score(struct beam *b)
     b->used = used;
     b->cmin = cmin;
     b->rmax = rmax;
-    return many_defer ? BEAM_PICK : beam_pick(b);
+    return b->defer ? BEAM_PICK : beam_pick(b);
 }
 
 /* scratch_prepare for hnsw_search_many: the queues as for a search, and a
@@ -378,7 +373,8 @@ HNSW_INLINE int beam_upper(struct beam *b)
 }
 
 /* search_body up to the descent, which it starts. */
-HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scratch *s)
+HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scratch *s,
+                           const struct hnsw_many_opts *o)
 {
     const struct hnsw *h = job->h;
     size_t ef;
@@ -386,6 +382,7 @@ HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scr
     b->job = job;
     b->s = s;
     b->run = 0;
+    b->defer = o->fast != 0;
     job->n_out = 0;
     job->rc = MESS_OK;
     if (!h || !s || !job->query || (!job->out && job->P)) {
@@ -404,11 +401,11 @@ HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scr
     /* the common case in a loop of its own: 128-bit codes all in one
      * array (an attached graph without a tail, or a heap graph), no
      * deleted node; a visit bitmap of at most 128 KiB is cleared whole */
-    b->fast = many_fast && h->words == 2 && !h->n_deleted &&
+    b->fast = o->fast && h->words == 2 && !h->n_deleted &&
               (h->n_base == h->n || h->n_base == 0);
     b->codes = h->n_base ? h->bcodes : h->codes;
-    b->listed = !many_fast || (h->n + 63) / 64 > many_clear_words;
-    if (b->fast && many_fast == 2 && !b->listed)
+    b->listed = !o->fast || (h->n + 63) / 64 > o->clear_words;
+    if (b->fast && o->fast == 2 && !b->listed)
         b->fast = 2; /* the branch-free loops (their bitmap is cleared whole) */
     b->ep = h->entry;
     b->epd = dist_to(h, job->query, b->ep);
@@ -451,7 +448,8 @@ HNSW_INLINE void beam_finish(struct beam *b)
 }
 
 HNSW_INLINE int many_body(struct hnsw_job *jobs, size_t n,
-                          struct hnsw_scratch *const *scratch, unsigned width)
+                          struct hnsw_scratch *const *scratch, unsigned width,
+                          const struct hnsw_many_opts *o)
 {
     struct beam b[HNSW_MANY_MAX];
     int st[HNSW_MANY_MAX], any;
@@ -463,7 +461,7 @@ HNSW_INLINE int many_body(struct hnsw_job *jobs, size_t n,
 #define BEAM_REFILL(k)                                                       \
     do {                                                                     \
         while (st[k] == BEAM_DONE && next < n) {                             \
-            st[k] = beam_start(&b[k], &jobs[next++], scratch[k]);            \
+            st[k] = beam_start(&b[k], &jobs[next++], scratch[k], o);         \
             if (st[k] == BEAM_DONE)                                          \
                 beam_finish(&b[k]);                                          \
         }                                                                    \
@@ -522,22 +520,27 @@ HNSW_INLINE int many_body(struct hnsw_job *jobs, size_t n,
 
 #ifdef HNSW_DISPATCH
 static HNSW_POPCNT int many_popcnt(struct hnsw_job *jobs, size_t n,
-                                   struct hnsw_scratch *const *scratch, unsigned width)
+                                   struct hnsw_scratch *const *scratch, unsigned width,
+                                   const struct hnsw_many_opts *o)
 {
-    return many_body(jobs, n, scratch, width);
+    return many_body(jobs, n, scratch, width, o);
 }
 #endif
 
 static int many_soft(struct hnsw_job *jobs, size_t n,
-                     struct hnsw_scratch *const *scratch, unsigned width)
+                     struct hnsw_scratch *const *scratch, unsigned width,
+                     const struct hnsw_many_opts *o)
 {
-    return many_body(jobs, n, scratch, width);
+    return many_body(jobs, n, scratch, width, o);
 }
 
 int hnsw_search_many(struct hnsw_job *jobs, size_t n,
-                     struct hnsw_scratch *const *scratch, unsigned width)
+                     struct hnsw_scratch *const *scratch, unsigned width,
+                     const struct hnsw_many_opts *opts)
 {
+    struct hnsw_many_opts o = opts ? *opts : many_defaults;
     unsigned k;
+    o.fast = o.fast < 0 ? 0 : o.fast > 2 ? 2 : o.fast;
     if ((n && !jobs) || !scratch || width == 0 || width > HNSW_MANY_MAX)
         return MESS_EINVAL;
     for (k = 0; k < width; k++)
@@ -548,7 +551,7 @@ int hnsw_search_many(struct hnsw_job *jobs, size_t n,
             return MESS_EINVAL;
 #ifdef HNSW_DISPATCH
     if (hnsw_popcount_hw())
-        return many_popcnt(jobs, n, scratch, width);
+        return many_popcnt(jobs, n, scratch, width, &o);
 #endif
-    return many_soft(jobs, n, scratch, width);
+    return many_soft(jobs, n, scratch, width, &o);
 }

@@ -33,24 +33,45 @@ int server_alloc(const mess_params *p, int with_graphs, mess_server **out);
 
 /* ---- search settings (server_search.c) ------------------------------------ */
 
+/* The handle's search options (struct server_search_opts in store.h, set
+ * to these defaults by server_alloc).  Not thread-safe: tests and
+ * benchmarks set them between searches of the handle. */
+
 /* Shard searches in flight per worker thread (hnsw_search_many, measured
  * in docs/PERFORMANCE.md "Server"). */
 #define SERVER_SEARCH_WIDTH 8
-/* The width searches use from now on: 1..HNSW_MANY_MAX, or 0 for the shards
- * one after the other through hnsw_search (the path before interleaving).
- * Not thread-safe: tests and benchmarks set it between searches. */
-int server_search_set_width(unsigned width);
-unsigned server_search_get_width(void);
+/* The width the handle's searches use from now on: 1..HNSW_MANY_MAX, or 0
+ * for the shards one after the other through hnsw_search (the path before
+ * interleaving); MESS_EINVAL above HNSW_MANY_MAX. */
+int server_search_set_width(mess_server *s, unsigned width);
+unsigned server_search_get_width(const mess_server *s);
+/* hnsw_search_many's loops (struct hnsw_many_opts, hnsw_bin.h); for the
+ * tests and the benchmark. */
+void server_search_set_paths(mess_server *s, int fast, size_t clear_words);
 /* Entries ahead of the one being copied into a response whose lines are
  * prefetched (0: none); for the benchmark. */
 #define SERVER_COPY_AHEAD 4
-void server_search_set_copy_ahead(unsigned ahead);
+void server_search_set_copy_ahead(mess_server *s, unsigned ahead);
 /* Requests of a batch searched together per worker, shard by shard
- * (1..8, default 8; 1: each request alone); for the benchmark. */
-int server_search_set_group(unsigned group);
+ * (1..SEARCH_GROUP, the default; 1: each request alone); for the
+ * benchmark. */
+#define SEARCH_GROUP 8
+int server_search_set_group(mess_server *s, unsigned group);
 /* Multi-threaded searches on the server's kept workers (1, default) or on
  * threads started for each search (0, as before); for the benchmark. */
-void server_search_set_keep_workers(int keep);
+void server_search_set_keep_workers(mess_server *s, int keep);
+
+/* The defaults above, which server_alloc gives every handle (inline here
+ * so that server_core.c, below server_search.c, needs nothing of it). */
+static inline void server_search_opts_default(struct server_search_opts *o)
+{
+    o->width = SERVER_SEARCH_WIDTH;
+    o->many.fast = HNSW_MANY_FAST;
+    o->many.clear_words = HNSW_MANY_CLEAR_WORDS;
+    o->copy_ahead = SERVER_COPY_AHEAD;
+    o->group = SEARCH_GROUP;
+    o->keep_workers = 1;
+}
 
 /* ---- the directory's upper half (server_open.c) --------------------------- */
 

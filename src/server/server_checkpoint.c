@@ -344,7 +344,9 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
  * other processes) and a mutex (other handles in this process), held from
  * reading the MANIFEST to renaming the new one.  Servers opened on
  * disjoint shard sets of one directory so checkpoint in turn, each
- * keeping the others' records. */
+ * keeping the others' records.  Process-wide on purpose (mess.h,
+ * "Conventions"): fcntl record locks belong to the process, so they cannot
+ * keep two handles of one process apart; this mutex does. */
 static pthread_mutex_t store_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 static int checkpoint(mess_server *s)

@@ -91,6 +91,7 @@ int server_alloc(const mess_params *p, int with_graphs, mess_server **out)
     s->p = *p;
     s->held = p->shards;
     s->entry_bytes = payload_entry_bytes(p);
+    server_search_opts_default(&s->search);
     s->shards = (struct shard_store *)calloc(p->shards, sizeof *s->shards);
     if (!s->shards || pthread_mutex_init(&s->pool_lock, NULL) != 0) {
         free(s->shards);

@@ -21,31 +21,47 @@ struct search_job {
     size_t chunk, n;               /* listed shards per work item, in all */
 };
 
-/* Searches in flight per worker (hnsw_search_many); 0 searches the shards
- * one after the other with hnsw_search, as before it (kept for the tests
- * and `mess bench server`, which compare the two). */
-static unsigned search_width = SERVER_SEARCH_WIDTH;
+/* ---- the handle's search options (struct server_search_opts) -------------
+ * The width 0 (hnsw_search shard after shard), the former loops of
+ * hnsw_search_many, no copy prefetch, group 1 and threads per search are
+ * the paths before each improvement, kept for the tests and `mess bench
+ * server`, which compare them. */
 
-int server_search_set_width(unsigned width)
+int server_search_set_width(mess_server *s, unsigned width)
 {
     if (width > HNSW_MANY_MAX)
         return MESS_EINVAL;
-    search_width = width;
+    s->search.width = width;
     return MESS_OK;
 }
 
-unsigned server_search_get_width(void)
+unsigned server_search_get_width(const mess_server *s)
 {
-    return search_width;
+    return s->search.width;
 }
 
-/* Entries ahead whose lines the response copy prefetches (0: none, the
- * copy before it); server_search_set_copy_ahead for the benchmark. */
-static unsigned copy_ahead = SERVER_COPY_AHEAD;
-
-void server_search_set_copy_ahead(unsigned ahead)
+void server_search_set_paths(mess_server *s, int fast, size_t clear_words)
 {
-    copy_ahead = ahead;
+    s->search.many.fast = fast;
+    s->search.many.clear_words = clear_words;
+}
+
+void server_search_set_copy_ahead(mess_server *s, unsigned ahead)
+{
+    s->search.copy_ahead = ahead;
+}
+
+int server_search_set_group(mess_server *s, unsigned group)
+{
+    if (group == 0 || group > SEARCH_GROUP)
+        return MESS_EINVAL;
+    s->search.group = group;
+    return MESS_OK;
+}
+
+void server_search_set_keep_workers(mess_server *s, int keep)
+{
+    s->search.keep_workers = keep != 0;
 }
 
 static void prefetch_entry(const uint8_t *p, size_t bytes)
@@ -101,19 +117,11 @@ static int search_chunk(void *ctx, size_t item, unsigned worker)
         return rc;
     }
     rc = hnsw_search_many(sj->jobs + lo, hi - lo, sj->scratch + (size_t)worker * sj->width,
-                          hi - lo < sj->width ? (unsigned)(hi - lo) : sj->width);
+                          hi - lo < sj->width ? (unsigned)(hi - lo) : sj->width,
+                          &sj->s->search.many);
     for (i = lo; i < hi; i++)
         sj->found[sj->list ? sj->list[i] : (uint32_t)i] = sj->jobs[i].n_out;
     return rc;
-}
-
-/* Whether multi-threaded searches use the server's kept workers (1) or
- * start threads for each search (0, the former way); for the benchmark. */
-static int keep_workers = 1;
-
-void server_search_set_keep_workers(int keep)
-{
-    keep_workers = keep != 0;
 }
 
 /* The server's persistent workers for a search on `threads` threads, or
@@ -282,7 +290,7 @@ static int one_prepare(struct search_one *o, const mess_server *s, const uint8_t
     o->threads = threads;
     sj->req = &o->rq;
     sj->n = n;
-    sj->width = search_width;
+    sj->width = sj->s->search.width;
     if (sj->width > n)
         sj->width = (unsigned)n;
     /* two items per thread (the counter balances uneven shards) */
@@ -342,7 +350,7 @@ static int one_run(struct search_one *o)
 {
     struct search_job *sj = &o->sj;
     size_t items = (sj->n + sj->chunk - 1) / sj->chunk;
-    mess_workers *w = o->threads > 1 && keep_workers ? workers_take(sj->s, o->threads) : NULL;
+    mess_workers *w = o->threads > 1 && sj->s->search.keep_workers ? workers_take(sj->s, o->threads) : NULL;
     int rc;
     if (w) {
         rc = workers_for(w, items, search_chunk, sj);
@@ -367,6 +375,7 @@ static int one_write(struct search_one *o, uint8_t **resp, uint8_t *buf, size_t 
     size_t total = 0, len, i, n = sj->n;
     uint8_t *out, *dst;
     uint32_t j;
+    unsigned ahead = s->search.copy_ahead;
     for (j = 0; j < s->p.shards; j++)
         total += sj->found[j];
     /* exact size, one allocation (or the caller's buffer) */
@@ -392,11 +401,12 @@ static int one_write(struct search_one *o, uint8_t **resp, uint8_t *buf, size_t 
                    : wire_response_put_count(dst, sj->found[j]);
         /* a mapped arena is read here only, for the entries returned: each
          * entry is a random place in it, so the lines of the entry
-         * copy_ahead places on are asked for while this one is copied */
+         * `ahead` places on (the handle's copy_ahead) are asked for while
+         * this one is copied */
         for (e = 0; e < sj->found[j]; e++, dst += s->entry_bytes) {
-            if (copy_ahead && e + copy_ahead < sj->found[j])
+            if (ahead && e + ahead < sj->found[j])
                 prefetch_entry(shard_entry(st, s->entry_bytes,
-                                           sj->hits[j][e + copy_ahead].node),
+                                           sj->hits[j][e + ahead].node),
                                s->entry_bytes);
             memcpy(dst, shard_entry(st, s->entry_bytes, sj->hits[j][e].node),
                    s->entry_bytes);
@@ -482,22 +492,11 @@ struct search_batch {
 };
 
 /* Up to SEARCH_GROUP requests of a batch searched together on one worker,
- * shard by shard: the beams in flight (search_width of them) are the same
+ * shard by shard: the beams in flight (the handle's width) are the same
  * shard's searches for different requests, so the shard's upper layers and
  * the nodes near its entry point, which every search passes, are read once
  * for all of them.  Each request's response is the bytes server_search
  * gives it (the jobs are the same, only their order differs). */
-#define SEARCH_GROUP 8
-static unsigned group_max = SEARCH_GROUP;
-
-int server_search_set_group(unsigned group)
-{
-    if (group == 0 || group > SEARCH_GROUP)
-        return MESS_EINVAL;
-    group_max = group;
-    return MESS_OK;
-}
-
 static int search_group(void *ctx, size_t item, unsigned worker)
 {
     struct search_batch *b = (struct search_batch *)ctx;
@@ -508,7 +507,7 @@ static int search_group(void *ctx, size_t item, unsigned worker)
     int st[SEARCH_GROUP], rc = MESS_OK;
     size_t lo = item * b->group, m = b->n - lo < b->group ? b->n - lo : b->group;
     size_t g, i, k, live = 0, M = s->p.shards;
-    unsigned width = search_width, t, taken = 0;
+    unsigned width = s->search.width, t, taken = 0;
     MESS_UNUSED(worker);
     for (g = 0; g < m; g++) {
         if (b->reqs[lo + g])
@@ -541,7 +540,7 @@ static int search_group(void *ctx, size_t item, unsigned worker)
                 for (g = 0; g < m; g++)
                     if (st[g] == MESS_OK)
                         all[k++] = o[g].sj.jobs[i];
-            hnsw_search_many(all, k, scr, width);
+            hnsw_search_many(all, k, scr, width, &s->search.many);
             for (i = 0, k = 0; i < M; i++)
                 for (g = 0; g < m; g++)
                     if (st[g] == MESS_OK) {
@@ -600,8 +599,8 @@ int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
     /* groups of up to SEARCH_GROUP, at least one per worker */
     t = w ? mess_workers_threads(w) : 1;
     b.group = (n + t - 1) / (t ? t : 1);
-    if (b.group > group_max)
-        b.group = group_max;
+    if (b.group > s->search.group)
+        b.group = s->search.group;
     if (b.group == 0)
         b.group = 1;
     rc = workers_for(w, (n + b.group - 1) / b.group, search_group, &b);

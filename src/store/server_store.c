@@ -439,7 +439,9 @@ int store_delta_write(const struct shard_store *st, uint32_t j, uint64_t gen,
  *
  * Which posix_madvise calls the open and a checkpoint make on the graph and
  * arena mappings; docs/PROTOCOL.md "Open time" has the measurements behind
- * the default.  Read under advice_mutex at every mapping. */
+ * the default.  Read under advice_mutex at every mapping.  Process-wide
+ * (mess.h, "Conventions"): mess_server_set_advice is public API without a
+ * handle, kept with its signature. */
 #define ADVICE_ALL (MESS_ADVICE_GRAPH_RANDOM_OPEN | MESS_ADVICE_GRAPH_RANDOM | \
                     MESS_ADVICE_ARENA_RANDOM | MESS_ADVICE_GRAPH_WILLNEED_UPPER | \
                     MESS_ADVICE_GRAPH_WILLNEED)

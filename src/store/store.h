@@ -102,6 +102,29 @@ static inline const uint8_t *shard_entry(const struct shard_store *st,
 
 struct wal;
 
+/* How a handle searches: same responses under every setting, only speed
+ * differs.  server_alloc sets the defaults; tests and benchmarks change
+ * them between searches through the setters taking the handle
+ * (server_search_set_width etc., server.h), never while it searches. */
+struct server_search_opts {
+    /* Shard searches in flight per worker (hnsw_search_many): 1..
+     * HNSW_MANY_MAX, default SERVER_SEARCH_WIDTH; 0 searches the shards one
+     * after the other with hnsw_search, as before interleaving. */
+    unsigned width;
+    /* hnsw_search_many's loops (hnsw_bin.h), default {HNSW_MANY_FAST,
+     * HNSW_MANY_CLEAR_WORDS}; fast 0 the former loops. */
+    struct hnsw_many_opts many;
+    /* Entries ahead of the one copied into a response whose lines are
+     * prefetched: default SERVER_COPY_AHEAD, 0 none (the copy before it). */
+    unsigned copy_ahead;
+    /* Requests of a batch searched together per worker, shard by shard:
+     * 1..SEARCH_GROUP (server.h), default SEARCH_GROUP; 1 each alone. */
+    unsigned group;
+    /* Multi-threaded searches on the handle's kept workers (1, default) or
+     * on threads started for each search (0, as before). */
+    int keep_workers;
+};
+
 struct mess_server {
     mess_params p;
     size_t entry_bytes;
@@ -136,6 +159,7 @@ struct mess_server {
      * `unready`: the shards pending or failed.  A search takes it once. */
     pthread_mutex_t ready_lock;
     uint32_t unready;
+    struct server_search_opts search; /* how it searches (above) */
 };
 
 /* Applies the delta chain of each listed shard (shards NULL / n 0: every
