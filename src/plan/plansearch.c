@@ -121,7 +121,8 @@ static int ps_shard(void *ctx, size_t jj, unsigned worker)
     hp.bits = kappa;
     hp.m = p->hnsw_m;
     hp.ef_construction = p->ef_construction;
-    hp.seed = 0x4d455353u + shard; /* the server's level seed (mess.c) */
+    /* the server's level seed (server_graph_params, src/store/server_store.c) */
+    hp.seed = 0x4d455353u + shard;
     rc = hnsw_new(&hp, &h);
     if (rc == MESS_OK)
         rc = hnsw_reserve(h, m);
