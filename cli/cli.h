@@ -196,6 +196,27 @@ int cli_cmd_query(int argc, char **argv);
 int cli_cmd_delete(int argc, char **argv);
 int cli_cmd_compact(int argc, char **argv);
 int cli_cmd_info(int argc, char **argv);
+/* The results of n queries at k as `mess query` and `mess finish` report
+ * them (protocol.c): each query's k ids (CLI_NO_ID past its results), its
+ * finish statistics and bytes summed, and hits against the ground truth. */
+struct cli_tally {
+    size_t n, k;
+    uint64_t *out;          /* n x k ids, for --out */
+    const uint64_t *gt;     /* n x gk ground-truth ids, or NULL */
+    size_t gk;
+    double req_b, resp_b, cand, uniq;
+    size_t auth, unopened, hits;
+};
+/* The tally of n queries at k (out allocated); gtp, when not NULL, is read
+ * (cli_read_ids) into *gt, which must hold n rows of at least k ids (the
+ * caller frees *gt).  CLI_OK, or the exit code after a message. */
+int cli_tally_init(struct cli_tally *t, size_t n, long k, const char *gtp, uint64_t **gt);
+/* Query i's results: got ids, its statistics and buffer sizes. */
+void cli_tally_add(struct cli_tally *t, size_t i, const uint64_t *ids, size_t got,
+                   const mess_finish_stats *st, size_t req_len, size_t resp_len);
+/* Recall@k against the ground truth (0 for no query). */
+double cli_tally_recall(const struct cli_tally *t);
+
 /* twoparty.c: the two parties as processes exchanging files */
 int cli_cmd_request(int argc, char **argv);
 int cli_cmd_search(int argc, char **argv);

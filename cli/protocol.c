@@ -306,6 +306,61 @@ done:
     return rc;
 }
 
+int cli_tally_init(struct cli_tally *t, size_t n, long k, const char *gtp, uint64_t **gt)
+{
+    size_t gn = 0;
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    t->k = (size_t)k;
+    *gt = NULL;
+    if (gtp) {
+        int rc = cli_read_ids(gtp, "--gt", gt, &gn, &t->gk);
+        if (rc != CLI_OK)
+            return rc;
+        if (gn != n || t->gk < (size_t)k) {
+            cli_error("'%s' has %zu rows of %zu ids; need %zu rows of at least %ld",
+                      gtp, gn, t->gk, n, k);
+            free(*gt);
+            *gt = NULL;
+            return CLI_FAIL;
+        }
+        t->gt = *gt;
+    }
+    t->out = (uint64_t *)calloc(n ? n * (size_t)k : 1, sizeof *t->out);
+    if (!t->out) {
+        free(*gt);
+        *gt = NULL;
+        return cli_fail("query", NULL, MESS_ENOMEM);
+    }
+    return CLI_OK;
+}
+
+void cli_tally_add(struct cli_tally *t, size_t i, const uint64_t *ids, size_t got,
+                   const mess_finish_stats *st, size_t req_len, size_t resp_len)
+{
+    size_t j, g, r;
+    t->req_b += (double)req_len;
+    t->resp_b += (double)resp_len;
+    t->cand += (double)st->candidates;
+    t->uniq += (double)st->unique;
+    t->auth += st->auth_failures;
+    t->unopened += st->unopened;
+    for (j = 0; j < t->k; j++)
+        t->out[i * t->k + j] = j < got ? ids[j] : CLI_NO_ID;
+    if (t->gt)
+        for (g = 0; g < t->k; g++)
+            for (r = 0; r < got; r++)
+                if (t->gt[i * t->gk + g] == ids[r]) {
+                    t->hits++;
+                    break;
+                }
+}
+
+double cli_tally_recall(const struct cli_tally *t)
+{
+    return t->n ? (double)t->hits / ((double)t->n * (double)t->k) : 0.0;
+}
+
 static const char query_help[] =
     "usage: mess query --client C --server S FILE -k K --pool B [options]\n"
     "\n"
@@ -350,9 +405,10 @@ int cli_cmd_query(int argc, char **argv)
     mess_server *s = NULL;
     mess_params p;
     float *q = NULL, *dists = NULL;
-    uint64_t *gt = NULL, *out = NULL, *ids = NULL;
-    size_t n, dim, gn = 0, gk = 0, i, hits = 0, auth = 0, unopened = 0;
-    double req_b = 0, resp_b = 0, cand = 0, uniq = 0, t_srv = 0, t_cli = 0;
+    uint64_t *gt = NULL, *ids = NULL;
+    struct cli_tally tl;
+    size_t n, dim, i;
+    double t_srv = 0, t_cli = 0;
     int rc, verify_all, requested = 0;
 
     cli_args_init(&a, argc, argv);
@@ -396,19 +452,10 @@ int cli_cmd_query(int argc, char **argv)
     rc = cli_read_vectors(file, "queries", &q, &n, &dim);
     if (rc != CLI_OK)
         return rc;
-    if (gtp) {
-        rc = cli_read_ids(gtp, "--gt", &gt, &gn, &gk);
-        if (rc != CLI_OK) {
-            mess_vecs_free(q);
-            return rc;
-        }
-        if (gn != n || gk < (size_t)k) {
-            cli_error("'%s' has %zu rows of %zu ids; need %zu rows of at least %ld",
-                      gtp, gn, gk, n, k);
-            mess_vecs_free(q);
-            free(gt);
-            return CLI_FAIL;
-        }
+    rc = cli_tally_init(&tl, n, k, gtp, &gt);
+    if (rc != CLI_OK) {
+        mess_vecs_free(q);
+        return rc;
     }
     rc = load_both(&a, cpath, spath, &c, &s);
     if (rc != CLI_OK)
@@ -450,15 +497,14 @@ int cli_cmd_query(int argc, char **argv)
     }
     ids = (uint64_t *)malloc((size_t)k * sizeof *ids);
     dists = (float *)malloc((size_t)k * sizeof *dists);
-    out = (uint64_t *)calloc(n ? n * (size_t)k : 1, sizeof *out);
-    if (!ids || !dists || !out) {
+    if (!ids || !dists) {
         rc = cli_fail("query", NULL, MESS_ENOMEM);
         goto done;
     }
     for (i = 0; i < n; i++) {
         mess_query *qs;
         uint8_t *req, *resp;
-        size_t req_len, resp_len, got, j;
+        size_t req_len, resp_len, got;
         mess_finish_stats st;
         double t0 = cli_wall_s(), t1, t2;
         rc = mess_client_request(c, q + i * dim, (size_t)pool, &qs, &req, &req_len);
@@ -488,26 +534,10 @@ int cli_cmd_query(int argc, char **argv)
             rc = cli_fail("client finish", NULL, rc);
             goto done;
         }
-        req_b += (double)req_len;
-        resp_b += (double)resp_len;
-        cand += (double)st.candidates;
-        uniq += (double)st.unique;
-        auth += st.auth_failures;
-        unopened += st.unopened;
-        for (j = 0; j < (size_t)k; j++)
-            out[i * (size_t)k + j] = j < got ? ids[j] : CLI_NO_ID;
-        if (gt) {
-            size_t g, r;
-            for (g = 0; g < (size_t)k; g++)
-                for (r = 0; r < got; r++)
-                    if (gt[i * gk + g] == ids[r]) {
-                        hits++;
-                        break;
-                    }
-        }
+        cli_tally_add(&tl, i, ids, got, &st, req_len, resp_len);
         progress("queries", i + 1, n);
     }
-    if (outp && (rc = cli_write_ids(outp, "--out", out, n, (size_t)k)) != CLI_OK)
+    if (outp && (rc = cli_write_ids(outp, "--out", tl.out, n, (size_t)k)) != CLI_OK)
         goto done;
     /* deterministic mode: the counter moved; saved here, before the
      * summary, so a failed save is the command's failure */
@@ -522,12 +552,12 @@ int cli_cmd_query(int argc, char **argv)
            "\"mean_candidates\":%.2f,\"mean_unique_candidates\":%.2f,"
            "\"server_ms_per_query\":%.4f,\"client_ms_per_query\":%.4f,"
            "\"auth_failures\":%zu,\"unopened\":%zu",
-           n, k, pool, n ? req_b / n : 0.0, n ? resp_b / n : 0.0,
-           n ? (req_b + resp_b) / n : 0.0, n ? cand / n : 0.0,
-           n ? uniq / n : 0.0, n ? 1e3 * t_srv / n : 0.0,
-           n ? 1e3 * t_cli / n : 0.0, auth, unopened);
+           n, k, pool, n ? tl.req_b / n : 0.0, n ? tl.resp_b / n : 0.0,
+           n ? (tl.req_b + tl.resp_b) / n : 0.0, n ? tl.cand / n : 0.0,
+           n ? tl.uniq / n : 0.0, n ? 1e3 * t_srv / n : 0.0,
+           n ? 1e3 * t_cli / n : 0.0, tl.auth, tl.unopened);
     if (gt)
-        printf(",\"recall\":%.4f", n ? (double)hits / ((double)n * k) : 0.0);
+        printf(",\"recall\":%.4f", cli_tally_recall(&tl));
     printf("}\n");
     rc = CLI_OK;
 done:
@@ -540,7 +570,7 @@ done:
     free(gt);
     free(ids);
     free(dists);
-    free(out);
+    free(tl.out);
     mess_client_free(c);
     mess_server_free(s);
     return rc;

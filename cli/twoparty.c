@@ -617,11 +617,13 @@ int cli_cmd_finish(int argc, char **argv)
     mess_params p;
     struct msg_in in;
     int in_open = 0, verify_all, rc;
-    uint64_t *gt = NULL, *out = NULL, *ids = NULL;
+    uint64_t *gt = NULL, *ids = NULL;
     float *dists = NULL;
-    size_t n = 0, gn = 0, gk = 0, i, hits = 0, auth = 0, unopened = 0;
-    double resp_b = 0, cand = 0, uniq = 0, t_cli = 0;
+    struct cli_tally tl;
+    size_t n = 0, i;
+    double t_cli = 0;
 
+    memset(&tl, 0, sizeof tl); /* freed at done, also before cli_tally_init */
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
         fputs(finish_help, stdout);
@@ -654,17 +656,9 @@ int cli_cmd_finish(int argc, char **argv)
     rc = load_queries(c, cpath, qpath, &qs, &n);
     if (rc != CLI_OK)
         goto done;
-    if (gtp) {
-        rc = cli_read_ids(gtp, "--gt", &gt, &gn, &gk);
-        if (rc != CLI_OK)
-            goto done;
-        if (gn != n || gk < (size_t)k) {
-            cli_error("'%s' has %zu rows of %zu ids; need %zu rows of at least %ld",
-                      gtp, gn, gk, n, k);
-            rc = CLI_FAIL;
-            goto done;
-        }
-    }
+    rc = cli_tally_init(&tl, n, k, gtp, &gt);
+    if (rc != CLI_OK)
+        goto done;
     if (msg_in_open(&in, rpath, &responses) != CLI_OK) {
         rc = CLI_FAIL;
         goto done;
@@ -678,15 +672,14 @@ int cli_cmd_finish(int argc, char **argv)
     }
     ids = (uint64_t *)malloc((size_t)k * sizeof *ids);
     dists = (float *)malloc((size_t)k * sizeof *dists);
-    out = (uint64_t *)calloc(n * (size_t)k, sizeof *out);
-    if (!ids || !dists || !out) {
+    if (!ids || !dists) {
         cli_error("out of memory");
         rc = CLI_FAIL;
         goto done;
     }
     for (i = 0; i < n; i++) {
         uint8_t *resp;
-        size_t len, got, j;
+        size_t len, got;
         mess_finish_stats st;
         double t;
         rc = msg_in_next(&in, &resp, &len);
@@ -710,37 +703,22 @@ int cli_cmd_finish(int argc, char **argv)
             rc = CLI_FAIL;
             goto done;
         }
-        resp_b += (double)len;
-        cand += (double)st.candidates;
-        uniq += (double)st.unique;
-        auth += st.auth_failures;
-        unopened += st.unopened;
-        for (j = 0; j < (size_t)k; j++)
-            out[i * (size_t)k + j] = j < got ? ids[j] : CLI_NO_ID;
-        if (gt) {
-            size_t g, r;
-            for (g = 0; g < (size_t)k; g++)
-                for (r = 0; r < got; r++)
-                    if (gt[i * gk + g] == ids[r]) {
-                        hits++;
-                        break;
-                    }
-        }
+        cli_tally_add(&tl, i, ids, got, &st, 0, len);
     }
     in_open = 0;
     if ((rc = msg_in_close(&in, 1)) != CLI_OK)
         goto done;
-    if (outp && (rc = cli_write_ids(outp, "--out", out, n, (size_t)k)) != CLI_OK)
+    if (outp && (rc = cli_write_ids(outp, "--out", tl.out, n, (size_t)k)) != CLI_OK)
         goto done;
     printf("{\"queries\":%zu,\"k\":%ld,\"mean_request_bytes\":%.1f,"
            "\"mean_response_bytes\":%.1f,\"mean_bytes_per_query\":%.1f,"
            "\"mean_candidates\":%.2f,\"mean_unique_candidates\":%.2f,"
            "\"client_ms_per_query\":%.4f,\"auth_failures\":%zu,\"unopened\":%zu",
-           n, k, (double)mess_request_size(&p), resp_b / (double)n,
-           (double)mess_request_size(&p) + resp_b / (double)n, cand / (double)n,
-           uniq / (double)n, 1e3 * t_cli / (double)n, auth, unopened);
+           n, k, (double)mess_request_size(&p), tl.resp_b / (double)n,
+           (double)mess_request_size(&p) + tl.resp_b / (double)n, tl.cand / (double)n,
+           tl.uniq / (double)n, 1e3 * t_cli / (double)n, tl.auth, tl.unopened);
     if (gt)
-        printf(",\"recall\":%.4f", (double)hits / ((double)n * (double)k));
+        printf(",\"recall\":%.4f", cli_tally_recall(&tl));
     printf("}\n");
     rc = CLI_OK;
 done:
@@ -750,7 +728,7 @@ done:
     free(gt);
     free(ids);
     free(dists);
-    free(out);
+    free(tl.out);
     mess_client_free(c);
     return rc;
 }
