@@ -23,6 +23,7 @@
 #include "../mess.h"
 #include "../mess_experimental.h"
 #include "harness.h"
+#include "testdir.h"
 
 #define DIM 64
 #define NQ 6
@@ -35,25 +36,6 @@ static size_t up1_len, up2_len, up3_len, req_len[NQ];
 static void path_of(char *out, size_t cap, const char *name)
 {
     snprintf(out, cap, "%s/%s", root, name);
-}
-
-static void rm_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[512];
-    if (!d) {
-        unlink(dir);
-        return;
-    }
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
 }
 
 /* The first file of dir whose name ends in suffix, into out. */

@@ -15,6 +15,7 @@
 
 #include "../mess.h"
 #include "harness.h"
+#include "testdir.h"
 
 #define DIM 64
 #define NQ 6
@@ -30,25 +31,6 @@ static size_t req_len[NQ];
 static void path_of(char *out, size_t cap, const char *name)
 {
     snprintf(out, cap, "%s/%s", root, name);
-}
-
-static void rm_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[512];
-    if (!d) {
-        unlink(dir);
-        return;
-    }
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
 }
 
 /* Entries of root whose name starts with prefix. */

@@ -18,6 +18,7 @@
 #include "../mess.h"
 #include "../mess_experimental.h"
 #include "harness.h"
+#include "testdir.h"
 
 #define DIM 64
 #define NQ 6
@@ -42,25 +43,6 @@ static size_t lreq_len[NLQ];
 static void path_of(char *out, size_t cap, const char *name)
 {
     snprintf(out, cap, "%s/%s", root, name);
-}
-
-static void rm_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[512];
-    if (!d) {
-        unlink(dir);
-        return;
-    }
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
 }
 
 /* Names in dir (sorted is not needed: counted by suffix). */
