@@ -367,7 +367,9 @@ int mess_account_rr_delta(double p, uint64_t u, double eps, double *delta)
  * Stored data (Theorem 5.2, Corollary 5.3, Appendix A.1.1)
  * ---------------------------------------------------------------------- */
 
-static int check_distances(const uint32_t *d, size_t m, size_t t)
+/* d[s] <= dmax: MESS_MAX_BITS for one snapshot, twice that for a version
+ * history (a bit that changes within the history counts twice). */
+static int check_distances(const uint32_t *d, size_t m, size_t t, uint32_t dmax)
 {
     size_t s;
     if (!d || m == 0 || t == 0 || t > m)
@@ -375,7 +377,7 @@ static int check_distances(const uint32_t *d, size_t m, size_t t)
     if (m > MESS_MAX_SHARDS)
         return MESS_ELIMIT;
     for (s = 0; s < m; s++)
-        if (d[s] > MESS_MAX_BITS)
+        if (d[s] > dmax)
             return MESS_EINVAL;
     return MESS_OK;
 }
@@ -406,15 +408,24 @@ int mess_account_stored_pure(double p_store, const uint32_t *d, size_t m,
     int rc;
     if (!xi || mess_account_eta(p_store, &eta) != MESS_OK)
         return MESS_EINVAL;
-    rc = check_distances(d, m, t);
+    rc = check_distances(d, m, t, MESS_MAX_BITS);
     if (rc != MESS_OK)
         return rc;
     *xi = eta * (double)sum_largest(d, m, t);
     return MESS_OK;
 }
 
+static int route_weights(const uint32_t *d, size_t m, size_t t, uint32_t dmax,
+                         double *logw, size_t cap, size_t *len);
+
 int mess_account_route_weights(const uint32_t *d, size_t m, size_t t,
                                double *logw, size_t cap, size_t *len)
+{
+    return route_weights(d, m, t, MESS_MAX_BITS, logw, cap, len);
+}
+
+static int route_weights(const uint32_t *d, size_t m, size_t t, uint32_t dmax,
+                         double *logw, size_t cap, size_t *len)
 {
     uint32_t sorted[MESS_MAX_SHARDS];
     uint64_t umax, total = 0, ub, prefix = 0;
@@ -424,7 +435,7 @@ int mess_account_route_weights(const uint32_t *d, size_t m, size_t t,
 
     if (!len)
         return MESS_EINVAL;
-    rc = check_distances(d, m, t);
+    rc = check_distances(d, m, t, dmax);
     if (rc != MESS_OK)
         return rc;
     umax = sum_largest(d, m, t);
@@ -510,7 +521,7 @@ int mess_account_route_weights(const uint32_t *d, size_t m, size_t t,
 }
 
 static int account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
-                          int fixed, double delta0,
+                          uint32_t dmax, int fixed, double delta0,
                           mess_account_stored_result *out);
 
 int mess_account_stored_sized(double p_store, const uint32_t *d, size_t m,
@@ -521,7 +532,7 @@ int mess_account_stored_sized(double p_store, const uint32_t *d, size_t m,
     int rc;
     if (!out || out_size < MESS_ACCOUNT_STORED_RESULT_MIN_SIZE)
         return MESS_EINVAL; /* mess.h, "Growable structs" */
-    rc = account_stored(p_store, d, m, t, fixed, delta0, &r);
+    rc = account_stored(p_store, d, m, t, MESS_MAX_BITS, fixed, delta0, &r);
     if (rc == MESS_OK)
         rc = mess_struct_out(out, out_size, &r,
                              MESS_FIELD_END(mess_account_stored_result, xi_pld),
@@ -530,7 +541,7 @@ int mess_account_stored_sized(double p_store, const uint32_t *d, size_t m,
 }
 
 static int account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
-                          int fixed, double delta0,
+                          uint32_t dmax, int fixed, double delta0,
                           mess_account_stored_result *out)
 {
     mess_account_pld *pld = NULL;
@@ -541,7 +552,7 @@ static int account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
     if (!out || !numeric_flip_ok(p_store) ||
         !(delta0 >= MESS_ACCOUNT_MIN_DELTA && delta0 < 1.0))
         return MESS_EINVAL;
-    rc = check_distances(d, m, t);
+    rc = check_distances(d, m, t, dmax);
     if (rc != MESS_OK)
         return rc;
     if (fixed && t != m)
@@ -554,10 +565,10 @@ static int account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
     if (fixed) {
         rc = pld_point(p_store, out->u_max, &pld);
     } else {
-        rc = mess_account_route_weights(d, m, t, NULL, 0, &len);
+        rc = route_weights(d, m, t, dmax, NULL, 0, &len);
         if (rc == MESS_OK) {
             logw = (double *)mess_malloc_array(len, sizeof *logw);
-            rc = logw ? mess_account_route_weights(d, m, t, logw, len, &len)
+            rc = logw ? route_weights(d, m, t, dmax, logw, len, &len)
                       : MESS_ENOMEM;
         }
         if (rc == MESS_OK)
@@ -569,6 +580,67 @@ static int account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
     out->u_mean = pld->u_mean;
     rc = mess_account_pld_epsilon(pld, delta0, &out->xi_pld);
     mess_account_pld_free(pld);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Version histories of one id (docs/PRIVACY.md, "Versions of an item")
+ *
+ * The storage coins are a PRF of (shard, id): per position two coins F0,
+ * F1 ~ Bernoulli(p_D), fixed whatever the number of versions, and a
+ * version with clean bit c stores c ^ F_c.  So every version whose clean
+ * bit is 0 stores the same report A = F0 of 0, every version whose clean
+ * bit is 1 the same report B = 1 - F1 of 1.  Two histories that differ by
+ * the same mask in every version (the same change pattern) differ, per
+ * masked position, in one randomized-response report where the position
+ * never changes and in two (A and B) where it does: the history is
+ * randomized response on d_s + c_s bits of shard s, for any number of
+ * versions.  Which positions change is not protected: a changed position
+ * shows as a changed stored bit unless F0 != F1.
+ * ---------------------------------------------------------------------- */
+
+int mess_account_version_bits(double p_store, double *eta_changed,
+                              double *shown, double *read_error)
+{
+    double p = p_store, q = 1.0 - p_store;
+    if (!numeric_flip_ok(p))
+        return MESS_EINVAL;
+    if (eta_changed) /* two reports, A and B, each eta_D */
+        *eta_changed = 2.0 * (log1p(-p) - log(p));
+    if (shown) /* F0 == F1: both 0 (stored = clean) or both 1 (negated) */
+        *shown = q * q + p * p;
+    if (read_error) /* given a changed stored bit, the coins are both 1 */
+        *read_error = p * p / (q * q + p * p);
+    return MESS_OK;
+}
+
+int mess_account_versions_sized(double p_store, const uint32_t *d,
+                                const uint32_t *changed, size_t m, size_t t,
+                                int fixed, double delta0,
+                                mess_account_stored_result *out, size_t out_size)
+{
+    mess_account_stored_result r;
+    uint32_t e[MESS_MAX_SHARDS];
+    size_t s;
+    int rc;
+    if (!out || out_size < MESS_ACCOUNT_STORED_RESULT_MIN_SIZE)
+        return MESS_EINVAL; /* mess.h, "Growable structs" */
+    rc = check_distances(d, m, t, MESS_MAX_BITS);
+    if (rc != MESS_OK)
+        return rc;
+    /* changed = NULL: every differing position changes (the worst case of
+     * any history of two or more versions) */
+    for (s = 0; s < m; s++) {
+        uint32_t c = changed ? changed[s] : d[s];
+        if (c > d[s])
+            return MESS_EINVAL;
+        e[s] = d[s] + c;
+    }
+    rc = account_stored(p_store, e, m, t, 2 * MESS_MAX_BITS, fixed, delta0, &r);
+    if (rc == MESS_OK)
+        rc = mess_struct_out(out, out_size, &r,
+                             MESS_FIELD_END(mess_account_stored_result, xi_pld),
+                             MESS_ACCOUNT_STORED_RESULT_MIN_SIZE);
     return rc;
 }
 
