@@ -19,6 +19,8 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 
 #include "internal.h"
 #include "numeric.h"
@@ -816,5 +818,185 @@ int mess_account_random_lsh(double p, uint32_t kappa, double d_theta,
         }
         *xi_chernoff = eta * kappa * hi;
     }
+    return MESS_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * The bottom line in plain words (docs/PRIVACY.md, "The bottom line")
+ *
+ * A paragraph for one client's parameters, each sentence carrying a number
+ * computed here by the accountants above, followed by one JSON line with
+ * those numbers.  Distances come from the random-hyperplane model (each of
+ * n bits differs with probability `angle`, Appendix A.2.6), so the numbers
+ * need no data; `mess account report` gives them for real pairs.
+ * ---------------------------------------------------------------------- */
+
+struct text {
+    char *buf;
+    size_t cap, len;
+};
+
+static void text_add(struct text *t, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    char *at = t->buf && t->len < t->cap ? t->buf + t->len : NULL;
+    va_start(ap, fmt);
+    n = vsnprintf(at, at ? t->cap - t->len : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        t->len += (size_t)n;
+}
+
+/* Total variation between the views of x and x' (the hockey stick at
+ * eps = 0) for randomized response with flip p on n bits that differ each
+ * with probability angle; the best guess between the two, equally likely,
+ * is right with probability (1 + TV) / 2. */
+static int model_tv(double p, uint64_t n, double angle, double delta0, double *tv,
+                    double *xi)
+{
+    double *logw;
+    mess_account_pld *pld;
+    uint64_t u;
+    int rc;
+    if (n > MAX_DISTANCE)
+        return MESS_ELIMIT;
+    logw = (double *)mess_malloc_array((size_t)n + 1, sizeof *logw);
+    if (!logw)
+        return MESS_ENOMEM;
+    for (u = 0; u <= n; u++)
+        logw[u] = numeric_binom_logpmf((double)u, (double)n, angle, 1.0 - angle);
+    rc = mess_account_pld_new(p, logw, (size_t)n + 1, &pld);
+    free(logw);
+    if (rc != MESS_OK)
+        return rc;
+    *tv = fmin(1.0, pld_delta(pld, 0.0));
+    rc = xi ? mess_account_pld_epsilon(pld, delta0, xi) : MESS_OK;
+    mess_account_pld_free(pld);
+    return rc;
+}
+
+/* The largest angle at which the best guess is right with probability at
+ * most `success` (bisection; TV grows with the angle). */
+static int model_angle(double p, uint64_t n, double success, double *angle)
+{
+    double lo = 0.0, hi = 0.5, tv;
+    int i, rc;
+    for (i = 0; i < 40; i++) {
+        double mid = 0.5 * (lo + hi);
+        rc = model_tv(p, n, mid, 0.5, &tv, NULL);
+        if (rc != MESS_OK)
+            return rc;
+        if ((1.0 + tv) / 2.0 <= success)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *angle = lo;
+    return MESS_OK;
+}
+
+#define SUMMARY_SUCCESS 0.6 /* "hard to tell apart": a guess right at most 60% */
+
+int mess_account_summary(const mess_params *p, double angle, double delta0,
+                         char *text, size_t cap, size_t *len)
+{
+    struct text t;
+    double eta, eta2, shown, rerr, r, near_bits, p_q;
+    double tv1, tvt, xi_t, tvq, tvq_perm = 1.0, a_item, a_query;
+    uint64_t n_item, n_query;
+    int rc;
+
+    if (!p || !len || !(angle > 0.0 && angle <= 0.5) ||
+        !(delta0 >= MESS_ACCOUNT_MIN_DELTA && delta0 < 1.0) ||
+        mess_params_check(p) != MESS_OK || !numeric_flip_ok(p->p_store))
+        return MESS_EINVAL;
+    p_q = mess_effective_flip(p->p_prr, p->p_irr);
+    if (!numeric_flip_ok(p_q))
+        return MESS_EINVAL;
+    n_item = (uint64_t)p->per_item * p->kappa;
+    n_query = (uint64_t)p->shards * p->kappa;
+    eta = log1p(-p->p_store) - log(p->p_store);
+    mess_account_version_bits(p->p_store, &eta2, &shown, &rerr);
+    r = 2.0 * p->p_store * (1.0 - p->p_store);
+    near_bits = p->kappa * (angle * (1.0 - r) + (1.0 - angle) * r);
+    if ((rc = model_tv(p->p_store, p->kappa, angle, delta0, &tv1, NULL)) != MESS_OK ||
+        (rc = model_tv(p->p_store, n_item, angle, delta0, &tvt, &xi_t)) != MESS_OK ||
+        (rc = model_tv(p_q, n_query, angle, delta0, &tvq, NULL)) != MESS_OK ||
+        (p->p_prr > 0.0 &&
+         (rc = model_tv(p->p_prr, n_query, angle, delta0, &tvq_perm, NULL)) != MESS_OK) ||
+        (rc = model_angle(p->p_store, n_item, SUMMARY_SUCCESS, &a_item)) != MESS_OK ||
+        (rc = model_angle(p_q, n_query, SUMMARY_SUCCESS, &a_query)) != MESS_OK)
+        return rc;
+
+    t.buf = text;
+    t.cap = text ? cap : 0;
+    t.len = 0;
+    text_add(&t,
+             "What the server sees: %u shards; each item is stored as %u "
+             "entries, one in each of %u shards, each a random-looking label, a "
+             "%u-bit code of the item with "
+             "every bit flipped with probability %.3g, and a %zu-byte ciphertext "
+             "of its vector and id.  Of a query it sees %u codes (every bit "
+             "flipped with probability %.3g per submission), a budget per shard, "
+             "and its own search.\n",
+             p->shards, p->per_item, p->per_item, p->kappa, p->p_store,
+             mess_payload_size(p), p->shards, p_q);
+    text_add(&t,
+             "What it cannot conclude: it cannot decrypt vectors, ids or "
+             "payloads, nor read a code bit from an entry with an error below "
+             "%.3g (%.2f nats per bit).  Whether an item is x or a near x' "
+             "(angle %.3g of pi, %.1f degrees) it guesses right with probability "
+             "at most %.3f from one entry, %.3f from all %u entries "
+             "(xi %.1f at delta %.3g); only items closer than %.2g degrees "
+             "(%.2g differing bits in all its entries on average), at most %.2f.  "
+             "Two queries %.1f degrees apart it tells apart with probability at "
+             "most %.3f; closer than %.2g degrees (%.2g differing bits in all "
+             "its codes), at most %.2f; ",
+             p->p_store, eta, angle, angle * 180.0, (1.0 + tv1) / 2.0,
+             (1.0 + tvt) / 2.0, p->per_item, xi_t, delta0, a_item * 180.0,
+             a_item * (double)n_item, SUMMARY_SUCCESS, angle * 180.0,
+             (1.0 + tvq) / 2.0, a_query * 180.0, a_query * (double)n_query,
+             SUMMARY_SUCCESS);
+    if (p->p_prr > 0.0)
+        text_add(&t,
+                 "the same query asked any number of times gives no more than its "
+                 "permanent report (every bit flipped with probability %.3g: at "
+                 "most %.3f), never the clean code.\n",
+                 p->p_prr, (1.0 + tvq_perm) / 2.0);
+    else
+        text_add(&t, "the same query asked again and again averages to its clean "
+                     "code (no permanent report: p_PRR = 0).\n");
+    text_add(&t,
+             "What it can conclude: near items look near, within a shard two "
+             "items %.1f degrees apart have stored codes %.1f bits apart on "
+             "average against %.1f for unrelated items, so it can link near "
+             "items that share a shard (that is how it searches).  An update "
+             "shows which bits changed (%.0f%% of them) and there the bits of "
+             "both versions, each wrong with probability %.2g: about %.1f%% of "
+             "an item's bits for a move of %.1f degrees, %.0f%% for a new "
+             "vector, and no more however often it is updated (%.2f nats per "
+             "changed bit).  A delete tells it which %u entries were one item and that "
+             "they are gone, nothing about the vector.\n",
+             angle * 180.0, near_bits, p->kappa / 2.0, 100.0 * shown, rerr,
+             100.0 * shown * angle, angle * 180.0, 100.0 * shown / 2.0, eta2,
+             p->per_item);
+    text_add(&t,
+             "(Model: each bit of two codes differs with probability angle/pi, "
+             "random hyperplanes; real pairs: mess account report.)\n");
+    text_add(&t,
+             "{\"angle\":%.9g,\"delta\":%.9g,\"eta_D\":%.9g,\"p_query\":%.9g,"
+             "\"payload_bytes\":%zu,\"near_bits\":%.9g,\"far_bits\":%.9g,"
+             "\"item_entry_tv\":%.9g,\"item_tv\":%.9g,\"item_xi_pld\":%.9g,"
+             "\"item_angle_60\":%.9g,\"query_tv\":%.9g,\"query_repeated_tv\":%.9g,"
+             "\"query_angle_60\":%.9g,\"update_shown\":%.9g,"
+             "\"update_read_error\":%.9g,\"update_near_share\":%.9g,"
+             "\"update_far_share\":%.9g,\"eta_changed\":%.9g,\"delete_entries\":%u}\n",
+             angle, delta0, eta, p_q, mess_payload_size(p), near_bits, p->kappa / 2.0,
+             tv1, tvt, xi_t, a_item, tvq, p->p_prr > 0.0 ? tvq_perm : 1.0, a_query,
+             shown, rerr, shown * angle, shown / 2.0, eta2, p->per_item);
+    *len = t.len;
+    if (text && t.len >= cap)
+        return MESS_ELIMIT;
     return MESS_OK;
 }

@@ -262,6 +262,24 @@ MESS_API int mess_account_versions_sized(double p_store, const uint32_t *d,
 MESS_API int mess_account_version_bits(double p_store, double *eta_changed,
                                        double *shown, double *read_error);
 
+/* The bottom line for one client's parameters (docs/PRIVACY.md, "The bottom
+ * line"): a short paragraph in plain words (what the server sees; what it
+ * cannot conclude: reading code bits, telling an item or a query from a
+ * near one, repeated queries; what it can: near items linkable within a
+ * shard, updates, deletes), each sentence with the number computed by the
+ * accountants above, then one JSON line with those numbers.  Pairs are
+ * modelled with random hyperplanes: each bit of two codes differs with
+ * probability `angle` (the normalised angle d_theta, in (0, 1/2]; the
+ * paper's near radius is 0.05); delta0 is the delta of the item's xi_pld.
+ * "Tells apart with probability" is (1 + TV) / 2, TV the total variation
+ * between the two views (the profile at eps = 0), the best guess between
+ * two equally likely inputs.  p must pass mess_params_check with p_store
+ * and the effective query flip in (0, 1/2].  text: room for cap bytes
+ * (NUL-terminated), or NULL to learn *len, the length without the NUL
+ * (MESS_ELIMIT if cap <= *len). */
+MESS_API int mess_account_summary(const mess_params *p, double angle, double delta0,
+                                  char *text, size_t cap, size_t *len);
+
 /* Access-pattern parameter of Theorem 5.4 for PRR flip a and IRR flip b in
  * [0, 1/2] (not both 0) and R >= 1 submissions of one logical query:
  *   eta_R = ln(((1-a)(1-b)^R + a b^R) / (a(1-b)^R + (1-a) b^R)),

@@ -1,5 +1,5 @@
 /*
- * account.c - `mess account access|search|stored|versions|random-lsh|report` (the
+ * account.c - `mess account access|search|stored|versions|random-lsh|report|summary` (the
  * privacy accountants of paper section 5.2 / Appendix A.1) and `mess plan`
  * (the correctness model of Proposition 4.1 / Appendix B).  Each prints its
  * findings and, as its last line, one JSON object.
@@ -36,7 +36,8 @@ static const char account_help[] =
     "  stored      eta_D, pure and pair-specific stored-data XDP (Thm 5.2, Cor. 5.3)\n"
     "  versions    the same for a version history of one id (updates)\n"
     "  random-lsh  the random-hyperplane LSH regression value   (App. A.2.6)\n"
-    "  report      stored/access/search values for real pairs   (App. A.1)\n";
+    "  report      stored/access/search values for real pairs   (App. A.1)\n"
+    "  summary     the bottom line for a client, in plain words\n";
 
 static const char access_help[] =
     "usage: mess account access --p-prr A --p-irr B --repeats R [--distance DQ]\n"
@@ -752,6 +753,78 @@ done:
     return rc;
 }
 
+static const char summary_help[] =
+    "usage: mess account summary --client C [--angle A] [--delta D]\n"
+    "                            [--passphrase-env V]\n"
+    "\n"
+    "The bottom line for the client's parameters, in plain words: what the\n"
+    "server sees, what it cannot conclude (reading code bits; telling an item\n"
+    "or a query from one at angle A; repeated queries) and what it can (near\n"
+    "items linkable within a shard; updates; deletes), each with the number\n"
+    "the accountants compute (Theorems 5.2-5.4 and V of docs/PRIVACY.md).\n"
+    "\"Tells apart with probability\" is (1 + TV) / 2, the best guess between\n"
+    "two equally likely inputs, TV the total variation of the two views.\n"
+    "Pairs are modelled with random hyperplanes (each bit differs with\n"
+    "probability A); `mess account report` gives real pairs' values.\n"
+    "\n"
+    "A (0.05): normalised angle d_theta = angle / pi in (0, 1/2], the paper's\n"
+    "near radius.  D (1e-5): the delta of the item's xi_pld.\n"
+    "Last line: {\"eta_D\",\"item_tv\",\"item_xi_pld\",\"query_tv\",\n"
+    "\"update_shown\",\"update_read_error\",...}.\n";
+
+static int account_summary(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *cpath, *pass = NULL;
+    double angle, delta;
+    mess_client *c = NULL;
+    mess_params p;
+    char *text = NULL;
+    size_t len = 0;
+    int rc;
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(summary_help, stdout);
+        return CLI_OK;
+    }
+    cpath = cli_opt(&a, "--client");
+    if (cli_passphrase(&a, &pass))
+        return CLI_USAGE;
+    if (!cpath) {
+        cli_error("account summary needs --client (see --help)");
+        return CLI_USAGE;
+    }
+    if (cli_opt_double(&a, "--angle", 1e-9, 0.5, 0.05, &angle) ||
+        cli_opt_double(&a, "--delta", MESS_ACCOUNT_MIN_DELTA, 0.999999, 1e-5, &delta) ||
+        cli_check_unused(&a))
+        return CLI_USAGE;
+    errno = 0;
+    rc = mess_client_load(cpath, pass, &c);
+    if (rc != MESS_OK)
+        return cli_fail("cannot load client state", cpath, rc);
+    mess_client_params(c, &p);
+    mess_client_free(c);
+    if (p.p_store <= 0 || mess_effective_flip(p.p_prr, p.p_irr) <= 0) {
+        cli_error("the client %s without noise (p_store %g, p_query %g): no guarantee "
+                  "to summarise", p.p_store <= 0 ? "stores" : "queries", p.p_store,
+                  mess_effective_flip(p.p_prr, p.p_irr));
+        return CLI_FAIL;
+    }
+    rc = mess_account_summary(&p, angle, delta, NULL, 0, &len);
+    if (rc == MESS_OK) {
+        text = (char *)malloc(len + 1);
+        rc = text ? mess_account_summary(&p, angle, delta, text, len + 1, &len)
+                  : MESS_ENOMEM;
+    }
+    if (rc != MESS_OK) {
+        free(text);
+        return cli_fail("account summary", NULL, rc);
+    }
+    fputs(text, stdout);
+    free(text);
+    return CLI_OK;
+}
+
 int cli_cmd_account(int argc, char **argv)
 {
     static const struct {
@@ -762,7 +835,8 @@ int cli_cmd_account(int argc, char **argv)
                 {"stored", account_stored},
                 {"versions", account_versions},
                 {"random-lsh", account_random_lsh},
-                {"report", account_report}};
+                {"report", account_report},
+                {"summary", account_summary}};
     size_t i;
     if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
         fputs(account_help, argc < 1 ? stderr : stdout);

@@ -112,7 +112,7 @@ fi
 
 # Help for every form, with the theorem it comes from.
 okh=1
-for w in access search stored versions random-lsh report; do
+for w in access search stored versions random-lsh report summary; do
     "$MESS" account "$w" --help >"$tmp/out" 2>&1 || okh=0
     grep -q "Theorem\|Corollary\|Appendix" "$tmp/out" || okh=0
 done
@@ -167,6 +167,40 @@ if "$MESS" init --client "$tmp/c" --server "$tmp/s" --train datasets/sift/learn.
     else
         bad "report vs versions"
     fi
+    # the bottom line: its numbers are the accountants'
+    if run account summary --client "$tmp/c" --delta 1e-5; then
+        cp "$tmp/out" "$tmp/summary"
+        sj() { tail -n 1 "$tmp/summary" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
+        okk=1
+        grep -q "^What the server sees: 4 shards; each item is stored as 2 entries" "$tmp/summary" &&
+            grep -q "^What it cannot conclude: " "$tmp/summary" &&
+            grep -q "^What it can conclude: " "$tmp/summary" || okk=0
+        run account random-lsh --p-store 0.08 --bits 128 --angle 0.05 --delta 1e-5
+        close "$(sj item_xi_pld)" "$(json xi_mixture)" 1e-5 || okk=0
+        run account versions --p-store 0.08 --distances 1 --per-item 1 --delta 1e-5
+        close "$(sj eta_D)" "$(json eta_D)" 1e-7 && close "$(sj eta_changed)" "$(json eta_changed)" 1e-7 &&
+            close "$(sj update_shown)" "$(json shown)" 1e-9 &&
+            close "$(sj update_read_error)" "$(json read_error)" 1e-9 || okk=0
+        grep -q "($(awk -v e="$(sj eta_D)" 'BEGIN { printf "%.2f", e }') nats per bit)" "$tmp/summary" &&
+            grep -q "which 2 entries were one item" "$tmp/summary" || okk=0
+        # (1 + TV) / 2 from one entry: the mixture's xi is 0 just above TV, positive below
+        tv=$(sj item_entry_tv)
+        run account random-lsh --p-store 0.08 --bits 64 --angle 0.05 --delta "$(awk -v t="$tv" 'BEGIN { printf "%.12g", t * (1 + 1e-6) }')"
+        close "$(json xi_mixture)" 0 0 || okk=0
+        run account random-lsh --p-store 0.08 --bits 64 --angle 0.05 --delta "$(awk -v t="$tv" 'BEGIN { printf "%.12g", t * (1 - 1e-6) }')"
+        awk -v x="$(json xi_mixture)" 'BEGIN { exit !(x > 0) }' || okk=0
+        [ $okk = 1 ] && ok "summary: the paragraph and its numbers agree with the accountants" ||
+            bad "summary numbers"
+    else
+        bad "summary"
+    fi
+    refuse_mess account summary --client "$tmp/c" --angle 0.7
+    refuse_mess account summary --angle 0.05
+    "$MESS" init --client "$tmp/c0" --server "$tmp/s0" --train datasets/sift/learn.bvecs --shards 2 \
+        --per-item 1 --bits 64 --train-sample 500 --p-store 0 --seed-env seed >/dev/null 2>&1
+    "$MESS" account summary --client "$tmp/c0" >"$tmp/out" 2>"$tmp/err"
+    [ $? = 1 ] && grep -q "^mess: the client stores without noise (p_store 0, " "$tmp/err" &&
+        ok "summary: a client without storage noise is refused" || bad "summary of a noiseless client"
     # consecutive query rows as (old, new) versions of one id
     if run account report --client "$tmp/c" --pairs datasets/sift/query.bvecs --delta 1e-5 --updates &&
         [ "$(json updates)" = 100 ] && [ "$(grep -c '^{"update"' "$tmp/out")" = 100 ] &&

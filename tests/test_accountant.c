@@ -8,6 +8,9 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../mess_experimental.h"
 #include "harness.h"
@@ -437,6 +440,86 @@ static void test_versions(void)
     CHECK_RC(mess_account_version_bits(0.0, NULL, NULL, NULL), MESS_EINVAL);
     CHECK_RC(mess_account_version_bits(0.51, NULL, NULL, NULL), MESS_EINVAL);
     CHECK_OK(mess_account_version_bits(0.5, NULL, NULL, NULL));
+}
+
+/* A number of the summary's JSON line. */
+static double summary_num(const char *text, const char *key)
+{
+    char pat[64];
+    const char *at;
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    at = strstr(text, pat);
+    return at ? strtod(at + strlen(pat), NULL) : NAN;
+}
+
+/* The bottom line: its numbers are the accountants', its length query and
+ * its refusals. */
+static void test_summary(void)
+{
+    mess_params p;
+    char *text, small[16];
+    size_t len = 0, len2 = 0;
+    double xi, eta2, shown, err;
+    mess_params_default(&p, 128);
+    p.shards = 4;
+    p.per_item = 2;
+    CHECK_OK(mess_account_summary(&p, 0.05, 1e-5, NULL, 0, &len));
+    CHECK(len > 500);
+    text = (char *)malloc(len + 1);
+    if (!text)
+        return;
+    CHECK_OK(mess_account_summary(&p, 0.05, 1e-5, text, len + 1, &len2));
+    CHECK(len2 == len && strlen(text) == len && text[len - 1] == '\n');
+    CHECK(strstr(text, "What the server sees") && strstr(text, "What it cannot conclude") &&
+          strstr(text, "What it can conclude"));
+    CHECK(NEAR(summary_num(text, "eta_D"), log(0.92 / 0.08), 1e-8));
+    CHECK_OK(mess_account_random_lsh(0.08, 2 * 128, 0.05, 1e-5, &xi, NULL));
+    CHECK(NEAR(summary_num(text, "item_xi_pld"), xi, 1e-8));
+    CHECK_OK(mess_account_version_bits(0.08, &eta2, &shown, &err));
+    CHECK(NEAR(summary_num(text, "update_shown"), shown, 1e-8));
+    CHECK(NEAR(summary_num(text, "update_read_error"), err, 1e-8));
+    CHECK(NEAR(summary_num(text, "eta_changed"), eta2, 1e-8));
+    CHECK(NEAR(summary_num(text, "update_far_share"), shown / 2, 1e-8));
+    CHECK(summary_num(text, "delete_entries") == 2.0);
+    CHECK(summary_num(text, "payload_bytes") == (double)mess_payload_size(&p));
+    /* (1 + TV) / 2 with TV the profile at 0: the mixture's xi is 0 at
+     * delta just above TV and positive just below */
+    {
+        double tv = summary_num(text, "item_entry_tv"), x0, x1;
+        CHECK(tv > 0 && tv < 1);
+        CHECK_OK(mess_account_random_lsh(0.08, 128, 0.05, tv * (1 + 1e-7), &x0, NULL));
+        CHECK_OK(mess_account_random_lsh(0.08, 128, 0.05, tv * (1 - 1e-7), &x1, NULL));
+        CHECK(x0 == 0.0 && x1 > 0.0);
+    }
+    /* the 60% angles: at them the guess is right with probability 0.6 */
+    {
+        double a = summary_num(text, "item_angle_60"), d;
+        mess_account_pld *pld;
+        double *lw = (double *)malloc(257 * sizeof *lw);
+        int u;
+        CHECK(a > 0 && a < 0.05);
+        for (u = 0; lw && u <= 256; u++)
+            lw[u] = u * log(a) + (256 - u) * log1p(-a) + lgamma(257) - lgamma(u + 1) -
+                    lgamma(257 - u);
+        if (lw) {
+            CHECK_OK(mess_account_pld_new(0.08, lw, 257, &pld));
+            CHECK_OK(mess_account_pld_delta(pld, 0.0, &d));
+            CHECK(fabs((1 + d) / 2 - 0.6) < 1e-6);
+            mess_account_pld_free(pld);
+        }
+        free(lw);
+    }
+    CHECK_RC(mess_account_summary(&p, 0.05, 1e-5, small, sizeof small, &len2),
+             MESS_ELIMIT);
+    CHECK(len2 == len);
+    CHECK_RC(mess_account_summary(&p, 0.0, 1e-5, NULL, 0, &len), MESS_EINVAL);
+    CHECK_RC(mess_account_summary(&p, 0.6, 1e-5, NULL, 0, &len), MESS_EINVAL);
+    CHECK_RC(mess_account_summary(&p, 0.05, 0.0, NULL, 0, &len), MESS_EINVAL);
+    CHECK_RC(mess_account_summary(NULL, 0.05, 1e-5, NULL, 0, &len), MESS_EINVAL);
+    CHECK_RC(mess_account_summary(&p, 0.05, 1e-5, NULL, 0, NULL), MESS_EINVAL);
+    p.p_store = 0.0;
+    CHECK_RC(mess_account_summary(&p, 0.05, 1e-5, NULL, 0, &len), MESS_EINVAL);
+    free(text);
 }
 
 /* Extreme sizes: kappa 4096, M 1024, p near 0 and near 1/2. */
@@ -1081,6 +1164,7 @@ int main(void)
     RUN(test_stored);
     RUN(test_versions_brute);
     RUN(test_versions);
+    RUN(test_summary);
     RUN(test_extremes);
     RUN(test_access_brute);
     RUN(test_access_limits);
