@@ -975,12 +975,13 @@ int mess_account_summary(const mess_params *p, double angle, double delta0,
              "shows which bits changed (%.0f%% of them) and there the bits of "
              "both versions, each wrong with probability %.2g: about %.1f%% of "
              "an item's bits for a move of %.1f degrees, %.0f%% for a new "
-             "vector, and no more however often it is updated (%.2f nats per "
-             "changed bit).  A delete tells it which %u entries were one item and that "
+             "vector, up to %.0f%% after many updates (once every bit has "
+             "changed); a bit's loss stays %.2f nats however often the item is "
+             "updated.  A delete tells it which %u entries were one item and that "
              "they are gone, nothing about the vector.\n",
              angle * 180.0, near_bits, p->kappa / 2.0, 100.0 * shown, rerr,
-             100.0 * shown * angle, angle * 180.0, 100.0 * shown / 2.0, eta2,
-             p->per_item);
+             100.0 * shown * angle, angle * 180.0, 100.0 * shown / 2.0,
+             100.0 * shown, eta2, p->per_item);
     text_add(&t,
              "(Model: each bit of two codes differs with probability angle/pi, "
              "random hyperplanes; real pairs: mess account report.)\n");

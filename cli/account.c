@@ -772,6 +772,38 @@ static const char summary_help[] =
     "Last line: {\"eta_D\",\"item_tv\",\"item_xi_pld\",\"query_tv\",\n"
     "\"update_shown\",\"update_read_error\",...}.\n";
 
+/* Prints text's paragraphs (one per line) wrapped at 76 columns at spaces,
+ * and its last line, the JSON object, as it is. */
+static void print_wrapped(const char *text)
+{
+    const char *line = text, *end;
+    while (*line) {
+        const char *nl = strchr(line, '\n');
+        end = nl ? nl : line + strlen(line);
+        if (!nl || !nl[1] || *line == '{') {
+            fwrite(line, 1, (size_t)(end - line), stdout);
+            fputc('\n', stdout);
+        } else {
+            while (end - line > 76) {
+                const char *cut = line + 76, *stop;
+                while (cut > line && *cut != ' ')
+                    cut--;
+                if (cut == line)
+                    break;
+                for (stop = cut; stop > line && stop[-1] == ' ';)
+                    stop--;
+                fwrite(line, 1, (size_t)(stop - line), stdout);
+                fputc('\n', stdout);
+                for (line = cut; *line == ' ';)
+                    line++;
+            }
+            fwrite(line, 1, (size_t)(end - line), stdout);
+            fputc('\n', stdout);
+        }
+        line = nl ? nl + 1 : end;
+    }
+}
+
 static int account_summary(int argc, char **argv)
 {
     struct cli_args a;
@@ -820,7 +852,7 @@ static int account_summary(int argc, char **argv)
         free(text);
         return cli_fail("account summary", NULL, rc);
     }
-    fputs(text, stdout);
+    print_wrapped(text);
     free(text);
     return CLI_OK;
 }

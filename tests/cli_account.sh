@@ -181,8 +181,11 @@ if "$MESS" init --client "$tmp/c" --server "$tmp/s" --train datasets/sift/learn.
         close "$(sj eta_D)" "$(json eta_D)" 1e-7 && close "$(sj eta_changed)" "$(json eta_changed)" 1e-7 &&
             close "$(sj update_shown)" "$(json shown)" 1e-9 &&
             close "$(sj update_read_error)" "$(json read_error)" 1e-9 || okk=0
-        grep -q "($(awk -v e="$(sj eta_D)" 'BEGIN { printf "%.2f", e }') nats per bit)" "$tmp/summary" &&
-            grep -q "which 2 entries were one item" "$tmp/summary" || okk=0
+        # the paragraphs are wrapped at 76 columns: join them to search
+        tr '\n' ' ' <"$tmp/summary" >"$tmp/summary.joined"
+        grep -q "($(awk -v e="$(sj eta_D)" 'BEGIN { printf "%.2f", e }') nats per bit)" "$tmp/summary.joined" &&
+            grep -q "which 2 entries were one item" "$tmp/summary.joined" &&
+            [ "$(head -n -1 "$tmp/summary" | awk 'length($0) > 76 || / $/' | wc -l)" = 0 ] || okk=0
         # (1 + TV) / 2 from one entry: the mixture's xi is 0 just above TV, positive below
         tv=$(sj item_entry_tv)
         run account random-lsh --p-store 0.08 --bits 64 --angle 0.05 --delta "$(awk -v t="$tv" 'BEGIN { printf "%.12g", t * (1 + 1e-6) }')"
