@@ -555,7 +555,12 @@ int mess_server_check_owner(const mess_server *s,
  * again gives byte-identical records, and an update to another vector
  * flips the clean bits it shares with the old one exactly as before, so
  * re-insertions give the server no fresh samples to average
- * (docs/PRIVACY.md, "What the server learns"). */
+ * (docs/PRIVACY.md, "What the server learns").  The bits an update
+ * changes show as changed stored bits (with probability
+ * (1-p_D)^2 + p_D^2), and there the stored bits are both versions' clean
+ * bits except with probability p_D^2 / ((1-p_D)^2 + p_D^2): any number of
+ * versions costs at most twice one version's bound (Theorem V,
+ * docs/PRIVACY.md "Versions of an item"; mess_account_versions). */
 MESS_API MESS_NODISCARD
 int mess_client_upload(mess_client *c, const uint64_t *ids,
                        const float *vectors, size_t n, unsigned threads,
