@@ -19,6 +19,8 @@
  */
 #include <float.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 
 #include "internal.h"
 #include "numeric.h"
@@ -367,7 +369,9 @@ int mess_account_rr_delta(double p, uint64_t u, double eps, double *delta)
  * Stored data (Theorem 5.2, Corollary 5.3, Appendix A.1.1)
  * ---------------------------------------------------------------------- */
 
-static int check_distances(const uint32_t *d, size_t m, size_t t)
+/* d[s] <= dmax: MESS_MAX_BITS for one snapshot, twice that for a version
+ * history (a bit that changes within the history counts twice). */
+static int check_distances(const uint32_t *d, size_t m, size_t t, uint32_t dmax)
 {
     size_t s;
     if (!d || m == 0 || t == 0 || t > m)
@@ -375,7 +379,7 @@ static int check_distances(const uint32_t *d, size_t m, size_t t)
     if (m > MESS_MAX_SHARDS)
         return MESS_ELIMIT;
     for (s = 0; s < m; s++)
-        if (d[s] > MESS_MAX_BITS)
+        if (d[s] > dmax)
             return MESS_EINVAL;
     return MESS_OK;
 }
@@ -406,15 +410,24 @@ int mess_account_stored_pure(double p_store, const uint32_t *d, size_t m,
     int rc;
     if (!xi || mess_account_eta(p_store, &eta) != MESS_OK)
         return MESS_EINVAL;
-    rc = check_distances(d, m, t);
+    rc = check_distances(d, m, t, MESS_MAX_BITS);
     if (rc != MESS_OK)
         return rc;
     *xi = eta * (double)sum_largest(d, m, t);
     return MESS_OK;
 }
 
+static int route_weights(const uint32_t *d, size_t m, size_t t, uint32_t dmax,
+                         double *logw, size_t cap, size_t *len);
+
 int mess_account_route_weights(const uint32_t *d, size_t m, size_t t,
                                double *logw, size_t cap, size_t *len)
+{
+    return route_weights(d, m, t, MESS_MAX_BITS, logw, cap, len);
+}
+
+static int route_weights(const uint32_t *d, size_t m, size_t t, uint32_t dmax,
+                         double *logw, size_t cap, size_t *len)
 {
     uint32_t sorted[MESS_MAX_SHARDS];
     uint64_t umax, total = 0, ub, prefix = 0;
@@ -424,7 +437,7 @@ int mess_account_route_weights(const uint32_t *d, size_t m, size_t t,
 
     if (!len)
         return MESS_EINVAL;
-    rc = check_distances(d, m, t);
+    rc = check_distances(d, m, t, dmax);
     if (rc != MESS_OK)
         return rc;
     umax = sum_largest(d, m, t);
@@ -510,7 +523,7 @@ int mess_account_route_weights(const uint32_t *d, size_t m, size_t t,
 }
 
 static int account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
-                          int fixed, double delta0,
+                          uint32_t dmax, int fixed, double delta0,
                           mess_account_stored_result *out);
 
 int mess_account_stored_sized(double p_store, const uint32_t *d, size_t m,
@@ -521,7 +534,7 @@ int mess_account_stored_sized(double p_store, const uint32_t *d, size_t m,
     int rc;
     if (!out || out_size < MESS_ACCOUNT_STORED_RESULT_MIN_SIZE)
         return MESS_EINVAL; /* mess.h, "Growable structs" */
-    rc = account_stored(p_store, d, m, t, fixed, delta0, &r);
+    rc = account_stored(p_store, d, m, t, MESS_MAX_BITS, fixed, delta0, &r);
     if (rc == MESS_OK)
         rc = mess_struct_out(out, out_size, &r,
                              MESS_FIELD_END(mess_account_stored_result, xi_pld),
@@ -530,7 +543,7 @@ int mess_account_stored_sized(double p_store, const uint32_t *d, size_t m,
 }
 
 static int account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
-                          int fixed, double delta0,
+                          uint32_t dmax, int fixed, double delta0,
                           mess_account_stored_result *out)
 {
     mess_account_pld *pld = NULL;
@@ -541,7 +554,7 @@ static int account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
     if (!out || !numeric_flip_ok(p_store) ||
         !(delta0 >= MESS_ACCOUNT_MIN_DELTA && delta0 < 1.0))
         return MESS_EINVAL;
-    rc = check_distances(d, m, t);
+    rc = check_distances(d, m, t, dmax);
     if (rc != MESS_OK)
         return rc;
     if (fixed && t != m)
@@ -554,10 +567,10 @@ static int account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
     if (fixed) {
         rc = pld_point(p_store, out->u_max, &pld);
     } else {
-        rc = mess_account_route_weights(d, m, t, NULL, 0, &len);
+        rc = route_weights(d, m, t, dmax, NULL, 0, &len);
         if (rc == MESS_OK) {
             logw = (double *)mess_malloc_array(len, sizeof *logw);
-            rc = logw ? mess_account_route_weights(d, m, t, logw, len, &len)
+            rc = logw ? route_weights(d, m, t, dmax, logw, len, &len)
                       : MESS_ENOMEM;
         }
         if (rc == MESS_OK)
@@ -569,6 +582,67 @@ static int account_stored(double p_store, const uint32_t *d, size_t m, size_t t,
     out->u_mean = pld->u_mean;
     rc = mess_account_pld_epsilon(pld, delta0, &out->xi_pld);
     mess_account_pld_free(pld);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * Version histories of one id (docs/PRIVACY.md, "Versions of an item")
+ *
+ * The storage coins are a PRF of (shard, id): per position two coins F0,
+ * F1 ~ Bernoulli(p_D), fixed whatever the number of versions, and a
+ * version with clean bit c stores c ^ F_c.  So every version whose clean
+ * bit is 0 stores the same report A = F0 of 0, every version whose clean
+ * bit is 1 the same report B = 1 - F1 of 1.  Two histories that differ by
+ * the same mask in every version (the same change pattern) differ, per
+ * masked position, in one randomized-response report where the position
+ * never changes and in two (A and B) where it does: the history is
+ * randomized response on d_s + c_s bits of shard s, for any number of
+ * versions.  Which positions change is not protected: a changed position
+ * shows as a changed stored bit unless F0 != F1.
+ * ---------------------------------------------------------------------- */
+
+int mess_account_version_bits(double p_store, double *eta_changed,
+                              double *shown, double *read_error)
+{
+    double p = p_store, q = 1.0 - p_store;
+    if (!numeric_flip_ok(p))
+        return MESS_EINVAL;
+    if (eta_changed) /* two reports, A and B, each eta_D */
+        *eta_changed = 2.0 * (log1p(-p) - log(p));
+    if (shown) /* F0 == F1: both 0 (stored = clean) or both 1 (negated) */
+        *shown = q * q + p * p;
+    if (read_error) /* given a changed stored bit, the coins are both 1 */
+        *read_error = p * p / (q * q + p * p);
+    return MESS_OK;
+}
+
+int mess_account_versions_sized(double p_store, const uint32_t *d,
+                                const uint32_t *changed, size_t m, size_t t,
+                                int fixed, double delta0,
+                                mess_account_stored_result *out, size_t out_size)
+{
+    mess_account_stored_result r;
+    uint32_t e[MESS_MAX_SHARDS];
+    size_t s;
+    int rc;
+    if (!out || out_size < MESS_ACCOUNT_STORED_RESULT_MIN_SIZE)
+        return MESS_EINVAL; /* mess.h, "Growable structs" */
+    rc = check_distances(d, m, t, MESS_MAX_BITS);
+    if (rc != MESS_OK)
+        return rc;
+    /* changed = NULL: every differing position changes (the worst case of
+     * any history of two or more versions) */
+    for (s = 0; s < m; s++) {
+        uint32_t c = changed ? changed[s] : d[s];
+        if (c > d[s])
+            return MESS_EINVAL;
+        e[s] = d[s] + c;
+    }
+    rc = account_stored(p_store, e, m, t, 2 * MESS_MAX_BITS, fixed, delta0, &r);
+    if (rc == MESS_OK)
+        rc = mess_struct_out(out, out_size, &r,
+                             MESS_FIELD_END(mess_account_stored_result, xi_pld),
+                             MESS_ACCOUNT_STORED_RESULT_MIN_SIZE);
     return rc;
 }
 
@@ -744,5 +818,186 @@ int mess_account_random_lsh(double p, uint32_t kappa, double d_theta,
         }
         *xi_chernoff = eta * kappa * hi;
     }
+    return MESS_OK;
+}
+
+/* ------------------------------------------------------------------------
+ * The bottom line in plain words (docs/PRIVACY.md, "The bottom line")
+ *
+ * A paragraph for one client's parameters, each sentence carrying a number
+ * computed here by the accountants above, followed by one JSON line with
+ * those numbers.  Distances come from the random-hyperplane model (each of
+ * n bits differs with probability `angle`, Appendix A.2.6), so the numbers
+ * need no data; `mess account report` gives them for real pairs.
+ * ---------------------------------------------------------------------- */
+
+struct text {
+    char *buf;
+    size_t cap, len;
+};
+
+static void text_add(struct text *t, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    char *at = t->buf && t->len < t->cap ? t->buf + t->len : NULL;
+    va_start(ap, fmt);
+    n = vsnprintf(at, at ? t->cap - t->len : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        t->len += (size_t)n;
+}
+
+/* Total variation between the views of x and x' (the hockey stick at
+ * eps = 0) for randomized response with flip p on n bits that differ each
+ * with probability angle; the best guess between the two, equally likely,
+ * is right with probability (1 + TV) / 2. */
+static int model_tv(double p, uint64_t n, double angle, double delta0, double *tv,
+                    double *xi)
+{
+    double *logw;
+    mess_account_pld *pld;
+    uint64_t u;
+    int rc;
+    if (n > MAX_DISTANCE)
+        return MESS_ELIMIT;
+    logw = (double *)mess_malloc_array((size_t)n + 1, sizeof *logw);
+    if (!logw)
+        return MESS_ENOMEM;
+    for (u = 0; u <= n; u++)
+        logw[u] = numeric_binom_logpmf((double)u, (double)n, angle, 1.0 - angle);
+    rc = mess_account_pld_new(p, logw, (size_t)n + 1, &pld);
+    free(logw);
+    if (rc != MESS_OK)
+        return rc;
+    *tv = fmin(1.0, pld_delta(pld, 0.0));
+    rc = xi ? mess_account_pld_epsilon(pld, delta0, xi) : MESS_OK;
+    mess_account_pld_free(pld);
+    return rc;
+}
+
+/* The largest angle at which the best guess is right with probability at
+ * most `success` (bisection; TV grows with the angle). */
+static int model_angle(double p, uint64_t n, double success, double *angle)
+{
+    double lo = 0.0, hi = 0.5, tv;
+    int i, rc;
+    for (i = 0; i < 40; i++) {
+        double mid = 0.5 * (lo + hi);
+        rc = model_tv(p, n, mid, 0.5, &tv, NULL);
+        if (rc != MESS_OK)
+            return rc;
+        if ((1.0 + tv) / 2.0 <= success)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *angle = lo;
+    return MESS_OK;
+}
+
+#define SUMMARY_SUCCESS 0.6 /* "hard to tell apart": a guess right at most 60% */
+
+int mess_account_summary(const mess_params *p, double angle, double delta0,
+                         char *text, size_t cap, size_t *len)
+{
+    struct text t;
+    double eta, eta2, shown, rerr, r, near_bits, p_q;
+    double tv1, tvt, xi_t, tvq, tvq_perm = 1.0, a_item, a_query;
+    uint64_t n_item, n_query;
+    int rc;
+
+    if (!p || !len || !(angle > 0.0 && angle <= 0.5) ||
+        !(delta0 >= MESS_ACCOUNT_MIN_DELTA && delta0 < 1.0) ||
+        mess_params_check(p) != MESS_OK || !numeric_flip_ok(p->p_store))
+        return MESS_EINVAL;
+    p_q = mess_effective_flip(p->p_prr, p->p_irr);
+    if (!numeric_flip_ok(p_q))
+        return MESS_EINVAL;
+    n_item = (uint64_t)p->per_item * p->kappa;
+    n_query = (uint64_t)p->shards * p->kappa;
+    eta = log1p(-p->p_store) - log(p->p_store);
+    mess_account_version_bits(p->p_store, &eta2, &shown, &rerr);
+    r = 2.0 * p->p_store * (1.0 - p->p_store);
+    near_bits = p->kappa * (angle * (1.0 - r) + (1.0 - angle) * r);
+    if ((rc = model_tv(p->p_store, p->kappa, angle, delta0, &tv1, NULL)) != MESS_OK ||
+        (rc = model_tv(p->p_store, n_item, angle, delta0, &tvt, &xi_t)) != MESS_OK ||
+        (rc = model_tv(p_q, n_query, angle, delta0, &tvq, NULL)) != MESS_OK ||
+        (p->p_prr > 0.0 &&
+         (rc = model_tv(p->p_prr, n_query, angle, delta0, &tvq_perm, NULL)) != MESS_OK) ||
+        (rc = model_angle(p->p_store, n_item, SUMMARY_SUCCESS, &a_item)) != MESS_OK ||
+        (rc = model_angle(p_q, n_query, SUMMARY_SUCCESS, &a_query)) != MESS_OK)
+        return rc;
+
+    t.buf = text;
+    t.cap = text ? cap : 0;
+    t.len = 0;
+    text_add(&t,
+             "What the server sees: %u shards; each item is stored as %u "
+             "entries, one in each of %u shards, each a random-looking label, a "
+             "%u-bit code of the item with "
+             "every bit flipped with probability %.3g, and a %zu-byte ciphertext "
+             "of its vector and id.  Of a query it sees %u codes (every bit "
+             "flipped with probability %.3g per submission), a budget per shard, "
+             "and its own search.\n",
+             p->shards, p->per_item, p->per_item, p->kappa, p->p_store,
+             mess_payload_size(p), p->shards, p_q);
+    text_add(&t,
+             "What it cannot conclude: it cannot decrypt vectors, ids or "
+             "payloads, nor read a code bit from an entry with an error below "
+             "%.3g (%.2f nats per bit).  Whether an item is x or a near x' "
+             "(angle %.3g of pi, %.1f degrees) it guesses right with probability "
+             "at most %.3f from one entry, %.3f from all %u entries "
+             "(xi %.1f at delta %.3g); only items closer than %.2g degrees "
+             "(%.2g differing bits in all its entries on average), at most %.2f.  "
+             "Two queries %.1f degrees apart it tells apart with probability at "
+             "most %.3f; closer than %.2g degrees (%.2g differing bits in all "
+             "its codes), at most %.2f; ",
+             p->p_store, eta, angle, angle * 180.0, (1.0 + tv1) / 2.0,
+             (1.0 + tvt) / 2.0, p->per_item, xi_t, delta0, a_item * 180.0,
+             a_item * (double)n_item, SUMMARY_SUCCESS, angle * 180.0,
+             (1.0 + tvq) / 2.0, a_query * 180.0, a_query * (double)n_query,
+             SUMMARY_SUCCESS);
+    if (p->p_prr > 0.0)
+        text_add(&t,
+                 "the same query asked any number of times gives no more than its "
+                 "permanent report (every bit flipped with probability %.3g: at "
+                 "most %.3f), never the clean code.\n",
+                 p->p_prr, (1.0 + tvq_perm) / 2.0);
+    else
+        text_add(&t, "the same query asked again and again averages to its clean "
+                     "code (no permanent report: p_PRR = 0).\n");
+    text_add(&t,
+             "What it can conclude: near items look near, within a shard two "
+             "items %.1f degrees apart have stored codes %.1f bits apart on "
+             "average against %.1f for unrelated items, so it can link near "
+             "items that share a shard (that is how it searches).  An update "
+             "shows which bits changed (%.0f%% of them) and there the bits of "
+             "both versions, each wrong with probability %.2g: about %.1f%% of "
+             "an item's bits for a move of %.1f degrees, %.0f%% for a new "
+             "vector, up to %.0f%% after many updates (once every bit has "
+             "changed); a bit's loss stays %.2f nats however often the item is "
+             "updated.  A delete tells it which %u entries were one item and that "
+             "they are gone, nothing about the vector.\n",
+             angle * 180.0, near_bits, p->kappa / 2.0, 100.0 * shown, rerr,
+             100.0 * shown * angle, angle * 180.0, 100.0 * shown / 2.0,
+             100.0 * shown, eta2, p->per_item);
+    text_add(&t,
+             "(Model: each bit of two codes differs with probability angle/pi, "
+             "random hyperplanes; real pairs: mess account report.)\n");
+    text_add(&t,
+             "{\"angle\":%.9g,\"delta\":%.9g,\"eta_D\":%.9g,\"p_query\":%.9g,"
+             "\"payload_bytes\":%zu,\"near_bits\":%.9g,\"far_bits\":%.9g,"
+             "\"item_entry_tv\":%.9g,\"item_tv\":%.9g,\"item_xi_pld\":%.9g,"
+             "\"item_angle_60\":%.9g,\"query_tv\":%.9g,\"query_repeated_tv\":%.9g,"
+             "\"query_angle_60\":%.9g,\"update_shown\":%.9g,"
+             "\"update_read_error\":%.9g,\"update_near_share\":%.9g,"
+             "\"update_far_share\":%.9g,\"eta_changed\":%.9g,\"delete_entries\":%u}\n",
+             angle, delta0, eta, p_q, mess_payload_size(p), near_bits, p->kappa / 2.0,
+             tv1, tvt, xi_t, a_item, tvq, p->p_prr > 0.0 ? tvq_perm : 1.0, a_query,
+             shown, rerr, shown * angle, shown / 2.0, eta2, p->per_item);
+    *len = t.len;
+    if (text && t.len >= cap)
+        return MESS_ELIMIT;
     return MESS_OK;
 }

@@ -230,6 +230,56 @@ MESS_API int mess_account_stored_sized(double p_store, const uint32_t *d, size_t
     mess_account_stored_sized((p_store), (d), (m), (t), (fixed), (delta0), \
                               (out), sizeof(mess_account_stored_result))
 
+/* Version history of one id (docs/PRIVACY.md, "Versions of an item"): the
+ * storage coins are a PRF of (shard, id), two per position whatever the
+ * number of versions, so a history of any number v >= 2 of versions is
+ * randomized response on d[s] + changed[s] bits of shard s, where the two
+ * challenge histories differ by the same mask in every version, d[s] bits
+ * of it in shard s, and changed[s] <= d[s] of those positions change
+ * within the history (NULL: all of them, the worst case: 2 d[s]).  Fills
+ * *out as mess_account_stored does for the distances d[s] + changed[s]
+ * (xi_pure, xi_pld at delta0, route uniform or fixed); v = 1 is
+ * changed = 0.  Which positions change is not covered: see
+ * mess_account_version_bits. */
+MESS_API int mess_account_versions_sized(double p_store, const uint32_t *d,
+                                         const uint32_t *changed, size_t m,
+                                         size_t t, int fixed, double delta0,
+                                         mess_account_stored_result *out,
+                                         size_t out_size);
+#define mess_account_versions(p_store, d, changed, m, t, fixed, delta0, out) \
+    mess_account_versions_sized((p_store), (d), (changed), (m), (t), (fixed), \
+                                (delta0), (out), sizeof(mess_account_stored_result))
+
+/* Per position of an updated id, flip p_store in (0, 1/2]:
+ *   *eta_changed  2 eta_D, the pure loss of a position that changes within
+ *                 the history (two reports), for any number of versions;
+ *   *shown        (1-p)^2 + p^2, the probability that a changed clean bit
+ *                 shows as a changed stored bit (unchanged ones never do);
+ *   *read_error   p^2 / ((1-p)^2 + p^2) = 1 / (1 + e^(2 eta_D)), the error
+ *                 of reading such a stored bit as the clean bit, in every
+ *                 version: the least error 2 eta_D allows.
+ * Any pointer may be NULL. */
+MESS_API int mess_account_version_bits(double p_store, double *eta_changed,
+                                       double *shown, double *read_error);
+
+/* The bottom line for one client's parameters (docs/PRIVACY.md, "The bottom
+ * line"): a short paragraph in plain words (what the server sees; what it
+ * cannot conclude: reading code bits, telling an item or a query from a
+ * near one, repeated queries; what it can: near items linkable within a
+ * shard, updates, deletes), each sentence with the number computed by the
+ * accountants above, then one JSON line with those numbers.  Pairs are
+ * modelled with random hyperplanes: each bit of two codes differs with
+ * probability `angle` (the normalised angle d_theta, in (0, 1/2]; the
+ * paper's near radius is 0.05); delta0 is the delta of the item's xi_pld.
+ * "Tells apart with probability" is (1 + TV) / 2, TV the total variation
+ * between the two views (the profile at eps = 0), the best guess between
+ * two equally likely inputs.  p must pass mess_params_check with p_store
+ * and the effective query flip in (0, 1/2].  text: room for cap bytes
+ * (NUL-terminated), or NULL to learn *len, the length without the NUL
+ * (MESS_ELIMIT if cap <= *len). */
+MESS_API int mess_account_summary(const mess_params *p, double angle, double delta0,
+                                  char *text, size_t cap, size_t *len);
+
 /* Access-pattern parameter of Theorem 5.4 for PRR flip a and IRR flip b in
  * [0, 1/2] (not both 0) and R >= 1 submissions of one logical query:
  *   eta_R = ln(((1-a)(1-b)^R + a b^R) / (a(1-b)^R + (1-a) b^R)),

@@ -1,5 +1,5 @@
 /*
- * account.c - `mess account access|search|stored|random-lsh|report` (the
+ * account.c - `mess account access|search|stored|versions|random-lsh|report|summary` (the
  * privacy accountants of paper section 5.2 / Appendix A.1) and `mess plan`
  * (the correctness model of Proposition 4.1 / Appendix B).  Each prints its
  * findings and, as its last line, one JSON object.
@@ -34,8 +34,10 @@ static const char account_help[] =
     "  access      eta_R, xi_AP of the access pattern          (Theorem 5.4)\n"
     "  search      gamma_eq, gamma_ne, xi_SP of query reuse     (Theorem 5.5)\n"
     "  stored      eta_D, pure and pair-specific stored-data XDP (Thm 5.2, Cor. 5.3)\n"
+    "  versions    the same for a version history of one id (updates)\n"
     "  random-lsh  the random-hyperplane LSH regression value   (App. A.2.6)\n"
-    "  report      stored/access/search values for real pairs   (App. A.1)\n";
+    "  report      stored/access/search values for real pairs   (App. A.1)\n"
+    "  summary     the bottom line for a client, in plain words\n";
 
 static const char access_help[] =
     "usage: mess account access --p-prr A --p-irr B --repeats R [--distance DQ]\n"
@@ -160,6 +162,30 @@ static int account_search(int argc, char **argv)
     return CLI_OK;
 }
 
+/* A per-shard list of fixed-hash distances (OPT d1,...,dM) into *d. */
+static int parse_distances(const char *list, const char *opt, const char *what,
+                           uint32_t **d, size_t *m)
+{
+    uint64_t *v;
+    size_t i;
+    *d = NULL;
+    if (cli_parse_list(list, 0, MESS_MAX_BITS, &v, m) != 0) {
+        cli_error("%s: expected comma-separated integers in [0, %d]", opt,
+                  MESS_MAX_BITS);
+        return CLI_USAGE;
+    }
+    if (*m > MESS_MAX_SHARDS) {
+        free(v);
+        cli_error("%s: at most %d shards", opt, MESS_MAX_SHARDS);
+        return CLI_USAGE;
+    }
+    *d = (uint32_t *)malloc(*m * sizeof **d);
+    for (i = 0; *d && i < *m; i++)
+        (*d)[i] = (uint32_t)v[i];
+    free(v);
+    return *d ? CLI_OK : cli_fail(what, NULL, MESS_ENOMEM);
+}
+
 static const char stored_help[] =
     "usage: mess account stored --p-store P --distances d1,...,dM --per-item T\n"
     "                           --delta D [--fixed] [--tail EPS]\n"
@@ -210,26 +236,9 @@ static int account_stored(int argc, char **argv)
         cli_opt_double(&a, "--tail", 0.0, 1e12, -1.0, &tail_eps) ||
         cli_check_unused(&a))
         return CLI_USAGE;
-    {
-        uint64_t *v;
-        size_t i;
-        if (cli_parse_list(list, 0, MESS_MAX_BITS, &v, &m) != 0) {
-            cli_error("--distances: expected comma-separated integers in [0, %d]",
-                      MESS_MAX_BITS);
-            return CLI_USAGE;
-        }
-        if (m > MESS_MAX_SHARDS) {
-            free(v);
-            cli_error("--distances: at most %d shards", MESS_MAX_SHARDS);
-            return CLI_USAGE;
-        }
-        d = (uint32_t *)malloc(m * sizeof *d);
-        for (i = 0; d && i < m; i++)
-            d[i] = (uint32_t)v[i];
-        free(v);
-        if (!d)
-            return cli_fail("account stored", NULL, MESS_ENOMEM);
-    }
+    rc = parse_distances(list, "--distances", "account stored", &d, &m);
+    if (rc != CLI_OK)
+        return rc;
     if (fixed && t != 0 && (size_t)t != m) {
         free(d);
         cli_error("--fixed: the list must hold exactly the %ld realized shards", t);
@@ -304,6 +313,143 @@ static int account_stored(int argc, char **argv)
     return CLI_OK;
 }
 
+static const char versions_help[] =
+    "usage: mess account versions --p-store P --distances d1,...,dM --per-item T\n"
+    "                             --delta D [--changed c1,...,cM] [--versions V]\n"
+    "                             [--fixed]\n"
+    "\n"
+    "Stored-data privacy of a version history of one id (an item inserted,\n"
+    "then updated V - 1 times; Theorem V of docs/PRIVACY.md).  The\n"
+    "storage coins are a PRF of (shard, id): per position two coins, F0 for a\n"
+    "clean 0 and F1 for a clean 1, the same in every version.  The two\n"
+    "challenge histories differ by one mask in every version, d_s bits of it\n"
+    "in shard s, of which c_s positions change within the history\n"
+    "(--changed; default all of them: c_s = d_s, the worst case).  Whatever V:\n"
+    "\n"
+    "  per bit  eta_D on a position that never changes, 2 eta_D on one that\n"
+    "           changes (two reports): the history is randomized response on\n"
+    "           d_s + c_s bits, at most twice the snapshot's d_s\n"
+    "  xi_pure, xi_pld  as `mess account stored` on the distances d_s + c_s\n"
+    "  snapshot  the same for one version (c_s = 0), for comparison\n"
+    "\n"
+    "Which positions change is not protected: a changed clean bit shows as a\n"
+    "changed stored bit with probability (1-P)^2 + P^2 (`shown`), and reading\n"
+    "that stored bit as the clean bit of every version errs with probability\n"
+    "P^2 / ((1-P)^2 + P^2) (`read_error`, the least 2 eta_D allows).\n"
+    "V (2): versions, >= 1; V = 1 is one snapshot (--changed must be 0s).\n"
+    "Last line: {\"eta_D\",\"eta_changed\",\"shown\",\"read_error\",\"xi_pure\",\n"
+    "\"xi_pld\",\"xi_pure_snapshot\",\"xi_pld_snapshot\",\"u_max\",\"u_mean\",...}.\n";
+
+static int account_versions(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *list, *clist;
+    double p, delta, eta2, shown, rerr;
+    long t, v;
+    uint32_t *d = NULL, *c = NULL;
+    size_t m, mc = 0, s;
+    int fixed, rc;
+    mess_account_stored_result r, r1;
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(versions_help, stdout);
+        return CLI_OK;
+    }
+    list = cli_opt(&a, "--distances");
+    clist = cli_opt(&a, "--changed");
+    fixed = cli_flag(&a, "--fixed");
+    if (!list || !cli_opt(&a, "--p-store") || !cli_opt(&a, "--delta") ||
+        (!fixed && !cli_opt(&a, "--per-item"))) {
+        cli_error("account versions needs --p-store, --distances, --per-item and --delta");
+        return CLI_USAGE;
+    }
+    if (cli_opt_double(&a, "--p-store", 1e-300, 0.5, 0.0, &p) ||
+        cli_opt_double(&a, "--delta", MESS_ACCOUNT_MIN_DELTA, 0.999999, 0.0, &delta) ||
+        cli_opt_long(&a, "--per-item", 1, MESS_MAX_SHARDS, 0, &t) ||
+        cli_opt_long(&a, "--versions", 1, 0x7fffffffffffffffL, 2, &v) ||
+        cli_check_unused(&a))
+        return CLI_USAGE;
+    rc = parse_distances(list, "--distances", "account versions", &d, &m);
+    if (rc == CLI_OK && clist)
+        rc = parse_distances(clist, "--changed", "account versions", &c, &mc);
+    if (rc != CLI_OK) {
+        free(d);
+        return rc;
+    }
+    if (c && mc != m) {
+        cli_error("--changed lists %zu shards, --distances %zu", mc, m);
+        rc = CLI_USAGE;
+        goto done;
+    }
+    for (s = 0; c && s < m; s++)
+        if (c[s] > d[s] || (v == 1 && c[s] != 0)) {
+            if (v == 1)
+                cli_error("--changed: one version changes nothing (use 0s)");
+            else
+                cli_error("--changed: shard %zu has %u changed of %u differing bits",
+                          s, c[s], d[s]);
+            rc = CLI_USAGE;
+            goto done;
+        }
+    if (fixed && t != 0 && (size_t)t != m) {
+        cli_error("--fixed: the list must hold exactly the %ld realized shards", t);
+        rc = CLI_USAGE;
+        goto done;
+    }
+    if (fixed)
+        t = (long)m;
+    if ((size_t)t > m) {
+        cli_error("--per-item %ld exceeds the %zu distances given", t, m);
+        rc = CLI_USAGE;
+        goto done;
+    }
+    rc = mess_account_version_bits(p, &eta2, &shown, &rerr);
+    if (rc == MESS_OK)
+        rc = mess_account_stored(p, d, m, (size_t)t, fixed, delta, &r1);
+    if (rc == MESS_OK && v == 1)
+        r = r1;
+    else if (rc == MESS_OK)
+        rc = mess_account_versions(p, d, c, m, (size_t)t, fixed, delta, &r);
+    if (rc != MESS_OK) {
+        if (rc == MESS_ELIMIT && !fixed)
+            cli_error("account versions: the route distribution is too large to "
+                      "compute exactly (%s); --fixed gives the worst route",
+                      mess_strerror(rc));
+        else
+            cli_fail("account versions", NULL, rc);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    printf("per bit: eta_D = %.6f unchanged, %.6f changed within the history "
+           "(any number of versions)\n", r.eta, eta2);
+    printf("a changed bit shows with probability %.6f; read as the clean bit it "
+           "errs with probability %.6g\n", shown, rerr);
+    printf("history of %ld version%s, route %s, %ld of %zu shards: aggregate "
+           "distance max %llu, mean %.4f\n", v, v == 1 ? "" : "s",
+           fixed ? "identifier-fixed" : "uniform", t, m, (unsigned long long)r.u_max,
+           r.u_mean);
+    printf("pure XDP: %.6f (one version %.6f); pair-specific at delta %.3g: %.6f "
+           "(one version %.6f)\n", r.xi_pure, r1.xi_pure, delta, r.xi_pld, r1.xi_pld);
+    printf("{");
+    json_num("eta_D", r.eta, 1);
+    json_num("eta_changed", eta2, 1);
+    json_num("shown", shown, 1);
+    json_num("read_error", rerr, 1);
+    json_num("xi_pure", r.xi_pure, 1);
+    json_num("xi_pld", r.xi_pld, 1);
+    json_num("xi_pure_snapshot", r1.xi_pure, 1);
+    json_num("xi_pld_snapshot", r1.xi_pld, 1);
+    json_num("delta", delta, 1);
+    printf("\"versions\":%ld,\"u_max\":%llu,", v, (unsigned long long)r.u_max);
+    json_num("u_mean", r.u_mean, 0);
+    printf("}\n");
+    rc = CLI_OK;
+done:
+    free(d);
+    free(c);
+    return rc;
+}
+
 static const char lsh_help[] =
     "usage: mess account random-lsh --p-store P --bits K --angle DTHETA --delta D\n"
     "\n"
@@ -363,7 +509,7 @@ static int account_random_lsh(int argc, char **argv)
 
 static const char report_help[] =
     "usage: mess account report --client C --pairs FILE --delta D [--repeats R]\n"
-    "                           [--passphrase-env V]\n"
+    "                           [--updates] [--passphrase-env V]\n"
     "\n"
     "The accountants on real challenge pairs (Appendix A.1): FILE (.fvecs or\n"
     ".bvecs) holds pairs as consecutive rows (x0, x1).  For each pair the\n"
@@ -376,10 +522,23 @@ static const char report_help[] =
     "          (every query contacts every shard)       (Theorem 5.4)\n"
     "  search  xi_sp for a reuse-vs-new workload with KQ = M * kappa bits and\n"
     "          U = D_Q                                  (Theorem 5.5)\n"
+    "  history xi_pld_history: the stored value for a version history of the\n"
+    "          pair's id in which every differing bit changes (the worst\n"
+    "          case, any number of versions; `mess account versions`)\n"
+    "\n"
+    "--updates: the rows are real updates instead, (old, new) versions of one\n"
+    "id.  Per update: the changed bits c_s per shard, their mean over the\n"
+    "route, how many of them the server reads (each shows with probability\n"
+    "(1-p_D)^2 + p_D^2) as a share of a version's t * kappa bits, the error of\n"
+    "those reads, and the values of the changed bits: xi_pure_changed and\n"
+    "xi_pld_changed for two histories that differ in exactly those bits.\n"
+    "Last line: {\"updates\",\"mean_changed\",\"mean_read_share\",\n"
+    "\"max_read_share\",\"read_error\",\"max_xi_pld_changed\",...}.\n"
     "\n"
     "R (1): submissions of one logical query.  One JSON line per pair, then a\n"
     "summary as the last line: {\"pairs\",\"max_xi_pure\",\"max_xi_pld\",\n"
-    "\"mean_xi_pld\",\"max_xi_single_shard\",\"max_xi_ap\",\"max_xi_sp\",...}.\n";
+    "\"mean_xi_pld\",\"max_xi_single_shard\",\"max_xi_ap\",\"max_xi_sp\",\n"
+    "\"max_xi_pld_history\",...}.\n";
 
 static int account_report(int argc, char **argv)
 {
@@ -388,7 +547,9 @@ static int account_report(int argc, char **argv)
     const char *pass = NULL;
     double delta, eta_r = 0, geq = 0, gne = 0, p_q;
     double max_pure = 0, max_pld = 0, sum_pld = 0, max_single = 0, max_ap = 0, max_sp = 0;
+    double max_hist = 0, shown = 0, rerr = 0, sum_changed = 0, sum_share = 0, max_share = 0;
     long repeats;
+    int updates;
     mess_client *c = NULL;
     mess_params p;
     float *x = NULL;
@@ -404,6 +565,7 @@ static int account_report(int argc, char **argv)
     }
     cpath = cli_opt(&a, "--client");
     file = cli_opt(&a, "--pairs");
+    updates = cli_flag(&a, "--updates");
     if (cli_passphrase(&a, &pass))
         return CLI_USAGE;
     if (!cpath || !file || !cli_opt(&a, "--delta")) {
@@ -449,6 +611,11 @@ static int account_report(int argc, char **argv)
         rc = CLI_FAIL;
         goto done;
     }
+    rc = mess_account_version_bits(p.p_store, NULL, &shown, &rerr);
+    if (rc != MESS_OK) {
+        rc = cli_fail("stored accountant", NULL, rc);
+        goto done;
+    }
     p_q = mess_effective_flip(p.p_prr, p.p_irr);
     if (p_q > 0) {
         rc = mess_account_access(p.p_prr, p.p_irr, (uint64_t)repeats, &eta_r);
@@ -460,7 +627,7 @@ static int account_report(int argc, char **argv)
         }
     }
     for (i = 0; i < n / 2; i++) {
-        mess_account_stored_result r;
+        mess_account_stored_result r, rh;
         uint64_t dq = 0;
         uint32_t dmax = 0;
         double xi_sp;
@@ -483,7 +650,39 @@ static int account_report(int argc, char **argv)
             if (h > dmax)
                 dmax = h;
         }
+        if (updates) {
+            /* d holds the bits the update changes: the values of exactly
+             * those bits, in a history where all of them change */
+            double mean_read, share;
+            rc = mess_account_versions(p.p_store, d, NULL, p.shards, p.per_item, 0,
+                                       delta, &r);
+            if (rc != MESS_OK) {
+                rc = cli_fail("stored accountant", NULL, rc);
+                goto done;
+            }
+            /* r.u_mean is the route mean of 2 c_s */
+            mean_read = shown * r.u_mean / 2;
+            share = mean_read / ((double)p.per_item * p.kappa);
+            printf("{\"update\":%zu,\"changed\":[", i);
+            for (s = 0; s < p.shards; s++)
+                printf("%s%u", s ? "," : "", d[s]);
+            printf("],");
+            json_num("changed_mean", r.u_mean / 2, 1);
+            json_num("read_mean", mean_read, 1);
+            json_num("read_share", share, 1);
+            json_num("xi_pure_changed", r.xi_pure, 1);
+            json_num("xi_pld_changed", r.xi_pld, 0);
+            printf("}\n");
+            sum_changed += r.u_mean / 2;
+            sum_share += share;
+            max_share = fmax(max_share, share);
+            max_pld = fmax(max_pld, r.xi_pld);
+            continue;
+        }
         rc = mess_account_stored(p.p_store, d, p.shards, p.per_item, 0, delta, &r);
+        if (rc == MESS_OK)
+            rc = mess_account_versions(p.p_store, d, NULL, p.shards, p.per_item, 0,
+                                       delta, &rh);
         if (rc != MESS_OK) {
             rc = cli_fail("stored accountant", NULL, rc);
             goto done;
@@ -499,14 +698,32 @@ static int account_report(int argc, char **argv)
         json_num("xi_single_shard", r.eta * dmax, 1);
         printf("\"d_q\":%llu,", (unsigned long long)dq);
         json_num("xi_ap", p_q > 0 ? eta_r * (double)dq : INFINITY, 1);
-        json_num("xi_sp", p.p_irr > 0 ? xi_sp : INFINITY, 0);
+        json_num("xi_sp", p.p_irr > 0 ? xi_sp : INFINITY, 1);
+        json_num("xi_pld_history", rh.xi_pld, 0);
         printf("}\n");
+        max_hist = fmax(max_hist, rh.xi_pld);
         max_pure = fmax(max_pure, r.xi_pure);
         max_pld = fmax(max_pld, r.xi_pld);
         sum_pld += r.xi_pld;
         max_single = fmax(max_single, r.eta * dmax);
         max_ap = fmax(max_ap, eta_r * (double)dq);
         max_sp = fmax(max_sp, xi_sp);
+    }
+    if (updates) {
+        printf("{\"updates\":%zu,", n / 2);
+        json_num("delta", delta, 1);
+        printf("\"shards\":%u,\"per_item\":%u,\"bits\":%u,", p.shards, p.per_item,
+               p.kappa);
+        json_num("p_store", p.p_store, 1);
+        json_num("shown", shown, 1);
+        json_num("read_error", rerr, 1);
+        json_num("mean_changed", sum_changed / (double)(n / 2), 1);
+        json_num("mean_read_share", sum_share / (double)(n / 2), 1);
+        json_num("max_read_share", max_share, 1);
+        json_num("max_xi_pld_changed", max_pld, 0);
+        printf("}\n");
+        rc = CLI_OK;
+        goto done;
     }
     printf("{\"pairs\":%zu,", n / 2);
     json_num("delta", delta, 1);
@@ -523,7 +740,8 @@ static int account_report(int argc, char **argv)
     json_num("mean_xi_pld", sum_pld / (double)(n / 2), 1);
     json_num("max_xi_single_shard", max_single, 1);
     json_num("max_xi_ap", p_q > 0 ? max_ap : INFINITY, 1);
-    json_num("max_xi_sp", p.p_irr > 0 ? max_sp : INFINITY, 0);
+    json_num("max_xi_sp", p.p_irr > 0 ? max_sp : INFINITY, 1);
+    json_num("max_xi_pld_history", max_hist, 0);
     printf("}\n");
     rc = CLI_OK;
 done:
@@ -535,6 +753,110 @@ done:
     return rc;
 }
 
+static const char summary_help[] =
+    "usage: mess account summary --client C [--angle A] [--delta D]\n"
+    "                            [--passphrase-env V]\n"
+    "\n"
+    "The bottom line for the client's parameters, in plain words: what the\n"
+    "server sees, what it cannot conclude (reading code bits; telling an item\n"
+    "or a query from one at angle A; repeated queries) and what it can (near\n"
+    "items linkable within a shard; updates; deletes), each with the number\n"
+    "the accountants compute (Theorems 5.2-5.4 and V of docs/PRIVACY.md).\n"
+    "\"Tells apart with probability\" is (1 + TV) / 2, the best guess between\n"
+    "two equally likely inputs, TV the total variation of the two views.\n"
+    "Pairs are modelled with random hyperplanes (each bit differs with\n"
+    "probability A); `mess account report` gives real pairs' values.\n"
+    "\n"
+    "A (0.05): normalised angle d_theta = angle / pi in (0, 1/2], the paper's\n"
+    "near radius.  D (1e-5): the delta of the item's xi_pld.\n"
+    "Last line: {\"eta_D\",\"item_tv\",\"item_xi_pld\",\"query_tv\",\n"
+    "\"update_shown\",\"update_read_error\",...}.\n";
+
+/* Prints text's paragraphs (one per line) wrapped at 76 columns at spaces,
+ * and its last line, the JSON object, as it is. */
+static void print_wrapped(const char *text)
+{
+    const char *line = text, *end;
+    while (*line) {
+        const char *nl = strchr(line, '\n');
+        end = nl ? nl : line + strlen(line);
+        if (!nl || !nl[1] || *line == '{') {
+            fwrite(line, 1, (size_t)(end - line), stdout);
+            fputc('\n', stdout);
+        } else {
+            while (end - line > 76) {
+                const char *cut = line + 76, *stop;
+                while (cut > line && *cut != ' ')
+                    cut--;
+                if (cut == line)
+                    break;
+                for (stop = cut; stop > line && stop[-1] == ' ';)
+                    stop--;
+                fwrite(line, 1, (size_t)(stop - line), stdout);
+                fputc('\n', stdout);
+                for (line = cut; *line == ' ';)
+                    line++;
+            }
+            fwrite(line, 1, (size_t)(end - line), stdout);
+            fputc('\n', stdout);
+        }
+        line = nl ? nl + 1 : end;
+    }
+}
+
+static int account_summary(int argc, char **argv)
+{
+    struct cli_args a;
+    const char *cpath, *pass = NULL;
+    double angle, delta;
+    mess_client *c = NULL;
+    mess_params p;
+    char *text = NULL;
+    size_t len = 0;
+    int rc;
+    cli_args_init(&a, argc, argv);
+    if (cli_wants_help(&a)) {
+        fputs(summary_help, stdout);
+        return CLI_OK;
+    }
+    cpath = cli_opt(&a, "--client");
+    if (cli_passphrase(&a, &pass))
+        return CLI_USAGE;
+    if (!cpath) {
+        cli_error("account summary needs --client (see --help)");
+        return CLI_USAGE;
+    }
+    if (cli_opt_double(&a, "--angle", 1e-9, 0.5, 0.05, &angle) ||
+        cli_opt_double(&a, "--delta", MESS_ACCOUNT_MIN_DELTA, 0.999999, 1e-5, &delta) ||
+        cli_check_unused(&a))
+        return CLI_USAGE;
+    errno = 0;
+    rc = mess_client_load(cpath, pass, &c);
+    if (rc != MESS_OK)
+        return cli_fail("cannot load client state", cpath, rc);
+    mess_client_params(c, &p);
+    mess_client_free(c);
+    if (p.p_store <= 0 || mess_effective_flip(p.p_prr, p.p_irr) <= 0) {
+        cli_error("the client %s without noise (p_store %g, p_query %g): no guarantee "
+                  "to summarise", p.p_store <= 0 ? "stores" : "queries", p.p_store,
+                  mess_effective_flip(p.p_prr, p.p_irr));
+        return CLI_FAIL;
+    }
+    rc = mess_account_summary(&p, angle, delta, NULL, 0, &len);
+    if (rc == MESS_OK) {
+        text = (char *)malloc(len + 1);
+        rc = text ? mess_account_summary(&p, angle, delta, text, len + 1, &len)
+                  : MESS_ENOMEM;
+    }
+    if (rc != MESS_OK) {
+        free(text);
+        return cli_fail("account summary", NULL, rc);
+    }
+    print_wrapped(text);
+    free(text);
+    return CLI_OK;
+}
+
 int cli_cmd_account(int argc, char **argv)
 {
     static const struct {
@@ -543,8 +865,10 @@ int cli_cmd_account(int argc, char **argv)
     } subs[] = {{"access", account_access},
                 {"search", account_search},
                 {"stored", account_stored},
+                {"versions", account_versions},
                 {"random-lsh", account_random_lsh},
-                {"report", account_report}};
+                {"report", account_report},
+                {"summary", account_summary}};
     size_t i;
     if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
         fputs(account_help, argc < 1 ? stderr : stdout);

@@ -54,7 +54,7 @@ static const char help[] =
     "kappa).  The defaults are the paper's configuration (M 64, t 16, kappa\n"
     "128, p_D = p_q = 0.08): X = 39.08, Y = 156.3, Y_cap = 200.6, Z = 2.442,\n"
     "so without --max-xi* the search is at privacy no worse than the\n"
-    "defaults'.  Without Z the totals alone let fewer shards and bits with\n"
+    "defaults' in these units (real pairs can differ).  Without Z the totals alone let fewer shards and bits with\n"
     "almost no noise pass (on SIFT, M 16, t 4, kappa 64 would store codes\n"
     "with p_D = 3e-9 and send queries with p_q = 3e-9): --max-xi-shard inf\n"
     "drops it.  Check a choice on real pairs with `mess account report`.\n"

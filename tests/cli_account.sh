@@ -70,9 +70,49 @@ else
     bad "stored uniform"
 fi
 
+# Versions: by default every differing bit changes (twice the distances);
+# one version is one snapshot; the per-bit closed forms.
+if run account stored --p-store 0.08 --distances 6,0,14,24,2,2,4,18 --per-item 2 --delta 1e-5 &&
+    want=$(json xi_pld) &&
+    run account versions --p-store 0.08 --distances 3,0,7,12,1,1,2,9 --per-item 2 --delta 1e-5 &&
+    close "$(json xi_pld)" "$want" 1e-9 && [ "$(json u_max)" = 42 ] &&
+    close "$(json eta_changed)" "$(awk 'BEGIN { printf "%.12g", 2*log(0.92/0.08) }')" 1e-7 &&
+    close "$(json shown)" 0.8528 1e-9 &&
+    close "$(json read_error)" "$(awk 'BEGIN { printf "%.12g", 0.0064/0.8528 }')" 1e-9; then
+    ok "versions: twice the distances, 2 eta_D per changed bit, shown and read error"
+else
+    bad "versions"
+fi
+if run account stored --p-store 0.08 --distances 3,0,7,12,1,1,2,9 --per-item 2 --delta 1e-5 &&
+    want=$(json xi_pld) &&
+    run account versions --p-store 0.08 --distances 3,0,7,12,1,1,2,9 --per-item 2 --delta 1e-5 --versions 1 &&
+    close "$(json xi_pld)" "$want" 1e-9 && close "$(json xi_pld_snapshot)" "$want" 1e-9 &&
+    run account stored --p-store 0.08 --distances 4,0,7,24,1,2,2,9 --per-item 2 --delta 1e-5 &&
+    want=$(json xi_pld) &&
+    run account versions --p-store 0.08 --distances 3,0,7,12,1,1,2,9 --changed 1,0,0,12,0,1,0,0 \
+        --per-item 2 --delta 1e-5 --versions 40 && close "$(json xi_pld)" "$want" 1e-9; then
+    ok "versions: one version is a snapshot, --changed counts each changed bit twice"
+else
+    bad "versions --versions 1 / --changed"
+fi
+# Past the limits: the route programme (named with its remedy) and, for
+# the identifier-fixed route, the doubled distance itself.
+"$MESS" account versions --p-store 0.08 --per-item 500 --delta 0.01 \
+    --distances "$(awk 'BEGIN { for (i = 0; i < 1024; i++) printf "%s%d", (i ? "," : ""), i % 100 }')" \
+    >"$tmp/out" 2>"$tmp/err"
+[ $? = 1 ] && grep -q "^mess: account versions: the route distribution is too large.*--fixed gives the worst route" "$tmp/err" &&
+    ok "versions: too large a route distribution names --fixed" || bad "versions past the route limit"
+"$MESS" account versions --p-store 0.08 --per-item 1024 --fixed --delta 0.01 \
+    --distances "$(awk 'BEGIN { for (i = 0; i < 1024; i++) printf "%s4096", (i ? "," : "") }')" \
+    >"$tmp/out" 2>"$tmp/err"
+[ $? = 1 ] && grep -q "^mess: account versions: " "$tmp/err" && ! grep -q -- "--fixed gives" "$tmp/err" &&
+    ok "versions --fixed past the largest distance: refused" || bad "versions --fixed past the limit"
+"$MESS" account --help 2>&1 | grep -q '^  versions ' && ok "account --help lists versions" ||
+    bad "account --help without versions"
+
 # Help for every form, with the theorem it comes from.
 okh=1
-for w in access search stored random-lsh report; do
+for w in access search stored versions random-lsh report summary; do
     "$MESS" account "$w" --help >"$tmp/out" 2>&1 || okh=0
     grep -q "Theorem\|Corollary\|Appendix" "$tmp/out" || okh=0
 done
@@ -90,6 +130,10 @@ refuse_mess account stored --p-store 0.1 --distances 1,x --per-item 1 --delta 0.
 refuse_mess account stored --p-store 0.1 --distances 1,2 --per-item 3 --delta 0.01
 refuse_mess account stored --p-store 0.1 --distances 1,2 --per-item 1 --delta 1
 refuse_mess account random-lsh --p-store 0.1 --bits 128 --angle 2 --delta 0.01
+refuse_mess account versions --p-store 0.1 --distances 1,2 --per-item 1
+refuse_mess account versions --p-store 0.1 --distances 1,2 --changed 2,0 --per-item 1 --delta 0.01
+refuse_mess account versions --p-store 0.1 --distances 1,2 --changed 1 --per-item 1 --delta 0.01
+refuse_mess account versions --p-store 0.1 --distances 1,2 --changed 1,0 --versions 1 --per-item 1 --delta 0.01
 refuse_mess account nothing
 refuse_mess account access --p-prr 0.1 --p-irr 0.1 --repeats 3 --bogus 1
 
@@ -115,6 +159,70 @@ if "$MESS" init --client "$tmp/c" --server "$tmp/s" --train datasets/sift/learn.
         ok "report agrees with account stored"
     else
         bad "report vs stored"
+    fi
+    want=$(printf '%s\n' "$first" | sed -n 's/.*"xi_pld_history":\([^,}]*\).*/\1/p')
+    if run account versions --p-store 0.08 --distances "$d" --per-item 2 --delta 1e-5 &&
+        close "$(json xi_pld)" "$want" 1e-6; then
+        ok "report's history value agrees with account versions"
+    else
+        bad "report vs versions"
+    fi
+    # the bottom line: its numbers are the accountants'
+    if run account summary --client "$tmp/c" --delta 1e-5; then
+        cp "$tmp/out" "$tmp/summary"
+        sj() { tail -n 1 "$tmp/summary" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
+        okk=1
+        grep -q "^What the server sees: 4 shards; each item is stored as 2 entries" "$tmp/summary" &&
+            grep -q "^What it cannot conclude: " "$tmp/summary" &&
+            grep -q "^What it can conclude: " "$tmp/summary" || okk=0
+        run account random-lsh --p-store 0.08 --bits 128 --angle 0.05 --delta 1e-5
+        close "$(sj item_xi_pld)" "$(json xi_mixture)" 1e-5 || okk=0
+        run account versions --p-store 0.08 --distances 1 --per-item 1 --delta 1e-5
+        close "$(sj eta_D)" "$(json eta_D)" 1e-7 && close "$(sj eta_changed)" "$(json eta_changed)" 1e-7 &&
+            close "$(sj update_shown)" "$(json shown)" 1e-9 &&
+            close "$(sj update_read_error)" "$(json read_error)" 1e-9 || okk=0
+        # the paragraphs are wrapped at 76 columns: join them to search
+        tr '\n' ' ' <"$tmp/summary" >"$tmp/summary.joined"
+        grep -q "($(awk -v e="$(sj eta_D)" 'BEGIN { printf "%.2f", e }') nats per bit)" "$tmp/summary.joined" &&
+            grep -q "which 2 entries were one item" "$tmp/summary.joined" &&
+            [ "$(head -n -1 "$tmp/summary" | awk 'length($0) > 76 || / $/' | wc -l)" = 0 ] || okk=0
+        # (1 + TV) / 2 from one entry: the mixture's xi is 0 just above TV, positive below
+        tv=$(sj item_entry_tv)
+        run account random-lsh --p-store 0.08 --bits 64 --angle 0.05 --delta "$(awk -v t="$tv" 'BEGIN { printf "%.12g", t * (1 + 1e-6) }')"
+        close "$(json xi_mixture)" 0 0 || okk=0
+        run account random-lsh --p-store 0.08 --bits 64 --angle 0.05 --delta "$(awk -v t="$tv" 'BEGIN { printf "%.12g", t * (1 - 1e-6) }')"
+        awk -v x="$(json xi_mixture)" 'BEGIN { exit !(x > 0) }' || okk=0
+        [ $okk = 1 ] && ok "summary: the paragraph and its numbers agree with the accountants" ||
+            bad "summary numbers"
+    else
+        bad "summary"
+    fi
+    refuse_mess account summary --client "$tmp/c" --angle 0.7
+    refuse_mess account summary --angle 0.05
+    "$MESS" init --client "$tmp/c0" --server "$tmp/s0" --train datasets/sift/learn.bvecs --shards 2 \
+        --per-item 1 --bits 64 --train-sample 500 --p-store 0 --seed-env seed >/dev/null 2>&1
+    "$MESS" account summary --client "$tmp/c0" >"$tmp/out" 2>"$tmp/err"
+    [ $? = 1 ] && grep -q "^mess: the client stores without noise (p_store 0, " "$tmp/err" &&
+        ok "summary: a client without storage noise is refused" || bad "summary of a noiseless client"
+    # consecutive query rows as (old, new) versions of one id
+    if run account report --client "$tmp/c" --pairs datasets/sift/query.bvecs --delta 1e-5 --updates &&
+        [ "$(json updates)" = 100 ] && [ "$(grep -c '^{"update"' "$tmp/out")" = 100 ] &&
+        close "$(json read_error)" "$(awk 'BEGIN { printf "%.12g", 0.0064/0.8528 }')" 1e-9 &&
+        awk -v a="$(json mean_read_share)" -v b="$(json max_read_share)" 'BEGIN { exit !(a > 0 && a <= b && b < 1) }'; then
+        first=$(grep '^{"update":0,' "$tmp/out")
+        c=$(printf '%s\n' "$first" | sed -n 's/.*"changed":\[\([0-9,]*\)\].*/\1/p')
+        want=$(printf '%s\n' "$first" | sed -n 's/.*"xi_pld_changed":\([^,}]*\).*/\1/p')
+        mean=$(printf '%s\n' "$first" | sed -n 's/.*"changed_mean":\([^,}]*\).*/\1/p')
+        share=$(printf '%s\n' "$first" | sed -n 's/.*"read_share":\([^,}]*\).*/\1/p')
+        if run account versions --p-store 0.08 --distances "$c" --per-item 2 --delta 1e-5 &&
+            close "$(json xi_pld)" "$want" 1e-6 &&
+            close "$share" "$(awk -v m="$mean" 'BEGIN { printf "%.12g", 0.8528*m/(2*64) }')" 1e-6; then
+            ok "report --updates: 100 real updates, agrees with account versions"
+        else
+            bad "report --updates vs versions"
+        fi
+    else
+        bad "report --updates"
     fi
     if run plan --client "$tmp/c" --data datasets/sift/base.bvecs --queries datasets/sift/query.bvecs \
         --sample 10 -k 5 --pools 4,40,400,4000,40000 --target 0.5 --threads 2 &&

@@ -8,6 +8,9 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "../mess_experimental.h"
 #include "harness.h"
@@ -301,6 +304,222 @@ static void test_stored(void)
     CHECK_RC(mess_account_stored(0.08, d, 16, 4, 0, 1e-5, NULL), MESS_EINVAL);
     dp[3] = MESS_MAX_BITS + 1;
     CHECK_RC(mess_account_stored(0.08, dp, 16, 4, 0, 1e-5, &r), MESS_EINVAL);
+}
+
+/* ---- brute force: version histories under memoized storage coins ------ */
+
+/* Output distribution of the stored codes of v versions (k bits each; the
+ * output index is version 0's bits, then version 1's, ...) for clean codes
+ * h[0..v-1]: per position two coins F0, F1 drawn once, version j stores
+ * c ^ F_c (src/client/client_update.c, store_perturb). */
+static void history_dist(const uint32_t *h, int v, int k, double p, double *out)
+{
+    uint32_t f0, f1, full = (1u << k) - 1;
+    int j;
+    memset(out, 0, sizeof(double) << (v * k));
+    for (f0 = 0; f0 <= full; f0++)
+        for (f1 = 0; f1 <= full; f1++) {
+            double pr = pow(p, popcount32(f0) + popcount32(f1)) *
+                        pow(1.0 - p, 2 * k - popcount32(f0) - popcount32(f1));
+            uint32_t y = 0;
+            for (j = 0; j < v; j++) {
+                uint32_t c = h[j];
+                y |= (c ^ ((~c & f0) | (c & f1))) << (j * k);
+            }
+            out[y] += pr;
+        }
+}
+
+static double hockey(const double *a, const double *b, size_t n, double eps)
+{
+    double s = 0.0;
+    size_t y;
+    for (y = 0; y < n; y++)
+        if (a[y] - exp(eps) * b[y] > 0)
+            s += a[y] - exp(eps) * b[y];
+    return s;
+}
+
+/* The theorem of docs/PRIVACY.md, "Versions of an item": two histories
+ * differing by the same mask D in every version have exactly the
+ * randomized-response profile (both directions) and pure loss on
+ * |D| + |D & changed| bits, for any number of versions; a position that
+ * changes in one history and not in the other gives
+ * delta(eps) = (1-p)^2 + p^2 for every eps. */
+static void test_versions_brute(void)
+{
+    const double ps[] = {0.08, 0.21};
+    const double epss[] = {0.0, 0.7, 2.0, 4.5};
+    enum { K = 3, V = 3 };
+    static double a[1 << (K * V)], b[1 << (K * V)];
+    size_t y;
+    int pi, trial, e, checked = 0;
+    for (pi = 0; pi < 2; pi++) {
+        double p = ps[pi], eta = log((1 - p) / p);
+        for (trial = 0; trial < 60; trial++) {
+            int v = 2 + trial % 2, k = K, j;
+            uint32_t h[V], h2[V], mask = rnd(8), changed = 0, u;
+            double maxlr = 0.0, ref;
+            for (j = 0; j < v; j++) {
+                h[j] = rnd(8);
+                h2[j] = h[j] ^ mask;
+                changed |= h[j] ^ h[0];
+            }
+            u = (uint32_t)(popcount32(mask) + popcount32(mask & changed));
+            history_dist(h, v, k, p, a);
+            history_dist(h2, v, k, p, b);
+            for (e = 0; e < 4; e++) {
+                CHECK_OK(mess_account_rr_delta(p, u, epss[e], &ref));
+                CHECK(NEAR(hockey(a, b, (size_t)1 << (v * k), epss[e]), ref, 1e-12));
+                CHECK(NEAR(hockey(b, a, (size_t)1 << (v * k), epss[e]), ref, 1e-12));
+            }
+            for (y = 0; y < ((size_t)1 << (v * k)); y++) {
+                CHECK((a[y] > 0) == (b[y] > 0)); /* same change pattern */
+                if (a[y] > 0)
+                    maxlr = fmax(maxlr, fabs(log(a[y] / b[y])));
+            }
+            CHECK(NEAR(maxlr, eta * u, 1e-9));
+            checked++;
+        }
+        /* a position changing in one history only: an event of probability
+         * (1-p)^2 + p^2 that the other history never produces */
+        {
+            uint32_t h[2] = {0, 1}, h2[2] = {0, 0};
+            double shown, err, eta2;
+            history_dist(h, 2, 1, p, a);
+            history_dist(h2, 2, 1, p, b);
+            CHECK_OK(mess_account_version_bits(p, &eta2, &shown, &err));
+            for (e = 0; e < 4; e++)
+                CHECK(NEAR(hockey(a, b, 4, epss[e]), shown, 1e-12));
+            CHECK(NEAR(eta2, 2 * eta, 1e-14));
+            CHECK(NEAR(shown, (1 - p) * (1 - p) + p * p, 1e-14));
+            CHECK(NEAR(err, 1.0 / (1.0 + exp(eta2)), 1e-12));
+            /* given a changed stored bit, Pr[stored == clean] from the
+             * distribution itself: output 2 (v0 = 0, v1 = 1) reads right, 1 wrong */
+            CHECK(NEAR(a[1] / (a[1] + a[2]), err, 1e-12)); /* y = v0 | v1 << 1 */
+        }
+    }
+    CHECK(checked == 120);
+}
+
+/* The history accountant is the stored one on d + changed. */
+static void test_versions(void)
+{
+    uint32_t d[8] = {5, 0, 9, 3, 12, 7, 1, 4}, c[8] = {5, 0, 2, 0, 12, 3, 1, 0}, e[8];
+    mess_account_stored_result r, ref;
+    int s;
+    for (s = 0; s < 8; s++)
+        e[s] = d[s] + c[s];
+    CHECK_OK(mess_account_versions(0.08, d, c, 8, 3, 0, 1e-5, &r));
+    CHECK_OK(mess_account_stored(0.08, e, 8, 3, 0, 1e-5, &ref));
+    CHECK(r.xi_pld == ref.xi_pld && r.xi_pure == ref.xi_pure && r.u_max == ref.u_max);
+    /* NULL: every differing bit changes, twice the distances */
+    for (s = 0; s < 8; s++)
+        e[s] = 2 * d[s];
+    CHECK_OK(mess_account_versions(0.08, d, NULL, 8, 3, 0, 1e-5, &r));
+    CHECK_OK(mess_account_stored(0.08, e, 8, 3, 0, 1e-5, &ref));
+    CHECK(r.xi_pld == ref.xi_pld && r.xi_pure == ref.xi_pure);
+    CHECK(NEAR(r.xi_pure, 2 * (12 + 9 + 7) * log(0.92 / 0.08), 1e-12));
+    /* no change: one snapshot */
+    memset(c, 0, sizeof c);
+    CHECK_OK(mess_account_versions(0.08, d, c, 8, 3, 0, 1e-5, &r));
+    CHECK_OK(mess_account_stored(0.08, d, 8, 3, 0, 1e-5, &ref));
+    CHECK(r.xi_pld == ref.xi_pld);
+    /* fixed route, distances past MESS_MAX_BITS once doubled */
+    {
+        uint32_t big[2] = {MESS_MAX_BITS, MESS_MAX_BITS - 1};
+        CHECK_OK(mess_account_versions(0.08, big, NULL, 2, 2, 1, 1e-5, &r));
+        CHECK(r.u_max == 4 * (uint64_t)MESS_MAX_BITS - 2);
+    }
+    c[2] = 10; /* more changed than differing */
+    CHECK_RC(mess_account_versions(0.08, d, c, 8, 3, 0, 1e-5, &r), MESS_EINVAL);
+    CHECK_RC(mess_account_versions(0.0, d, NULL, 8, 3, 0, 1e-5, &r), MESS_EINVAL);
+    CHECK_RC(mess_account_versions(0.08, NULL, NULL, 8, 3, 0, 1e-5, &r), MESS_EINVAL);
+    CHECK_RC(mess_account_versions_sized(0.08, d, NULL, 8, 3, 0, 1e-5, &r, 4),
+             MESS_EINVAL);
+    CHECK_RC(mess_account_version_bits(0.0, NULL, NULL, NULL), MESS_EINVAL);
+    CHECK_RC(mess_account_version_bits(0.51, NULL, NULL, NULL), MESS_EINVAL);
+    CHECK_OK(mess_account_version_bits(0.5, NULL, NULL, NULL));
+}
+
+/* A number of the summary's JSON line. */
+static double summary_num(const char *text, const char *key)
+{
+    char pat[64];
+    const char *at;
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    at = strstr(text, pat);
+    return at ? strtod(at + strlen(pat), NULL) : NAN;
+}
+
+/* The bottom line: its numbers are the accountants', its length query and
+ * its refusals. */
+static void test_summary(void)
+{
+    mess_params p;
+    char *text, small[16];
+    size_t len = 0, len2 = 0;
+    double xi, eta2, shown, err;
+    mess_params_default(&p, 128);
+    p.shards = 4;
+    p.per_item = 2;
+    CHECK_OK(mess_account_summary(&p, 0.05, 1e-5, NULL, 0, &len));
+    CHECK(len > 500);
+    text = (char *)malloc(len + 1);
+    if (!text)
+        return;
+    CHECK_OK(mess_account_summary(&p, 0.05, 1e-5, text, len + 1, &len2));
+    CHECK(len2 == len && strlen(text) == len && text[len - 1] == '\n');
+    CHECK(strstr(text, "What the server sees") && strstr(text, "What it cannot conclude") &&
+          strstr(text, "What it can conclude"));
+    CHECK(NEAR(summary_num(text, "eta_D"), log(0.92 / 0.08), 1e-8));
+    CHECK_OK(mess_account_random_lsh(0.08, 2 * 128, 0.05, 1e-5, &xi, NULL));
+    CHECK(NEAR(summary_num(text, "item_xi_pld"), xi, 1e-8));
+    CHECK_OK(mess_account_version_bits(0.08, &eta2, &shown, &err));
+    CHECK(NEAR(summary_num(text, "update_shown"), shown, 1e-8));
+    CHECK(NEAR(summary_num(text, "update_read_error"), err, 1e-8));
+    CHECK(NEAR(summary_num(text, "eta_changed"), eta2, 1e-8));
+    CHECK(NEAR(summary_num(text, "update_far_share"), shown / 2, 1e-8));
+    CHECK(summary_num(text, "delete_entries") == 2.0);
+    CHECK(summary_num(text, "payload_bytes") == (double)mess_payload_size(&p));
+    /* (1 + TV) / 2 with TV the profile at 0: the mixture's xi is 0 at
+     * delta just above TV and positive just below */
+    {
+        double tv = summary_num(text, "item_entry_tv"), x0, x1;
+        CHECK(tv > 0 && tv < 1);
+        CHECK_OK(mess_account_random_lsh(0.08, 128, 0.05, tv * (1 + 1e-7), &x0, NULL));
+        CHECK_OK(mess_account_random_lsh(0.08, 128, 0.05, tv * (1 - 1e-7), &x1, NULL));
+        CHECK(x0 == 0.0 && x1 > 0.0);
+    }
+    /* the 60% angles: at them the guess is right with probability 0.6 */
+    {
+        double a = summary_num(text, "item_angle_60"), d;
+        mess_account_pld *pld;
+        double *lw = (double *)malloc(257 * sizeof *lw);
+        int u;
+        CHECK(a > 0 && a < 0.05);
+        for (u = 0; lw && u <= 256; u++)
+            lw[u] = u * log(a) + (256 - u) * log1p(-a) + lgamma(257) - lgamma(u + 1) -
+                    lgamma(257 - u);
+        if (lw) {
+            CHECK_OK(mess_account_pld_new(0.08, lw, 257, &pld));
+            CHECK_OK(mess_account_pld_delta(pld, 0.0, &d));
+            CHECK(fabs((1 + d) / 2 - 0.6) < 1e-6);
+            mess_account_pld_free(pld);
+        }
+        free(lw);
+    }
+    CHECK_RC(mess_account_summary(&p, 0.05, 1e-5, small, sizeof small, &len2),
+             MESS_ELIMIT);
+    CHECK(len2 == len);
+    CHECK_RC(mess_account_summary(&p, 0.0, 1e-5, NULL, 0, &len), MESS_EINVAL);
+    CHECK_RC(mess_account_summary(&p, 0.6, 1e-5, NULL, 0, &len), MESS_EINVAL);
+    CHECK_RC(mess_account_summary(&p, 0.05, 0.0, NULL, 0, &len), MESS_EINVAL);
+    CHECK_RC(mess_account_summary(NULL, 0.05, 1e-5, NULL, 0, &len), MESS_EINVAL);
+    CHECK_RC(mess_account_summary(&p, 0.05, 1e-5, NULL, 0, NULL), MESS_EINVAL);
+    p.p_store = 0.0;
+    CHECK_RC(mess_account_summary(&p, 0.05, 1e-5, NULL, 0, &len), MESS_EINVAL);
+    free(text);
 }
 
 /* Extreme sizes: kappa 4096, M 1024, p near 0 and near 1/2. */
@@ -943,6 +1162,9 @@ int main(void)
     RUN(test_mixture_brute);
     RUN(test_tail);
     RUN(test_stored);
+    RUN(test_versions_brute);
+    RUN(test_versions);
+    RUN(test_summary);
     RUN(test_extremes);
     RUN(test_access_brute);
     RUN(test_access_limits);

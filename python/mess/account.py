@@ -39,6 +39,11 @@ _PROTOS = {
     "mess_account_pld_support": [c_void_p, POINTER(c_uint64), _D],
     "mess_account_stored_sized": [c_double, c_void_p, c_size_t, c_size_t, c_int, c_double,
                                   POINTER(_stored_result), c_size_t],
+    "mess_account_versions_sized": [c_double, c_void_p, c_void_p, c_size_t, c_size_t,
+                                    c_int, c_double, POINTER(_stored_result), c_size_t],
+    "mess_account_version_bits": [c_double, _D, _D, _D],
+    "mess_account_summary": [c_void_p, c_double, c_double, ctypes.c_char_p, c_size_t,
+                             POINTER(c_size_t)],
     "mess_account_access": [c_double, c_double, c_uint64, _D],
     "mess_account_search": [c_double, c_double, c_uint64, _D, _D],
     "mess_account_search_xi": [c_double, c_double, c_uint64, c_uint64, c_uint64, _D, _D],
@@ -154,6 +159,47 @@ def stored(p_store, d, t, fixed=False, delta0=1e-5):
     _fn("mess_account_stored_sized")(p_store, d.ctypes.data, d.size, t, int(bool(fixed)),
                                      delta0, byref(r), ctypes.sizeof(r))
     return StoredResult(r.eta, r.u_max, r.u_mean, r.xi_pure, r.xi_pld)
+
+
+# ---- version histories (Theorem V of docs/PRIVACY.md) ---------------------------
+
+def versions(p_store, d, t, changed=None, fixed=False, delta0=1e-5):
+    """Stored-data accountant for a version history of one id whose two
+    challenge histories differ by one mask in every version, d[s] bits of
+    it in shard s, changed[s] of which change within the history (None:
+    all, the worst case): a StoredResult on the distances d + changed,
+    whatever the number of versions."""
+    d = _u32(d)
+    c = None if changed is None else _u32(changed)
+    if c is not None and c.size != d.size:
+        raise ValueError("changed needs one count per shard")
+    r = _stored_result()
+    _fn("mess_account_versions_sized")(p_store, d.ctypes.data,
+                                       None if c is None else c.ctypes.data, d.size, t,
+                                       int(bool(fixed)), delta0, byref(r), ctypes.sizeof(r))
+    return StoredResult(r.eta, r.u_max, r.u_mean, r.xi_pure, r.xi_pld)
+
+
+def version_bits(p_store):
+    """(2 eta_D per changed bit, probability a changed bit shows, error of
+    reading it as the clean bit)."""
+    return _out("mess_account_version_bits", p_store, n=3)
+
+
+def summary(params, angle=0.05, delta0=1e-5):
+    """The bottom line for a client's parameters (a Client or Params):
+    (paragraph in plain words, dict of the numbers behind it), the same as
+    `mess account summary`."""
+    import json
+    p = params.params if hasattr(params, "params") else params
+    n = c_size_t()
+    f = _fn("mess_account_summary")
+    f(byref(p), angle, delta0, None, 0, byref(n))
+    buf = ctypes.create_string_buffer(n.value + 1)
+    f(byref(p), angle, delta0, buf, len(buf), byref(n))
+    text = buf.value.decode()
+    body, _, last = text.rstrip("\n").rpartition("\n")
+    return body + "\n", json.loads(last)
 
 
 # ---- queries (Theorems 5.4, 5.5) -------------------------------------------------

@@ -67,6 +67,51 @@ class TestAccount(unittest.TestCase):
         # the paper's random-LSH regression value (Appendix A.2.6)
         self.assertAlmostEqual(A.random_lsh(0.21, 128, 0.05, 0.01)[1], 20.041, places=3)
 
+    def test_versions(self):
+        """Theorem V: a history is randomized response on d + changed bits."""
+        d = [3, 0, 7, 12, 1, 1, 2, 9]
+        self.assertEqual(A.versions(0.08, d, 2).xi_pld,
+                         A.stored(0.08, [2 * x for x in d], 2).xi_pld)
+        self.assertEqual(A.versions(0.08, d, 2, changed=[0] * 8).xi_pld,
+                         A.stored(0.08, d, 2).xi_pld)
+        eta2, shown, err = A.version_bits(0.08)
+        self.assertAlmostEqual(eta2, 2 * math.log(0.92 / 0.08), places=12)
+        self.assertAlmostEqual(shown, 0.92 ** 2 + 0.08 ** 2, places=14)
+        self.assertAlmostEqual(err, 1 / (1 + math.exp(eta2)), places=14)
+        with self.assertRaises(mess.MessError):
+            A.versions(0.08, d, 2, changed=[4] + [0] * 7)
+
+    def test_summary(self):
+        """The bottom line's numbers are the accountants' (random-hyperplane
+        model: the item's t * kappa bits as random_lsh's mixture)."""
+        p = mess.Params(128)
+        text, j = A.summary(p, angle=0.05, delta0=1e-5)
+        self.assertAlmostEqual(j["eta_D"], A.eta(p.p_store), places=7)
+        self.assertAlmostEqual(j["item_xi_pld"],
+                               A.random_lsh(p.p_store, p.per_item * p.kappa, 0.05, 1e-5)[0],
+                               places=5)
+        eta2, shown, err = A.version_bits(p.p_store)
+        self.assertAlmostEqual(j["update_shown"], shown, places=7)
+        self.assertAlmostEqual(j["update_read_error"], err, places=7)
+        self.assertAlmostEqual(j["eta_changed"], eta2, places=7)
+        self.assertEqual(j["delete_entries"], p.per_item)
+        for phrase in ("What the server sees", "What it cannot conclude",
+                       "What it can conclude", "%.2f nats per bit" % j["eta_D"],
+                       "%.0f%% of them" % (100 * shown)):
+            self.assertIn(phrase, text)
+        # the chances of telling apart are (1 + TV) / 2, TV the profile at
+        # eps = 0: random_lsh's mixture is 0 at delta just above TV and
+        # positive just below (one entry: kappa bits; a query: M kappa)
+        p = mess.Params(128, shards=4, per_item=2)
+        text, j = A.summary(p, angle=0.005)
+        for key, flip, bits in (("item_entry_tv", p.p_store, p.kappa),
+                                ("item_tv", p.p_store, p.per_item * p.kappa),
+                                ("query_tv", j["p_query"], p.shards * p.kappa)):
+            tv = j[key]
+            self.assertTrue(0 < tv < 1, key)
+            self.assertEqual(A.random_lsh(flip, bits, 0.005, tv * (1 + 1e-6))[0], 0.0)
+            self.assertGreater(A.random_lsh(flip, bits, 0.005, tv * (1 - 1e-6))[0], 0.0)
+
     def test_correctness_model(self):
         pp = A.compound_flip(0.08, 0.12)
         self.assertAlmostEqual(pp, 0.08 * 0.88 + 0.12 * 0.92, places=12)

@@ -73,7 +73,8 @@ int params_export(const mess_params *p, mess_params *out, size_t size)
     return mess_struct_out(out, size, p, PARAMS_KNOWN, MESS_PARAMS_MIN_SIZE);
 }
 
-/* docs/TEXT.md, "Decision": kappa 64 at privacy no worse than the paper's. */
+/* docs/TEXT.md, "Decision": kappa 64, bounds lower than the paper's on
+ * average over near pairs, higher for a minority of close pairs. */
 #define DENSE_KAPPA 64
 #define DENSE_FLIP 0.016
 #define DENSE_EF_SEARCH 64
