@@ -131,7 +131,7 @@ struct hnsw_job {
  * search, a larger one (or any, with fast 0) through the list of the nodes
  * visited.  Passed to each call; NULL gives the defaults. */
 #define HNSW_MANY_CLEAR_WORDS 16384
-#define HNSW_MANY_FAST 2
+#define HNSW_MANY_FAST 3
 struct hnsw_many_opts {
     int fast;
     size_t clear_words;
@@ -241,10 +241,13 @@ void hnsw_hamming_blocks(const uint64_t *a, const uint64_t *b, size_t n,
                          uint32_t words, uint32_t *dist);
 
 /* 1 if searches and inserts use the POPCNT instruction (chosen at run time
- * from the CPU, not the build machine), 0 for the baseline code. */
+ * from the CPU, not the build machine), 2 if hnsw_search_many's neighbour
+ * lists are also scored with AVX2 (src/index/hnsw_score.c), 0 for the
+ * baseline code. */
 int hnsw_popcount_hw(void);
 /* Tests and benchmarks: -1 lets the CPU decide (the default), 0 forces the
- * baseline code, 1 the instruction (MESS_EINVAL where the CPU lacks it).
+ * baseline code, 1 the instruction, 2 also AVX2 (MESS_EINVAL where the CPU
+ * lacks it).
  * Not thread-safe: call before any search.  The one table of these
  * choices: SIMD_POPCOUNT in src/common/simd.h. */
 int hnsw_popcount_force(int mode);
