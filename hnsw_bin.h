@@ -123,9 +123,11 @@ struct hnsw_job {
  * results either way): fast 1 runs the common case (128-bit codes all in
  * one array, no deleted node) in loops of its own and makes the next picks
  * of all beams that scored in a round together (their link lists'
- * prefetches overlap); fast 2 (default, HNSW_MANY_FAST) also gathers the
- * unvisited neighbours without a branch on the visit bit (when the bitmap
- * is cleared whole); 0 the former loops (fast is clamped to 0..2).  A
+ * prefetches overlap); fast 2 also gathers the unvisited neighbours
+ * without a branch on the visit bit (when the bitmap is cleared whole);
+ * fast 3 (default, HNSW_MANY_FAST) also scores each gathered list at once
+ * (src/index/hnsw_score.c) and updates the queues only for the neighbours
+ * below the bound; 0 the former loops (fast is clamped to 0..3).  A
  * visit bitmap of at most clear_words 64-bit words (default
  * HNSW_MANY_CLEAR_WORDS: 128 KiB, 1M nodes) is cleared whole after a
  * search, a larger one (or any, with fast 0) through the list of the nodes
