@@ -17,11 +17,13 @@ bench server --data` and scripts/hnswlib_ref.py read too.
 efConstruction 300, --threads) and `mess init` + `mess insert --threads`
 for every tool and efConstruction (d8q8, the defaults but for
 --ef-construction; same seed file, so the same client keys and hashes);
-the insert's wall seconds (its JSON: client, server, the whole with the
-save) beside hnswlib's.  Then, for the first tool, `mess query` at every
-pool gives recall@10 per efConstruction (the recall curve: the graphs'
-bytes do not depend on efConstruction, so recall per byte moves only with
-recall).  Load average printed before and after; the last line is JSON.
+the insert's wall seconds (its JSON: client = encode, server = apply; the
+rest is the save) and CPU seconds (all threads) beside hnswlib's.  In the
+first round, right after each build of the first tool, `mess query` at
+every pool gives recall@10 per efConstruction (the recall curve: the
+graphs' bytes do not depend on efConstruction, so recall per byte moves
+only with recall; --no-recall skips it).  Load average printed before and
+after; the last line is JSON.
 """
 import argparse
 import json
