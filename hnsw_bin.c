@@ -525,7 +525,8 @@ HNSW_INLINE void greedy(const struct hnsw *h, const uint64_t *q, int level,
  * ascending (ties by node id); the count is returned. */
 HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
                            const uint64_t *q, uint32_t ep, uint32_t ep_dist,
-                           size_t ef, int level, int live_only)
+                           size_t ef, int level, int live_only,
+                           hnsw_score_list_fn score)
 {
     struct bq_entry *pool = s->pool;
     uint32_t *ch = s->cand_head, *rh = s->res_head, *pend = s->pending;
@@ -534,6 +535,13 @@ HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
     const size_t n = h->n;
     uint32_t used = 0, cmin, rmax = 0, d, i, np, cnt;
     size_t nr = 0, ncand = 0, k;
+    /* a whole neighbour list scored at once (hnsw_score.c) when the codes
+     * are 128 bits in one array: a heap graph, or an attached one without
+     * a tail */
+    const uint64_t *codes1 = h->n_base ? h->bcodes : h->codes;
+    uint32_t dist[HNSW_SCORE_MAX];
+    if (h->words != 2 || (h->n_base != 0 && h->n_base != h->n))
+        score = NULL;
 
     memset(ch, 0xff, (size_t)(bits + 1) * sizeof *ch);
     memset(rh, 0xff, (size_t)(bits + 1) * sizeof *rh);
@@ -589,6 +597,41 @@ HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
             }
         }
         s->cnt.scored += np;
+        if (score) {
+            /* the distances first, then the updates of the neighbours
+             * below the bound, in list order: once nr >= ef, rmax never
+             * rises, so the others are refused by the loop below too */
+            uint32_t base, m, j;
+            for (base = 0; base < np; base += HNSW_SCORE_MAX) {
+                uint64_t mask;
+                m = np - base < HNSW_SCORE_MAX ? np - base : HNSW_SCORE_MAX;
+                mask = score(q, codes1, pend + base, m, nr < ef ? bits + 1 : rmax, dist);
+                while (mask) {
+                    j = (uint32_t)__builtin_ctzll(mask);
+                    mask &= mask - 1;
+                    e = pend[base + j];
+                    d = dist[j];
+                    if (nr < ef || d < rmax) {
+                        BQ_PUSH(ch, d, e);
+                        ncand++;
+                        if (d < cmin)
+                            cmin = d;
+                        if (live_only && h->n_deleted && *del_ptr(h, e))
+                            continue;
+                        BQ_PUSH(rh, d, e);
+                        if (d > rmax || nr == 0)
+                            rmax = d;
+                        if (++nr > ef) {
+                            rh[rmax] = pool[rh[rmax]].next;
+                            nr--;
+                            while (rh[rmax] == NIL)
+                                rmax--;
+                        }
+                    }
+                }
+            }
+            continue;
+        }
         for (i = 0; i < np; i++) {
             e = pend[i];
             d = dist_to(h, q, e);
@@ -648,7 +691,7 @@ HNSW_INLINE int search_body(const struct hnsw *h, struct hnsw_scratch *s,
     epd = dist_to(h, query, ep);
     for (level = h->max_level; level > 0; level--)
         greedy(h, query, level, &ep, &epd, &s->cnt.upper);
-    nres = search_layer(h, s, query, ep, epd, ef, 0, 1);
+    nres = search_layer(h, s, query, ep, epd, ef, 0, 1, NULL);
     s->cnt.searches++;
     for (i = 0; i < nres && i < P; i++) {
         out[i].node = KEY_NODE(s->out[i]);
@@ -747,6 +790,7 @@ HNSW_INLINE int add_body(struct hnsw *h, const uint64_t *code, struct hnsw_label
     int level, lc, rc;
     size_t nres, slot, t;
     uint64_t rng;
+    const hnsw_score_list_fn score = hnsw_score_list_pick();
 
     if (!h || !code)
         return MESS_EINVAL;
@@ -807,7 +851,7 @@ HNSW_INLINE int add_body(struct hnsw *h, const uint64_t *code, struct hnsw_label
         uint32_t k, i, *l;
         scratch_next_epoch(s);
         s->mark[node] = s->epoch; /* never link to itself */
-        nres = search_layer(h, s, code, ep, epd, h->p.ef_construction, lc, 0);
+        nres = search_layer(h, s, code, ep, epd, h->p.ef_construction, lc, 0, score);
         k = select_heuristic(h, s->out, nres, h->m, h->sel);
         l = links_of(h, node, lc);
         l[0] = k;

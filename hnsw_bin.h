@@ -123,15 +123,17 @@ struct hnsw_job {
  * results either way): fast 1 runs the common case (128-bit codes all in
  * one array, no deleted node) in loops of its own and makes the next picks
  * of all beams that scored in a round together (their link lists'
- * prefetches overlap); fast 2 (default, HNSW_MANY_FAST) also gathers the
- * unvisited neighbours without a branch on the visit bit (when the bitmap
- * is cleared whole); 0 the former loops (fast is clamped to 0..2).  A
+ * prefetches overlap); fast 2 also gathers the unvisited neighbours
+ * without a branch on the visit bit (when the bitmap is cleared whole);
+ * fast 3 (default, HNSW_MANY_FAST) also scores each gathered list at once
+ * (src/index/hnsw_score.c) and updates the queues only for the neighbours
+ * below the bound; 0 the former loops (fast is clamped to 0..3).  A
  * visit bitmap of at most clear_words 64-bit words (default
  * HNSW_MANY_CLEAR_WORDS: 128 KiB, 1M nodes) is cleared whole after a
  * search, a larger one (or any, with fast 0) through the list of the nodes
  * visited.  Passed to each call; NULL gives the defaults. */
 #define HNSW_MANY_CLEAR_WORDS 16384
-#define HNSW_MANY_FAST 2
+#define HNSW_MANY_FAST 3
 struct hnsw_many_opts {
     int fast;
     size_t clear_words;
@@ -241,10 +243,13 @@ void hnsw_hamming_blocks(const uint64_t *a, const uint64_t *b, size_t n,
                          uint32_t words, uint32_t *dist);
 
 /* 1 if searches and inserts use the POPCNT instruction (chosen at run time
- * from the CPU, not the build machine), 0 for the baseline code. */
+ * from the CPU, not the build machine), 2 if hnsw_search_many's neighbour
+ * lists are also scored with AVX2 (src/index/hnsw_score.c), 0 for the
+ * baseline code. */
 int hnsw_popcount_hw(void);
 /* Tests and benchmarks: -1 lets the CPU decide (the default), 0 forces the
- * baseline code, 1 the instruction (MESS_EINVAL where the CPU lacks it).
+ * baseline code, 1 the instruction, 2 also AVX2 (MESS_EINVAL where the CPU
+ * lacks it).
  * Not thread-safe: call before any search.  The one table of these
  * choices: SIMD_POPCOUNT in src/common/simd.h. */
 int hnsw_popcount_force(int mode);

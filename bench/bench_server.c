@@ -60,7 +60,11 @@ static const char help[] =
     "threads started per search (the former way); default 1.  --fast LIST: 1 =\n"
     "the interleaved searches run the common case (128-bit codes, no deleted\n"
     "node) in loops of their own, 2 = those loops gathering without a branch\n"
-    "on the visit bit, 0 = the general loops; default 2.  --warm:\n"
+    "on the visit bit, 3 = and each neighbour list scored at once (its\n"
+    "distances, then the queue updates of those below the bound), 0 = the\n"
+    "general loops; default 3.  --popcount LIST: the popcount level per\n"
+    "variant (0 baseline, 1 POPCNT, 2 AVX2 list scoring; default the CPU's).\n"
+    "--warm:\n"
     "every variant also timed warm (each search run twice, the second timed:\n"
     "its lines in cache, what is left is the search's instructions).\n"
     "  --travel F     load travel file F in memory (mess_server_load) instead of\n"
@@ -222,7 +226,7 @@ static int count_work(const mess_server *s, uint8_t **reqs, const size_t *lens,
 /* ---- timing ------------------------------------------------------------------ */
 
 struct variant {
-    unsigned width, threads, ahead, keep, fast, warm;
+    unsigned width, threads, ahead, keep, fast, warm, pop;
     double cpu, wall; /* best round, seconds for all queries */
     double rcpu, rwall; /* this round's */
 };
@@ -235,6 +239,8 @@ static int run_variant(mess_server *s, uint8_t **reqs, const size_t *lens,
     int rc = server_search_set_width(s, v->width);
     server_search_set_copy_ahead(s, v->ahead);
     server_search_set_paths(s, (int)v->fast, HNSW_MANY_CLEAR_WORDS);
+    if (rc == MESS_OK)
+        rc = hnsw_popcount_force((int)v->pop);
     server_search_set_keep_workers(s, (int)v->keep);
     *cpu = *wall = 0;
     for (q = 0; q < nq && rc == MESS_OK; q++) {
@@ -348,8 +354,8 @@ int bench_server(int argc, char **argv)
     struct cli_args a;
     const char *dir, *client_path, *data, *python, *travel;
     char path[4096], cpath[4096], load0[64], load1[64];
-    unsigned widths[MAXV], threads[MAXV], bthreads[MAXV], aheads[MAXV], keeps[2], fasts[3];
-    size_t nw, nt, nbt, na, nk, nf, nv = 0, i, r, nq, qn, qdim, differ = 0;
+    unsigned widths[MAXV], threads[MAXV], bthreads[MAXV], aheads[MAXV], keeps[2], fasts[4], pops[3];
+    size_t nw, nt, nbt, na, nk, nf, npop = 0, nv = 0, i, r, nq, qn, qdim, differ = 0;
     long queries = 1000, pool = 1500, rounds = 3, chase_mib = 1024;
     struct variant *v = NULL;
     mess_client *c = NULL;
@@ -388,8 +394,11 @@ int bench_server(int argc, char **argv)
         parse_ulist(cli_opt(&a, "--ahead") ? cli_opt(&a, "--ahead") : "0,4", aheads, MAXV,
                     &na) ||
         parse_ulist(cli_opt(&a, "--keep") ? cli_opt(&a, "--keep") : "1", keeps, 2, &nk) ||
-        parse_ulist(cli_opt(&a, "--fast") ? cli_opt(&a, "--fast") : "2", fasts, 3, &nf)) {
-        cli_error("bad --widths, --threads, --ahead, --keep, --fast or --batch-threads list");
+        parse_ulist(cli_opt(&a, "--fast") ? cli_opt(&a, "--fast") : "3", fasts, 4, &nf) ||
+        (cli_opt(&a, "--popcount") &&
+         parse_ulist(cli_opt(&a, "--popcount"), pops, 3, &npop))) {
+        cli_error("bad --widths, --threads, --ahead, --keep, --fast, --popcount or "
+                  "--batch-threads list");
         return CLI_USAGE;
     }
     if (cli_opt_long(&a, "--queries", 1, 1000000, 1000, &queries) ||
@@ -405,8 +414,17 @@ int bench_server(int argc, char **argv)
         return CLI_USAGE;
     }
     for (i = 0; i < nf; i++)
-        if (fasts[i] > 2) {
-            cli_error("--fast: 0, 1 or 2");
+        if (fasts[i] > 3) {
+            cli_error("--fast: 0, 1, 2 or 3");
+            return CLI_USAGE;
+        }
+    if (!cli_opt(&a, "--popcount")) {
+        pops[0] = (unsigned)hnsw_popcount_hw(); /* the CPU's */
+        npop = 1;
+    }
+    for (i = 0; i < npop; i++)
+        if (pops[i] > (unsigned)hnsw_popcount_hw()) {
+            cli_error("--popcount: 0 .. %d on this CPU", hnsw_popcount_hw());
             return CLI_USAGE;
         }
     for (i = 0; i < nw; i++)
@@ -515,7 +533,7 @@ int bench_server(int argc, char **argv)
            (double)cnt.link_lines / (double)nq, (double)(cnt.upper + cnt.scored) / (double)nq,
            floor_ms, serial_ms);
 
-    v = (struct variant *)calloc(nt * 2 * nf * nk * nw * na, sizeof *v);
+    v = (struct variant *)calloc(nt * 2 * nf * npop * nk * nw * na, sizeof *v);
     if (!v) {
         rc = MESS_ENOMEM;
         goto out;
@@ -523,7 +541,7 @@ int bench_server(int argc, char **argv)
     for (i = 0; i < nt; i++) {
         size_t k, x, y, z, f;
         for (z = 0; z < (want_warm ? 2u : 1u); z++)
-            for (f = 0; f < nf; f++)
+            for (f = 0; f < nf * npop; f++)
                 for (y = 0; y < nk; y++)
                     for (k = 0; k < nw; k++)
                         for (x = 0; x < na; x++, nv++) {
@@ -531,7 +549,8 @@ int bench_server(int argc, char **argv)
                             v[nv].threads = threads[i];
                             v[nv].ahead = aheads[x];
                             v[nv].keep = keeps[y];
-                            v[nv].fast = fasts[f];
+                            v[nv].fast = fasts[f / npop];
+                            v[nv].pop = pops[f % npop];
                             v[nv].warm = (unsigned)z;
                             v[nv].cpu = v[nv].wall = 1e30;
                         }
@@ -579,19 +598,19 @@ int bench_server(int argc, char **argv)
             (double)cnt.expanded / (double)cnt.searches, (double)cnt.links / (double)cnt.searches,
             (double)cnt.scored / (double)cnt.searches,
             (double)cnt.link_lines / (double)cnt.searches, lines_q, floor_ms, serial_ms);
-    printf("  %-5s %-5s %-6s %-6s %-7s %-5s %10s %10s %9s %9s %9s\n", "keep", "fast", "width",
+    printf("  %-5s %-5s %-4s %-6s %-6s %-7s %-5s %10s %10s %9s %9s %9s\n", "keep", "fast", "pop", "width",
            "ahead", "threads", "warm", "cpu ms/q", "wall ms/q", "cpu gain", "wall gain",
            "cpu/floor");
     for (i = 0; i < nv; i++) {
         double cms = 1e3 * v[i].cpu / (double)nq, wms = 1e3 * v[i].wall / (double)nq;
         /* the first variant at these threads */
-        size_t first = i - i % (nw * na * nk * nf * (want_warm ? 2u : 1u));
-        printf("  %-5u %-5u %-6u %-6u %-7u %-5u %10.3f %10.3f %8.2fx %8.2fx %8.2fx\n",
-               v[i].keep, v[i].fast, v[i].width, v[i].ahead, v[i].threads, v[i].warm, cms, wms,
+        size_t first = i - i % (nw * na * nk * nf * npop * (want_warm ? 2u : 1u));
+        printf("  %-5u %-5u %-4u %-6u %-6u %-7u %-5u %10.3f %10.3f %8.2fx %8.2fx %8.2fx\n",
+               v[i].keep, v[i].fast, v[i].pop, v[i].width, v[i].ahead, v[i].threads, v[i].warm, cms, wms,
                v[first].cpu / v[i].cpu, v[first].wall / v[i].wall, cms / floor_ms);
-        fprintf(json, "%s{\"keep\":%u,\"fast\":%u,\"width\":%u,\"ahead\":%u,\"threads\":%u,"
+        fprintf(json, "%s{\"keep\":%u,\"fast\":%u,\"popcount\":%u,\"width\":%u,\"ahead\":%u,\"threads\":%u,"
                       "\"warm\":%u,\"cpu_ms\":%.4f,\"wall_ms\":%.4f}",
-                i ? "," : "", v[i].keep, v[i].fast, v[i].width, v[i].ahead, v[i].threads,
+                i ? "," : "", v[i].keep, v[i].fast, v[i].pop, v[i].width, v[i].ahead, v[i].threads,
                 v[i].warm, cms, wms);
     }
     fprintf(json, "],\"differ\":%zu,\"batch\":[", differ);

@@ -35,20 +35,21 @@ if "$MESS" bench server --server "$tmp/s" --client "$tmp/c" --data datasets/sift
 else
     bad "bench server failed: $(cat "$tmp/err")"
 fi
-# the common case's loops (without and with the branch-free gather) beside
-# the former ones (--fast 0,1,2), cold and warm
+# the common case's loops (without and with the branch-free gather, and
+# with each list scored at once) beside the former ones (--fast 0,1,2,3),
+# cold and warm
 if "$MESS" bench server --server "$tmp/s" --client "$tmp/c" --data datasets/sift --queries 20 \
-    --pool 200 --widths 0,4 --ahead 4 --fast 0,1,2 --warm --threads 1 --batch-threads 1 --rounds 1 \
+    --pool 200 --widths 0,4 --ahead 4 --fast 0,1,2,3 --warm --threads 1 --batch-threads 1 --rounds 1 \
     --chase-mib 4 >"$tmp/out" 2>"$tmp/err"; then
     [ "$(json differ)" = 0 ] && ok "fast and former loops, warm and cold: byte-identical" ||
         bad "differ: $(json differ)"
-    [ "$(grep -c '^  1 ' "$tmp/out")" = 12 ] && ok "12 variants timed (--fast 0,1,2 --warm)" ||
+    [ "$(grep -c '^  1 ' "$tmp/out")" = 16 ] && ok "16 variants timed (--fast 0,1,2,3 --warm)" ||
         bad "variants: $(grep -c '^  1 ' "$tmp/out")"
 else
-    bad "bench server --fast 0,1,2 --warm failed: $(cat "$tmp/err")"
+    bad "bench server --fast 0,1,2,3 --warm failed: $(cat "$tmp/err")"
 fi
 for args in "--widths 17" "--widths x" "--threads 1,,2" "--queries 0" "--bogus" "--travel $tmp/none" \
-    "--fast 0,1,2,1" "--fast 3"; do
+    "--fast 0,1,2,3,1" "--fast 4" "--popcount 3" "--popcount 0,1,2,0"; do
     # shellcheck disable=SC2086
     refuse "1 2" "$args" "$MESS" bench server --server "$tmp/s" --client "$tmp/c" --data datasets/sift $args
 done

@@ -13,6 +13,7 @@
 #include <sodium.h>
 
 #include "hnsw_bin.h"
+#include "hnsw_internal.h" /* hnsw_score_list_pick */
 #include "parallel.h"
 #include "rng.h"
 #include "harness.h"
@@ -361,11 +362,14 @@ static void test_popcount_paths(void)
     struct hnsw_scratch *s = NULL;
     size_t i, k, ga, gb;
     int have = hnsw_popcount_hw();
-    CHECK_RC(hnsw_popcount_force(2), MESS_EINVAL);
+    CHECK_RC(hnsw_popcount_force(3), MESS_EINVAL);
     CHECK_RC(hnsw_popcount_force(-2), MESS_EINVAL);
 #if defined(__x86_64__) && defined(__GNUC__)
-    /* this CPU's answer, not the build machine's flags */
-    CHECK(have == !!__builtin_cpu_supports("popcnt"));
+    /* this CPU's answer, not the build machine's flags: 2 adds AVX2 */
+    CHECK(have == (!__builtin_cpu_supports("popcnt") ? 0
+                   : __builtin_cpu_supports("avx2") ? 2 : 1));
+    if (have < 2)
+        CHECK_RC(hnsw_popcount_force(2), MESS_EINVAL);
 #endif
     printf("  popcount: %s\n", have ? "POPCNT instruction" : "baseline code");
     if (!have) {
@@ -381,8 +385,14 @@ static void test_popcount_paths(void)
         CHECK(hnsw_popcount_hw() == 1);
         CHECK_OK(build_bytes(bits[k], 1500, &hw));
         CHECK(soft.len == hw.len && soft.len > 0 && memcmp(soft.p, hw.p, soft.len) == 0);
-        mess_wr_free(&soft);
         mess_wr_free(&hw);
+        if (have >= 2) { /* the inserts' lists scored at once, in AVX2 */
+            CHECK_OK(hnsw_popcount_force(2));
+            CHECK_OK(build_bytes(bits[k], 1500, &hw));
+            CHECK(soft.len == hw.len && memcmp(soft.p, hw.p, soft.len) == 0);
+            mess_wr_free(&hw);
+        }
+        mess_wr_free(&soft);
     }
     for (i = 0; i < nq; i++) {
         const uint64_t *q = qcodes + i * WORDS;
@@ -405,6 +415,51 @@ static void test_popcount_paths(void)
     CHECK_OK(hnsw_popcount_force(-1));
     CHECK(hnsw_popcount_hw() == have);
     hnsw_scratch_free(s);
+}
+
+/* A neighbour list scored at once (hnsw_score.c) on every popcount level
+ * the CPU has: each distance is hnsw_hamming's and each bit of the mask is
+ * distance < bound, for lists of 0 to 64 random ids (repeats allowed) and
+ * bounds from 0 to past the largest distance. */
+static void test_score_list(void)
+{
+    enum { NODES = 300 };
+    uint64_t c[2 * NODES], q[2], mask;
+    uint32_t ids[HNSW_SCORE_MAX], dist[HNSW_SCORE_MAX];
+    uint64_t st = 0x5eed;
+    int have = hnsw_popcount_hw(), level, t;
+    size_t i, bad = 0, runs = 0;
+    for (i = 0; i < 2 * NODES; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        /* a few codes all ones or all zeros: distances 0 and 128 */
+        c[i] = i < 4 ? 0 : i < 8 ? ~(uint64_t)0 : st ^ (st >> 29);
+    }
+    for (level = 0; level <= have; level++) {
+        hnsw_score_list_fn f;
+        CHECK_OK(hnsw_popcount_force(level));
+        f = hnsw_score_list_pick();
+        for (t = 0; t < 400; t++) {
+            uint32_t len = (uint32_t)(t % (HNSW_SCORE_MAX + 1)), bound, k;
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            q[0] = t % 7 == 0 ? 0 : st;
+            q[1] = t % 11 == 0 ? ~(uint64_t)0 : st >> 7 ^ st << 13;
+            bound = (uint32_t)(t * 7 % 131);
+            for (k = 0; k < len; k++) {
+                st = st * 6364136223846793005ull + 1442695040888963407ull;
+                ids[k] = (uint32_t)((st >> 33) % NODES);
+            }
+            mask = f(q, c, ids, len, bound, dist);
+            for (k = 0; k < len; k++) {
+                uint32_t d = hnsw_hamming(q, c + 2 * (size_t)ids[k], 2);
+                bad += dist[k] != d || ((mask >> k) & 1) != (d < bound);
+            }
+            bad += len < 64 && (mask >> len) != 0;
+            runs++;
+        }
+    }
+    CHECK_OK(hnsw_popcount_force(-1));
+    printf("  score lists: %zu on %d popcount level(s)\n", runs, have + 1);
+    CHECK(bad == 0);
 }
 
 static void test_hostile_buffers(void)
@@ -1310,8 +1365,8 @@ static void test_search_many(void)
      * former loops with the bitmap cleared whole and through the visit
      * list (fast 1; fast 2 with a list runs them too), and the general
      * loops alone (fast 0) */
-    for (w = 1; w <= 4 * HNSW_MANY_MAX; w++) {
-        static const int fast[4] = {2, 1, 2, 0};
+    for (w = 1; w <= 5 * HNSW_MANY_MAX; w++) {
+        static const int fast[5] = {3, 1, 3, 0, 2};
         unsigned path = (unsigned)((w - 1) / HNSW_MANY_MAX);
         mo.fast = fast[path];
         mo.clear_words = path == 2 ? 0 : HNSW_MANY_CLEAR_WORDS;
@@ -1394,6 +1449,7 @@ int main(void)
     RUN(test_graph_attach_then_insert);
     RUN(test_graph_hostile);
     RUN(test_graph_hostile_fast);
+    RUN(test_score_list);
     RUN(test_graph_attach_o1);
     RUN(test_graph_layout_bytes);
     hnsw_free(g);

@@ -299,6 +299,53 @@ static void test_fork_child(void)
     mess_buf_free(resp);
 }
 
+/* After a compaction (no deleted node: the interleaved searches take the
+ * common case's loops) every path of hnsw_search_many (fast 0 .. 3:
+ * server_search_set_paths) on every popcount level the CPU has (3 scores
+ * each neighbour list at once, hnsw_score.c) answers with the bytes of the
+ * shards searched one after the other (width 0).  Last: it compacts. */
+static void test_paths_compacted(void)
+{
+    static const unsigned widths[] = {1, 3, 8, 16};
+    uint8_t *cref[NQ];
+    size_t clen[NQ], i, w, differ = 0, failed = 0, runs = 0;
+    int fast, level, have = hnsw_popcount_hw();
+    CHECK_OK(mess_server_compact(srv, 2));
+    CHECK_OK(server_search_set_width(srv, 0));
+    for (i = 0; i < NQ; i++) {
+        cref[i] = NULL;
+        CHECK_OK(mess_server_search(srv, reqs[i], req_lens[i], 1, &cref[i], &clen[i]));
+    }
+    for (level = 0; level <= have; level++) {
+        CHECK_OK(hnsw_popcount_force(level));
+        for (fast = 0; fast <= 3; fast++) {
+            server_search_set_paths(srv, fast, HNSW_MANY_CLEAR_WORDS);
+            for (w = 0; w < sizeof widths / sizeof *widths; w++) {
+                CHECK_OK(server_search_set_width(srv, widths[w]));
+                for (i = 0; i < NQ; i++) {
+                    uint8_t *resp = NULL;
+                    size_t len = 0;
+                    if (mess_server_search(srv, reqs[i], req_lens[i], 1 + (unsigned)(i % 2),
+                                           &resp, &len) != MESS_OK)
+                        failed++;
+                    else
+                        differ += !cref[i] || len != clen[i] || memcmp(resp, cref[i], len) != 0;
+                    runs++;
+                    mess_buf_free(resp);
+                }
+            }
+        }
+    }
+    CHECK_OK(hnsw_popcount_force(-1));
+    server_search_set_paths(srv, HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS);
+    server_search_set_width(srv, SERVER_SEARCH_WIDTH);
+    printf("  %zu searches on %d popcount level(s) x 4 paths x 4 widths\n", runs, have + 1);
+    CHECK(failed == 0);
+    CHECK(differ == 0);
+    for (i = 0; i < NQ; i++)
+        mess_buf_free(cref[i]);
+}
+
 static void setup_failed(void)
 {
     CHECK(!"client, server, upload, delete, requests, width-0 responses");
@@ -326,6 +373,7 @@ int main(void)
         RUN(test_batch_groups);
         RUN(test_workers_kept);
         RUN(test_fork_child);
+        RUN(test_paths_compacted);
     } else {
         RUN(setup_failed);
     }

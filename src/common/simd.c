@@ -23,7 +23,10 @@ static void cpu_resolve(void)
         level = 2;
     else if (__builtin_cpu_supports("avx2"))
         level = 1;
-    cpu_max[SIMD_POPCOUNT] = __builtin_cpu_supports("popcnt") != 0;
+    /* 2: AVX2 for the neighbour lists scored at once (hnsw_score.c) */
+    cpu_max[SIMD_POPCOUNT] = !__builtin_cpu_supports("popcnt")  ? 0
+                             : __builtin_cpu_supports("avx2") ? 2
+                                                              : 1;
     cpu_max[SIMD_METRIC] = __builtin_cpu_supports("avx") != 0;
 #endif
     cpu_max[SIMD_PROJECT] = level;

@@ -25,7 +25,8 @@
  * changed while other threads run the core.
  *
  *   core           file                         levels
- *   SIMD_POPCOUNT  hnsw_bin.c, hnsw_many.c      0 software, 1 POPCNT
+ *   SIMD_POPCOUNT  hnsw_bin.c, hnsw_many.c,     0 software, 1 POPCNT,
+ *                  src/index/hnsw_score.c       2 POPCNT + AVX2 (list scoring)
  *   SIMD_METRIC    src/common/metric.c          0 portable, 1 AVX (L2, 4 at a time)
  *   SIMD_PROJECT   isohash.c                    0 portable, 1 AVX2, 2 AVX-512F
  *   SIMD_CHACHA    src/crypto/chacha_lanes.c    0 portable, 1 AVX2, 2 AVX-512F

@@ -9,13 +9,15 @@
  *                              compaction, accessors; the Hamming
  *                              distance and its POPCNT dispatch
  *   src/index/hnsw_many.c      the interleaved search (hnsw_search_many)
+ *   src/index/hnsw_score.c     a gathered neighbour list scored at once
+ *                              (its SIMD copies)
  *   src/index/hnsw_file.c      the travel form, the mapped graph file and
  *                              its writer, the full check
  *   src/index/hnsw_delta.c     checkpoint deltas
  *
  * Calls go one way: hnsw_many.c, hnsw_file.c and hnsw_delta.c call
  * hnsw_bin.c, and hnsw_delta.c the writer in hnsw_file.c; hnsw_bin.c
- * calls none of them.
+ * calls none of them but hnsw_score.c, which calls none of the index.
  *
  * The accessors and Hamming kernels are always-inlined bodies here, not
  * functions of one file, so that each compiled copy of a hot loop (the
@@ -50,6 +52,18 @@
 #define HNSW_INLINE static inline
 #define HNSW_MAYBE_UNUSED
 #endif
+
+/* ---- a neighbour list scored at once (hnsw_score.c) ------------------
+ * The query's Hamming distances to the 128-bit codes of ids[0..n) (node i's
+ * code at codes + 2 i) into dist[0..n), n <= 64; returns the mask whose
+ * bit i is set when dist[i] < bound.  hnsw_score_list_pick gives the copy
+ * of the popcount level in force (SIMD_POPCOUNT: 0 portable, 1 POPCNT,
+ * 2 AVX2); all give the same distances and mask. */
+#define HNSW_SCORE_MAX 64
+typedef uint64_t (*hnsw_score_list_fn)(const uint64_t *q, const uint64_t *codes,
+                                       const uint32_t *ids, uint32_t n, uint32_t bound,
+                                       uint32_t *dist);
+hnsw_score_list_fn hnsw_score_list_pick(void);
 
 /* ---- the graph and the search state ---------------------------------- */
 

@@ -25,6 +25,7 @@ struct beam {
     const uint32_t *l;   /* the list being expanded */
     const uint64_t *codes; /* fast: every node's code, node i at 2 i */
     int fast;            /* 128-bit codes in one array, no deleted node */
+    hnsw_score_list_fn score; /* fast 3: each list scored at once, else NULL */
     int listed;          /* visits listed in s->vlist (else the bitmap is
                             cleared whole: small enough) */
     int defer;           /* next picks made together at the end of a round
@@ -159,6 +160,49 @@ HNSW_INLINE int beam_score(struct beam *b)
     const size_t ef = b->ef;
     size_t nr = b->nr, ncand = b->ncand;
     uint32_t used = b->used, cmin = b->cmin, rmax = b->rmax, i;
+    if (b->score) {
+        /* the whole list's distances first (hnsw_score.c), then the queue
+         * updates of the neighbours below the bound only, in list order:
+         * while the results are full (nr >= ef) rmax never rises, so a
+         * neighbour at or past the chunk's first rmax cannot enter and
+         * the updates below make exactly the decisions of the loop after */
+        const uint64_t *codes = b->codes;
+        const uint32_t all = h->p.bits + 1;
+        uint32_t dist[HNSW_SCORE_MAX], base;
+        for (base = 0; base < b->np; base += HNSW_SCORE_MAX) {
+            uint32_t m = b->np - base < HNSW_SCORE_MAX ? b->np - base : HNSW_SCORE_MAX;
+            uint64_t mask = b->score(q, codes, pend + base, m, nr < ef ? all : rmax, dist);
+            while (mask) {
+                uint32_t j = (uint32_t)__builtin_ctzll(mask), e = pend[base + j], d = dist[j];
+                mask &= mask - 1;
+                if (nr < ef || d < rmax) {
+                    pool[used].node = e;
+                    pool[used].next = ch[d];
+                    ch[d] = used++;
+                    ncand++;
+                    if (d < cmin)
+                        cmin = d;
+                    pool[used].node = e;
+                    pool[used].next = rh[d];
+                    rh[d] = used++;
+                    if (d > rmax) /* nr >= 1: the entry point is live */
+                        rmax = d;
+                    if (++nr > ef) {
+                        rh[rmax] = pool[rh[rmax]].next;
+                        nr--;
+                        while (rh[rmax] == NIL)
+                            rmax--;
+                    }
+                }
+            }
+        }
+        b->nr = nr;
+        b->ncand = ncand;
+        b->used = used;
+        b->cmin = cmin;
+        b->rmax = rmax;
+        return BEAM_PICK;
+    }
     if (b->fast) {
         const uint64_t *codes = b->codes;
         const uint64_t q0 = q[0], q1 = q[1];
@@ -374,7 +418,7 @@ HNSW_INLINE int beam_upper(struct beam *b)
 
 /* search_body up to the descent, which it starts. */
 HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scratch *s,
-                           const struct hnsw_many_opts *o)
+                           const struct hnsw_many_opts *o, hnsw_score_list_fn score)
 {
     const struct hnsw *h = job->h;
     size_t ef;
@@ -405,8 +449,9 @@ HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scr
               (h->n_base == h->n || h->n_base == 0);
     b->codes = h->n_base ? h->bcodes : h->codes;
     b->listed = !o->fast || (h->n + 63) / 64 > o->clear_words;
-    if (b->fast && o->fast == 2 && !b->listed)
+    if (b->fast && o->fast >= 2 && !b->listed)
         b->fast = 2; /* the branch-free loops (their bitmap is cleared whole) */
+    b->score = b->fast && o->fast >= 3 ? score : NULL;
     b->ep = h->entry;
     b->epd = dist_to(h, job->query, b->ep);
     b->level = h->max_level;
@@ -449,7 +494,7 @@ HNSW_INLINE void beam_finish(struct beam *b)
 
 HNSW_INLINE int many_body(struct hnsw_job *jobs, size_t n,
                           struct hnsw_scratch *const *scratch, unsigned width,
-                          const struct hnsw_many_opts *o)
+                          const struct hnsw_many_opts *o, hnsw_score_list_fn score)
 {
     struct beam b[HNSW_MANY_MAX];
     int st[HNSW_MANY_MAX], any;
@@ -461,7 +506,7 @@ HNSW_INLINE int many_body(struct hnsw_job *jobs, size_t n,
 #define BEAM_REFILL(k)                                                       \
     do {                                                                     \
         while (st[k] == BEAM_DONE && next < n) {                             \
-            st[k] = beam_start(&b[k], &jobs[next++], scratch[k], o);         \
+            st[k] = beam_start(&b[k], &jobs[next++], scratch[k], o, score);         \
             if (st[k] == BEAM_DONE)                                          \
                 beam_finish(&b[k]);                                          \
         }                                                                    \
@@ -521,17 +566,17 @@ HNSW_INLINE int many_body(struct hnsw_job *jobs, size_t n,
 #ifdef HNSW_DISPATCH
 static HNSW_POPCNT int many_popcnt(struct hnsw_job *jobs, size_t n,
                                    struct hnsw_scratch *const *scratch, unsigned width,
-                                   const struct hnsw_many_opts *o)
+                                   const struct hnsw_many_opts *o, hnsw_score_list_fn score)
 {
-    return many_body(jobs, n, scratch, width, o);
+    return many_body(jobs, n, scratch, width, o, score);
 }
 #endif
 
 static int many_soft(struct hnsw_job *jobs, size_t n,
                      struct hnsw_scratch *const *scratch, unsigned width,
-                     const struct hnsw_many_opts *o)
+                     const struct hnsw_many_opts *o, hnsw_score_list_fn score)
 {
-    return many_body(jobs, n, scratch, width, o);
+    return many_body(jobs, n, scratch, width, o, score);
 }
 
 int hnsw_search_many(struct hnsw_job *jobs, size_t n,
@@ -540,7 +585,8 @@ int hnsw_search_many(struct hnsw_job *jobs, size_t n,
 {
     struct hnsw_many_opts o = opts ? *opts : many_defaults;
     unsigned k;
-    o.fast = o.fast < 0 ? 0 : o.fast > 2 ? 2 : o.fast;
+    hnsw_score_list_fn score;
+    o.fast = o.fast < 0 ? 0 : o.fast > 3 ? 3 : o.fast;
     if ((n && !jobs) || !scratch || width == 0 || width > HNSW_MANY_MAX)
         return MESS_EINVAL;
     for (k = 0; k < width; k++)
@@ -549,9 +595,10 @@ int hnsw_search_many(struct hnsw_job *jobs, size_t n,
     for (k = 0; k < width; k++) /* one scratch per slot */
         if (k > 0 && scratch[k] == scratch[k - 1])
             return MESS_EINVAL;
+    score = o.fast >= 3 ? hnsw_score_list_pick() : NULL;
 #ifdef HNSW_DISPATCH
     if (hnsw_popcount_hw())
-        return many_popcnt(jobs, n, scratch, width, &o);
+        return many_popcnt(jobs, n, scratch, width, &o, score);
 #endif
-    return many_soft(jobs, n, scratch, width, &o);
+    return many_soft(jobs, n, scratch, width, &o, score);
 }
