@@ -230,6 +230,11 @@ MESS_API const char *mess_version(void);
  *                  file, directory or symlink at mess_client_save_new's
  *                  path (errno EEXIST too).  Not MESS_EIO: the file there
  *                  is intact and nothing was written.
+ *   MESS_EBUSY     a server directory's writer claim is held by another
+ *                  handle (another process, or another handle of this
+ *                  one): the change is refused, nothing written (errno
+ *                  EBUSY too).  Not MESS_ESTATE: try again when the other
+ *                  writer is done.
  * ---------------------------------------------------------------------- */
 #define MESS_OK          0
 #define MESS_EINVAL    (-1)  /* invalid argument (NULL, zero size, out of range) */
@@ -251,6 +256,7 @@ MESS_API const char *mess_version(void);
                                 already stored) */
 #define MESS_EOWNER   (-15)  /* the server belongs to another client (owner tag differs) */
 #define MESS_EEXIST   (-16)  /* a file the call creates already exists (left as it was) */
+#define MESS_EBUSY    (-17)  /* another handle is writing the server directory (its writer claim) */
 
 /* A short English description of a status code; never NULL. */
 MESS_API const char *mess_strerror(int code);

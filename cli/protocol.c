@@ -278,7 +278,10 @@ int cli_cmd_insert(int argc, char **argv)
         if (rc != MESS_OK) {
             if (cli_server_unusable(s, spath) != CLI_OK)
                 ; /* said: a shard's delta chain */
-            else if (rc == MESS_EIO) /* its write-ahead log cannot be written */
+            else if (rc == MESS_EIO || rc == MESS_EBUSY ||
+                     (rc == MESS_ESTATE && err == ESTALE))
+                /* its write-ahead log cannot be written, another process
+                 * holds the writer claim, or changed it since the open */
                 cli_server_failed(spath, rc, err);
             else if (rc == MESS_ESTATE)
                 cli_error("server refused the upload: an id in [%zu, %zu) is already stored",
@@ -633,8 +636,8 @@ int cli_cmd_delete(int argc, char **argv)
         mess_buf_free(buf);
         if (rc != MESS_OK && cli_server_unusable(s, spath) != CLI_OK)
             rc = CLI_FAIL;
-        else if (rc == MESS_EIO) /* its write-ahead log cannot be written */
-            rc = cli_server_failed(spath, rc, err);
+        else if (rc == MESS_EIO || rc == MESS_EBUSY || (rc == MESS_ESTATE && err == ESTALE))
+            rc = cli_server_failed(spath, rc, err); /* its log cannot be written */
     }
     if (rc == CLI_FAIL) {
         /* said above */
@@ -688,7 +691,7 @@ int cli_cmd_compact(int argc, char **argv)
     const char *spath;
     long threads;
     mess_server *s;
-    int rc;
+    int rc, err;
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -706,10 +709,14 @@ int cli_cmd_compact(int argc, char **argv)
         return CLI_USAGE;
     if (cli_server_open(spath, NULL, NULL, &s) != CLI_OK)
         return CLI_FAIL;
+    errno = 0;
     rc = mess_server_compact(s, (unsigned)threads);
+    err = errno;
     if (rc != MESS_OK) {
         if (cli_server_unusable(s, spath) != CLI_OK)
             rc = CLI_FAIL;
+        else if (rc == MESS_EBUSY)
+            rc = cli_server_failed(spath, rc, err);
         else
             rc = cli_fail("compact", spath, rc);
         mess_server_free(s);

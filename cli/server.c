@@ -17,9 +17,9 @@
  * else the library's. */
 static const char *reason(int rc, int err)
 {
-    if (rc == MESS_ESTATE && err == EBUSY)
-        return "another handle is writing it (one writer at a time); try again when "
-               "it is done";
+    if (rc == MESS_EBUSY)
+        return "another process is writing this directory (one writer at a time); "
+               "try again when it is done";
     if (rc == MESS_ESTATE && err == ESTALE)
         return "another handle changed it since this one opened it; run the command "
                "again";

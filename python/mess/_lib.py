@@ -154,15 +154,26 @@ class AlreadyExistsError(MessError, FileExistsError):
     pass
 
 
+class BusyError(MessError):
+    """Another process (or another handle of this one) is writing the
+    server directory: it holds the directory's writer claim (MESS_EBUSY).
+    Nothing was changed; try again when that writer is done.  Not a
+    StateError: the handle and the items are fine."""
+    pass
+
+
 CODE_NAMES = {
     -1: "MESS_EINVAL", -2: "MESS_ENOMEM", -3: "MESS_EIO", -4: "MESS_EFORMAT",
     -5: "MESS_EVERSION", -6: "MESS_EPARAM", -7: "MESS_EAUTH",
     -8: "MESS_ENOTFOUND", -9: "MESS_ELIMIT", -10: "MESS_ENUMERIC",
     -11: "MESS_EROLE", -12: "MESS_ECRYPTO", -13: "MESS_EPASS",
     -14: "MESS_ESTATE", -15: "MESS_EOWNER", -16: "MESS_EEXIST",
+    -17: "MESS_EBUSY",
 }
 
+EIO = -3
 ENOTFOUND = -8
+ESTATE = -14
 EOWNER = -15
 
 _ERROR_CLASSES = {
@@ -171,7 +182,7 @@ _ERROR_CLASSES = {
     -7: AuthenticationError, -8: NotFoundError, -9: LimitError,
     -10: NumericError, -11: RoleError, -12: CryptoInitError,
     -13: PassphraseError, -14: StateError, -15: OwnerError,
-    -16: AlreadyExistsError,
+    -16: AlreadyExistsError, -17: BusyError,
 }
 
 

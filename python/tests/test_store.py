@@ -4,6 +4,8 @@ directory"): create, open (all shards or a subset), checkpoint, export
 refused with the file and the reason."""
 import glob
 import os
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -62,6 +64,36 @@ class TestStore(unittest.TestCase):
         self.assertTrue(mess.Server.verify(self.path("s")).startswith("ok: generation 2,"))
         with self.assertRaises(mess.ParamsMismatchError):
             mess.Server.open(self.path("s"), expect=mess.Params(128, shards=8))
+
+    def test_busy(self):
+        # another process holds the directory's writer claim (the flock on
+        # S/LOCK): a change is BusyError (MESS_EBUSY), not StateError
+        self.build().close()
+        holder = subprocess.Popen(
+            [sys.executable, "-c",
+             "import fcntl, sys\n"
+             "f = open(sys.argv[1], 'a')\n"
+             "fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+             "print('held', flush=True)\n"
+             "sys.stdin.read()\n", self.path("s/LOCK")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(holder.stdout.readline().strip(), "held")
+            with mess.Server.open(self.path("s")) as s:
+                with self.assertRaises(mess.BusyError) as e:
+                    self.c.insert(s, np.arange(N, N + 10), Data.base[:10])
+                self.assertNotIsInstance(e.exception, mess.StateError)
+                self.assertEqual(e.exception.code, -17)
+                self.assertEqual(e.exception.applied, 0)
+                self.assertIn("another process is writing", str(e.exception))
+                with self.assertRaises(mess.BusyError):
+                    s.checkpoint()
+        finally:
+            holder.communicate("")
+        with mess.Server.open(self.path("s")) as s:  # done: it writes
+            self.c.insert(s, np.arange(N, N + 10), Data.base[:10])
+            s.checkpoint()
+            self.assertEqual(s.stats().entries, (N + 10) * 2)
 
     def test_export_import_bytes(self):
         with self.build() as s:
