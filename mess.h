@@ -575,6 +575,17 @@ MESS_API MESS_NODISCARD
 int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
                              unsigned threads);
 
+/* Counts the records of an upload buffer the server already stores (those
+ * mess_server_apply_upload would refuse as already stored), changing
+ * nothing: how an interrupted insert finds where to go on (`mess insert
+ * --resume` probes one item at a time).  The buffer is checked as
+ * mess_server_apply_upload checks it (MESS_EFORMAT, MESS_EOWNER, ...); a
+ * record of a shard a subset server does not hold is MESS_ESTATE.
+ * *stored: how many of its *records (may be NULL) records are stored. */
+MESS_API MESS_NODISCARD
+int mess_server_count_stored(const mess_server *s, const uint8_t *buf, size_t len,
+                             size_t *stored, size_t *records);
+
 /* Encodes the (shard, label) pairs that remove the given ids (their
  * current generation) and records them as deleted in the client: deleting
  * again resends the same pairs, inserting again moves to a new generation.

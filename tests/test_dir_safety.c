@@ -218,6 +218,34 @@ static void test_busy_other_process(void)
     rm_tree(dir);
 }
 
+/* Item 5's probe: mess_server_count_stored counts an upload's records
+ * the directory stores and changes nothing (no claim, no log record). */
+static void test_count_stored(void)
+{
+    static const uint32_t one[1] = {0};
+    char dir[256];
+    mess_server *s = NULL, *sub = NULL;
+    size_t stored = 7, records = 7;
+    path_of(dir, sizeof dir, "count");
+    make_dir(dir); /* up1 */
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &s));
+    CHECK_OK(mess_server_count_stored(s, up1, up1_len, &stored, &records));
+    CHECK(stored == records && records > 0);
+    CHECK_OK(mess_server_count_stored(s, up2, up2_len, &stored, NULL));
+    CHECK(stored == 0);
+    CHECK_RC(mess_server_count_stored(s, up2, 10, &stored, &records), MESS_EFORMAT);
+    CHECK(stored == 0 && records == 0);
+    CHECK_RC(mess_server_count_stored(s, NULL, 0, &stored, &records), MESS_EINVAL);
+    CHECK_RC(mess_server_count_stored(s, up1, up1_len, NULL, &records), MESS_EINVAL);
+    /* it took no claim: another handle writes meanwhile */
+    CHECK_OK(mess_server_open(dir, &P, one, 1, &sub));
+    CHECK_RC(mess_server_count_stored(sub, up1, up1_len, &stored, &records), MESS_ESTATE);
+    mess_server_free(sub);
+    CHECK(writer_process(dir, up2, up2_len) == 0);
+    mess_server_free(s);
+    rm_tree(dir);
+}
+
 /* Item 2: a subset handle, then a whole-directory writer in another
  * process checkpoints the same shards; the subset's checkpoint of its
  * own change to them is refused and loses nothing. */
@@ -461,6 +489,7 @@ int main(void)
     RUN(test_symlinked_arena);
     RUN(test_symlinked_graph_and_lock);
     RUN(test_busy_other_process);
+    RUN(test_count_stored);
     for (i = 0; i < NQ; i++)
         mess_buf_free(req[i]);
     mess_buf_free(up1);

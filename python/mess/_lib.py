@@ -441,6 +441,8 @@ server_check_owner = _proto("mess_server_check_owner", [c_void_p, c_void_p], che
 client_upload = _proto("mess_client_upload", [c_void_p, c_void_p, c_void_p, c_size_t,
                                               c_uint, POINTER(c_void_p), P_size])
 server_apply_upload = _proto("mess_server_apply_upload", [c_void_p, c_void_p, c_size_t, c_uint])
+server_count_stored = _proto("mess_server_count_stored",
+                             [c_void_p, c_void_p, c_size_t, P_size, P_size])
 client_delete = _proto("mess_client_delete", [c_void_p, c_void_p, c_size_t,
                                               POINTER(c_void_p), P_size])
 server_apply_delete = _proto("mess_server_apply_delete", [c_void_p, c_void_p, c_size_t, P_size])

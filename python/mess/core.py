@@ -891,6 +891,17 @@ class Server(_Handle):
         del keep
 
     @_shard_reason
+    def count_stored(self, buf):
+        """(stored, records): how many of an upload buffer's records the
+        server already stores (those apply_upload would refuse as already
+        stored), nothing changed: where an interrupted insert stopped."""
+        ptr, n, keep = _buf_arg(buf)
+        stored, records = c_size_t(), c_size_t()
+        L.server_count_stored(self.ptr, ptr, n, byref(stored), byref(records))
+        del keep
+        return stored.value, records.value
+
+    @_shard_reason
     def apply_delete(self, buf):
         """Returns how many (shard, label) pairs were not found."""
         ptr, n, keep = _buf_arg(buf)

@@ -351,6 +351,21 @@ class TestArguments(unittest.TestCase):
             self.c.insert(s, np.arange(51, 60), Data.base[51:60], batch=5)
             self.assertEqual(s.stats().live, 20 * self.p.per_item)
 
+    def test_count_stored(self):
+        # where an interrupted insert stopped, nothing changed by asking
+        with mess.Server(self.p) as s:
+            self.c.insert(s, np.arange(10), Data.base[:10])
+            before = s.stats().live
+            with self.c.upload(np.arange(5, 15), Data.base[5:15]) as b:
+                stored, records = s.count_stored(b)
+            self.assertEqual(records, 10 * self.p.per_item)
+            self.assertEqual(stored, 5 * self.p.per_item)  # ids 5..9
+            with self.c.upload(np.arange(10, 12), Data.base[10:12]) as b:
+                self.assertEqual(s.count_stored(b), (0, 2 * self.p.per_item))
+            self.assertEqual(s.stats().live, before)
+            with self.assertRaises(mess.FormatError):
+                s.count_stored(b"\0" * 40)
+
 
 class TestProtocol(unittest.TestCase):
     @classmethod
