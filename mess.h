@@ -971,15 +971,19 @@ int mess_client_save(const mess_client *c, const char *path,
 MESS_API MESS_NODISCARD
 int mess_client_load(const char *path, const char *passphrase,
                      mess_client **out);
-/* The state-file container version this build writes and reads; files of
- * any other version are MESS_EVERSION.  mess_state_file_peek reads only a
+/* The state-file container version this build writes (and the versions
+ * it reads, MESS_STATE_FILE_VERSION_MIN up to it); files of any other
+ * version are MESS_EVERSION.  mess_state_file_peek reads only a
  * state file's unauthenticated header (no passphrase needed): its container
  * version, role (1 client, 2 server, 3 query state: mess_query_save) and
  * whether it is sealed (a query state's body is sealed by the client's
  * key, not by a passphrase: 0); MESS_EFORMAT
  * if it is not a state file.  For messages ("version 1 found, version 2
  * expected") and for telling a sealed client file from an unsealed one. */
-#define MESS_STATE_FILE_VERSION 2
+#define MESS_STATE_FILE_VERSION 3
+/* The oldest container version read: a version 2 client file (before the
+ * counts of mess_client_applied) loads with its counts unknown. */
+#define MESS_STATE_FILE_VERSION_MIN 2
 MESS_API uint32_t mess_state_file_version(void);
 MESS_API int mess_state_file_peek(const char *path, uint32_t *version, uint32_t *role,
                                   int *sealed);
@@ -1003,6 +1007,21 @@ int mess_client_save_new(const mess_client *c, const char *path,
 MESS_API MESS_NODISCARD
 int mess_client_load_pass(const char *path, const char *passphrase,
                           size_t passphrase_len, mess_client **out);
+/* Changes a server acknowledged: note `uploaded` items and `deleted` ids
+ * once the server has applied an upload or delete buffer of this client
+ * (a directory-backed server has it in its log by then), and save the
+ * client.  The totals are kept in the client file (container version 3)
+ * so that `mess verify --client C` can say when a server holds fewer
+ * items than uploads - deletes: a check against accidents (a log cut
+ * short, an old copy of a directory), not against a malicious host, which
+ * can answer anything.  A client file of version 2 loads with the totals
+ * unknown: mess_client_applied is MESS_ENOTFOUND and notes are ignored
+ * (it never counted, so no total would be true).  A new client starts at
+ * 0, 0.  The totals saturate; UINT64_MAX is never a count. */
+MESS_API MESS_NODISCARD
+int mess_client_note_applied(mess_client *c, uint64_t uploaded, uint64_t deleted);
+MESS_API MESS_NODISCARD
+int mess_client_applied(const mess_client *c, uint64_t *uploaded, uint64_t *deleted);
 MESS_API MESS_NODISCARD
 int mess_server_save(const mess_server *s, const char *path);
 /* expect: NULL, or parameters the file must match (else MESS_EPARAM). */

@@ -41,11 +41,12 @@ int cli_fail(const char *what, const char *path, int rc)
     int sealed;
     if (path && rc == MESS_EVERSION &&
         mess_state_file_peek(path, &version, &role, &sealed) == MESS_OK &&
-        version != MESS_STATE_FILE_VERSION)
-        cli_error("%s: state file format version %u, this build reads version %u "
+        (version < MESS_STATE_FILE_VERSION_MIN || version > MESS_STATE_FILE_VERSION))
+        cli_error("%s: state file format version %u, this build reads versions %u to %u "
                   "(written by another libmess version: re-create it with mess init, "
                   "or use the version that wrote it)",
-                  path, (unsigned)version, (unsigned)MESS_STATE_FILE_VERSION);
+                  path, (unsigned)version, (unsigned)MESS_STATE_FILE_VERSION_MIN,
+                  (unsigned)MESS_STATE_FILE_VERSION);
     else if (path)
         file_error(path, rc, err, what);
     else

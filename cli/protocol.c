@@ -317,6 +317,12 @@ int cli_cmd_insert(int argc, char **argv)
             goto stopped;
         }
         stored = i + m; /* durable: the server's log holds the batch */
+        /* counted once acknowledged; saved with the client below, before
+         * the checkpoint (mess verify --client compares) */
+        if (mess_client_note_applied(c, m, 0) != MESS_OK) {
+            rc = cli_fail("insert", NULL, MESS_EINVAL);
+            goto stopped;
+        }
         progress("inserted", i + m, n);
     }
     if ((sig = cli_stop_requested()) != 0) {
@@ -691,9 +697,15 @@ int cli_cmd_delete(int argc, char **argv)
         rc = rc == MESS_EINVAL ? (cli_error("--ids: an id is repeated"), CLI_USAGE)
                                : cli_fail("delete", NULL, rc);
     } else {
-        /* the client too: it records the deleted ids' generations */
-        rc = save_both(&a, c, cpath, s, spath);
+        /* the client too: it records the deleted ids' generations, and
+         * counts the ids the server removed (an id it did not hold
+         * misses all its per_item entries) for mess verify --client */
         mess_client_params(c, &p);
+        rc = mess_client_note_applied(c, 0, n - (p.per_item ? missing / p.per_item : 0));
+        if (rc == MESS_OK)
+            rc = save_both(&a, c, cpath, s, spath);
+        else
+            rc = cli_fail("delete", NULL, rc);
         if (rc == CLI_OK)
             printf("{\"ids\":%zu,\"entries\":%zu,\"missing_entries\":%zu,\"delete_bytes\":%zu}\n",
                    n, n * p.per_item, missing, len);

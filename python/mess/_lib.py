@@ -254,7 +254,7 @@ LIMITS = {  # name without MESS_ -> value
     "MAX_THREADS": 256,
     "OWNER_BYTES": 16,
     "SEED_BYTES": 32,
-    "STATE_FILE_VERSION": 2,
+    "STATE_FILE_VERSION": 3,
     "QUERY_STATE_VERSION": 1,
     "LABEL_BYTES": 16,
     "ACCOUNT_MAX_REPEATS": 1 << 53,
@@ -493,6 +493,9 @@ client_load = _proto("mess_client_load", [c_char_p, c_char_p, POINTER(c_void_p)]
 # passphrases as (pointer, length): any bytes, NUL included
 client_save_pass = _proto("mess_client_save_pass", [c_void_p, c_char_p, c_char_p, c_size_t])
 client_save_new = _proto("mess_client_save_new", [c_void_p, c_char_p, c_char_p, c_size_t])
+client_note_applied = _proto("mess_client_note_applied", [c_void_p, c_uint64, c_uint64])
+client_applied = _proto("mess_client_applied", [c_void_p, POINTER(c_uint64), POINTER(c_uint64)],
+                        check=False)
 client_load_pass = _proto("mess_client_load_pass", [c_char_p, c_char_p, c_size_t,
                                                     POINTER(c_void_p)])
 server_save = _proto("mess_server_save", [c_void_p, c_char_p])

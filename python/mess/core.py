@@ -481,6 +481,27 @@ class Client(_Handle):
         L.client_load_pass(_path(path), *_pass(passphrase), byref(out))
         return cls(None, None, _ptr=out.value)
 
+    @property
+    def applied(self):
+        """(uploaded, deleted): the items and ids a server acknowledged,
+        as noted (note_applied; Client.insert notes its batches), saved in
+        the client file; None for a client loaded from a file of format 2,
+        which did not count.  mess verify --client compares a server with
+        uploaded - deleted: against accidents, not a malicious host."""
+        up, dl = ctypes.c_uint64(), ctypes.c_uint64()
+        rc = L.client_applied(self.ptr, byref(up), byref(dl))
+        if rc == L.ENOTFOUND:
+            return None
+        if rc != 0:
+            raise L.error(rc, "mess_client_applied")
+        return up.value, dl.value
+
+    def note_applied(self, uploaded=0, deleted=0):
+        """Counts `uploaded` items and `deleted` ids a server acknowledged
+        (apply_upload / apply_delete returned); save the client after."""
+        L.client_note_applied(self.ptr, _count(uploaded, "uploaded", 0, 2 ** 64 - 1),
+                              _count(deleted, "deleted", 0, 2 ** 64 - 1))
+
     def save(self, path, passphrase=None, exist_ok=True):
         """Saves the client, sealed under `passphrase` (str or bytes, any
         bytes, not empty) if given.  exist_ok=False never replaces a file:
@@ -663,6 +684,7 @@ class Client(_Handle):
             try:
                 with self.upload(ids[i:i + batch], v[i:i + batch], threads) as b:
                     server.apply_upload(b, threads)
+                    self.note_applied(len(ids[i:i + batch]), 0)  # acknowledged
                     total += len(b)
             except Exception as e:
                 e.applied = i
@@ -869,7 +891,7 @@ class Server(_Handle):
         """Checks the directory in full (every file's length, every graph
         file's digest and structure): returns the summary line, or raises
         the library's error whose message names the file and the reason."""
-        msg = ctypes.create_string_buffer(512)
+        msg = ctypes.create_string_buffer(1024)
         rc = L.server_verify(_path(path), msg, len(msg))
         text = msg.value.decode("utf-8", "replace")
         if rc != 0:

@@ -95,6 +95,23 @@ class TestStore(unittest.TestCase):
             s.checkpoint()
             self.assertEqual(s.stats().entries, (N + 10) * 2)
 
+    def test_applied_counts(self):
+        # the client counts what a server acknowledged (issue 29 item 7)
+        self.assertEqual(self.c.applied, (0, 0))
+        self.build().close()
+        self.assertEqual(self.c.applied, (N, 0))
+        self.c.note_applied(deleted=3)
+        self.c.save(self.path("c.mess"))
+        with mess.Client.load(self.path("c.mess")) as c:
+            self.assertEqual(c.applied, (N, 3))
+        # a client file of format 2 (before the counts): loads, uncounted
+        with mess.Client.load(os.path.join(ROOT, "tests", "fixtures", "client-v2.mess")) as c:
+            self.assertIsNone(c.applied)
+            c.note_applied(1)
+            self.assertIsNone(c.applied)
+        with self.assertRaises(ValueError):
+            self.c.note_applied(-1)
+
     def test_export_import_bytes(self):
         with self.build() as s:
             s.export(self.path("a.mess"))
