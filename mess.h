@@ -204,8 +204,10 @@ MESS_API const char *mess_version(void);
  * One meaning per code.  The codes that cover more than one cause, all of
  * them (the function's comment says which applies):
  *   MESS_EINVAL    a bad argument only: NULL, zero size, out of range,
- *                  non-finite vector components, ids repeated within one
- *                  call, an empty passphrase.  Never a handle's state.
+ *                  non-finite vector components, a zero vector under
+ *                  MESS_METRIC_COSINE (no direction: uploads and
+ *                  requests), ids repeated within one call, an empty
+ *                  passphrase.  Never a handle's state.
  *   MESS_ESTATE    a valid call the handle's current state refuses:
  *                  mess_server_apply_upload of an item the server already
  *                  stores (the same upload applied twice).
@@ -1073,7 +1075,8 @@ int mess_server_load(const char *path, const mess_params *expect,
  * ---------------------------------------------------------------------- */
 /* Creates directory `dir` (or fills an existing empty one) with an empty
  * server of parameters p (generation 1) and returns the handle, backed by
- * it.  A non-empty directory is MESS_EIO with errno EEXIST. */
+ * it.  A non-empty directory (or a file at dir) is MESS_EEXIST with
+ * errno EEXIST, nothing changed (MESS_EIO before 0.3.0). */
 MESS_API MESS_NODISCARD
 int mess_server_create(const char *dir, const mess_params *p, mess_server **out);
 /* Opens the server in `dir`.  expect: NULL, or parameters it must match
@@ -1111,7 +1114,7 @@ int mess_server_verify(const char *dir, char *msg, size_t msg_cap);
 MESS_API MESS_NODISCARD
 int mess_server_export(const mess_server *s, const char *file);
 /* Reads a travel file (mess_server_load's checks) and writes it as a new
- * directory (as mess_server_create does). */
+ * directory (as mess_server_create does: a non-empty one is MESS_EEXIST). */
 MESS_API MESS_NODISCARD
 int mess_server_import(const char *file, const char *dir);
 /* A shard group's directory (issue 16, docs/DISTRIBUTED.md) made from the

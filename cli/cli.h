@@ -66,6 +66,11 @@ int cli_read_set(const char *dir, const char *name, float **x, size_t *n,
  * ("training file", "queries", ...). */
 int cli_read_vectors(const char *path, const char *what, float **x, size_t *n,
                      size_t *dim);
+/* After the library refused a vector with MESS_EINVAL: if row `row` of x
+ * (dim components, read from `path`) is a zero vector under the cosine
+ * metric, says so naming the file and the row and returns 1; else 0. */
+int cli_zero_row(const char *path, const float *x, size_t row, size_t dim,
+                 uint32_t metric);
 /* Ids (.ivecs: negative entries read as CLI_NO_ID; .u64vecs), n x k. */
 int cli_read_ids(const char *path, const char *what, uint64_t **ids, size_t *n,
                  size_t *k);

@@ -54,6 +54,20 @@ int cli_fail(const char *what, const char *path, int rc)
     return CLI_FAIL;
 }
 
+int cli_zero_row(const char *path, const float *x, size_t row, size_t dim,
+                 uint32_t metric)
+{
+    size_t e;
+    if (metric != MESS_METRIC_COSINE)
+        return 0;
+    for (e = 0; e < dim; e++)
+        if (x[row * dim + e] != 0.0f)
+            return 0;
+    cli_error("'%s' row %zu is a zero vector: under --metric cos every vector needs a "
+              "direction (a length above 0)", path, row);
+    return 1;
+}
+
 int cli_read_set(const char *dir, const char *name, float **x, size_t *n,
                  size_t *dim)
 {

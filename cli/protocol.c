@@ -112,7 +112,8 @@ int cli_cmd_init(int argc, char **argv)
     rc = mess_server_create(spath, &p, &s);
     if (rc != MESS_OK) {
         cli_error("cannot create server directory '%s': %s", spath,
-                  rc == MESS_EIO && errno ? strerror(errno) : mess_strerror(rc));
+                  rc == MESS_EEXIST ? "it exists and is not empty (made while init trained)"
+                  : rc == MESS_EIO && errno ? strerror(errno) : mess_strerror(rc));
         return CLI_FAIL;
     }
     mess_server_free(s);
@@ -276,8 +277,14 @@ int cli_cmd_insert(int argc, char **argv)
         rc = mess_client_upload(c, ids + i, x + i * dim, m, (unsigned)threads, &buf, &len);
         t_client += cli_wall_s() - t;
         if (rc == MESS_EINVAL) {
-            /* ids are distinct: a vector has a NaN or an infinity */
+            /* ids are distinct: a vector has a NaN or an infinity, or is
+             * zero under cosine */
             size_t r, e;
+            for (r = i; r < i + m; r++)
+                if (cli_zero_row(file, x, r, dim, p.metric)) {
+                    rc = CLI_FAIL;
+                    goto stopped;
+                }
             for (r = i; r < i + m; r++)
                 for (e = 0; e < dim; e++)
                     if (!isfinite(x[r * dim + e])) {
@@ -563,6 +570,10 @@ int cli_cmd_query(int argc, char **argv)
         mess_finish_stats st;
         double t0 = cli_wall_s(), t1, t2;
         rc = mess_client_request(c, q + i * dim, (size_t)pool, &qs, &req, &req_len);
+        if (rc == MESS_EINVAL && cli_zero_row(file, q, i, dim, p.metric)) {
+            rc = CLI_FAIL;
+            goto done;
+        }
         if (rc != MESS_OK) {
             rc = cli_fail("client request", NULL, rc);
             goto done;

@@ -106,6 +106,15 @@ int cli_stored_prefix(mess_client *c, const mess_server *s, const float *x, size
         }
         i = lo;
     }
+    if (rc == MESS_EINVAL && file) {
+        /* a row the insert itself would refuse: a zero vector under cos */
+        mess_params p;
+        size_t r;
+        mess_client_params(c, &p);
+        for (r = i; r < i + m && r < n; r++)
+            if (cli_zero_row(file, x, r, dim, p.metric))
+                return CLI_FAIL;
+    }
     if (rc != MESS_OK) {
         if (file)
             cli_fail("--resume: server probe", NULL, rc);

@@ -194,7 +194,7 @@ int cli_cmd_import(int argc, char **argv)
     errno = 0;
     rc = mess_server_import(file, dir);
     err = errno;
-    if (rc == MESS_EIO && err == EEXIST) {
+    if (rc == MESS_EEXIST) {
         cli_error("%s: the directory exists and is not empty", dir);
         return CLI_FAIL;
     }

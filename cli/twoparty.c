@@ -432,6 +432,10 @@ int cli_cmd_request(int argc, char **argv)
         size_t len;
         rc = mess_client_request_into(c, x + i * dim, (size_t)pool, &qs[i],
                                       reqs + i * req_len, req_len, &len);
+        if (rc == MESS_EINVAL && cli_zero_row(file, x, i, dim, p.metric)) {
+            rc = CLI_FAIL;
+            goto done;
+        }
         if (rc != MESS_OK) {
             rc = cli_fail("client request", NULL, rc);
             goto done;

@@ -279,7 +279,7 @@ static void test_compact_export_import(void)
     }
     /* import into a non-empty directory, or of a directory, is refused */
     errno = 0;
-    CHECK_RC(mess_server_import(fs, dir2), MESS_EIO);
+    CHECK_RC(mess_server_import(fs, dir2), MESS_EEXIST);
     CHECK(errno == EEXIST);
     CHECK_RC(mess_server_import(dir2, dir), MESS_EIO);
     /* a travel file where a directory is expected */
@@ -1440,7 +1440,11 @@ static void test_create_rules(void)
     snprintf(f, sizeof f, "%s/other", dir);
     write_file(f, (const uint8_t *)"x", 1);
     errno = 0;
-    CHECK_RC(mess_server_create(dir, &P, &s), MESS_EIO);
+    CHECK_RC(mess_server_create(dir, &P, &s), MESS_EEXIST);
+    CHECK(errno == EEXIST && s == NULL);
+    CHECK(strcmp(mess_strerror(MESS_EEXIST), "file exists (not replaced)") == 0);
+    errno = 0; /* a file there */
+    CHECK_RC(mess_server_create(f, &P, &s), MESS_EEXIST);
     CHECK(errno == EEXIST && s == NULL);
     CHECK(unlink(f) == 0);
     CHECK_OK(mess_server_create(dir, &P, &s));

@@ -100,6 +100,21 @@ def _finite(a, what, function):
         -1, "%s must be finite: %s is %s (nothing was sent)" % (what, where, kind), function)
 
 
+def _directed(a, metric, what, function):
+    """Under the cosine metric a zero vector has no direction: refused
+    naming its row, as the tool does (InvalidArgumentError, before anything
+    reaches C, which refuses it too)."""
+    if metric != METRICS["cos"] or a.size == 0:
+        return
+    rows = a.reshape(-1, a.shape[-1])
+    zero = np.flatnonzero(~rows.any(axis=1))
+    if zero.size:
+        where = "row %d (from 0)" % zero[0] if a.ndim == 2 else "it"
+        raise L.InvalidArgumentError(
+            -1, "%s: %s is a zero vector: under the cosine metric every vector needs a "
+            "direction (nothing was sent)" % (what, where), function)
+
+
 def _warn_k_pool(k, pool, stacklevel):
     """At most `pool` candidates come back, so k above it cannot be met: said
     once per call (mess query does the same on stderr)."""
@@ -564,6 +579,7 @@ class Client(_Handle):
         if v.shape[0] != ids.size:
             raise ValueError("%d ids for %d vectors" % (ids.size, v.shape[0]))
         _finite(v, "vectors", "Client.upload")
+        _directed(v, self.params.metric, "vectors", "Client.upload")
         buf, n = c_void_p(), c_size_t()
         L.client_upload(self.ptr, ids.ctypes.data, v.ctypes.data, ids.size,
                         _threads(threads), byref(buf), byref(n))
@@ -584,6 +600,7 @@ class Client(_Handle):
         if q.size != p.dim:
             raise ValueError("query must have %d components" % p.dim)
         _finite(q, "the query", "Client.request")
+        _directed(q, p.metric, "the query", "Client.request")
         pool = _count(pool, "pool", 1)
         if pool > MAX_BUDGET * p.shards:
             raise ValueError("pool must be in [1, %d] for this client (%d shards, at most %d "
@@ -679,6 +696,7 @@ class Client(_Handle):
         if np.unique(ids).size != ids.size:
             raise ValueError("ids repeat within the call")
         _finite(v, "vectors", "Client.insert")
+        _directed(v, self.params.metric, "vectors", "Client.insert")
         total = 0
         for i in range(0, ids.size, batch):
             try:
@@ -721,6 +739,7 @@ class Client(_Handle):
         threads = _threads(threads)
         Q = _f32(queries, self.params.dim, "queries")
         _finite(Q, "queries", "Client.search")
+        _directed(Q, self.params.metric, "queries", "Client.search")
         _warn_k_pool(k, pool, 2)
         ids = np.full((Q.shape[0], k), np.iinfo(np.uint64).max, dtype=np.uint64)
         dists = np.full((Q.shape[0], k), np.inf, dtype=np.float32)

@@ -303,6 +303,22 @@ class TestArguments(unittest.TestCase):
                       str(cm.exception))
         self.assertEqual(self.s.stats().live, 200 * self.p.per_item)
 
+    def test_zero_vector_under_cosine(self):
+        # issue 29: a zero vector has no direction under cosine: refused, named
+        gauss = np.random.default_rng(2).standard_normal((300, 16)).astype(np.float32)
+        with mess.Client(mess.Params(16, shards=2, per_item=1, metric="cos"), gauss,
+                         seed=SEED) as c, mess.Server(c.params) as s:
+            v = gauss[:3].copy()
+            v[1] = 0
+            with self.assertRaises(mess.InvalidArgumentError) as cm:
+                c.insert(s, [0, 1, 2], v)
+            self.assertIn("vectors: row 1 (from 0) is a zero vector", str(cm.exception))
+            with self.assertRaises(mess.InvalidArgumentError) as cm:
+                c.request(v[1], 10)
+            self.assertIn("the query: it is a zero vector", str(cm.exception))
+            self.assertEqual(s.stats().live, 0)
+            c.insert(s, [0, 2], v[[0, 2]])
+
     def test_norm_spread_hint(self):
         # issue 29: l2 on unnormalised embeddings lost recall without a word;
         # Client() hints when the training norms spread (as mess init does)

@@ -2,6 +2,7 @@
 directory"): create, open (all shards or a subset), checkpoint, export
 (byte for byte reproducible), import, verify; a damaged directory is
 refused with the file and the reason."""
+import errno
 import glob
 import os
 import subprocess
@@ -94,6 +95,14 @@ class TestStore(unittest.TestCase):
             self.c.insert(s, np.arange(N, N + 10), Data.base[:10])
             s.checkpoint()
             self.assertEqual(s.stats().entries, (N + 10) * 2)
+
+    def test_create_over_existing(self):
+        # its own status (MESS_EEXIST), not an I/O error
+        self.build().close()
+        with self.assertRaises(mess.AlreadyExistsError) as e:
+            mess.Server.create(self.path("s"), params())
+        self.assertEqual(e.exception.errno, errno.EEXIST)
+        self.assertEqual(e.exception.code, -16)
 
     def test_applied_counts(self):
         # the client counts what a server acknowledged (issue 29 item 7)
