@@ -130,8 +130,13 @@ void cli_insert_stored(mess_client *c, const mess_server *s, const float *x, siz
 {
     size_t rows;
     /* the directory is the truth: rows stored before this run count too
-     * (an insert run again without --resume fails on its first batch) */
-    if (cli_stored_prefix(c, s, x, n, dim, first, batch, threads, NULL, &rows) == CLI_OK && rows > stored)
+     * (an insert run again without --resume fails on its first batch).
+     * Checked only when this run knows of none: otherwise its rows 0 ..
+     * stored - 1 are the prefix (applied by it, or checked by --resume),
+     * and a stop (Ctrl-C) should not wait for the client to encode them
+     * all again. */
+    if (stored == 0 &&
+        cli_stored_prefix(c, s, x, n, dim, first, batch, threads, NULL, &rows) == CLI_OK)
         stored = rows;
     if (stored == 0)
         cli_error("none of the %zu items of '%s' is stored in '%s'", n, file, spath);
