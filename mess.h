@@ -204,8 +204,10 @@ MESS_API const char *mess_version(void);
  * One meaning per code.  The codes that cover more than one cause, all of
  * them (the function's comment says which applies):
  *   MESS_EINVAL    a bad argument only: NULL, zero size, out of range,
- *                  non-finite vector components, ids repeated within one
- *                  call, an empty passphrase.  Never a handle's state.
+ *                  non-finite vector components, a zero vector under
+ *                  MESS_METRIC_COSINE (no direction: uploads and
+ *                  requests), ids repeated within one call, an empty
+ *                  passphrase.  Never a handle's state.
  *   MESS_ESTATE    a valid call the handle's current state refuses:
  *                  mess_server_apply_upload of an item the server already
  *                  stores (the same upload applied twice).
@@ -230,6 +232,11 @@ MESS_API const char *mess_version(void);
  *                  file, directory or symlink at mess_client_save_new's
  *                  path (errno EEXIST too).  Not MESS_EIO: the file there
  *                  is intact and nothing was written.
+ *   MESS_EBUSY     a server directory's writer claim is held by another
+ *                  handle (another process, or another handle of this
+ *                  one): the change is refused, nothing written (errno
+ *                  EBUSY too).  Not MESS_ESTATE: try again when the other
+ *                  writer is done.
  * ---------------------------------------------------------------------- */
 #define MESS_OK          0
 #define MESS_EINVAL    (-1)  /* invalid argument (NULL, zero size, out of range) */
@@ -251,6 +258,7 @@ MESS_API const char *mess_version(void);
                                 already stored) */
 #define MESS_EOWNER   (-15)  /* the server belongs to another client (owner tag differs) */
 #define MESS_EEXIST   (-16)  /* a file the call creates already exists (left as it was) */
+#define MESS_EBUSY    (-17)  /* another handle is writing the server directory (its writer claim) */
 
 /* A short English description of a status code; never NULL. */
 MESS_API const char *mess_strerror(int code);
@@ -576,6 +584,17 @@ int mess_client_upload(mess_client *c, const uint64_t *ids,
 MESS_API MESS_NODISCARD
 int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
                              unsigned threads);
+
+/* Counts the records of an upload buffer the server already stores (those
+ * mess_server_apply_upload would refuse as already stored), changing
+ * nothing: how an interrupted insert finds where to go on (`mess insert
+ * --resume` probes one item at a time).  The buffer is checked as
+ * mess_server_apply_upload checks it (MESS_EFORMAT, MESS_EOWNER, ...); a
+ * record of a shard a subset server does not hold is MESS_ESTATE.
+ * *stored: how many of its *records (may be NULL) records are stored. */
+MESS_API MESS_NODISCARD
+int mess_server_count_stored(const mess_server *s, const uint8_t *buf, size_t len,
+                             size_t *stored, size_t *records);
 
 /* Encodes the (shard, label) pairs that remove the given ids (their
  * current generation) and records them as deleted in the client: deleting
@@ -962,15 +981,19 @@ int mess_client_save(const mess_client *c, const char *path,
 MESS_API MESS_NODISCARD
 int mess_client_load(const char *path, const char *passphrase,
                      mess_client **out);
-/* The state-file container version this build writes and reads; files of
- * any other version are MESS_EVERSION.  mess_state_file_peek reads only a
+/* The state-file container version this build writes (and the versions
+ * it reads, MESS_STATE_FILE_VERSION_MIN up to it); files of any other
+ * version are MESS_EVERSION.  mess_state_file_peek reads only a
  * state file's unauthenticated header (no passphrase needed): its container
  * version, role (1 client, 2 server, 3 query state: mess_query_save) and
  * whether it is sealed (a query state's body is sealed by the client's
  * key, not by a passphrase: 0); MESS_EFORMAT
  * if it is not a state file.  For messages ("version 1 found, version 2
  * expected") and for telling a sealed client file from an unsealed one. */
-#define MESS_STATE_FILE_VERSION 2
+#define MESS_STATE_FILE_VERSION 3
+/* The oldest container version read: a version 2 client file (before the
+ * counts of mess_client_applied) loads with its counts unknown. */
+#define MESS_STATE_FILE_VERSION_MIN 2
 MESS_API uint32_t mess_state_file_version(void);
 MESS_API int mess_state_file_peek(const char *path, uint32_t *version, uint32_t *role,
                                   int *sealed);
@@ -994,6 +1017,21 @@ int mess_client_save_new(const mess_client *c, const char *path,
 MESS_API MESS_NODISCARD
 int mess_client_load_pass(const char *path, const char *passphrase,
                           size_t passphrase_len, mess_client **out);
+/* Changes a server acknowledged: note `uploaded` items and `deleted` ids
+ * once the server has applied an upload or delete buffer of this client
+ * (a directory-backed server has it in its log by then), and save the
+ * client.  The totals are kept in the client file (container version 3)
+ * so that `mess verify --client C` can say when a server holds fewer
+ * items than uploads - deletes: a check against accidents (a log cut
+ * short, an old copy of a directory), not against a malicious host, which
+ * can answer anything.  A client file of version 2 loads with the totals
+ * unknown: mess_client_applied is MESS_ENOTFOUND and notes are ignored
+ * (it never counted, so no total would be true).  A new client starts at
+ * 0, 0.  The totals saturate; UINT64_MAX is never a count. */
+MESS_API MESS_NODISCARD
+int mess_client_note_applied(mess_client *c, uint64_t uploaded, uint64_t deleted);
+MESS_API MESS_NODISCARD
+int mess_client_applied(const mess_client *c, uint64_t *uploaded, uint64_t *deleted);
 MESS_API MESS_NODISCARD
 int mess_server_save(const mess_server *s, const char *path);
 /* expect: NULL, or parameters the file must match (else MESS_EPARAM). */
@@ -1045,7 +1083,8 @@ int mess_server_load(const char *path, const mess_params *expect,
  * ---------------------------------------------------------------------- */
 /* Creates directory `dir` (or fills an existing empty one) with an empty
  * server of parameters p (generation 1) and returns the handle, backed by
- * it.  A non-empty directory is MESS_EIO with errno EEXIST. */
+ * it.  A non-empty directory (or a file at dir) is MESS_EEXIST with
+ * errno EEXIST, nothing changed (MESS_EIO before 0.3.0). */
 MESS_API MESS_NODISCARD
 int mess_server_create(const char *dir, const mess_params *p, mess_server **out);
 /* Opens the server in `dir`.  expect: NULL, or parameters it must match
@@ -1083,7 +1122,7 @@ int mess_server_verify(const char *dir, char *msg, size_t msg_cap);
 MESS_API MESS_NODISCARD
 int mess_server_export(const mess_server *s, const char *file);
 /* Reads a travel file (mess_server_load's checks) and writes it as a new
- * directory (as mess_server_create does). */
+ * directory (as mess_server_create does: a non-empty one is MESS_EEXIST). */
 MESS_API MESS_NODISCARD
 int mess_server_import(const char *file, const char *dir);
 /* A shard group's directory (issue 16, docs/DISTRIBUTED.md) made from the

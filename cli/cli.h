@@ -66,6 +66,11 @@ int cli_read_set(const char *dir, const char *name, float **x, size_t *n,
  * ("training file", "queries", ...). */
 int cli_read_vectors(const char *path, const char *what, float **x, size_t *n,
                      size_t *dim);
+/* After the library refused a vector with MESS_EINVAL: if row `row` of x
+ * (dim components, read from `path`) is a zero vector under the cosine
+ * metric, says so naming the file and the row and returns 1; else 0. */
+int cli_zero_row(const char *path, const float *x, size_t row, size_t dim,
+                 uint32_t metric);
 /* Ids (.ivecs: negative entries read as CLI_NO_ID; .u64vecs), n x k. */
 int cli_read_ids(const char *path, const char *what, uint64_t **ids, size_t *n,
                  size_t *k);
@@ -240,6 +245,25 @@ int cli_server_unusable(const mess_server *s, const char *dir);
 /* CLI_OK if dir does not exist or is an empty directory (init makes the
  * server there), else a message and CLI_FAIL. */
 int cli_server_fresh(const char *dir);
+/* resume.c: an insert that stops part-way.  cli_stop_catch: SIGINT and
+ * SIGTERM (once each; the next one ends the process) set the flag that
+ * cli_stop_requested returns (the signal's number, 0 if none came).
+ * cli_stored_prefix: how many of FILE's leading rows x[0..n) (ids first,
+ * first + 1, ...) the server stores (*rows): every row up to the first
+ * not stored is checked, `batch` rows at a time encoded with `threads`
+ * (mess_server_count_stored, which changes nothing); CLI_OK, or CLI_FAIL
+ * after a message naming FILE (a row partly stored; file NULL: no
+ * message).  cli_insert_stored: the line saying how many of FILE's n
+ * items are stored (and durable: the larger of `stored`, what this run
+ * applied, and the prefix the server stores) and how to insert the rest. */
+void cli_stop_catch(void);
+int cli_stop_requested(void);
+int cli_stored_prefix(mess_client *c, const mess_server *s, const float *x, size_t n,
+                      size_t dim, uint64_t first, size_t batch, unsigned threads,
+                      const char *file, size_t *rows);
+void cli_insert_stored(mess_client *c, const mess_server *s, const float *x, size_t dim,
+                       size_t batch, unsigned threads, const char *file, const char *spath,
+                       uint64_t first, size_t stored, size_t n);
 int cli_cmd_export(int argc, char **argv);
 int cli_cmd_import(int argc, char **argv);
 int cli_cmd_verify(int argc, char **argv);

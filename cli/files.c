@@ -41,16 +41,31 @@ int cli_fail(const char *what, const char *path, int rc)
     int sealed;
     if (path && rc == MESS_EVERSION &&
         mess_state_file_peek(path, &version, &role, &sealed) == MESS_OK &&
-        version != MESS_STATE_FILE_VERSION)
-        cli_error("%s: state file format version %u, this build reads version %u "
+        (version < MESS_STATE_FILE_VERSION_MIN || version > MESS_STATE_FILE_VERSION))
+        cli_error("%s: state file format version %u, this build reads versions %u to %u "
                   "(written by another libmess version: re-create it with mess init, "
                   "or use the version that wrote it)",
-                  path, (unsigned)version, (unsigned)MESS_STATE_FILE_VERSION);
+                  path, (unsigned)version, (unsigned)MESS_STATE_FILE_VERSION_MIN,
+                  (unsigned)MESS_STATE_FILE_VERSION);
     else if (path)
         file_error(path, rc, err, what);
     else
         cli_error("%s: %s", what, mess_strerror(rc));
     return CLI_FAIL;
+}
+
+int cli_zero_row(const char *path, const float *x, size_t row, size_t dim,
+                 uint32_t metric)
+{
+    size_t e;
+    if (metric != MESS_METRIC_COSINE)
+        return 0;
+    for (e = 0; e < dim; e++)
+        if (x[row * dim + e] != 0.0f)
+            return 0;
+    cli_error("'%s' row %zu is a zero vector: under --metric cos every vector needs a "
+              "direction (a length above 0)", path, row);
+    return 1;
 }
 
 int cli_read_set(const char *dir, const char *name, float **x, size_t *n,

@@ -112,7 +112,8 @@ int cli_cmd_init(int argc, char **argv)
     rc = mess_server_create(spath, &p, &s);
     if (rc != MESS_OK) {
         cli_error("cannot create server directory '%s': %s", spath,
-                  rc == MESS_EIO && errno ? strerror(errno) : mess_strerror(rc));
+                  rc == MESS_EEXIST ? "it exists and is not empty (made while init trained)"
+                  : rc == MESS_EIO && errno ? strerror(errno) : mess_strerror(rc));
         return CLI_FAIL;
     }
     mess_server_free(s);
@@ -184,12 +185,26 @@ static int save_both(struct cli_args *a, const mess_client *c, const char *cpath
 
 static const char insert_help[] =
     "usage: mess insert --client C --server S FILE [--first-id N] [--threads N]\n"
-    "                   [--batch N]\n"
+    "                   [--batch N] [--resume]\n"
     "\n"
     "Inserts the vectors of FILE (.fvecs or .bvecs) with ids N, N+1, ... in\n"
     "file order: the client hashes, perturbs and encrypts them into upload\n"
     "buffers of --batch items (10000), the server applies them.  Both states\n"
-    "are saved.  Last line: {\"items\",\"entries\",\"upload_bytes\",\"seconds\",...}.\n";
+    "are saved.  Last line: {\"items\",\"entries\",\"upload_bytes\",\"seconds\",...}.\n"
+    "\n"
+    "Each batch the server applies is durable at once (its log) and all or\n"
+    "nothing, in file order.  On a failure, or on SIGINT / SIGTERM (it stops\n"
+    "after the batch being applied, saves the client and exits 128 + the\n"
+    "signal's number), a line on stderr says how many of FILE's items are\n"
+    "stored: rows 0 to R-1, ids N to N+R-1.  Then, or after a crash or a kill,\n"
+    "run the same command with --resume.\n"
+    "\n"
+    "  --resume   skip FILE's leading rows already stored: R is the number of\n"
+    "             leading rows whose id (N + row) the server stores, each one\n"
+    "             checked (encoded as for the insert, which the server only\n"
+    "             looks up: nothing changes); rows R, R+1, ... are inserted as\n"
+    "             without --resume (a later row's id already stored is refused,\n"
+    "             nothing applied).  Last line adds \"skipped\":R.\n";
 
 int cli_cmd_insert(int argc, char **argv)
 {
@@ -201,9 +216,9 @@ int cli_cmd_insert(int argc, char **argv)
     mess_params p;
     float *x = NULL;
     uint64_t *ids = NULL;
-    size_t n, dim, i, bytes = 0;
+    size_t n, dim, i, bytes = 0, skip = 0, stored = 0;
     double t0, t_client = 0, t_server = 0, t;
-    int rc, err;
+    int rc, err, resume, sig;
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -216,6 +231,7 @@ int cli_cmd_insert(int argc, char **argv)
         cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
         cli_opt_long(&a, "--batch", 1, 100000000, 10000, &batch))
         return CLI_USAGE;
+    resume = cli_flag(&a, "--resume");
     cli_opt(&a, "--passphrase-env"); /* consumed by load_both */
     file = cli_positional(&a, 0);
     if (!cpath || !spath || !file) {
@@ -245,28 +261,42 @@ int cli_cmd_insert(int argc, char **argv)
     }
     for (i = 0; i < n; i++)
         ids[i] = (uint64_t)first + i;
+    if (resume && cli_stored_prefix(c, s, x, n, dim, (uint64_t)first, (size_t)batch,
+                                    (unsigned)threads, file, &skip) != CLI_OK) {
+        rc = CLI_FAIL;
+        goto done;
+    }
+    stored = skip;
+    /* SIGINT / SIGTERM: stop between batches, say how many are stored */
+    cli_stop_catch();
     t0 = cli_wall_s();
-    for (i = 0; i < n; i += (size_t)batch) {
+    for (i = skip; i < n && !cli_stop_requested(); i += (size_t)batch) {
         size_t m = n - i < (size_t)batch ? n - i : (size_t)batch, len;
         uint8_t *buf;
         t = cli_wall_s();
         rc = mess_client_upload(c, ids + i, x + i * dim, m, (unsigned)threads, &buf, &len);
         t_client += cli_wall_s() - t;
         if (rc == MESS_EINVAL) {
-            /* ids are distinct: a vector has a NaN or an infinity */
+            /* ids are distinct: a vector has a NaN or an infinity, or is
+             * zero under cosine */
             size_t r, e;
+            for (r = i; r < i + m; r++)
+                if (cli_zero_row(file, x, r, dim, p.metric)) {
+                    rc = CLI_FAIL;
+                    goto stopped;
+                }
             for (r = i; r < i + m; r++)
                 for (e = 0; e < dim; e++)
                     if (!isfinite(x[r * dim + e])) {
                         cli_error("'%s' row %zu: component %zu is %s; vectors must be finite",
                                   file, r, e, isnan(x[r * dim + e]) ? "NaN" : "infinite");
                         rc = CLI_FAIL;
-                        goto done;
+                        goto stopped;
                     }
         }
         if (rc != MESS_OK) {
             rc = cli_fail("client upload", NULL, rc);
-            goto done;
+            goto stopped;
         }
         t = cli_wall_s();
         errno = 0;
@@ -278,26 +308,58 @@ int cli_cmd_insert(int argc, char **argv)
         if (rc != MESS_OK) {
             if (cli_server_unusable(s, spath) != CLI_OK)
                 ; /* said: a shard's delta chain */
-            else if (rc == MESS_EIO) /* its write-ahead log cannot be written */
+            else if (rc == MESS_EIO || rc == MESS_EBUSY ||
+                     (rc == MESS_ESTATE && err == ESTALE))
+                /* its write-ahead log cannot be written, another process
+                 * holds the writer claim, or changed it since the open */
                 cli_server_failed(spath, rc, err);
             else if (rc == MESS_ESTATE)
-                cli_error("server refused the upload: an id in [%zu, %zu) is already stored",
-                          (size_t)first + i, (size_t)first + i + m);
+                cli_error("server refused the upload: an id in [%zu, %zu) is already stored"
+                          "%s", (size_t)first + i, (size_t)first + i + m,
+                          resume ? "" : " (after an interrupted insert, --resume skips "
+                                        "the rows stored)");
             else
                 cli_fail("server apply", NULL, rc);
             rc = CLI_FAIL;
-            goto done;
+            goto stopped;
+        }
+        stored = i + m; /* durable: the server's log holds the batch */
+        /* counted once acknowledged; saved with the client below, before
+         * the checkpoint (mess verify --client compares) */
+        if (mess_client_note_applied(c, m, 0) != MESS_OK) {
+            rc = cli_fail("insert", NULL, MESS_EINVAL);
+            goto stopped;
         }
         progress("inserted", i + m, n);
     }
+    if ((sig = cli_stop_requested()) != 0) {
+        cli_error("interrupted (signal %d) after a whole batch", sig);
+        rc = 128 + sig;
+        goto stopped;
+    }
     t = cli_wall_s() - t0;
     rc = save_both(&a, c, cpath, s, spath);
-    if (rc == CLI_OK)
+    if (rc == CLI_OK && resume)
+        printf("{\"items\":%zu,\"skipped\":%zu,\"entries\":%zu,\"upload_bytes\":%zu,"
+               "\"client_seconds\":%.3f,\"server_seconds\":%.3f,\"seconds\":%.3f,"
+               "\"entries_per_s\":%.1f}\n",
+               n - skip, skip, (n - skip) * p.per_item, bytes, t_client, t_server, t,
+               t > 0 ? (double)((n - skip) * p.per_item) / t : 0.0);
+    else if (rc == CLI_OK)
         printf("{\"items\":%zu,\"entries\":%zu,\"upload_bytes\":%zu,"
                "\"client_seconds\":%.3f,\"server_seconds\":%.3f,\"seconds\":%.3f,"
                "\"entries_per_s\":%.1f}\n",
                n, n * p.per_item, bytes, t_client, t_server, t,
                t > 0 ? (double)(n * p.per_item) / t : 0.0);
+    goto done;
+stopped:
+    /* what the server applied stays (its log); the client is saved too,
+     * since an upload changes it (the generation of an id inserted again),
+     * before cli_insert_stored's probes encode rows it did not apply */
+    if (stored > skip && save_both(&a, c, cpath, NULL, spath) != CLI_OK)
+        rc = CLI_FAIL;
+    cli_insert_stored(c, s, x, dim, (size_t)batch, (unsigned)threads, file, spath,
+                      (uint64_t)first, stored, n);
 done:
     free(ids);
     mess_vecs_free(x);
@@ -508,6 +570,10 @@ int cli_cmd_query(int argc, char **argv)
         mess_finish_stats st;
         double t0 = cli_wall_s(), t1, t2;
         rc = mess_client_request(c, q + i * dim, (size_t)pool, &qs, &req, &req_len);
+        if (rc == MESS_EINVAL && cli_zero_row(file, q, i, dim, p.metric)) {
+            rc = CLI_FAIL;
+            goto done;
+        }
         if (rc != MESS_OK) {
             rc = cli_fail("client request", NULL, rc);
             goto done;
@@ -633,8 +699,8 @@ int cli_cmd_delete(int argc, char **argv)
         mess_buf_free(buf);
         if (rc != MESS_OK && cli_server_unusable(s, spath) != CLI_OK)
             rc = CLI_FAIL;
-        else if (rc == MESS_EIO) /* its write-ahead log cannot be written */
-            rc = cli_server_failed(spath, rc, err);
+        else if (rc == MESS_EIO || rc == MESS_EBUSY || (rc == MESS_ESTATE && err == ESTALE))
+            rc = cli_server_failed(spath, rc, err); /* its log cannot be written */
     }
     if (rc == CLI_FAIL) {
         /* said above */
@@ -642,9 +708,15 @@ int cli_cmd_delete(int argc, char **argv)
         rc = rc == MESS_EINVAL ? (cli_error("--ids: an id is repeated"), CLI_USAGE)
                                : cli_fail("delete", NULL, rc);
     } else {
-        /* the client too: it records the deleted ids' generations */
-        rc = save_both(&a, c, cpath, s, spath);
+        /* the client too: it records the deleted ids' generations, and
+         * counts the ids the server removed (an id it did not hold
+         * misses all its per_item entries) for mess verify --client */
         mess_client_params(c, &p);
+        rc = mess_client_note_applied(c, 0, n - (p.per_item ? missing / p.per_item : 0));
+        if (rc == MESS_OK)
+            rc = save_both(&a, c, cpath, s, spath);
+        else
+            rc = cli_fail("delete", NULL, rc);
         if (rc == CLI_OK)
             printf("{\"ids\":%zu,\"entries\":%zu,\"missing_entries\":%zu,\"delete_bytes\":%zu}\n",
                    n, n * p.per_item, missing, len);
@@ -688,7 +760,7 @@ int cli_cmd_compact(int argc, char **argv)
     const char *spath;
     long threads;
     mess_server *s;
-    int rc;
+    int rc, err;
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -706,10 +778,14 @@ int cli_cmd_compact(int argc, char **argv)
         return CLI_USAGE;
     if (cli_server_open(spath, NULL, NULL, &s) != CLI_OK)
         return CLI_FAIL;
+    errno = 0;
     rc = mess_server_compact(s, (unsigned)threads);
+    err = errno;
     if (rc != MESS_OK) {
         if (cli_server_unusable(s, spath) != CLI_OK)
             rc = CLI_FAIL;
+        else if (rc == MESS_EBUSY)
+            rc = cli_server_failed(spath, rc, err);
         else
             rc = cli_fail("compact", spath, rc);
         mess_server_free(s);

@@ -17,9 +17,9 @@
  * else the library's. */
 static const char *reason(int rc, int err)
 {
-    if (rc == MESS_ESTATE && err == EBUSY)
-        return "another handle is writing it (one writer at a time); try again when "
-               "it is done";
+    if (rc == MESS_EBUSY)
+        return "another process is writing this directory (one writer at a time); "
+               "try again when it is done";
     if (rc == MESS_ESTATE && err == ESTALE)
         return "another handle changed it since this one opened it; run the command "
                "again";
@@ -194,7 +194,7 @@ int cli_cmd_import(int argc, char **argv)
     errno = 0;
     rc = mess_server_import(file, dir);
     err = errno;
-    if (rc == MESS_EIO && err == EEXIST) {
+    if (rc == MESS_EEXIST) {
         cli_error("%s: the directory exists and is not empty", dir);
         return CLI_FAIL;
     }
@@ -306,17 +306,91 @@ int cli_cmd_extract(int argc, char **argv)
 }
 
 static const char verify_help[] =
-    "usage: mess verify --server S\n"
+    "usage: mess verify --server S [--client C [--passphrase-env V]]\n"
     "\n"
     "Checks server directory S in full: the MANIFEST, every file's length,\n"
-    "every graph file's digest and structure.  Prints one line, exits 0 if\n"
-    "the directory is sound and 1 (with the file and the reason) if not.\n";
+    "every graph file's digest and structure, the write-ahead log.  Prints one\n"
+    "line, exits 0 if the directory is sound and 1 (with the file and the\n"
+    "reason) if not.  A log that ends in a torn record (a crash during an\n"
+    "append, or a copy cut short) is sound, but the line says what the next\n"
+    "writer's open drops.\n"
+    "\n"
+    "  --client C   also compare S with what client C put there: C counts the\n"
+    "               items uploaded and the ids deleted that a server\n"
+    "               acknowledged (mess insert, mess delete); S holding fewer\n"
+    "               live items than uploads - deletes is reported, exit 1\n"
+    "               (acknowledged changes lost: a log cut short, an older copy\n"
+    "               of S).  It detects accidents, not a malicious host.  A\n"
+    "               client file of format 2 did not count: nothing to compare.\n";
+
+/* verify --client: S's live items against what client C put there (its
+ * acknowledged uploads - deletes).  CLI_OK (the summary printed), CLI_FAIL
+ * or CLI_USAGE after a message. */
+static int verify_client(struct cli_args *a, const char *spath, const char *cpath,
+                         const char *summary)
+{
+    const char *pass;
+    mess_client *c = NULL;
+    mess_server *s = NULL;
+    mess_server_stats st;
+    mess_params p;
+    uint64_t up = 0, del = 0, want, live;
+    uint8_t tag[MESS_OWNER_BYTES];
+    int rc;
+    if (cli_passphrase(a, &pass) || cli_check_unused(a))
+        return CLI_USAGE;
+    errno = 0;
+    rc = mess_client_load(cpath, pass, &c);
+    if (rc != MESS_OK)
+        return cli_fail("cannot load client state", cpath, rc);
+    mess_client_params(c, &p);
+    if (cli_server_open(spath, &p, cpath, &s) != CLI_OK) {
+        mess_client_free(c);
+        return CLI_FAIL;
+    }
+    mess_client_owner(c, tag);
+    rc = mess_server_check_owner(s, tag);
+    if (rc == MESS_EOWNER) {
+        cli_error("server '%s' belongs to another client (not to '%s'): nothing to "
+                  "compare", spath, cpath);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    if (mess_client_applied(c, &up, &del) == MESS_ENOTFOUND) {
+        printf("%s: %s; client '%s' did not count its changes (a client file of format "
+               "2): nothing to compare\n", spath, summary, cpath);
+        rc = CLI_OK;
+        goto done;
+    }
+    mess_server_stats_get(s, &st);
+    live = p.per_item ? (uint64_t)st.live / p.per_item : 0;
+    want = up > del ? up - del : 0;
+    if (live < want) {
+        printf("%s: %s\n", spath, summary); /* the files are sound */
+        cli_error("server '%s' holds %llu live items, fewer than the %llu client '%s' put "
+                  "there (%llu uploaded, %llu deleted, acknowledged): %llu acknowledged "
+                  "items are missing (a log cut short, or a copy older than the client "
+                  "file)", spath, (unsigned long long)live, (unsigned long long)want, cpath,
+                  (unsigned long long)up, (unsigned long long)del,
+                  (unsigned long long)(want - live));
+        rc = CLI_FAIL;
+        goto done;
+    }
+    printf("%s: %s; it holds %llu live items, client '%s' put %llu there (%llu uploaded, "
+           "%llu deleted)\n", spath, summary, (unsigned long long)live, cpath,
+           (unsigned long long)want, (unsigned long long)up, (unsigned long long)del);
+    rc = CLI_OK;
+done:
+    mess_server_free(s);
+    mess_client_free(c);
+    return rc;
+}
 
 int cli_cmd_verify(int argc, char **argv)
 {
     struct cli_args a;
-    const char *spath;
-    char msg[512];
+    const char *spath, *cpath;
+    char msg[1024];
     int rc;
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -324,11 +398,12 @@ int cli_cmd_verify(int argc, char **argv)
         return CLI_OK;
     }
     spath = cli_opt(&a, "--server");
+    cpath = cli_opt(&a, "--client");
     if (!spath) {
         cli_error("verify needs --server (see --help)");
         return CLI_USAGE;
     }
-    if (cli_check_unused(&a))
+    if (!cpath && cli_check_unused(&a))
         return CLI_USAGE;
     if (refuse_file(spath))
         return CLI_FAIL;
@@ -338,6 +413,8 @@ int cli_cmd_verify(int argc, char **argv)
         cli_error("server '%s' is damaged: %s", spath, msg[0] ? msg : mess_strerror(rc));
         return CLI_FAIL;
     }
+    if (cpath)
+        return verify_client(&a, spath, cpath, msg);
     printf("%s: %s\n", spath, msg);
     return CLI_OK;
 }

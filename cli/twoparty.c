@@ -306,7 +306,7 @@ static int load_queries(const mess_client *c, const char *cpath, const char *qpa
                   "mess request --state writes them)", qpath);
     else if (rc == MESS_EVERSION &&
              mess_state_file_peek(qpath, &version, &role, &sealed) == MESS_OK &&
-             version == MESS_STATE_FILE_VERSION)
+             version >= MESS_STATE_FILE_VERSION_MIN && version <= MESS_STATE_FILE_VERSION)
         cli_error("%s: query state of another format version (this build reads "
                   "version %u): make the requests again with this build", qpath,
                   (unsigned)mess_query_state_version());
@@ -432,6 +432,10 @@ int cli_cmd_request(int argc, char **argv)
         size_t len;
         rc = mess_client_request_into(c, x + i * dim, (size_t)pool, &qs[i],
                                       reqs + i * req_len, req_len, &len);
+        if (rc == MESS_EINVAL && cli_zero_row(file, x, i, dim, p.metric)) {
+            rc = CLI_FAIL;
+            goto done;
+        }
         if (rc != MESS_OK) {
             rc = cli_fail("client request", NULL, rc);
             goto done;

@@ -201,4 +201,37 @@ else
     bad "300 training rows: $(cat "$tmp/err")"
 fi
 
+# issue 29: under cos a zero vector (no direction) is refused with its row,
+# in an insert, an insert --resume, a query and a request; nothing stored
+/usr/bin/python3 - "$tmp" <<'EOF'
+import struct, sys
+import numpy as np
+x = np.random.default_rng(3).standard_normal((300, 16)).astype(np.float32)
+def w(name, a):
+    with open(sys.argv[1] + "/" + name, "wb") as f:
+        for r in a:
+            f.write(struct.pack("<i", a.shape[1]) + r.tobytes())
+w("cos_train.fvecs", x)
+y = x[:20].copy()
+y[5] = 0
+w("cos_zero.fvecs", y)
+EOF
+SEED=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
+export SEED
+$MESS init --client "$tmp/cz.mess" --server "$tmp/sz" --train "$tmp/cos_train.fvecs" --metric cos \
+    --shards 2 --per-item 1 --bits 64 --train-sample 300 --seed-env SEED >/dev/null 2>&1 ||
+    bad "init --metric cos"
+ZERO="cos_zero\.fvecs' row 5 is a zero vector: under --metric cos every vector needs a direction \(a length above 0\)"
+expect 1 "a zero vector under cos" "$ZERO" \
+    $MESS insert --client "$tmp/cz.mess" --server "$tmp/sz" "$tmp/cos_zero.fvecs"
+expect 1 "a zero vector under cos, --resume" "$ZERO" \
+    $MESS insert --client "$tmp/cz.mess" --server "$tmp/sz" "$tmp/cos_zero.fvecs" --resume
+expect 1 "a zero query under cos" "$ZERO" \
+    $MESS query --client "$tmp/cz.mess" --server "$tmp/sz" "$tmp/cos_zero.fvecs" --pool 10 -k 1
+expect 1 "a zero request under cos" "$ZERO" \
+    $MESS request --client "$tmp/cz.mess" --query "$tmp/cos_zero.fvecs" --pool 10 \
+    --out "$tmp/rz.req" --state "$tmp/rz.qs"
+$MESS verify --server "$tmp/sz" | grep -q " 0 entries" && ok "nothing stored" ||
+    bad "stored: $($MESS verify --server "$tmp/sz")"
+
 finish

@@ -71,7 +71,7 @@ b[8:12] = struct.pack("<I", 1)
 b[-32:] = hashlib.blake2b(bytes(b[:-32]), digest_size=32).digest()
 open(sys.argv[2], "wb").write(bytes(b))
 EOF
-says "container version 1" "mess: $tmp/v1.mess: state file format version 1, this build reads version 2 (written by another libmess version: re-create it with mess init, or use the version that wrote it)" \
+says "container version 1" "mess: $tmp/v1.mess: state file format version 1, this build reads versions 2 to 3 (written by another libmess version: re-create it with mess init, or use the version that wrote it)" \
     $MESS insert --client "$tmp/v1.mess" --server "$S" "$tmp/few.bvecs"
 
 # with a passphrase, an unsealed client file is refused (it could have been

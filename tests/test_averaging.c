@@ -658,7 +658,9 @@ static int set_body_version(const char *path, uint32_t role, uint32_t version)
 }
 
 /* D6: wire format 3, server body 3, client body 2; the previous versions
- * (64-bit labels, no generation map) are refused with MESS_EVERSION. */
+ * (64-bit labels, no generation map) are refused with MESS_EVERSION.
+ * Client body 3 (issue 29 item 7) adds the acknowledged-change totals;
+ * a real body 2 still loads (test_statefile's fixture). */
 static void test_old_versions_refused(void)
 {
     mess_params p = params();
@@ -691,7 +693,7 @@ static void test_old_versions_refused(void)
     CHECK_RC(mess_client_load(cp, NULL, &c2), MESS_EVERSION);
     CHECK_RC(mess_server_load(sp, NULL, &s2), MESS_EVERSION);
     CHECK(c2 == NULL && s2 == NULL);
-    CHECK_OK(set_body_version(cp, STATEFILE_CLIENT, 2));
+    CHECK_OK(set_body_version(cp, STATEFILE_CLIENT, 3));
     CHECK_OK(set_body_version(sp, STATEFILE_SERVER, 3));
     CHECK_OK(mess_client_load(cp, NULL, &c2));
     CHECK_OK(mess_server_load(sp, NULL, &s2));

@@ -11,7 +11,10 @@
  * - a symbolic link in a directory is never followed: an arena, a graph
  *   or the LOCK file that is a link makes the open, the checkpoint or
  *   the verify fail with a message naming it, and the file the link
- *   points to is neither written nor created.
+ *   points to is neither written nor created;
+ * - a change refused because another process holds the directory's
+ *   writer claim is MESS_EBUSY (errno EBUSY), not MESS_ESTATE (item 4:
+ *   it was told "an item is already stored"), and changes nothing.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -156,6 +159,91 @@ static void check_whole(const char *dir, const uint8_t *const *bufs, const size_
     CHECK(s && m && same_answers(s, m));
     mess_server_free(s);
     mess_server_free(m);
+}
+
+/* Item 4: another process writes the directory (it has applied an
+ * upload and holds the writer claim until it frees its handle); this
+ * process's upload and checkpoint are MESS_EBUSY, nothing changes, and
+ * once the other is done a fresh handle writes. */
+static void test_busy_other_process(void)
+{
+    char dir[256], c;
+    int go[2], ready[2], status = 0;
+    mess_server *s = NULL;
+    const uint8_t *bufs[3];
+    size_t lens[3];
+    pid_t pid;
+    path_of(dir, sizeof dir, "busy");
+    make_dir(dir);
+    CHECK(pipe(go) == 0 && pipe(ready) == 0);
+    pid = fork();
+    if (pid == 0) {
+        mess_server *w = NULL;
+        int rc = mess_server_open(dir, &P, NULL, 0, &w);
+        if (rc == MESS_OK)
+            rc = mess_server_apply_upload(w, up2, up2_len, 1); /* claims */
+        c = rc == MESS_OK ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+            rc = MESS_EIO;
+        mess_server_free(w); /* gives the claim back; up2 is in the log */
+        _exit(rc == MESS_OK ? 0 : 1);
+    }
+    CHECK(pid > 0);
+    if (pid <= 0)
+        return;
+    CHECK(read(ready[0], &c, 1) == 1 && c == 'y');
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &s));
+    errno = 0;
+    CHECK_RC(mess_server_apply_upload(s, up3, up3_len, 1), MESS_EBUSY);
+    CHECK(errno == EBUSY);
+    errno = 0;
+    CHECK_RC(mess_server_checkpoint(s), MESS_EBUSY);
+    CHECK(errno == EBUSY);
+    CHECK(strcmp(mess_error_name(MESS_EBUSY), "MESS_EBUSY") == 0);
+    CHECK(strstr(mess_strerror(MESS_EBUSY), "another process is writing") != NULL);
+    mess_server_free(s);
+    s = NULL;
+    CHECK(write(go[1], "x", 1) == 1);
+    CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(go[0]), close(go[1]), close(ready[0]), close(ready[1]);
+    /* the other writer is done: a fresh handle writes */
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &s));
+    CHECK_OK(mess_server_apply_upload(s, up3, up3_len, 1));
+    CHECK_OK(mess_server_checkpoint(s));
+    mess_server_free(s);
+    bufs[0] = up1, lens[0] = up1_len;
+    bufs[1] = up2, lens[1] = up2_len;
+    bufs[2] = up3, lens[2] = up3_len;
+    check_whole(dir, bufs, lens, 3);
+    rm_tree(dir);
+}
+
+/* Item 5's probe: mess_server_count_stored counts an upload's records
+ * the directory stores and changes nothing (no claim, no log record). */
+static void test_count_stored(void)
+{
+    static const uint32_t one[1] = {0};
+    char dir[256];
+    mess_server *s = NULL, *sub = NULL;
+    size_t stored = 7, records = 7;
+    path_of(dir, sizeof dir, "count");
+    make_dir(dir); /* up1 */
+    CHECK_OK(mess_server_open(dir, &P, NULL, 0, &s));
+    CHECK_OK(mess_server_count_stored(s, up1, up1_len, &stored, &records));
+    CHECK(stored == records && records > 0);
+    CHECK_OK(mess_server_count_stored(s, up2, up2_len, &stored, NULL));
+    CHECK(stored == 0);
+    CHECK_RC(mess_server_count_stored(s, up2, 10, &stored, &records), MESS_EFORMAT);
+    CHECK(stored == 0 && records == 0);
+    CHECK_RC(mess_server_count_stored(s, NULL, 0, &stored, &records), MESS_EINVAL);
+    CHECK_RC(mess_server_count_stored(s, up1, up1_len, NULL, &records), MESS_EINVAL);
+    /* it took no claim: another handle writes meanwhile */
+    CHECK_OK(mess_server_open(dir, &P, one, 1, &sub));
+    CHECK_RC(mess_server_count_stored(sub, up1, up1_len, &stored, &records), MESS_ESTATE);
+    mess_server_free(sub);
+    CHECK(writer_process(dir, up2, up2_len) == 0);
+    mess_server_free(s);
+    rm_tree(dir);
 }
 
 /* Item 2: a subset handle, then a whole-directory writer in another
@@ -400,6 +488,8 @@ int main(void)
     RUN(test_stale_overlapping_subsets);
     RUN(test_symlinked_arena);
     RUN(test_symlinked_graph_and_lock);
+    RUN(test_busy_other_process);
+    RUN(test_count_stored);
     for (i = 0; i < NQ; i++)
         mess_buf_free(req[i]);
     mess_buf_free(up1);

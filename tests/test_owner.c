@@ -342,6 +342,35 @@ static void test_upload_refuses_non_finite(void)
     free(v);
 }
 
+/* Under cosine a zero vector has no direction: an upload or a request
+ * with one is MESS_EINVAL (issue 29), and the same vectors pass under l2. */
+static void test_zero_vector_under_cosine(void)
+{
+    mess_params p;
+    mess_client *c;
+    mess_query *q = NULL;
+    float *v = (float *)calloc(3 * dim, sizeof *v);
+    uint64_t ids[3] = {0, 1, 2};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    params(&p);
+    p.metric = MESS_METRIC_COSINE;
+    c = client_of(&p, seed_a);
+    memcpy(v, base, 3 * dim * sizeof *v);
+    memset(v + dim, 0, dim * sizeof *v); /* row 1 */
+    CHECK_RC(mess_client_upload(c, ids, v, 3, 1, &buf, &len), MESS_EINVAL);
+    CHECK(buf == NULL);
+    CHECK_RC(mess_client_request(c, v + dim, 100, &q, &buf, &len), MESS_EINVAL);
+    CHECK(q == NULL && buf == NULL);
+    CHECK_OK(mess_client_upload(ca, ids, v, 3, 1, &buf, &len)); /* l2 */
+    mess_buf_free(buf);
+    v[dim + 5] = -0.5f; /* a direction: accepted */
+    CHECK_OK(mess_client_upload(c, ids, v, 3, 1, &buf, &len));
+    mess_buf_free(buf);
+    mess_client_free(c);
+    free(v);
+}
+
 int main(void)
 {
     mess_params p;
@@ -357,6 +386,7 @@ int main(void)
     RUN(test_owner_survives_failed_first_upload);
     RUN(test_ef_search_outside_fingerprint);
     RUN(test_upload_refuses_non_finite);
+    RUN(test_zero_vector_under_cosine);
     mess_client_free(ca);
     mess_client_free(cb);
     mess_vecs_free(base);

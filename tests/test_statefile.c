@@ -51,6 +51,60 @@ static int file_equals(const char *path, const char *text)
     return same;
 }
 
+/* The acknowledged-change totals (issue 29 item 7): a new client counts
+ * from 0 and keeps its notes across a save (container version 3); a
+ * client file of version 2, written by libmess 0.3.0 before the totals
+ * (tests/fixtures/client-v2.mess: dim 8, 2 shards, ids 0..9 inserted, 3
+ * deleted), still loads, its totals unknown (MESS_ENOTFOUND), notes
+ * ignored, and is written back as version 3, still unknown; a server
+ * travel file of version 2 still loads. */
+static void test_applied_counts(void)
+{
+    char path[300];
+    mess_client *c = NULL;
+    mess_server *s = NULL;
+    uint64_t up = 9, del = 9;
+    uint32_t version = 0, role = 0;
+    int sealed = 0;
+    path_of(path, sizeof path, "counted.mess");
+    CHECK_OK(mess_client_applied(client, &up, &del));
+    CHECK(up == 0 && del == 0);
+    CHECK_OK(mess_client_note_applied(client, 5, 0));
+    CHECK_OK(mess_client_note_applied(client, 0, 2));
+    CHECK_OK(mess_client_applied(client, &up, &del));
+    CHECK(up == 5 && del == 2);
+    CHECK_OK(mess_client_save(client, path, NULL));
+    CHECK_OK(mess_state_file_peek(path, &version, &role, &sealed));
+    CHECK(version == 3 && role == 1);
+    CHECK_OK(mess_client_load(path, NULL, &c));
+    CHECK_OK(mess_client_applied(c, &up, &del));
+    CHECK(up == 5 && del == 2);
+    mess_client_free(c);
+    c = NULL;
+    CHECK_RC(mess_client_applied(NULL, &up, &del), MESS_EINVAL);
+    CHECK_RC(mess_client_applied(client, NULL, &del), MESS_EINVAL);
+    CHECK_RC(mess_client_note_applied(NULL, 1, 1), MESS_EINVAL);
+    /* a version 2 file */
+    CHECK_OK(mess_state_file_peek("tests/fixtures/client-v2.mess", &version, &role, &sealed));
+    CHECK(version == 2 && role == 1 && sealed == 0);
+    CHECK_OK(mess_client_load("tests/fixtures/client-v2.mess", NULL, &c));
+    CHECK_RC(mess_client_applied(c, &up, &del), MESS_ENOTFOUND);
+    CHECK(up == 0 && del == 0);
+    CHECK_OK(mess_client_note_applied(c, 4, 0));
+    CHECK_RC(mess_client_applied(c, &up, &del), MESS_ENOTFOUND);
+    CHECK_OK(mess_client_save(c, path, NULL));
+    mess_client_free(c);
+    c = NULL;
+    CHECK_OK(mess_state_file_peek(path, &version, &role, &sealed));
+    CHECK(version == 3);
+    CHECK_OK(mess_client_load(path, NULL, &c));
+    CHECK_RC(mess_client_applied(c, &up, &del), MESS_ENOTFOUND);
+    mess_client_free(c);
+    CHECK_OK(mess_server_load("tests/fixtures/server-v2.mess", NULL, &s));
+    mess_server_free(s);
+    CHECK(unlink(path) == 0);
+}
+
 /* A symlink planted where older versions put their temporary file (and a
  * regular file at the same kind of name) is neither followed nor reused. */
 static void test_symlink_not_followed(void)
@@ -334,7 +388,7 @@ static void test_version_1_refused(void)
     path_of(path, sizeof path, "v1.client");
     CHECK_OK(mess_client_save(client, path, NULL));
     CHECK_OK(mess_state_file_peek(path, &version, &role, &sealed));
-    CHECK(version == MESS_STATE_FILE_VERSION && version == 2 && role == 1 && sealed == 0);
+    CHECK(version == MESS_STATE_FILE_VERSION && version == 3 && role == 1 && sealed == 0);
     b = test_read_file(path, &n);
     CHECK(b && n > 100);
     if (!b || n <= 100)
@@ -546,6 +600,7 @@ int main(void)
     RUN(test_version_1_refused);
     RUN(test_sealed_length_padded);
     RUN(test_padme);
+    RUN(test_applied_counts);
     mess_client_free(client);
     CHECK(rmdir(dir) == 0);
     HARNESS_END();

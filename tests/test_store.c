@@ -279,7 +279,7 @@ static void test_compact_export_import(void)
     }
     /* import into a non-empty directory, or of a directory, is refused */
     errno = 0;
-    CHECK_RC(mess_server_import(fs, dir2), MESS_EIO);
+    CHECK_RC(mess_server_import(fs, dir2), MESS_EEXIST);
     CHECK(errno == EEXIST);
     CHECK_RC(mess_server_import(dir2, dir), MESS_EIO);
     /* a travel file where a directory is expected */
@@ -491,7 +491,7 @@ static void resum(uint8_t *b, size_t n)
 /* One writer at a time (docs/PROTOCOL.md "One writer at a time"): a
  * handle that only searches never changes the directory, so its open
  * cannot cut a record another handle is writing; a second writer is
- * refused (EBUSY); a handle whose directory another handle changed since
+ * refused (MESS_EBUSY, errno EBUSY); a handle whose directory another handle changed since
  * it opened is refused (ESTALE) instead of overwriting that change. */
 static void test_one_writer(void)
 {
@@ -512,10 +512,10 @@ static void test_one_writer(void)
     /* a second handle searches, and may not write */
     CHECK_OK(mess_server_open(dir, &P, NULL, 0, &b));
     errno = 0;
-    CHECK_RC(mess_server_apply_upload(b, up2, up2_len, 1), MESS_ESTATE);
+    CHECK_RC(mess_server_apply_upload(b, up2, up2_len, 1), MESS_EBUSY);
     CHECK(errno == EBUSY);
     errno = 0;
-    CHECK_RC(mess_server_checkpoint(b), MESS_ESTATE);
+    CHECK_RC(mess_server_checkpoint(b), MESS_EBUSY);
     CHECK(errno == EBUSY);
     mess_server_free(b);
     b = NULL;
@@ -1440,7 +1440,11 @@ static void test_create_rules(void)
     snprintf(f, sizeof f, "%s/other", dir);
     write_file(f, (const uint8_t *)"x", 1);
     errno = 0;
-    CHECK_RC(mess_server_create(dir, &P, &s), MESS_EIO);
+    CHECK_RC(mess_server_create(dir, &P, &s), MESS_EEXIST);
+    CHECK(errno == EEXIST && s == NULL);
+    CHECK(strcmp(mess_strerror(MESS_EEXIST), "file exists (not replaced)") == 0);
+    errno = 0; /* a file there */
+    CHECK_RC(mess_server_create(f, &P, &s), MESS_EEXIST);
     CHECK(errno == EEXIST && s == NULL);
     CHECK(unlink(f) == 0);
     CHECK_OK(mess_server_create(dir, &P, &s));

@@ -65,7 +65,7 @@ static void test_error_names(void)
         {MESS_ENUMERIC, "MESS_ENUMERIC"}, {MESS_EROLE, "MESS_EROLE"},
         {MESS_ECRYPTO, "MESS_ECRYPTO"}, {MESS_EPASS, "MESS_EPASS"},
         {MESS_ESTATE, "MESS_ESTATE"}, {MESS_EOWNER, "MESS_EOWNER"},
-        {MESS_EEXIST, "MESS_EEXIST"},
+        {MESS_EEXIST, "MESS_EEXIST"}, {MESS_EBUSY, "MESS_EBUSY"},
     };
     size_t i, n = sizeof codes / sizeof codes[0];
     for (i = 0; i < n; i++) {

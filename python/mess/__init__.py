@@ -13,7 +13,8 @@ mess.MessError subclasses carrying the library's message.
 """
 from . import _lib
 from . import account  # noqa: F401  (mess.account: accountants, planning)
-from ._lib import (AlreadyExistsError, AuthenticationError, CryptoInitError, FormatError,
+from ._lib import (AlreadyExistsError, AuthenticationError, BusyError, CryptoInitError,
+                   FormatError,
                    InvalidArgumentError, IOFailureError, LimitError,
                    MessError, NotFoundError, NumericError, OutOfMemoryError,
                    OwnerError, ParamsMismatchError, PassphraseError, RoleError,

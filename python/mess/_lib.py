@@ -154,15 +154,26 @@ class AlreadyExistsError(MessError, FileExistsError):
     pass
 
 
+class BusyError(MessError):
+    """Another process (or another handle of this one) is writing the
+    server directory: it holds the directory's writer claim (MESS_EBUSY).
+    Nothing was changed; try again when that writer is done.  Not a
+    StateError: the handle and the items are fine."""
+    pass
+
+
 CODE_NAMES = {
     -1: "MESS_EINVAL", -2: "MESS_ENOMEM", -3: "MESS_EIO", -4: "MESS_EFORMAT",
     -5: "MESS_EVERSION", -6: "MESS_EPARAM", -7: "MESS_EAUTH",
     -8: "MESS_ENOTFOUND", -9: "MESS_ELIMIT", -10: "MESS_ENUMERIC",
     -11: "MESS_EROLE", -12: "MESS_ECRYPTO", -13: "MESS_EPASS",
     -14: "MESS_ESTATE", -15: "MESS_EOWNER", -16: "MESS_EEXIST",
+    -17: "MESS_EBUSY",
 }
 
+EIO = -3
 ENOTFOUND = -8
+ESTATE = -14
 EOWNER = -15
 
 _ERROR_CLASSES = {
@@ -171,7 +182,7 @@ _ERROR_CLASSES = {
     -7: AuthenticationError, -8: NotFoundError, -9: LimitError,
     -10: NumericError, -11: RoleError, -12: CryptoInitError,
     -13: PassphraseError, -14: StateError, -15: OwnerError,
-    -16: AlreadyExistsError,
+    -16: AlreadyExistsError, -17: BusyError,
 }
 
 
@@ -243,7 +254,7 @@ LIMITS = {  # name without MESS_ -> value
     "MAX_THREADS": 256,
     "OWNER_BYTES": 16,
     "SEED_BYTES": 32,
-    "STATE_FILE_VERSION": 2,
+    "STATE_FILE_VERSION": 3,
     "QUERY_STATE_VERSION": 1,
     "LABEL_BYTES": 16,
     "ACCOUNT_MAX_REPEATS": 1 << 53,
@@ -430,6 +441,8 @@ server_check_owner = _proto("mess_server_check_owner", [c_void_p, c_void_p], che
 client_upload = _proto("mess_client_upload", [c_void_p, c_void_p, c_void_p, c_size_t,
                                               c_uint, POINTER(c_void_p), P_size])
 server_apply_upload = _proto("mess_server_apply_upload", [c_void_p, c_void_p, c_size_t, c_uint])
+server_count_stored = _proto("mess_server_count_stored",
+                             [c_void_p, c_void_p, c_size_t, P_size, P_size])
 client_delete = _proto("mess_client_delete", [c_void_p, c_void_p, c_size_t,
                                               POINTER(c_void_p), P_size])
 server_apply_delete = _proto("mess_server_apply_delete", [c_void_p, c_void_p, c_size_t, P_size])
@@ -480,6 +493,9 @@ client_load = _proto("mess_client_load", [c_char_p, c_char_p, POINTER(c_void_p)]
 # passphrases as (pointer, length): any bytes, NUL included
 client_save_pass = _proto("mess_client_save_pass", [c_void_p, c_char_p, c_char_p, c_size_t])
 client_save_new = _proto("mess_client_save_new", [c_void_p, c_char_p, c_char_p, c_size_t])
+client_note_applied = _proto("mess_client_note_applied", [c_void_p, c_uint64, c_uint64])
+client_applied = _proto("mess_client_applied", [c_void_p, POINTER(c_uint64), POINTER(c_uint64)],
+                        check=False)
 client_load_pass = _proto("mess_client_load_pass", [c_char_p, c_char_p, c_size_t,
                                                     POINTER(c_void_p)])
 server_save = _proto("mess_server_save", [c_void_p, c_char_p])

@@ -100,6 +100,21 @@ def _finite(a, what, function):
         -1, "%s must be finite: %s is %s (nothing was sent)" % (what, where, kind), function)
 
 
+def _directed(a, metric, what, function):
+    """Under the cosine metric a zero vector has no direction: refused
+    naming its row, as the tool does (InvalidArgumentError, before anything
+    reaches C, which refuses it too)."""
+    if metric != METRICS["cos"] or a.size == 0:
+        return
+    rows = a.reshape(-1, a.shape[-1])
+    zero = np.flatnonzero(~rows.any(axis=1))
+    if zero.size:
+        where = "row %d (from 0)" % zero[0] if a.ndim == 2 else "it"
+        raise L.InvalidArgumentError(
+            -1, "%s: %s is a zero vector: under the cosine metric every vector needs a "
+            "direction (nothing was sent)" % (what, where), function)
+
+
 def _warn_k_pool(k, pool, stacklevel):
     """At most `pool` candidates come back, so k above it cannot be met: said
     once per call (mess query does the same on stderr)."""
@@ -481,6 +496,27 @@ class Client(_Handle):
         L.client_load_pass(_path(path), *_pass(passphrase), byref(out))
         return cls(None, None, _ptr=out.value)
 
+    @property
+    def applied(self):
+        """(uploaded, deleted): the items and ids a server acknowledged,
+        as noted (note_applied; Client.insert notes its batches), saved in
+        the client file; None for a client loaded from a file of format 2,
+        which did not count.  mess verify --client compares a server with
+        uploaded - deleted: against accidents, not a malicious host."""
+        up, dl = ctypes.c_uint64(), ctypes.c_uint64()
+        rc = L.client_applied(self.ptr, byref(up), byref(dl))
+        if rc == L.ENOTFOUND:
+            return None
+        if rc != 0:
+            raise L.error(rc, "mess_client_applied")
+        return up.value, dl.value
+
+    def note_applied(self, uploaded=0, deleted=0):
+        """Counts `uploaded` items and `deleted` ids a server acknowledged
+        (apply_upload / apply_delete returned); save the client after."""
+        L.client_note_applied(self.ptr, _count(uploaded, "uploaded", 0, 2 ** 64 - 1),
+                              _count(deleted, "deleted", 0, 2 ** 64 - 1))
+
     def save(self, path, passphrase=None, exist_ok=True):
         """Saves the client, sealed under `passphrase` (str or bytes, any
         bytes, not empty) if given.  exist_ok=False never replaces a file:
@@ -543,6 +579,7 @@ class Client(_Handle):
         if v.shape[0] != ids.size:
             raise ValueError("%d ids for %d vectors" % (ids.size, v.shape[0]))
         _finite(v, "vectors", "Client.upload")
+        _directed(v, self.params.metric, "vectors", "Client.upload")
         buf, n = c_void_p(), c_size_t()
         L.client_upload(self.ptr, ids.ctypes.data, v.ctypes.data, ids.size,
                         _threads(threads), byref(buf), byref(n))
@@ -563,6 +600,7 @@ class Client(_Handle):
         if q.size != p.dim:
             raise ValueError("query must have %d components" % p.dim)
         _finite(q, "the query", "Client.request")
+        _directed(q, p.metric, "the query", "Client.request")
         pool = _count(pool, "pool", 1)
         if pool > MAX_BUDGET * p.shards:
             raise ValueError("pool must be in [1, %d] for this client (%d shards, at most %d "
@@ -658,11 +696,13 @@ class Client(_Handle):
         if np.unique(ids).size != ids.size:
             raise ValueError("ids repeat within the call")
         _finite(v, "vectors", "Client.insert")
+        _directed(v, self.params.metric, "vectors", "Client.insert")
         total = 0
         for i in range(0, ids.size, batch):
             try:
                 with self.upload(ids[i:i + batch], v[i:i + batch], threads) as b:
                     server.apply_upload(b, threads)
+                    self.note_applied(len(ids[i:i + batch]), 0)  # acknowledged
                     total += len(b)
             except Exception as e:
                 e.applied = i
@@ -699,6 +739,7 @@ class Client(_Handle):
         threads = _threads(threads)
         Q = _f32(queries, self.params.dim, "queries")
         _finite(Q, "queries", "Client.search")
+        _directed(Q, self.params.metric, "queries", "Client.search")
         _warn_k_pool(k, pool, 2)
         ids = np.full((Q.shape[0], k), np.iinfo(np.uint64).max, dtype=np.uint64)
         dists = np.full((Q.shape[0], k), np.inf, dtype=np.float32)
@@ -869,7 +910,7 @@ class Server(_Handle):
         """Checks the directory in full (every file's length, every graph
         file's digest and structure): returns the summary line, or raises
         the library's error whose message names the file and the reason."""
-        msg = ctypes.create_string_buffer(512)
+        msg = ctypes.create_string_buffer(1024)
         rc = L.server_verify(_path(path), msg, len(msg))
         text = msg.value.decode("utf-8", "replace")
         if rc != 0:
@@ -889,6 +930,17 @@ class Server(_Handle):
         ptr, n, keep = _buf_arg(buf)
         L.server_apply_upload(self.ptr, ptr, n, _threads(threads))
         del keep
+
+    @_shard_reason
+    def count_stored(self, buf):
+        """(stored, records): how many of an upload buffer's records the
+        server already stores (those apply_upload would refuse as already
+        stored), nothing changed: where an interrupted insert stopped."""
+        ptr, n, keep = _buf_arg(buf)
+        stored, records = c_size_t(), c_size_t()
+        L.server_count_stored(self.ptr, ptr, n, byref(stored), byref(records))
+        del keep
+        return stored.value, records.value
 
     @_shard_reason
     def apply_delete(self, buf):

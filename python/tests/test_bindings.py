@@ -305,6 +305,22 @@ class TestArguments(unittest.TestCase):
                       str(cm.exception))
         self.assertEqual(self.s.stats().live, 200 * self.p.per_item)
 
+    def test_zero_vector_under_cosine(self):
+        # issue 29: a zero vector has no direction under cosine: refused, named
+        gauss = np.random.default_rng(2).standard_normal((300, 16)).astype(np.float32)
+        with mess.Client(mess.Params(16, shards=2, per_item=1, metric="cos"), gauss,
+                         seed=SEED) as c, mess.Server(c.params) as s:
+            v = gauss[:3].copy()
+            v[1] = 0
+            with self.assertRaises(mess.InvalidArgumentError) as cm:
+                c.insert(s, [0, 1, 2], v)
+            self.assertIn("vectors: row 1 (from 0) is a zero vector", str(cm.exception))
+            with self.assertRaises(mess.InvalidArgumentError) as cm:
+                c.request(v[1], 10)
+            self.assertIn("the query: it is a zero vector", str(cm.exception))
+            self.assertEqual(s.stats().live, 0)
+            c.insert(s, [0, 2], v[[0, 2]])
+
     def test_norm_spread_hint(self):
         # issue 29: l2 on unnormalised embeddings lost recall without a word;
         # Client() hints when the training norms spread (as mess init does)
@@ -352,6 +368,21 @@ class TestArguments(unittest.TestCase):
             # the rest goes in after the stored id
             self.c.insert(s, np.arange(51, 60), Data.base[51:60], batch=5)
             self.assertEqual(s.stats().live, 20 * self.p.per_item)
+
+    def test_count_stored(self):
+        # where an interrupted insert stopped, nothing changed by asking
+        with mess.Server(self.p) as s:
+            self.c.insert(s, np.arange(10), Data.base[:10])
+            before = s.stats().live
+            with self.c.upload(np.arange(5, 15), Data.base[5:15]) as b:
+                stored, records = s.count_stored(b)
+            self.assertEqual(records, 10 * self.p.per_item)
+            self.assertEqual(stored, 5 * self.p.per_item)  # ids 5..9
+            with self.c.upload(np.arange(10, 12), Data.base[10:12]) as b:
+                self.assertEqual(s.count_stored(b), (0, 2 * self.p.per_item))
+            self.assertEqual(s.stats().live, before)
+            with self.assertRaises(mess.FormatError):
+                s.count_stored(b"\0" * 40)
 
 
 class TestProtocol(unittest.TestCase):

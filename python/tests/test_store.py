@@ -2,8 +2,11 @@
 directory"): create, open (all shards or a subset), checkpoint, export
 (byte for byte reproducible), import, verify; a damaged directory is
 refused with the file and the reason."""
+import errno
 import glob
 import os
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -62,6 +65,61 @@ class TestStore(unittest.TestCase):
         self.assertTrue(mess.Server.verify(self.path("s")).startswith("ok: generation 2,"))
         with self.assertRaises(mess.ParamsMismatchError):
             mess.Server.open(self.path("s"), expect=mess.Params(128, shards=8))
+
+    def test_busy(self):
+        # another process holds the directory's writer claim (the flock on
+        # S/LOCK): a change is BusyError (MESS_EBUSY), not StateError
+        self.build().close()
+        holder = subprocess.Popen(
+            [sys.executable, "-c",
+             "import fcntl, sys\n"
+             "f = open(sys.argv[1], 'a')\n"
+             "fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+             "print('held', flush=True)\n"
+             "sys.stdin.read()\n", self.path("s/LOCK")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(holder.stdout.readline().strip(), "held")
+            with mess.Server.open(self.path("s")) as s:
+                with self.assertRaises(mess.BusyError) as e:
+                    self.c.insert(s, np.arange(N, N + 10), Data.base[:10])
+                self.assertNotIsInstance(e.exception, mess.StateError)
+                self.assertEqual(e.exception.code, -17)
+                self.assertEqual(e.exception.applied, 0)
+                self.assertIn("another process is writing", str(e.exception))
+                with self.assertRaises(mess.BusyError):
+                    s.checkpoint()
+        finally:
+            holder.communicate("")
+        with mess.Server.open(self.path("s")) as s:  # done: it writes
+            self.c.insert(s, np.arange(N, N + 10), Data.base[:10])
+            s.checkpoint()
+            self.assertEqual(s.stats().entries, (N + 10) * 2)
+
+    def test_create_over_existing(self):
+        # its own status (MESS_EEXIST), not an I/O error
+        self.build().close()
+        with self.assertRaises(mess.AlreadyExistsError) as e:
+            mess.Server.create(self.path("s"), params())
+        self.assertEqual(e.exception.errno, errno.EEXIST)
+        self.assertEqual(e.exception.code, -16)
+
+    def test_applied_counts(self):
+        # the client counts what a server acknowledged (issue 29 item 7)
+        self.assertEqual(self.c.applied, (0, 0))
+        self.build().close()
+        self.assertEqual(self.c.applied, (N, 0))
+        self.c.note_applied(deleted=3)
+        self.c.save(self.path("c.mess"))
+        with mess.Client.load(self.path("c.mess")) as c:
+            self.assertEqual(c.applied, (N, 3))
+        # a client file of format 2 (before the counts): loads, uncounted
+        with mess.Client.load(os.path.join(ROOT, "tests", "fixtures", "client-v2.mess")) as c:
+            self.assertIsNone(c.applied)
+            c.note_applied(1)
+            self.assertIsNone(c.applied)
+        with self.assertRaises(ValueError):
+            self.c.note_applied(-1)
 
     def test_export_import_bytes(self):
         with self.build() as s:

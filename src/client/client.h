@@ -66,6 +66,12 @@ struct mess_client {
     uint8_t owner[MESS_OWNER_BYTES]; /* owner tag (derived, not saved) */
     struct gen_entry *gens;   /* ids ever deleted, ascending by id (saved) */
     size_t ngens;
+    /* Changes a server acknowledged, as the caller noted them
+     * (mess_client_note_applied; saved from client body version 3): items
+     * uploaded, ids deleted.  applied_unknown: loaded from a version 2
+     * file, which did not count (notes are then ignored). */
+    uint64_t applied_uploads, applied_deletes;
+    int applied_unknown;
 };
 
 /* A query between its request and its finish (client_request.c). */

@@ -8,6 +8,7 @@
 #include "client.h"
 #include "isohash.h"
 #include "lshrr.h"
+#include "metric.h"
 #include "parallel.h"
 #include "rng.h"
 
@@ -52,6 +53,8 @@ int client_request_build(const mess_client *c, const float *qv, size_t pool,
     for (i = 0; i < p->dim; i++)
         if (!isfinite(qv[i]))
             return MESS_EINVAL;
+    if (p->metric == MESS_METRIC_COSINE && vector_is_zero(qv, p->dim))
+        return MESS_EINVAL; /* no direction: every cosine distance 1 */
     words = params_words(p);
     q = (mess_query *)calloc(1, sizeof *q);
     clean = (uint64_t *)mess_malloc_array((size_t)p->shards * words, 8);

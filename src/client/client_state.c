@@ -12,13 +12,17 @@
 /* ------------------------------------------------------------------------
  * State file
  *
- * Client body: u32 version (2) | u8 deterministic | u64 op counter |
+ * Client body: u32 version (3) | u8 deterministic | u64 op counter |
  *              master key[32] | isohash |
  *              u64 g | g x (u64 id | u32 generation | u8 deleted),
- *              ids strictly ascending (the generation map)
+ *              ids strictly ascending (the generation map) |
+ *              u64 uploads applied | u64 deletes applied (version 3)
+ * Version 2 (libmess before issue 29 item 7) has no counts: it loads
+ * with them unknown (mess_client_applied: MESS_ENOTFOUND).
  * ---------------------------------------------------------------------- */
 
-#define CLIENT_BODY_VERSION 2
+#define CLIENT_BODY_VERSION 3
+#define CLIENT_BODY_UNCOUNTED 2 /* the last version without the counts */
 
 int mess_client_save(const mess_client *c, const char *path,
                      const char *passphrase)
@@ -53,6 +57,10 @@ static int client_save_as(const mess_client *c, const char *path,
             mess_wr_u32(&w, c->gens[i].gen);
             mess_wr_u8(&w, c->gens[i].deleted);
         }
+        /* a client loaded from a version 2 file stays uncounted: written
+         * as UINT64_MAX, never a count a later check would trust */
+        mess_wr_u64(&w, c->applied_unknown ? UINT64_MAX : c->applied_uploads);
+        mess_wr_u64(&w, c->applied_unknown ? UINT64_MAX : c->applied_deletes);
         rc = w.err;
     }
     if (rc == MESS_OK)
@@ -64,6 +72,40 @@ static int client_save_as(const mess_client *c, const char *path,
     if (w.p)
         sodium_memzero(w.p, w.len);
     mess_wr_free(&w);
+    return rc;
+}
+
+int mess_client_note_applied(mess_client *c, uint64_t uploaded, uint64_t deleted)
+{
+    if (!c)
+        return MESS_EINVAL;
+    client_lock(c);
+    if (!c->applied_unknown) {
+        /* saturating at UINT64_MAX - 1: UINT64_MAX means unknown */
+        c->applied_uploads = uploaded < UINT64_MAX - 1 - c->applied_uploads
+                                 ? c->applied_uploads + uploaded : UINT64_MAX - 1;
+        c->applied_deletes = deleted < UINT64_MAX - 1 - c->applied_deletes
+                                 ? c->applied_deletes + deleted : UINT64_MAX - 1;
+    }
+    client_unlock(c);
+    return MESS_OK;
+}
+
+int mess_client_applied(const mess_client *c, uint64_t *uploaded, uint64_t *deleted)
+{
+    int rc = MESS_OK;
+    if (uploaded)
+        *uploaded = 0;
+    if (deleted)
+        *deleted = 0;
+    if (!c || !uploaded || !deleted)
+        return MESS_EINVAL;
+    client_lock_read(c);
+    if (c->applied_unknown)
+        rc = MESS_ENOTFOUND;
+    else
+        *uploaded = c->applied_uploads, *deleted = c->applied_deletes;
+    client_unlock(c);
     return rc;
 }
 
@@ -148,7 +190,7 @@ int mess_client_load_pass(const char *path, const char *passphrase,
         mess_rd_u64(&r, &c->op_counter) ||
         mess_rd_bytes(&r, c->keys->master, KEY_BYTES))
         goto done;
-    if (version != CLIENT_BODY_VERSION) {
+    if (version != CLIENT_BODY_VERSION && version != CLIENT_BODY_UNCOUNTED) {
         rc = MESS_EVERSION;
         goto done;
     }
@@ -161,6 +203,14 @@ int mess_client_load_pass(const char *path, const char *passphrase,
         rc = gens_deserialize(&r, c);
     if (rc != MESS_OK)
         goto done;
+    c->applied_unknown = 1;
+    if (version == CLIENT_BODY_VERSION) {
+        if (mess_rd_u64(&r, &c->applied_uploads) || mess_rd_u64(&r, &c->applied_deletes)) {
+            rc = MESS_EFORMAT;
+            goto done;
+        }
+        c->applied_unknown = c->applied_uploads == UINT64_MAX;
+    }
     if (mess_rd_left(&r) != 0 || isohash_dim(c->hash) != p.dim ||
         isohash_kappa(c->hash) != p.kappa || isohash_shards(c->hash) != p.shards) {
         rc = MESS_EFORMAT;

@@ -9,6 +9,7 @@
 #include "client.h"
 #include "isohash.h"
 #include "lshrr.h"
+#include "metric.h"
 #include "parallel.h"
 #include "rng.h"
 
@@ -185,6 +186,12 @@ int client_upload(mess_client *c, const uint64_t *ids,
     for (i = 0; i < n * (size_t)c->p.dim; i++)
         if (!isfinite(vectors[i]))
             return MESS_EINVAL; /* a NaN would outrank every distance in finish */
+    /* under cosine a zero vector has no direction: no distance to it means
+     * anything (metric_distance calls it 1 from everything) */
+    if (c->p.metric == MESS_METRIC_COSINE)
+        for (i = 0; i < n; i++)
+            if (vector_is_zero(vectors + i * c->p.dim, c->p.dim))
+                return MESS_EINVAL;
     rc = ids_distinct(ids, n);
     if (rc != MESS_OK)
         return rc;

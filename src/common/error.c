@@ -27,6 +27,7 @@ const char *mess_strerror(int code)
     case MESS_ESTATE:    return "not valid in the current state (e.g. item already stored)";
     case MESS_EOWNER:    return "the server belongs to another client";
     case MESS_EEXIST:    return "file exists (not replaced)";
+    case MESS_EBUSY:     return "another process is writing this directory";
     default:             return "unknown error";
     }
 }
@@ -51,6 +52,7 @@ const char *mess_error_name(int code)
     case MESS_ESTATE:    return "MESS_ESTATE";
     case MESS_EOWNER:    return "MESS_EOWNER";
     case MESS_EEXIST:    return "MESS_EEXIST";
+    case MESS_EBUSY:     return "MESS_EBUSY";
     default:             return NULL;
     }
 }

@@ -6,6 +6,17 @@
 
 #include "internal.h"
 
+/* 1 if every component of x (dim of them) is zero: a vector that has no
+ * direction, refused under MESS_METRIC_COSINE (uploads and requests). */
+static inline int vector_is_zero(const float *x, uint32_t dim)
+{
+    uint32_t i;
+    for (i = 0; i < dim; i++)
+        if (x[i] != 0.0f)
+            return 0;
+    return 1;
+}
+
 /* Distance of q and x (dim components) under MESS_METRIC_L2 (squared
  * Euclidean), MESS_METRIC_IP (-<q,x>) or MESS_METRIC_COSINE (1 - cosine;
  * 1 when either vector is zero): smaller is closer for every metric.

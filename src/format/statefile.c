@@ -326,7 +326,7 @@ int statefile_read(const char *path, uint32_t role, const char *passphrase,
     if (mess_rd_u32(&r, &version) || mess_rd_u32(&r, &frole) ||
         mess_rd_u32(&r, &flags))
         goto done;
-    if (version != STATEFILE_VERSION) {
+    if (version < MESS_STATE_FILE_VERSION_MIN || version > STATEFILE_VERSION) {
         rc = MESS_EVERSION; /* mess_state_file_peek says which */
         goto done;
     }

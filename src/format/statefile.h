@@ -2,7 +2,9 @@
  * statefile.h - the container both state files use.  Internal header.
  *
  *   0   magic "MESSSTAT"
- *   8   u32 format version (MESS_STATE_FILE_VERSION = 2; 1 is refused)
+ *   8   u32 format version (MESS_STATE_FILE_VERSION = 3, written; 2 is
+ *           read too: the same container, a client body of version 2
+ *           inside; 1 is refused)
  *   12  u32 role (STATEFILE_CLIENT / STATEFILE_SERVER / STATEFILE_QUERY)
  *   16  u32 flags (bit 0: body sealed under a passphrase)
  *   20  public parameters (MESS_PARAMS_BYTES)

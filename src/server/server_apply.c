@@ -178,6 +178,44 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
     return rc;
 }
 
+int mess_server_count_stored(const mess_server *s, const uint8_t *buf, size_t len,
+                             size_t *stored, size_t *records)
+{
+    struct wire_records recs;
+    const uint8_t *owner;
+    size_t i, found = 0;
+    int rc;
+
+    if (stored)
+        *stored = 0;
+    if (records)
+        *records = 0;
+    if (!s || !buf || !stored)
+        return MESS_EINVAL;
+    rc = server_records(s, WIRE_UPLOAD, buf, len, &recs, &owner);
+    if (rc != MESS_OK)
+        return rc;
+    for (i = 0; i < recs.n; i++) {
+        const uint8_t *rec = wire_record(&recs, i);
+        uint32_t shard = wire_record_shard(rec);
+        if (shard >= s->p.shards)
+            return MESS_EFORMAT;
+        if (!server_holds(s, shard))
+            return MESS_ESTATE; /* a subset server: another holder's shard */
+        /* its delta chain (lazy open) is applied before it is read */
+        if ((i == 0 || shard != wire_record_shard(wire_record(&recs, i - 1))) &&
+            (rc = server_ready(s, &shard, 1)) != MESS_OK)
+            return rc;
+        if (hnsw_find(s->shards[shard].graph, label_load(wire_record_label(rec)), NULL) ==
+            MESS_OK)
+            found++;
+    }
+    *stored = found;
+    if (records)
+        *records = recs.n;
+    return MESS_OK;
+}
+
 int mess_server_apply_delete(mess_server *s, const uint8_t *buf, size_t len,
                              size_t *missing)
 {

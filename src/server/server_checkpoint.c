@@ -422,7 +422,8 @@ int mess_server_checkpoint(mess_server *s)
 /* ---- create, import, export ---------------------------------------------- */
 
 /* An empty directory to write a new server into: made (*made = 1), or
- * an existing empty one. */
+ * an existing empty one.  A non-empty one (or a file there) is
+ * MESS_EEXIST with errno EEXIST: a name taken, not an I/O failure. */
 static int new_dir(const char *dir, int *made)
 {
     DIR *d;
@@ -436,15 +437,19 @@ static int new_dir(const char *dir, int *made)
     if (errno != EEXIST)
         return MESS_EIO;
     d = opendir(dir);
+    if (!d && errno == ENOTDIR) {
+        errno = EEXIST; /* a file there */
+        return MESS_EEXIST;
+    }
     if (!d)
-        return MESS_EIO; /* errno: ENOTDIR for a file */
+        return MESS_EIO;
     while ((e = readdir(d)) != NULL)
         if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
             empty = 0;
     closedir(d);
     if (!empty) {
         errno = EEXIST;
-        return MESS_EIO;
+        return MESS_EEXIST;
     }
     return MESS_OK;
 }

@@ -190,6 +190,38 @@ static int lock_is_plain(const char *dir, char *msg, size_t cap)
     return rc;
 }
 
+/* Appends to verify's line what the log's torn tail is (issue 29 item 7):
+ * a crash during an append leaves one (that change was never
+ * acknowledged), and so does a copy of the directory cut short (then
+ * acknowledged changes are lost: the client's count tells, mess verify
+ * --client).  The next writer's open cuts it. */
+static void log_tail_said(const mess_server *s, char *msg, size_t cap)
+{
+    const struct wal_scan *sc = s->wal ? wal_info(s->wal) : NULL;
+    uint32_t kind;
+    uint64_t seq, len;
+    size_t used;
+    if (!sc || sc->stale || sc->cut == 0 || !msg || cap == 0)
+        return;
+    used = strlen(msg);
+    if (wal_torn_head(s->wal, &kind, &seq, &len))
+        mess_say(msg + used, cap - used,
+                 "; but the write-ahead log ends in a torn record after its %llu complete "
+                 "ones: record %llu (%s, %zu of its %llu bytes present, from byte %zu), "
+                 "which the next writer drops (a crash during an append: never "
+                 "acknowledged; or a copy cut short: acknowledged changes lost)",
+                 (unsigned long long)sc->records, (unsigned long long)seq,
+                 kind == WAL_UPLOAD ? "an upload" : kind == WAL_DELETE ? "a delete"
+                 : kind == WAL_COMPACT ? "a compaction" : "of unknown kind", sc->cut,
+                 (unsigned long long)(len + WAL_OVERHEAD), sc->valid);
+    else
+        mess_say(msg + used, cap - used,
+                 "; but the write-ahead log ends in %zu bytes that are no complete record "
+                 "(from byte %zu, after its %llu complete ones), which the next writer "
+                 "drops (a crash during an append, or a copy cut short)", sc->cut,
+                 sc->valid, (unsigned long long)sc->records);
+}
+
 int mess_server_verify(const char *dir, char *msg, size_t msg_cap)
 {
     mess_server *s = NULL;
@@ -211,6 +243,7 @@ int mess_server_verify(const char *dir, char *msg, size_t msg_cap)
          "ok: generation %llu, %u shards, %zu entries (%zu live), every file "
          "matches the manifest", (unsigned long long)s->generation,
          (unsigned)s->p.shards, st.entries, st.live);
+    log_tail_said(s, msg, msg_cap);
     mess_server_free(s);
     return MESS_OK;
 }

@@ -947,8 +947,8 @@ void store_take_record(struct shard_store *st, const struct store_shard *e)
  * mess_server_free.  An flock belongs to the open file, so it also keeps
  * out the other handles of this process; on Linux it is independent of
  * the checkpoint's fcntl lock on the same file.  A handle that only
- * searches never takes it and never changes a file.  MESS_ESTATE with
- * errno EBUSY when another handle holds it. */
+ * searches never takes it and never changes a file.  MESS_EBUSY (errno
+ * EBUSY) when another handle holds it. */
 int store_held_current(const mess_server *s, const struct store_manifest *m, char *msg,
                        size_t cap)
 {
@@ -1002,7 +1002,7 @@ static int claim_writer(mess_server *s)
             continue;
         close(fd);
         errno = err == EWOULDBLOCK ? EBUSY : err;
-        return err == EWOULDBLOCK ? MESS_ESTATE : MESS_EIO;
+        return err == EWOULDBLOCK ? MESS_EBUSY : MESS_EIO;
     }
     s->claim_fd = fd;
     s->claimed = 1;

@@ -309,8 +309,8 @@ void store_arena_advise(void *m, size_t len);
  * server before its first change (the directory must still be the one it
  * opened: MESS_ESTATE with errno ESTALE otherwise), or of a subset server
  * for its checkpoint at the directory's generation gen (the log must hold
- * no record of it).  MESS_ESTATE with errno EBUSY when another handle
- * holds the claim. */
+ * no record of it).  MESS_EBUSY (errno EBUSY) when another handle holds
+ * the claim. */
 int store_claim_log(mess_server *s);
 int store_claim_subset(mess_server *s, uint64_t gen);
 /* S/LOCK (path) opened for the claim's flock and the checkpoint's fcntl

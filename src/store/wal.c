@@ -232,6 +232,19 @@ struct wal {
     int ro_errno;     /* why a writable open fell back to read-only (0: none) */
 };
 
+int wal_torn_head(const struct wal *w, uint32_t *kind, uint64_t *seq, uint64_t *len)
+{
+    uint8_t h[WAL_HEAD_BYTES];
+    if (!w || w->fd < 0 || w->sc.stale || w->sc.cut < WAL_HEAD_BYTES ||
+        pread(w->fd, h, sizeof h, (off_t)w->sc.valid) != (ssize_t)sizeof h ||
+        mess_load_u32(h) != WAL_MAGIC)
+        return 0;
+    *kind = mess_load_u32(h + 4);
+    *seq = mess_load_u64(h + 16);
+    *len = mess_load_u64(h + 24);
+    return 1;
+}
+
 static void unmap(struct wal *w)
 {
     if (w->map)

@@ -108,6 +108,11 @@ int wal_open(const char *path, uint64_t gen, unsigned flags, struct wal **out,
 
 /* What the scan found (records, bytes cut, stale). */
 const struct wal_scan *wal_info(const struct wal *w);
+/* The header of the torn record a scan found past the valid prefix (for
+ * mess_server_verify to say what an open drops): 1 with its kind, seq and
+ * body length if its first WAL_HEAD_BYTES bytes are there with the magic,
+ * else 0 (no tail, a shorter one, or garbage). */
+int wal_torn_head(const struct wal *w, uint32_t *kind, uint64_t *seq, uint64_t *len);
 
 /* Replay: the complete records of generation gen in seq order, 1 per
  * record, then 0.  The body stays valid until wal_ready or wal_close. */

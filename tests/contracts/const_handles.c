@@ -36,6 +36,7 @@ int use_const(const mess_client *c, const mess_server *s, const mess_query *q,
     rc |= mess_server_owner(s, tag);
     rc |= mess_server_check_owner(s, tag);
     rc |= mess_server_stats_get(s, &sst);
+    rc |= mess_server_count_stored(s, req, req_len, &n, NULL); /* a probe: const */
     /* the query's two halves: search on a const server, finish with a
      * const client and a const query (any number of times) */
     rc |= mess_server_search(s, req, req_len, 1, &resp, &resp_len);

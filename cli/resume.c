@@ -1,0 +1,152 @@
+/*
+ * resume.c - a long `mess insert` that stops part-way.  SIGINT and SIGTERM
+ * end it after the batch being applied (every batch the server applied is
+ * durable: its log holds it), with a line saying how many items are
+ * stored; `mess insert --resume` finds how many of FILE's leading rows the
+ * server already stores (mess_server_count_stored, which changes nothing)
+ * and goes on after them.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../mess.h"
+#include "cli.h"
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop(int sig)
+{
+    stop_signal = sig;
+}
+
+void cli_stop_catch(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    /* once: a second Ctrl-C ends the process at once, which leaves the
+     * directory as consistent as the first would (the log's torn tail is
+     * cut at the next open) */
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int cli_stop_requested(void)
+{
+    return (int)stop_signal;
+}
+
+/* How many entries of rows [j, j + m) of x (ids first + j, ...) the
+ * server stores, of how many: *stored, *records.  MESS_OK or the code. */
+static int rows_stored(mess_client *c, const mess_server *s, const float *x, size_t dim,
+                       uint64_t first, size_t j, size_t m, unsigned threads,
+                       size_t *stored, size_t *records)
+{
+    uint64_t *ids = (uint64_t *)malloc(m * sizeof *ids);
+    uint8_t *buf = NULL;
+    size_t len = 0, i;
+    int rc;
+    *stored = *records = 0;
+    if (!ids)
+        return MESS_ENOMEM;
+    for (i = 0; i < m; i++)
+        ids[i] = first + j + i;
+    rc = mess_client_upload(c, ids, x + j * dim, m, threads, &buf, &len);
+    if (rc == MESS_OK)
+        rc = mess_server_count_stored(s, buf, len, stored, records);
+    mess_buf_free(buf);
+    free(ids);
+    return rc;
+}
+
+int cli_stored_prefix(mess_client *c, const mess_server *s, const float *x, size_t n,
+                      size_t dim, uint64_t first, size_t batch, unsigned threads,
+                      const char *file, size_t *rows)
+{
+    size_t i = 0, m = 0, stored = 0, records = 0, lo, hi;
+    int rc = MESS_OK;
+    /* file NULL: quiet (cli_insert_stored, after a failure already said).
+     * An insert applies FILE's rows in order, in batches the server
+     * applies all or nothing, so what an interrupted one stored is a
+     * prefix.  Every row of it is checked (a batch at a time, encoded as
+     * the insert encodes it: the client's cost of inserting them), so
+     * rows stored that are not a prefix (ids of another file) are never
+     * skipped: the prefix ends at the first row not stored, and a later
+     * row stored is refused by the upload that holds it (MESS_ESTATE,
+     * nothing applied). */
+    *rows = 0;
+    for (i = 0; i < n; i += m) {
+        m = n - i < batch ? n - i : batch;
+        rc = rows_stored(c, s, x, dim, first, i, m, threads, &stored, &records);
+        if (rc != MESS_OK || stored < records)
+            break;
+    }
+    if (rc == MESS_OK && i < n && stored > 0) {
+        /* the batch where the prefix ends: its first row not stored, by
+         * halving (the rows stored in it are a prefix of it too) */
+        lo = i, hi = i + m;
+        while (rc == MESS_OK && lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            rc = rows_stored(c, s, x, dim, first, mid, 1, 1, &stored, &records);
+            if (rc == MESS_OK && stored == records)
+                lo = mid + 1;
+            else if (rc == MESS_OK && stored == 0)
+                hi = mid;
+            else if (rc == MESS_OK) {
+                if (file)
+                    cli_error("--resume: '%s' row %zu (id %llu) is partly stored (%zu of "
+                              "its %zu entries): not what an interrupted insert leaves",
+                              file, mid, (unsigned long long)(first + mid), stored, records);
+                return CLI_FAIL;
+            }
+        }
+        i = lo;
+    }
+    if (rc == MESS_EINVAL && file) {
+        /* a row the insert itself would refuse: a zero vector under cos */
+        mess_params p;
+        size_t r;
+        mess_client_params(c, &p);
+        for (r = i; r < i + m && r < n; r++)
+            if (cli_zero_row(file, x, r, dim, p.metric))
+                return CLI_FAIL;
+    }
+    if (rc != MESS_OK) {
+        if (file)
+            cli_fail("--resume: server probe", NULL, rc);
+        return CLI_FAIL;
+    }
+    *rows = i;
+    return CLI_OK;
+}
+
+void cli_insert_stored(mess_client *c, const mess_server *s, const float *x, size_t dim,
+                       size_t batch, unsigned threads, const char *file, const char *spath,
+                       uint64_t first, size_t stored, size_t n)
+{
+    size_t rows;
+    /* the directory is the truth: rows stored before this run count too
+     * (an insert run again without --resume fails on its first batch).
+     * Checked only when this run knows of none: otherwise its rows 0 ..
+     * stored - 1 are the prefix (applied by it, or checked by --resume),
+     * and a stop (Ctrl-C) should not wait for the client to encode them
+     * all again. */
+    if (stored == 0 &&
+        cli_stored_prefix(c, s, x, n, dim, first, batch, threads, NULL, &rows) == CLI_OK)
+        stored = rows;
+    if (stored == 0)
+        cli_error("none of the %zu items of '%s' is stored in '%s'", n, file, spath);
+    else if (stored == n) /* the rest was there before (the same ids) */
+        cli_error("all %zu items of '%s' are stored in '%s' (ids %llu to %llu)", n, file,
+                  spath, (unsigned long long)first, (unsigned long long)(first + n - 1));
+    else
+        cli_error("%zu of the %zu items of '%s' are stored in '%s' and durable (rows 0 to "
+                  "%zu, ids %llu to %llu); `mess insert --resume` with the same FILE and "
+                  "--first-id inserts the rest",
+                  stored, n, file, spath, stored - 1, (unsigned long long)first,
+                  (unsigned long long)(first + stored - 1));
+}

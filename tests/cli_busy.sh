@@ -1,0 +1,77 @@
+#!/bin/sh
+# tests/cli_busy.sh - a server directory another process is writing (issue
+# 29 item 4): while another process holds the directory's writer claim
+# (the flock on S/LOCK every writer takes, docs/PROTOCOL.md "One writer at
+# a time"), insert, delete, compact and checkpoint exit 1 saying "another
+# process is writing this directory" (before, insert said "an id in
+# [a, b) is already stored"), and change no file; once it is done they
+# work.
+set -u
+MESS=${MESS:-build/mess}
+PYTHON=${PYTHON:-/usr/bin/python3}
+. tests/shlib.sh
+
+check() {
+    name=$1
+    shift
+    if "$@" >"$tmp/out" 2>"$tmp/err"; then ok "$name"; else bad "$name (exit $?)"; cat "$tmp/err"; fi
+}
+# says NAME TEXT COMMAND...: refused with exit 1, and stderr holds TEXT
+says() {
+    name=$1
+    text=$2
+    shift 2
+    refuse 1 "$name" "$@"
+    if grep -qF -- "$text" "$tmp/err"; then ok "$name: message"; else
+        bad "$name: wanted '$text', got: $(cat "$tmp/err")"; fi
+}
+
+D=datasets/sift
+head -c $((132 * 300)) $D/base.bvecs >"$tmp/base.bvecs"
+tail -c $((132 * 100)) $D/base.bvecs >"$tmp/more.bvecs"
+head -c $((132 * 1000)) $D/learn.bvecs >"$tmp/learn.bvecs"
+SEED=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
+export SEED
+C=$tmp/c.mess
+S=$tmp/s
+COMMON="--shards 4 --per-item 2 --bits 128 --hnsw-m 8 --ef-construction 40 --train-sample 1000"
+
+check "init" $MESS init --client "$C" --server "$S" --train "$tmp/learn.bvecs" $COMMON \
+    --seed-env SEED
+check "insert" $MESS insert --client "$C" --server "$S" "$tmp/base.bvecs"
+
+# another process takes the writer claim and keeps it until it is killed
+rm -f "$tmp/held"
+"$PYTHON" -c '
+import fcntl, sys, time
+f = open(sys.argv[1], "a")
+fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+open(sys.argv[2], "w").close()
+time.sleep(120)
+' "$S/LOCK" "$tmp/held" &
+holder=$!
+i=0
+while [ ! -e "$tmp/held" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+[ -e "$tmp/held" ] && ok "another process holds the writer claim" || bad "no claim taken"
+snap "$S" >"$tmp/before"
+BUSY="cannot write server '$S' (it keeps its last checkpoint): another process is writing this directory"
+says "insert while another process writes" "$BUSY" \
+    $MESS insert --client "$C" --server "$S" --first-id 300 "$tmp/more.bvecs"
+grep -q "already stored" "$tmp/err" && bad "busy reported as an id already stored" ||
+    ok "not reported as an id already stored"
+cp "$C" "$tmp/c.copy"
+says "delete while another process writes" "$BUSY" \
+    $MESS delete --client "$tmp/c.copy" --server "$S" --ids 1,2
+says "compact while another process writes" "$BUSY" $MESS compact --server "$S"
+says "checkpoint while another process writes" "$BUSY" $MESS checkpoint --server "$S"
+snap "$S" >"$tmp/after"
+cmp -s "$tmp/before" "$tmp/after" && ok "the refused commands changed no file" ||
+    bad "files changed: $(diff "$tmp/before" "$tmp/after")"
+kill "$holder"
+wait "$holder" 2>/dev/null
+check "insert once the other process is done" \
+    $MESS insert --client "$C" --server "$S" --first-id 300 "$tmp/more.bvecs"
+check "verify" $MESS verify --server "$S"
+grep -q "800 entries (800 live)" "$tmp/out" && ok "every item stored once" ||
+    bad "verify: $(cat "$tmp/out")"
+finish

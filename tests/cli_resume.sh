@@ -1,0 +1,132 @@
+#!/bin/sh
+# tests/cli_resume.sh - an insert that stops part-way (issue 29 item 5): a
+# real `mess insert` killed mid-run (SIGTERM: it stops after the batch
+# being applied and says how many items are stored; SIGKILL: nothing said)
+# leaves a consistent directory holding a prefix of FILE; running it again
+# is refused with a hint, and `mess insert --resume` inserts the rest:
+# then the directory holds every item exactly once and the queries give
+# the same answers and recall as an uninterrupted build.  A row stored
+# past the prefix is refused, not inserted twice.
+set -u
+MESS=${MESS:-build/mess}
+. tests/shlib.sh
+
+check() {
+    name=$1
+    shift
+    if "$@" >"$tmp/out" 2>"$tmp/err"; then ok "$name"; else bad "$name (exit $?)"; cat "$tmp/err"; fi
+}
+# says NAME TEXT COMMAND...: refused with exit 1, and stderr holds TEXT
+says() {
+    name=$1
+    text=$2
+    shift 2
+    refuse 1 "$name" "$@"
+    if grep -qF -- "$text" "$tmp/err"; then ok "$name: message"; else
+        bad "$name: wanted '$text', got: $(cat "$tmp/err")"; fi
+}
+# entries DIR: the entry count `mess verify` reports
+entries() { $MESS verify --server "$1" 2>/dev/null | sed -n 's/.* \([0-9]*\) entries (.*/\1/p'; }
+# killed SIG DIR CLIENT: starts the insert of base.bvecs (batches of 20,
+# about 500 of them), sends SIG once the server's log holds a batch, and
+# waits; its exit status in $rc, its stderr in $tmp/kerr
+killed() {
+    sig=$1
+    $MESS insert --client "$3" --server "$2" "$tmp/base.bvecs" --batch 20 \
+        >"$tmp/kout" 2>"$tmp/kerr" &
+    pid=$!
+    i=0
+    while [ ! -s "$2/wal" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done
+    # with MESS_MESSAGE_LOG, $pid is the recording wrapper: signal its mess
+    target=$(pgrep -P "$pid" 2>/dev/null | head -1)
+    kill -"$sig" "${target:-$pid}"
+    { wait "$pid"; } 2>/dev/null
+    rc=$?
+}
+
+D=datasets/sift
+cp $D/base.bvecs "$tmp/base.bvecs"
+head -c $((132 * 1000)) $D/learn.bvecs >"$tmp/learn.bvecs"
+SEED=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
+export SEED
+COMMON="--shards 4 --per-item 2 --bits 128 --hnsw-m 8 --ef-construction 40 --train-sample 1000"
+for x in ref term kill; do
+    $MESS init --client "$tmp/$x.mess" --server "$tmp/$x" --train "$tmp/learn.bvecs" \
+        $COMMON --seed-env SEED >/dev/null 2>&1 || bad "init $x"
+done
+
+check "uninterrupted insert" $MESS insert --client "$tmp/ref.mess" --server "$tmp/ref" \
+    "$tmp/base.bvecs" --batch 20
+[ "$(entries "$tmp/ref")" = 20000 ] && ok "reference: 20000 entries" ||
+    bad "reference: $(entries "$tmp/ref") entries"
+
+# SIGTERM: stops after a whole batch, says what is stored, exit 128 + 15
+killed TERM "$tmp/term" "$tmp/term.mess"
+[ "$rc" = 143 ] && ok "SIGTERM: exit 143" || bad "SIGTERM: exit $rc ($(cat "$tmp/kerr"))"
+grep -q "interrupted (signal 15) after a whole batch" "$tmp/kerr" && ok "SIGTERM: said" ||
+    bad "SIGTERM: $(cat "$tmp/kerr")"
+stored=$(sed -n "s/^mess: \([0-9]*\) of the 10000 items of '.*' are stored in '.*' and durable (rows 0 to \([0-9]*\), ids 0 to \2); .*--resume.*/\1/p" "$tmp/kerr")
+[ -n "$stored" ] && [ "$stored" -gt 0 ] && [ "$stored" -lt 10000 ] &&
+    [ $((stored % 20)) = 0 ] && ok "SIGTERM: $stored items stored (whole batches)" ||
+    bad "SIGTERM: stored '$stored': $(cat "$tmp/kerr")"
+[ "$(entries "$tmp/term")" = $((stored * 2)) ] && ok "the directory holds what was said" ||
+    bad "the directory holds $(entries "$tmp/term") entries, said $stored items"
+says "insert again without --resume" "is already stored (after an interrupted insert, --resume skips the rows stored)" \
+    $MESS insert --client "$tmp/term.mess" --server "$tmp/term" "$tmp/base.bvecs" --batch 20
+grep -qF "$stored of the 10000 items" "$tmp/err" && ok "the refusal says how many are stored" ||
+    bad "refusal: $(cat "$tmp/err")"
+check "--resume" $MESS insert --client "$tmp/term.mess" --server "$tmp/term" \
+    "$tmp/base.bvecs" --batch 20 --resume
+grep -q "^{\"items\":$((10000 - stored)),\"skipped\":$stored," "$tmp/out" &&
+    ok "--resume skipped the $stored stored rows" || bad "--resume: $(cat "$tmp/out")"
+[ "$(entries "$tmp/term")" = 20000 ] && ok "every item stored exactly once" ||
+    bad "after --resume: $(entries "$tmp/term") entries"
+check "--resume of a complete insert" $MESS insert --client "$tmp/term.mess" \
+    --server "$tmp/term" "$tmp/base.bvecs" --resume
+grep -q '^{"items":0,"skipped":10000,' "$tmp/out" && ok "nothing left to insert" ||
+    bad "complete: $(cat "$tmp/out")"
+
+# SIGKILL: nothing said, the log holds whole batches; --resume goes on
+killed KILL "$tmp/kill" "$tmp/kill.mess"
+[ "$rc" = 137 ] && ok "SIGKILL: killed mid-run" || bad "SIGKILL: exit $rc"
+check "--resume after SIGKILL" $MESS insert --client "$tmp/kill.mess" --server "$tmp/kill" \
+    "$tmp/base.bvecs" --batch 20 --resume
+grep -q '"skipped":[1-9]' "$tmp/out" && ok "SIGKILL: the stored rows skipped" ||
+    bad "SIGKILL: $(cat "$tmp/out")"
+[ "$(entries "$tmp/kill")" = 20000 ] && ok "SIGKILL: every item stored exactly once" ||
+    bad "after SIGKILL and --resume: $(entries "$tmp/kill") entries"
+
+# the same answers, and so the same recall, as the uninterrupted build
+for x in ref term kill; do
+    $MESS query --client "$tmp/$x.mess" --server "$tmp/$x" $D/query.bvecs -k 10 --pool 200 \
+        --gt $D/groundtruth.ivecs --out "$tmp/$x.ivecs" >"$tmp/$x.q" 2>/dev/null ||
+        bad "query $x"
+    sed -n 's/.*"recall":\([0-9.]*\).*/\1/p' "$tmp/$x.q" >"$tmp/$x.recall"
+done
+[ -s "$tmp/ref.recall" ] && cmp -s "$tmp/ref.recall" "$tmp/term.recall" &&
+    cmp -s "$tmp/ref.recall" "$tmp/kill.recall" &&
+    ok "same recall@10 as uninterrupted ($(cat "$tmp/ref.recall"))" ||
+    bad "recall: $(cat "$tmp/ref.recall") / $(cat "$tmp/term.recall") / $(cat "$tmp/kill.recall")"
+cmp -s "$tmp/ref.ivecs" "$tmp/term.ivecs" && cmp -s "$tmp/ref.ivecs" "$tmp/kill.ivecs" &&
+    ok "the same top 10 of every query" || bad "answers differ"
+
+# rows stored past the prefix (ids of another insert): refused, not
+# doubled; the rows before them are inserted, and a second --resume finds
+# every id there
+head -c $((132 * 200)) $D/base.bvecs >"$tmp/a.bvecs"
+tail -c $((132 * 100)) "$tmp/a.bvecs" >"$tmp/a2.bvecs"
+$MESS init --client "$tmp/p.mess" --server "$tmp/p" --train "$tmp/learn.bvecs" $COMMON \
+    --seed-env SEED >/dev/null 2>&1 || bad "init p"
+check "insert ids 100-199" $MESS insert --client "$tmp/p.mess" --server "$tmp/p" \
+    "$tmp/a2.bvecs" --first-id 100
+says "--resume with a later row stored" "an id in [100, 120) is already stored" \
+    $MESS insert --client "$tmp/p.mess" --server "$tmp/p" "$tmp/a.bvecs" --batch 20 --resume
+grep -qF "100 of the 200 items of '$tmp/a.bvecs' are stored in '$tmp/p' and durable (rows 0 to 99" "$tmp/err" &&
+    ok "says the rows stored before the refusal" || bad "$(cat "$tmp/err")"
+check "--resume again: the rows after them were there" $MESS insert --client "$tmp/p.mess" \
+    --server "$tmp/p" "$tmp/a.bvecs" --batch 20 --resume
+grep -q '^{"items":0,"skipped":200,' "$tmp/out" && ok "nothing left, nothing doubled" ||
+    bad "$(cat "$tmp/out")"
+[ "$(entries "$tmp/p")" = 400 ] && ok "no item stored twice" ||
+    bad "$(entries "$tmp/p") entries"
+finish
