@@ -478,7 +478,7 @@ MESS_API int mess_estimate_sized(const mess_params *p, uint64_t items,
 #define MESS_ADVICE_GRAPH_WILLNEED_UPPER 0x08u
 /* after attaching, read the whole graph file in the background */
 #define MESS_ADVICE_GRAPH_WILLNEED 0x10u
-#define MESS_ADVICE_DEFAULT MESS_ADVICE_GRAPH_RANDOM_OPEN
+#define MESS_ADVICE_DEFAULT (MESS_ADVICE_GRAPH_RANDOM_OPEN | MESS_ADVICE_ARENA_RANDOM)
 
 /* Sets the mask (0: no advice, the kernel's readahead everywhere); the
  * previous one goes to *previous (may be NULL).  MESS_EINVAL for an
