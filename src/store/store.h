@@ -307,6 +307,12 @@ int store_graph_map(const mess_params *p, uint32_t j, const char *path, uint64_t
                     const uint8_t *digest, const char *dir, const struct store_shard *e,
                     int full, struct hnsw **g, void **map, size_t *map_len, char *msg,
                     size_t cap);
+/* With MESS_ADVICE_GRAPH_WILLNEED (in the default), has the kernel read
+ * the held shards' graph files in, on a detached thread, after the open
+ * (server_store.c, "graphs read in at open"); all of them when they are
+ * at most half of physical memory, else the upper layers' sections only.
+ * Advice: nothing fails for it. */
+void store_graphs_readin(const mess_server *s);
 /* The page-cache advice (mess_server_set_advice) on an arena mapping. */
 void store_arena_advise(void *m, size_t len);
 /* Whether the pages holding node `node`'s ciphertext in st's mapped
