@@ -7,9 +7,11 @@
  *   - measures the device under the directory: 4 KiB random reads with
  *     O_DIRECT (the page cache bypassed) over the arena files, from one
  *     thread (queue depth 1) and from 32 (depth 32), reads/s;
- *   - the first query after a cold open: every file of S evicted from the
- *     page cache, mess_server_open, one search; bytes read from storage
- *     (/proc/self/io read_bytes) and times;
+ *   - the first queries after a cold open: every file of S evicted from
+ *     the page cache, mess_server_open, the first search and the next
+ *     FIRST_NEXT; bytes read from storage (/proc/self/io read_bytes) and
+ *     times; under the former advice (no graph read-in, arenas with
+ *     readahead) and today's default, alternating;
  *   - per pool, per mode and per number of queries in flight (threads, one
  *     query each): the arenas evicted before every round (graphs stay
  *     warm), the round's searches timed, bytes read per query; then the
@@ -38,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -49,6 +52,7 @@
 
 #define MAXT 16   /* queries in flight, at most */
 #define PAGE 4096 /* the device reads' size */
+#define FIRST_NEXT 9 /* queries timed after the first one of a cold open */
 
 static const char help[] =
     "usage: mess bench io --server S --data DIR [--client F] [--queries Q]\n"
@@ -67,7 +71,8 @@ static const char help[] =
     "Also: the device's 4 KiB O_DIRECT random-read rate at depth 1 and 32 over\n"
     "the arena files (--device-reads N per depth, 4000; 0 skips), the floor\n"
     "(a cold round's pages at the depth-32 rate) and each mode's ratio to it,\n"
-    "the first query after a cold open (median of R, 3; 0 skips), and\n"
+    "the first queries after a cold open, former advice and today's (median\n"
+    "of R, 3; 0 skips), and\n"
     "private against mapped-file memory.  Last line: one JSON object.\n";
 
 /* ---- storage counters ------------------------------------------------------ */
@@ -90,6 +95,23 @@ static double io_read_bytes(void)
     }
     getrusage(RUSAGE_SELF, &ru);
     return 512.0 * (double)ru.ru_inblock;
+}
+
+/* Waits until this process's reads from storage stop growing (what a
+ * background read-in submitted has arrived): two equal readings 50 ms
+ * apart, 10 s at most. */
+static void settle_reads(void)
+{
+    double last = io_read_bytes(), now;
+    int i;
+    for (i = 0; i < 200; i++) {
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+        now = io_read_bytes();
+        if (now == last)
+            return;
+        last = now;
+    }
 }
 
 /* ---- eviction ------------------------------------------------------------------ */
@@ -254,28 +276,6 @@ out:
     return rate;
 }
 
-/* ---- memory: private against mapped file pages -------------------------------------- */
-
-/* From /proc/self/smaps_rollup: resident bytes, of them anonymous
- * (private memory: heap, stacks, copied graph pages) and the rest (file
- * pages mapped: graphs and arenas in the page cache). */
-static void memory(double *rss, double *anon)
-{
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    char line[160];
-    unsigned long long kb;
-    *rss = *anon = 0;
-    if (!f)
-        return;
-    while (fgets(line, sizeof line, f)) {
-        if (sscanf(line, "Rss: %llu kB", &kb) == 1)
-            *rss = 1024.0 * (double)kb;
-        else if (sscanf(line, "Anonymous: %llu kB", &kb) == 1)
-            *anon = 1024.0 * (double)kb;
-    }
-    fclose(f);
-}
-
 /* ---- searches in flight ----------------------------------------------------------------- */
 
 struct qjob {
@@ -383,7 +383,8 @@ int bench_io(int argc, char **argv)
     uint8_t **reqs = NULL; /* [pool][query] */
     size_t *lens = NULL;
     struct cell *cells = NULL;
-    double rate1 = 0, rate32 = 0, graph_bytes = 0, rss, anon;
+    double rate1 = 0, rate32 = 0, graph_bytes = 0;
+    struct cli_memory mem;
     FILE *json;
     char *jbuf = NULL;
     size_t jlen = 0;
@@ -486,44 +487,71 @@ int bench_io(int argc, char **argv)
     if (rc != MESS_OK)
         goto out;
 
-    /* the first query after a cold open, before any handle maps the files
-     * (a mapped page is not evicted) */
+    /* the first queries after a cold open, before any handle maps the
+     * files (a mapped page is not evicted): the former advice (main's
+     * default before issue 33: graph random while attaching, no read-in,
+     * arenas with readahead) and today's default, alternating */
     fprintf(json, ",\"first\":[");
     for (k = 0; k < npools && first_reps > 0 && rc == MESS_OK; k++) {
-        double open_ms[100], first_ms[100], bytes[100], b0, t0;
+        static const unsigned masks[2] = {MESS_ADVICE_GRAPH_RANDOM_OPEN, MESS_ADVICE_DEFAULT};
+        static const char *const names[2] = {"former", "new"};
+        double open_ms[2][100], first_ms[2][100], next_ms[2][100], bytes[2][100],
+            bytes10[2][100], b0, t0;
         long r;
-        for (r = 0; r < first_reps && rc == MESS_OK; r++) {
-            mess_server *x = NULL;
-            uint8_t *resp = NULL;
-            size_t len;
-            evict_dir(dir, &graph_bytes);
-            b0 = io_read_bytes();
-            t0 = cli_wall_s();
-            rc = mess_server_open(dir, &p, NULL, 0, &x);
-            open_ms[r] = 1e3 * (cli_wall_s() - t0);
-            t0 = cli_wall_s();
-            if (rc == MESS_OK)
-                rc = mess_server_search(x, reqs[k * nq + (size_t)r % nq],
-                                        lens[k * nq + (size_t)r % nq], 1, &resp, &len);
-            first_ms[r] = 1e3 * (cli_wall_s() - t0);
-            bytes[r] = io_read_bytes() - b0;
-            mess_buf_free(resp);
-            mess_server_free(x);
-        }
+        size_t v;
+        for (r = 0; r < first_reps && rc == MESS_OK; r++)
+            for (v = 0; v < 2 && rc == MESS_OK; v++) {
+                size_t vi = (v + (size_t)r) % 2, q;
+                mess_server *x = NULL;
+                mess_server_set_advice(masks[vi], NULL);
+                evict_dir(dir, &graph_bytes);
+                b0 = io_read_bytes();
+                t0 = cli_wall_s();
+                rc = mess_server_open(dir, &p, NULL, 0, &x);
+                open_ms[vi][r] = 1e3 * (cli_wall_s() - t0);
+                /* the first query, then the next FIRST_NEXT */
+                for (q = 0; q <= FIRST_NEXT && rc == MESS_OK; q++) {
+                    size_t qi = k * nq + ((size_t)r * (FIRST_NEXT + 1) + q) % nq;
+                    uint8_t *resp = NULL;
+                    size_t len;
+                    t0 = cli_wall_s();
+                    rc = mess_server_search(x, reqs[qi], lens[qi], 1, &resp, &len);
+                    if (q == 0) {
+                        first_ms[vi][r] = 1e3 * (cli_wall_s() - t0);
+                        bytes[vi][r] = io_read_bytes() - b0;
+                        t0 = cli_wall_s();
+                        next_ms[vi][r] = 0;
+                    } else {
+                        next_ms[vi][r] += 1e3 * (cli_wall_s() - t0) / FIRST_NEXT;
+                    }
+                    mess_buf_free(resp);
+                }
+                mess_server_free(x);
+                /* until the background read-in is over: the next round
+                 * starts cold, and its bytes are counted here */
+                settle_reads();
+                bytes10[vi][r] = io_read_bytes() - b0;
+            }
+        mess_server_set_advice(MESS_ADVICE_DEFAULT, NULL);
         if (rc != MESS_OK)
             break;
-        {
-            double om = quantile(open_ms, (size_t)first_reps, 0.5);
-            double fm = quantile(first_ms, (size_t)first_reps, 0.5);
-            double bm = quantile(bytes, (size_t)first_reps, 0.5);
+        for (v = 0; v < 2; v++) {
+            double om = quantile(open_ms[v], (size_t)first_reps, 0.5);
+            double fm = quantile(first_ms[v], (size_t)first_reps, 0.5);
+            double nm = quantile(next_ms[v], (size_t)first_reps, 0.5);
+            double bm = quantile(bytes[v], (size_t)first_reps, 0.5);
+            double b10 = quantile(bytes10[v], (size_t)first_reps, 0.5);
             double target = graph_bytes + 2.5 * (double)pools[k] * PAGE;
-            printf("  cold open + first query, B = %llu: open %.1f ms, first query %.1f ms, "
-                   "read %.1f MB (graphs %.1f MB + 2.5 x B x 4 KiB = %.1f MB)\n",
-                   (unsigned long long)pools[k], om, fm, bm / 1e6, graph_bytes / 1e6,
-                   target / 1e6);
-            fprintf(json, "%s{\"pool\":%llu,\"open_ms\":%.3f,\"first_ms\":%.3f,"
-                          "\"read_bytes\":%.0f,\"graph_bytes\":%.0f,\"target_bytes\":%.0f}",
-                    k ? "," : "", (unsigned long long)pools[k], om, fm, bm, graph_bytes, target);
+            printf("  cold open, B = %llu, %-6s: open %.1f ms, first query %.1f ms (read %.1f "
+                   "MB by its end; graphs %.1f MB + 2.5 x B x 4 KiB = %.1f MB), next %d "
+                   "queries %.1f ms each, %.1f MB read in all\n",
+                   (unsigned long long)pools[k], names[v], om, fm, bm / 1e6, graph_bytes / 1e6,
+                   target / 1e6, FIRST_NEXT, nm, b10 / 1e6);
+            fprintf(json, "%s{\"pool\":%llu,\"advice\":\"%s\",\"open_ms\":%.3f,"
+                          "\"first_ms\":%.3f,\"next_ms\":%.3f,\"read_bytes\":%.0f,"
+                          "\"read_bytes_all\":%.0f,\"graph_bytes\":%.0f,\"target_bytes\":%.0f}",
+                    k || v ? "," : "", (unsigned long long)pools[k], names[v], om, fm, nm, bm,
+                    b10, graph_bytes, target);
         }
     }
     fprintf(json, "]");
@@ -542,6 +570,7 @@ int bench_io(int argc, char **argv)
         cli_error("bench io: %s", mess_strerror(rc));
         goto out;
     }
+    settle_reads(); /* the open's graph read-in, before the device is timed */
     if (dev_reads > 0) {
         rate1 = device_rate(s, 1, (size_t)dev_reads);
         rate32 = device_rate(s, 32, (size_t)dev_reads * 4);
@@ -676,11 +705,14 @@ int bench_io(int argc, char **argv)
                         cmean, qps, w50, w99, wmean, floor_ms);
             }
     fprintf(json, "]");
-    memory(&rss, &anon);
-    printf("  memory: %.1f MB resident, %.1f MB private (anonymous), %.1f MB mapped file pages\n",
-           rss / 1e6, anon / 1e6, (rss - anon) / 1e6);
-    fprintf(json, ",\"rss_bytes\":%.0f,\"private_bytes\":%.0f,\"file_mapped_bytes\":%.0f", rss,
-            anon, rss - anon);
+    cli_memory(dir, &mem);
+    printf("  memory: %.1f MB resident, %.1f MB private (anonymous), %.1f MB mapped file "
+           "pages, of them %.1f MB the directory's\n",
+           mem.rss / 1e6, mem.anon / 1e6, (mem.rss - mem.anon) / 1e6,
+           (mem.dir_rss - mem.dir_anon) / 1e6);
+    fprintf(json, ",\"rss_bytes\":%.0f,\"private_bytes\":%.0f,\"file_mapped_bytes\":%.0f,"
+                  "\"dir_mapped_bytes\":%.0f",
+            mem.rss, mem.anon, mem.rss - mem.anon, mem.dir_rss - mem.dir_anon);
 out:
     if (json) {
         load_now(load);

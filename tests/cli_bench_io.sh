@@ -3,7 +3,8 @@
 # it runs every mode (new, random, former, ask) at two pools, one and two
 # queries in flight, reports bytes read, cold and warm times, the device's
 # rate and the first query after a cold open in its JSON line (figures,
-# not timings, are checked), and refuses bad options.
+# not timings, are checked), and refuses bad options; `mess info
+# --memory` reports private against mapped file bytes.
 # Last line: "N passed, N failed".
 set -u
 MESS=${MESS:-build/mess}
@@ -43,6 +44,20 @@ if "$MESS" bench io --server "$tmp/s" --client "$tmp/c" --data datasets/sift --q
 else
     bad "bench io failed: $(cat "$tmp/err")"
 fi
+# mess info --memory: private bytes against mapped file pages
+if "$MESS" info --server "$tmp/s" --memory >"$tmp/out" 2>"$tmp/err"; then
+    for k in process_private_bytes process_mapped_bytes dir_mapped_bytes; do
+        v=$(json $k)
+        if positive "$v"; then ok "info --memory: $k = $v"; else bad "info --memory: $k: '$v'"; fi
+    done
+    [ "$(json entries)" = 6000 ] && ok "info --memory keeps the stats (6,000 entries)" ||
+        bad "entries: $(json entries)"
+else
+    bad "info --memory failed: $(cat "$tmp/err")"
+fi
+"$MESS" info --server "$tmp/s" >"$tmp/out" 2>&1
+grep -q process_private_bytes "$tmp/out" && bad "info without --memory prints memory" ||
+    ok "info without --memory: the stats alone"
 for args in "--modes new,bogus" "--modes ''" "--threads 17" "--threads 0" "--pools x" \
     "--queries 0" "--first 101" "--bogus"; do
     # shellcheck disable=SC2086
