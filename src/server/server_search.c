@@ -387,7 +387,7 @@ static int one_run(struct search_one *o)
  * submitted together and the device serves many at a time); the copy goes
  * on, each fault now waiting for a read already under way.  A cold copy
  * thus reads its first three entries one by one and the rest together. */
-#define PAYLOAD_PROBE_MAX 8     /* entries between clock reads, at most */
+#define PAYLOAD_PROBE_MAX 16    /* entries between clock reads, at most */
 #define PAYLOAD_SLOW_NS 30000.0 /* a stretch slower than this: uncached? */
 #define PAYLOAD_LOOK 2          /* entries looked up after two slow stretches */
 
