@@ -80,7 +80,7 @@ CLI_SRC  = $(sort $(wildcard cli/*.c))
 # tool's argument parsing, file reading, clocks and server opening: those
 # objects are compiled once and linked into both programs.
 BENCH_SRC = $(sort $(wildcard bench/*.c))
-BENCH_CLI_SRC = cli/args.c cli/clock.c cli/files.c cli/server.c
+BENCH_CLI_SRC = cli/args.c cli/clock.c cli/files.c cli/memory.c cli/server.c
 TEST_SRC = $(sort $(wildcard tests/test_*.c))
 EXAMPLE_SRC = $(sort $(wildcard examples/*.c))
 EXAMPLES = $(EXAMPLE_SRC:examples/%.c=build/examples/%)

@@ -526,9 +526,12 @@ MESS_API int mess_estimate_sized(const mess_params *p, uint64_t items,
 /* after attaching, read in the background: the levels, upper-link offsets
  * and upper links (what every search's descent reads) */
 #define MESS_ADVICE_GRAPH_WILLNEED_UPPER 0x08u
-/* after attaching, read the whole graph file in the background */
+/* after the open, read the whole graph files in the background (on a
+ * thread of the open's; only the upper layers' sections when the graphs
+ * are more than half of physical memory) */
 #define MESS_ADVICE_GRAPH_WILLNEED 0x10u
-#define MESS_ADVICE_DEFAULT MESS_ADVICE_GRAPH_RANDOM_OPEN
+#define MESS_ADVICE_DEFAULT \
+    (MESS_ADVICE_GRAPH_RANDOM_OPEN | MESS_ADVICE_ARENA_RANDOM | MESS_ADVICE_GRAPH_WILLNEED)
 
 /* Sets the mask (0: no advice, the kernel's readahead everywhere); the
  * previous one goes to *previous (may be NULL).  MESS_EINVAL for an

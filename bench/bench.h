@@ -20,5 +20,6 @@ int bench_batch(int argc, char **argv);
 int bench_client(int argc, char **argv);
 int bench_open(int argc, char **argv);
 int bench_server(int argc, char **argv);
+int bench_io(int argc, char **argv);
 
 #endif

@@ -26,6 +26,7 @@ static const struct bench benches[] = {
     {"client", bench_client, "the client's per-query steps (encode, peek, open, rerank) beside their floors"},
     {"encode", bench_encode, "client encoding: IsoHash and randomized-response throughput, --quality recall"},
     {"hnsw", bench_hnsw, "binary HNSW engine on given codes: build, recall, QPS"},
+    {"io", bench_io, "storage reads per query with the arenas cold: bytes, p50/p99, against the device's floor"},
     {"open", bench_open, "opening a server directory vs loading its exported file, cold and warm cache"},
     {"payload", bench_payload, "opening response entries: SIV one copy per id or all, vs a stored-nonce AEAD"},
     {"server", bench_server, "server search vs its memory floor: widths, threads, batch q/s per core vs hnswlib"},

@@ -2,7 +2,8 @@
  * cli.h - the `mess` command-line tool: shared argument handling and the
  * per-command entry points (one file per command family in cli/).  cli/
  * uses the public headers only; the benchmark program (bench/,
- * build/mess-bench) links args.c, files.c, clock.c and server.c too.
+ * build/mess-bench) links args.c, files.c, clock.c, memory.c and server.c
+ * too.
  */
 #ifndef MESS_CLI_H
 #define MESS_CLI_H
@@ -175,6 +176,16 @@ const char *cli_payload_name(uint32_t payload);
  * commas, into a malloc'd array; -1 if malformed or out of range. */
 int cli_parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t **out,
                    size_t *n);
+
+/* memory.c: this process's resident bytes from /proc/self/smaps: all
+ * (rss) and of them anonymous (anon: private memory, a mapped graph's
+ * copied pages included), and the same for the mappings of files under
+ * directory dir (NULL: none): dir_rss - dir_anon are the directory's
+ * file pages mapped (the page cache's).  -1 (all 0) without /proc. */
+struct cli_memory {
+    double rss, anon, dir_rss, dir_anon;
+};
+int cli_memory(const char *dir, struct cli_memory *m);
 
 /* clock.c: monotonic wall time and the process's CPU time, in seconds. */
 double cli_wall_s(void);

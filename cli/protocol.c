@@ -801,12 +801,16 @@ int cli_cmd_compact(int argc, char **argv)
 }
 
 static const char info_help[] =
-    "usage: mess info --server S\n"
+    "usage: mess info --server S [--memory]\n"
     "       mess info --client C [--passphrase-env V]\n"
     "\n"
     "--server: prints what the server holds, which is all it can see: the\n"
     "public parameters, and per shard the perturbed codes, opaque labels, graph\n"
     "links and equal-length ciphertexts.  No id, vector, key or clean code.\n"
+    "--memory: also this process's memory after opening S, private\n"
+    "(anonymous) bytes against mapped file pages (the page cache's: graphs and\n"
+    "arenas are mapped and read as searches touch them), of them the\n"
+    "directory's.\n"
     "--client: whether the client file is sealed, its mode (\"deterministic\":\n"
     "made from a seed, which is its master key; \"production\": keys and coins\n"
     "from the OS) and its parameters (train_sample included).  Nothing secret\n"
@@ -855,6 +859,7 @@ int cli_cmd_info(int argc, char **argv)
     struct cli_args a;
     const char *spath, *cpath;
     mess_server *s;
+    int memory;
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -869,11 +874,25 @@ int cli_cmd_info(int argc, char **argv)
     }
     if (cpath)
         return client_info(&a, cpath);
+    memory = cli_flag(&a, "--memory");
     if (cli_check_unused(&a))
         return CLI_USAGE;
     if (cli_server_open(spath, NULL, NULL, &s) != CLI_OK)
         return CLI_FAIL;
-    print_stats(s, "");
+    if (!memory) {
+        print_stats(s, "");
+    } else {
+        /* this process's memory after the open: private pages against
+         * the directory's file pages mapped (the page cache's) */
+        struct cli_memory m;
+        char lead[256];
+        cli_memory(spath, &m);
+        snprintf(lead, sizeof lead,
+                 "\"process_private_bytes\":%.0f,\"process_mapped_bytes\":%.0f,"
+                 "\"dir_mapped_bytes\":%.0f,\"dir_private_bytes\":%.0f,",
+                 m.anon, m.rss - m.anon, m.dir_rss - m.dir_anon, m.dir_anon);
+        print_stats(s, lead);
+    }
     mess_server_free(s);
     return CLI_OK;
 }

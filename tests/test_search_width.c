@@ -21,6 +21,7 @@
 #include "../mess.h"
 #include "server.h"
 #include "harness.h"
+#include "testdir.h"
 
 #define N_ITEMS 3000
 #define NQ 24
@@ -346,6 +347,109 @@ static void test_paths_compacted(void)
         mess_buf_free(cref[i]);
 }
 
+/* 1 if files a and b hold the same bytes. */
+static int same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int ca = 0, cb = 0, same = fa && fb;
+    while (same && ca != EOF) {
+        ca = getc(fa);
+        cb = getc(fb);
+        same = ca == cb;
+    }
+    if (fa)
+        fclose(fa);
+    if (fb)
+        fclose(fb);
+    return same;
+}
+
+/* A directory-backed server reads its arenas' pages for the entries it
+ * returns in three ways (server_search_set_payload_io): faults one by
+ * one, the watch that asks for the rest at once, every entry asked for
+ * before the copy; the bytes are the in-memory server's each way, for a
+ * whole, a partial and a batch search.  Reading a whole arena (the
+ * view of every entry, the export) lifts the random advice and restores
+ * it: the same entries, the same travel file. */
+static void test_payload_reads(void)
+{
+    const char *dir = "build/test_search_width.dir", *file = "build/test_search_width.srv",
+               *again = "build/test_search_width.srv2";
+    static const uint32_t some[3] = {1, 4, 9};
+    mess_server *ds = NULL;
+    mess_workers *w = NULL;
+    uint8_t *resps[NQ];
+    size_t lens[NQ], i, differ = 0, failed = 0;
+    int mode;
+    rm_tree(dir);
+    unlink(file);
+    unlink(again);
+    CHECK_OK(mess_server_export(srv, file));
+    CHECK_OK(mess_server_import(file, dir));
+    CHECK_OK(mess_server_open(dir, &params, NULL, 0, &ds));
+    if (!ds)
+        return;
+    CHECK_OK(mess_workers_new(2, &w));
+    CHECK(server_search_set_payload_io(ds, 3) == MESS_EINVAL);
+    for (mode = 0; mode <= 2; mode++) {
+        CHECK_OK(server_search_set_payload_io(ds, mode));
+        for (i = 0; i < NQ; i++) {
+            uint8_t *resp = NULL, *part = NULL, *whole = NULL;
+            size_t len = 0, plen = 0, wlen = 0;
+            if (mess_server_search(ds, reqs[i], req_lens[i], 1 + (unsigned)(i % 2), &resp,
+                                   &len) != MESS_OK)
+                failed++;
+            else
+                differ += !same_as_ref(i, resp, len);
+            /* a partial search of 3 shards, and the in-memory server's */
+            if (mess_server_search_shards(ds, reqs[i], req_lens[i], some, 3, 1, &part, &plen) ||
+                mess_server_search_shards(srv, reqs[i], req_lens[i], some, 3, 1, &whole,
+                                          &wlen))
+                failed++;
+            else
+                differ += plen != wlen || memcmp(part, whole, plen) != 0;
+            mess_buf_free(resp);
+            mess_buf_free(part);
+            mess_buf_free(whole);
+        }
+        if (mess_server_search_batch(ds, (const uint8_t *const *)reqs, req_lens, NQ, w, resps,
+                                     lens, NULL) != MESS_OK) {
+            failed++;
+        } else {
+            for (i = 0; i < NQ; i++) {
+                differ += !same_as_ref(i, resps[i], lens[i]);
+                mess_buf_free(resps[i]);
+            }
+        }
+    }
+    CHECK(failed == 0);
+    CHECK(differ == 0);
+    /* the whole arena read: a shard's entries, the travel file */
+    {
+        size_t n = 0, m = 0, eb = ds->entry_bytes;
+        uint8_t *a = NULL, *b = NULL;
+        CHECK_OK(mess_server_shard_nodes(ds, 2, &n));
+        CHECK_OK(mess_server_shard_nodes(srv, 2, &m));
+        CHECK(n == m && n > 0);
+        a = (uint8_t *)malloc(n * eb + 1);
+        b = (uint8_t *)malloc(n * eb + 1);
+        if (a && b) {
+            CHECK_OK(mess_server_shard_entries(ds, 2, a, n));
+            CHECK_OK(mess_server_shard_entries(srv, 2, b, n));
+            CHECK(memcmp(a, b, n * eb) == 0);
+        }
+        free(a);
+        free(b);
+        CHECK_OK(mess_server_export(ds, again));
+        CHECK(same_file(file, again));
+    }
+    mess_workers_free(w);
+    mess_server_free(ds);
+    rm_tree(dir);
+    unlink(file);
+    unlink(again);
+}
+
 static void setup_failed(void)
 {
     CHECK(!"client, server, upload, delete, requests, width-0 responses");
@@ -373,6 +477,7 @@ int main(void)
         RUN(test_batch_groups);
         RUN(test_workers_kept);
         RUN(test_fork_child);
+        RUN(test_payload_reads);
         RUN(test_paths_compacted);
     } else {
         RUN(setup_failed);

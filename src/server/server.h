@@ -52,6 +52,13 @@ void server_search_set_paths(mess_server *s, int fast, size_t clear_words);
  * prefetched (0: none); for the benchmark. */
 #define SERVER_COPY_AHEAD 4
 void server_search_set_copy_ahead(mess_server *s, unsigned ahead);
+/* How a response's copy reads a directory's arena pages
+ * (server_search.c, "Reading the payload"): 1 (the default) watches its
+ * pace and, on uncached pages, asks for those of every entry still to
+ * copy at once; 0 lets each entry's fault read its pages in turn (as
+ * before); 2 asks for every entry's pages before copying, cached or not
+ * (for the tests and the benchmark).  MESS_EINVAL for another mode. */
+int server_search_set_payload_io(mess_server *s, int mode);
 /* Requests of a batch searched together per worker, shard by shard
  * (1..SEARCH_GROUP, the default; 1: each request alone); for the
  * benchmark. */
@@ -69,6 +76,7 @@ static inline void server_search_opts_default(struct server_search_opts *o)
     o->many.fast = HNSW_MANY_FAST;
     o->many.clear_words = HNSW_MANY_CLEAR_WORDS;
     o->copy_ahead = SERVER_COPY_AHEAD;
+    o->payload_io = 1;
     o->group = SEARCH_GROUP;
     o->keep_workers = 1;
 }

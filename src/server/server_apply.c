@@ -297,10 +297,12 @@ static int compact_shard(void *ctx, size_t jj, unsigned worker)
         free(map);
         return MESS_ENOMEM;
     }
+    store_arena_sweep(st, 1); /* every live entry, in arena order: read ahead */
     for (i = 0; i < n; i++)
         if (map[i] != UINT32_MAX)
             memcpy(entries + (size_t)map[i] * s->entry_bytes,
                    shard_entry(st, s->entry_bytes, i), s->entry_bytes);
+    store_arena_sweep(st, 0);
     free(map);
     a->fresh[jj].graph = fresh;
     a->fresh[jj].entries = entries;

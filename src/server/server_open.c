@@ -158,6 +158,8 @@ int store_open(const char *dir, const mess_params *expect, const uint32_t *shard
         s->held++;
     }
     rc = store_open_log(s, mode != STORE_VERIFY, msg, cap);
+    if (rc == MESS_OK && mode != STORE_VERIFY)
+        store_graphs_readin(s); /* in the background; verify reads every page */
 done:
     free(want);
     free(m.shard);

@@ -4,6 +4,7 @@
  * are returned in the response (paper section 4.2).
  */
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "parallel.h"
@@ -49,6 +50,14 @@ void server_search_set_paths(mess_server *s, int fast, size_t clear_words)
 void server_search_set_copy_ahead(mess_server *s, unsigned ahead)
 {
     s->search.copy_ahead = ahead;
+}
+
+int server_search_set_payload_io(mess_server *s, int mode)
+{
+    if (mode < 0 || mode > 2)
+        return MESS_EINVAL;
+    s->search.payload_io = mode;
+    return MESS_OK;
 }
 
 int server_search_set_group(mess_server *s, unsigned group)
@@ -361,6 +370,104 @@ static int one_run(struct search_one *o)
     return rc;
 }
 
+/* ---- reading the payload (docs/PROTOCOL.md "Reading the payload") --------
+ * A returned entry of a mapped arena is read from storage by the copy's
+ * page fault when its page is not cached.  Arenas are mapped with random
+ * advice (MESS_ADVICE_DEFAULT), so a fault reads the entry's own pages,
+ * not the device's readahead window; but one copy's faults come one after
+ * the other, and B entries would wait B device round trips.  So the copy
+ * watches its own pace with a clock read every few entries (nothing more
+ * on a warm copy: a system call per entry costs 1-4 us here, more than
+ * the entry's copy, and each is a point where a loaded machine preempts).
+ * When two stretches in a row took longer than cached pages take
+ * (PAYLOAD_SLOW_NS; one slow stretch is mostly a preemption), the next
+ * entries' pages are looked up (store_entry_cached), and if one is not
+ * cached (or the lookup is unknown), the pages of every entry still to
+ * copy are asked for at once (store_entry_willneed: their reads are
+ * submitted together and the device serves many at a time); the copy goes
+ * on, each fault now waiting for a read already under way.  A cold copy
+ * thus reads its first three entries one by one and the rest together. */
+#define PAYLOAD_PROBE_MAX 16    /* entries between clock reads, at most */
+#define PAYLOAD_SLOW_NS 30000.0 /* a stretch slower than this: uncached? */
+#define PAYLOAD_LOOK 2          /* entries looked up after two slow stretches */
+
+struct payload_watch {
+    int on;         /* watching: the handle's payload_io, nothing asked yet */
+    unsigned slow;  /* slow stretches in a row */
+    unsigned chunk; /* entries per stretch: 1, 2, 4, .. PAYLOAD_PROBE_MAX */
+    unsigned left;  /* entries of this stretch still to copy */
+    double t;       /* when the stretch began, ns */
+};
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* Whether the arena pages of the next PAYLOAD_LOOK entries from listed
+ * shard i0's entry e0 on are cached: 1 all (or none left), 0 one is not,
+ * -1 unknown. */
+static int payload_cached(const struct search_one *o, size_t i0, size_t e0)
+{
+    const mess_server *s = o->sj.s;
+    size_t i, e, looked = 0;
+    int known = 1;
+    for (i = i0; i < o->sj.n && looked < PAYLOAD_LOOK; i++) {
+        uint32_t j = o->list ? o->list[i] : (uint32_t)i;
+        const struct shard_store *st = &s->shards[j];
+        for (e = i == i0 ? e0 : 0; e < o->sj.found[j] && looked < PAYLOAD_LOOK; e++)
+            if (o->sj.hits[j][e].node < st->base) {
+                int c = store_entry_cached(st, s->entry_bytes, o->sj.hits[j][e].node);
+                if (c == 0)
+                    return 0;
+                if (c < 0)
+                    known = 0;
+                looked++;
+            }
+    }
+    return known ? 1 : -1;
+}
+
+/* Asks for the arena pages of the response's entries from listed shard
+ * i0's entry e0 on (what the copy has not reached yet). */
+static void payload_ask(const struct search_one *o, size_t i0, size_t e0)
+{
+    const mess_server *s = o->sj.s;
+    size_t i, e;
+    for (i = i0; i < o->sj.n; i++) {
+        uint32_t j = o->list ? o->list[i] : (uint32_t)i;
+        const struct shard_store *st = &s->shards[j];
+        for (e = i == i0 ? e0 : 0; e < o->sj.found[j]; e++)
+            if (o->sj.hits[j][e].node < st->base)
+                store_entry_willneed(st, s->entry_bytes, o->sj.hits[j][e].node);
+    }
+}
+
+/* The end of a stretch of the copy, which stands before listed shard i's
+ * entry e: on to the next stretch, or (the pages are not cached) the rest
+ * asked for and the watch over. */
+static void payload_probe(struct payload_watch *w, const struct search_one *o, size_t i,
+                          size_t e)
+{
+    double t = now_ns(), took = t - w->t;
+    w->t = t;
+    w->slow = took > PAYLOAD_SLOW_NS ? w->slow + 1 : 0;
+    if (w->slow >= 2) {
+        if (payload_cached(o, i, e) != 1) {
+            payload_ask(o, i, e);
+            w->on = 0;
+            return;
+        }
+        w->slow = 0;
+        w->t = now_ns(); /* the lookup is not the next stretch's */
+    }
+    if (w->chunk < PAYLOAD_PROBE_MAX)
+        w->chunk *= 2;
+    w->left = w->chunk;
+}
+
 /* Writes the response to a malloc'd buffer (*resp, when resp != NULL) or
  * into the caller's buf of cap bytes (MESS_ELIMIT if smaller than the
  * response, whose size *resp_len then holds).  With a shard set it is a
@@ -376,6 +483,7 @@ static int one_write(struct search_one *o, uint8_t **resp, uint8_t *buf, size_t 
     uint8_t *out, *dst;
     uint32_t j;
     unsigned ahead = s->search.copy_ahead;
+    struct payload_watch w;
     for (j = 0; j < s->p.shards; j++)
         total += sj->found[j];
     /* exact size, one allocation (or the caller's buffer) */
@@ -392,6 +500,12 @@ static int one_write(struct search_one *o, uint8_t **resp, uint8_t *buf, size_t 
     }
     dst = list ? wire_partial_start(out, &s->p, o->rq.request_id, (uint32_t)n)
                : wire_response_start(out, &s->p, o->rq.request_id);
+    w.on = s->dir != NULL && s->search.payload_io == 1;
+    if (s->dir && s->search.payload_io == 2)
+        payload_ask(o, 0, 0); /* every entry's pages, before the copy */
+    w.slow = 0;
+    w.chunk = w.left = 1;
+    w.t = w.on ? now_ns() : 0;
     for (i = 0; i < n; i++) {
         const struct shard_store *st;
         size_t e;
@@ -402,7 +516,8 @@ static int one_write(struct search_one *o, uint8_t **resp, uint8_t *buf, size_t 
         /* a mapped arena is read here only, for the entries returned: each
          * entry is a random place in it, so the lines of the entry
          * `ahead` places on (the handle's copy_ahead) are asked for while
-         * this one is copied */
+         * this one is copied, and the copy's pace tells uncached pages
+         * (payload_probe above) */
         for (e = 0; e < sj->found[j]; e++, dst += s->entry_bytes) {
             if (ahead && e + ahead < sj->found[j])
                 prefetch_entry(shard_entry(st, s->entry_bytes,
@@ -410,6 +525,8 @@ static int one_write(struct search_one *o, uint8_t **resp, uint8_t *buf, size_t 
                                s->entry_bytes);
             memcpy(dst, shard_entry(st, s->entry_bytes, sj->hits[j][e].node),
                    s->entry_bytes);
+            if (w.on && --w.left == 0)
+                payload_probe(&w, o, i, e + 1);
         }
     }
     if (resp)

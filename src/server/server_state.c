@@ -34,8 +34,11 @@ int mess_server_save(const mess_server *s, const char *path)
         size_t n = hnsw_count(st->graph);
         rc = hnsw_serialize(st->graph, &w);
         mess_wr_u64(&w, n);
-        /* the arena's nodes, then the heap tail's: node order */
+        /* the arena's nodes, then the heap tail's: node order (the
+         * arena read ahead as a whole, not page by page) */
+        store_arena_sweep(st, 1);
         mess_wr_bytes(&w, st->arena, st->base * s->entry_bytes);
+        store_arena_sweep(st, 0);
         mess_wr_bytes(&w, st->entries, (n - st->base) * s->entry_bytes);
     }
     if (rc == MESS_OK)

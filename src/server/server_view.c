@@ -131,9 +131,11 @@ int mess_server_shard_entries(const mess_server *s, uint32_t shard,
     {
         const struct shard_store *st = &s->shards[shard];
         size_t i, n = hnsw_count(g);
+        store_arena_sweep(st, 1); /* the whole arena: read ahead */
         for (i = 0; i < n; i++)
             memcpy(entries + i * s->entry_bytes, shard_entry(st, s->entry_bytes, i),
                    s->entry_bytes);
+        store_arena_sweep(st, 0);
     }
     return MESS_OK;
 }

@@ -490,15 +490,142 @@ static void graph_advise(uint8_t *m, size_t len, unsigned a, int before)
             posix_madvise(m, len, POSIX_MADV_RANDOM);
         return;
     }
-    if (a & MESS_ADVICE_GRAPH_WILLNEED)
-        posix_madvise(m, len, POSIX_MADV_WILLNEED);
-    else if (a & MESS_ADVICE_GRAPH_WILLNEED_UPPER) {
+    /* MESS_ADVICE_GRAPH_WILLNEED: the open's background read-in
+     * (store_graphs_readin), not here, where it would cost the open its
+     * page allocation and I/O submission */
+    if (a & MESS_ADVICE_GRAPH_WILLNEED_UPPER) {
         graph_willneed(m, len, 2); /* levels */
         graph_willneed(m, len, 5); /* upper-link offsets */
         graph_willneed(m, len, 6); /* upper links */
     }
     if ((a & MESS_ADVICE_GRAPH_RANDOM_OPEN) && !(a & MESS_ADVICE_GRAPH_RANDOM))
         posix_madvise(m, len, POSIX_MADV_NORMAL);
+}
+
+/* ---- graphs read in at open (MESS_ADVICE_GRAPH_WILLNEED) -------------------
+ * Every search walks the graphs, so the open has the kernel read the held
+ * shards' graph files in, on a thread of its own (detached: it holds its
+ * own copy of the names and never touches the handle, which may be freed
+ * first): posix_fadvise(WILLNEED) per file submits the reads, and the
+ * first queries find the pages cached or in flight instead of faulting
+ * them in one readahead window at a time.  When the graph files are more
+ * than half of physical memory they would evict one another (and
+ * everything else): then only the sections every search's descent reads
+ * are asked for (levels, upper-link offsets, upper links; what
+ * MESS_ADVICE_GRAPH_WILLNEED_UPPER names) and layer 0 is read as the
+ * searches fault it, page by page under the kernel's readahead. */
+struct readin_range {
+    size_t file;
+    uint64_t off, len; /* len 0: the whole file */
+};
+
+struct readin {
+    size_t nfiles, nranges;
+    char **paths;
+    struct readin_range *ranges;
+};
+
+static void readin_free(struct readin *r)
+{
+    size_t i;
+    if (!r)
+        return;
+    for (i = 0; r->paths && i < r->nfiles; i++)
+        free(r->paths[i]);
+    free(r->paths);
+    free(r->ranges);
+    free(r);
+}
+
+static void *readin_main(void *arg)
+{
+    struct readin *r = (struct readin *)arg;
+    size_t i, cur = (size_t)-1;
+    int fd = -1;
+    for (i = 0; i < r->nranges; i++) {
+        if (r->ranges[i].file != cur) {
+            if (fd >= 0)
+                close(fd);
+            cur = r->ranges[i].file;
+            /* gone (a later checkpoint folded it away): nothing to read */
+            fd = atomicfile_open_regular(r->paths[cur], O_RDONLY, 0);
+        }
+        if (fd >= 0)
+            posix_fadvise(fd, (off_t)r->ranges[i].off, (off_t)r->ranges[i].len,
+                          POSIX_FADV_WILLNEED);
+    }
+    if (fd >= 0)
+        close(fd);
+    readin_free(r);
+    return NULL;
+}
+
+/* Adds section i of the attached graph mapping m (the header at 104 +
+ * 16 i, as graph_willneed reads it) of file f to r. */
+static void readin_section(struct readin *r, size_t f, const uint8_t *m, size_t len,
+                           unsigned i)
+{
+    uint64_t off, n;
+    memcpy(&off, m + 104 + 16 * i, 8);
+    memcpy(&n, m + 112 + 16 * i, 8);
+    if (off < len && n > 0 && n <= len - off) {
+        r->ranges[r->nranges].file = f;
+        r->ranges[r->nranges].off = off;
+        r->ranges[r->nranges].len = n;
+        r->nranges++;
+    }
+}
+
+void store_graphs_readin(const mess_server *s)
+{
+    static const unsigned upper[3] = {2, 5, 6}; /* levels, upper offsets, upper links */
+    struct readin *r;
+    pthread_attr_t attr;
+    pthread_t tid;
+    double total = 0, phys;
+    uint32_t j;
+    int whole, started = 0;
+    if (!s->dir || !(advice() & MESS_ADVICE_GRAPH_WILLNEED))
+        return;
+    for (j = 0; j < s->p.shards; j++)
+        if (s->shards[j].graph && s->shards[j].graph_map)
+            total += (double)s->shards[j].graph_map_len;
+    phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    whole = phys <= 0 || total <= phys / 2;
+    r = (struct readin *)calloc(1, sizeof *r);
+    if (!r)
+        return; /* advice only: nothing fails for it */
+    r->paths = (char **)mess_calloc_array(s->p.shards, sizeof *r->paths);
+    r->ranges = (struct readin_range *)mess_calloc_array(s->p.shards, 3 * sizeof *r->ranges);
+    for (j = 0; r->paths && r->ranges && j < s->p.shards; j++) {
+        const struct shard_store *st = &s->shards[j];
+        unsigned i;
+        if (!st->graph || !st->graph_map)
+            continue;
+        r->paths[r->nfiles] = store_path(s->dir, NULL, j, st->graph_gen, "graph");
+        if (!r->paths[r->nfiles])
+            break;
+        if (whole) {
+            r->ranges[r->nranges].file = r->nfiles;
+            r->ranges[r->nranges].off = 0;
+            r->ranges[r->nranges].len = 0;
+            r->nranges++;
+        } else {
+            for (i = 0; i < 3; i++)
+                readin_section(r, r->nfiles, (const uint8_t *)st->graph_map,
+                               st->graph_map_len, upper[i]);
+        }
+        r->nfiles++;
+    }
+    if (r->paths && r->ranges && j == s->p.shards && r->nranges > 0 &&
+        pthread_attr_init(&attr) == 0) {
+        if (pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+            pthread_create(&tid, &attr, readin_main, r) == 0)
+            started = 1;
+        pthread_attr_destroy(&attr);
+    }
+    if (!started)
+        readin_free(r);
 }
 
 void store_arena_advise(void *m, size_t len)

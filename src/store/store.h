@@ -117,6 +117,11 @@ struct server_search_opts {
     /* Entries ahead of the one copied into a response whose lines are
      * prefetched: default SERVER_COPY_AHEAD, 0 none (the copy before it). */
     unsigned copy_ahead;
+    /* A copy that finds the returned entries' arena pages uncached asks
+     * for all the pages still to copy at once (1, default; server_search.c
+     * "Reading the payload"), faults them in one by one (0, as before), or
+     * asks for every entry's pages before copying (2). */
+    int payload_io;
     /* Requests of a batch searched together per worker, shard by shard:
      * 1..SEARCH_GROUP (server.h), default SEARCH_GROUP; 1 each alone. */
     unsigned group;
@@ -302,8 +307,29 @@ int store_graph_map(const mess_params *p, uint32_t j, const char *path, uint64_t
                     const uint8_t *digest, const char *dir, const struct store_shard *e,
                     int full, struct hnsw **g, void **map, size_t *map_len, char *msg,
                     size_t cap);
+/* With MESS_ADVICE_GRAPH_WILLNEED (in the default), has the kernel read
+ * the held shards' graph files in, on a detached thread, after the open
+ * (server_store.c, "graphs read in at open"); all of them when they are
+ * at most half of physical memory, else the upper layers' sections only.
+ * Advice: nothing fails for it. */
+void store_graphs_readin(const mess_server *s);
 /* The page-cache advice (mess_server_set_advice) on an arena mapping. */
 void store_arena_advise(void *m, size_t len);
+/* Whether the pages holding node `node`'s ciphertext in st's mapped
+ * arena are in the page cache (mincore, src/store/arena_io.c): 1 yes, 0
+ * no, -1 unknown (no mincore on this system, or it failed). */
+int store_entry_cached(const struct shard_store *st, size_t entry_bytes, size_t node);
+/* Asks the kernel to read, in the background, the pages holding node
+ * `node`'s ciphertext in shard st's mapped arena (node < st->base):
+ * posix_madvise WILLNEED of those pages only, which submits their reads
+ * and returns (src/store/arena_io.c, docs/PROTOCOL.md "Reading the
+ * payload"). */
+void store_entry_willneed(const struct shard_store *st, size_t entry_bytes, size_t node);
+/* Around a read of a whole mapped arena (export, compact, a view of every
+ * entry): sweep 1 lets the kernel read ahead as it would without advice,
+ * sweep 0 puts the handle's advice back (random access: a fault reads its
+ * own page only). */
+void store_arena_sweep(const struct shard_store *st, int sweep);
 
 /* The writer claim (docs/PROTOCOL.md "One writer at a time"): of a whole
  * server before its first change (the directory must still be the one it
