@@ -50,7 +50,7 @@ static void test_vector_encodings(void)
     uint32_t i, enc;
     for (i = 0; i < 16; i++)
         x[i] = (float)(i * 17 % 256); /* SIFT-like: small non-negative integers */
-    for (enc = 0; enc <= MESS_PAYLOAD_I8; enc++) {
+    for (enc = 0; enc <= MESS_PAYLOAD_U8; enc++) {
         mess_params_default(&p, 16);
         p.payload = enc;
         payload_encode_vector(&p, x, buf);
@@ -58,6 +58,28 @@ static void test_vector_encodings(void)
         for (i = 0; i < 16; i++)
             CHECK(x[i] == y[i]); /* integers with range <= 255: i8 exact too */
     }
+    /* u8: one byte per component, and only bytes */
+    mess_params_default(&p, 16);
+    p.payload = MESS_PAYLOAD_U8;
+    CHECK(params_vector_bytes(&p) == 16);
+    CHECK(payload_entry_bytes(&p) == 16 + 8 + 16);
+    payload_encode_vector(&p, x, buf);
+    for (i = 0; i < 16; i++)
+        CHECK(buf[i] == (uint8_t)x[i]);
+    CHECK(payload_unencodable(&p, x) == 16);
+    x[5] = 255.0f;
+    x[3] = 0.0f;
+    CHECK(payload_unencodable(&p, x) == 16);
+    x[9] = 2.5f;
+    CHECK(payload_unencodable(&p, x) == 9);
+    x[4] = -1.0f;
+    CHECK(payload_unencodable(&p, x) == 4);
+    x[2] = 256.0f;
+    CHECK(payload_unencodable(&p, x) == 2);
+    x[0] = NAN;
+    CHECK(payload_unencodable(&p, x) == 0);
+    p.payload = MESS_PAYLOAD_I8;
+    CHECK(payload_unencodable(&p, x) == 16); /* the others take any vector */
     /* integers over a wider range: within half a step */
     for (i = 0; i < 16; i++)
         x[i] = (float)(i * 131);
@@ -207,6 +229,11 @@ static void test_params(void)
     CHECK_RC(mess_params_check(&q), MESS_EINVAL);
     q = p;
     q.per_item = 65;
+    CHECK_RC(mess_params_check(&q), MESS_EINVAL);
+    q = p;
+    q.payload = MESS_PAYLOAD_U8;
+    CHECK_OK(mess_params_check(&q));
+    q.payload = MESS_PAYLOAD_U8 + 1;
     CHECK_RC(mess_params_check(&q), MESS_EINVAL);
     q = p;
     q.p_store = NAN;

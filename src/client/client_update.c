@@ -185,6 +185,9 @@ int client_upload(mess_client *c, const uint64_t *ids,
     for (i = 0; i < n * (size_t)c->p.dim; i++)
         if (!isfinite(vectors[i]))
             return MESS_EINVAL; /* a NaN would outrank every distance in finish */
+    for (i = 0; i < n; i++)
+        if (payload_unencodable(&c->p, vectors + i * c->p.dim) < c->p.dim)
+            return MESS_EINVAL; /* u8 payloads: not a byte vector */
     rc = ids_distinct(ids, n);
     if (rc != MESS_OK)
         return rc;

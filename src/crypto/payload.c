@@ -126,6 +126,24 @@ static void encode_i8(const float *x, uint32_t dim, uint8_t *out)
     }
 }
 
+/* MESS_PAYLOAD_U8 holds a component as its own byte: it must be an
+ * integer in [0, 255] (also false for NaN). */
+static int byte_value(float v)
+{
+    return v >= 0.0f && v <= 255.0f && v == floorf(v);
+}
+
+size_t payload_unencodable(const mess_params *p, const float *x)
+{
+    uint32_t i;
+    if (p->payload != MESS_PAYLOAD_U8)
+        return p->dim;
+    for (i = 0; i < p->dim; i++)
+        if (!byte_value(x[i]))
+            return i;
+    return p->dim;
+}
+
 void payload_encode_vector(const mess_params *p, const float *x, uint8_t *out)
 {
     uint32_t i;
@@ -139,6 +157,12 @@ void payload_encode_vector(const mess_params *p, const float *x, uint8_t *out)
         break;
     case MESS_PAYLOAD_I8:
         encode_i8(x, p->dim, out);
+        break;
+    case MESS_PAYLOAD_U8:
+        /* exact: the upload refused every vector payload_unencodable
+         * names; the clamp only keeps a cast defined */
+        for (i = 0; i < p->dim; i++)
+            out[i] = x[i] >= 255.0f ? 255 : x[i] > 0.0f ? (uint8_t)x[i] : 0;
         break;
     default:
         for (i = 0; i < p->dim; i++)
@@ -162,6 +186,10 @@ void payload_decode_vector(const mess_params *p, const uint8_t *in, float *x)
             x[i] = lo + step * (float)in[8 + i];
         break;
     }
+    case MESS_PAYLOAD_U8:
+        for (i = 0; i < p->dim; i++)
+            x[i] = (float)in[i];
+        break;
     default:
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \
     __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__FLT_MANT_DIG__) && \

@@ -54,8 +54,13 @@ struct payload_keys {
 size_t payload_plain_bytes(const mess_params *p);
 size_t payload_entry_bytes(const mess_params *p);
 
-/* Vector encodings (MESS_PAYLOAD_*). decode(encode(x)) is exact for f32. */
+/* Vector encodings (MESS_PAYLOAD_*). decode(encode(x)) is exact for f32,
+ * and for u8 on every vector payload_unencodable accepts. */
 void payload_encode_vector(const mess_params *p, const float *x, uint8_t *out);
+/* The first component of x the encoding cannot hold exactly, or p->dim if
+ * it holds them all: under MESS_PAYLOAD_U8 a component that is not an
+ * integer in [0, 255]; the other encodings take every finite vector. */
+size_t payload_unencodable(const mess_params *p, const float *x);
 void payload_decode_vector(const mess_params *p, const uint8_t *in, float *x);
 
 /* Seals (id, x) for context ctx (payload_ctx) into entry[payload_entry_bytes].
