@@ -122,5 +122,8 @@ void payload_open_peeked_many(const mess_params *p, size_t n,
 /* IEEE 754 half precision conversions (round to nearest, ties to even). */
 uint16_t payload_f32_to_f16(float f);
 float payload_f16_to_f32(uint16_t h);
+/* dim halves (little-endian) to floats, with F16C where the CPU has it
+ * (SIMD_F16 in simd.h): the same bits as payload_f16_to_f32 on each. */
+void payload_f16_decode(const uint8_t *in, uint32_t dim, float *x);
 
 #endif
