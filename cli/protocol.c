@@ -683,7 +683,33 @@ static const char compact_help[] =
     "Rebuilds every shard without its deleted entries and writes them as the\n"
     "server directory's next generation.\n";
 
-static int print_stats(const mess_server *s, const char *lead)
+/* The pool of info's byte figures unless --pool says: the total pool of
+ * the paper's evaluation and of the docs' figures. */
+#define INFO_POOL 1500
+
+/* The bytes a query moves at pool B (request + response with every budget
+ * filled: mess_response_size), for these parameters and for each payload
+ * encoding: ,"pool":B,"request_bytes":...,"bytes_per_query":...,
+ * "encodings":{"f32":{"entry_bytes":536,"bytes_per_query":805376},...}.
+ * An entry is its 24 bytes of SIV and id plus the vector; u8 holds byte
+ * data only (integers in [0, 255]). */
+static void print_query_bytes(const mess_params *p, long pool)
+{
+    mess_params e = *p;
+    uint32_t enc;
+    printf(",\"pool\":%ld,\"request_bytes\":%zu,\"bytes_per_query\":%zu,\"encodings\":{",
+           pool, mess_request_size(p),
+           mess_request_size(p) + mess_response_size(p, (size_t)pool));
+    for (enc = MESS_PAYLOAD_F32; enc <= MESS_PAYLOAD_U8; enc++) {
+        e.payload = enc;
+        printf("%s\"%s\":{\"entry_bytes\":%zu,\"bytes_per_query\":%zu}", enc ? "," : "",
+               cli_payload_name(enc), mess_payload_size(&e),
+               mess_request_size(&e) + mess_response_size(&e, (size_t)pool));
+    }
+    printf("}");
+}
+
+static int print_stats(const mess_server *s, const char *lead, long pool)
 {
     mess_server_stats st;
     mess_params p;
@@ -694,13 +720,15 @@ static int print_stats(const mess_server *s, const char *lead)
            "\"dim\":%u,\"shards\":%u,\"per_item\":%u,\"bits\":%u,"
            "\"p_store\":%.6g,\"p_prr\":%.6g,\"p_irr\":%.6g,\"hnsw_m\":%u,"
            "\"ef_construction\":%u,\"ef_search\":%u,\"metric\":\"%s\","
-           "\"payload\":\"%s\",\"payload_bytes\":%zu}\n",
+           "\"payload\":\"%s\",\"payload_bytes\":%zu",
            lead, st.entries, st.live, st.deleted, st.bytes,
            st.entries ? (double)st.bytes / (double)st.entries : 0.0,
            st.entries ? st.min_shard : 0, st.max_shard, p.dim, p.shards,
            p.per_item, p.kappa, p.p_store, p.p_prr, p.p_irr, p.hnsw_m,
            p.ef_construction, p.ef_search, cli_metric_name(p.metric),
            cli_payload_name(p.payload), mess_payload_size(&p));
+    print_query_bytes(&p, pool);
+    printf("}\n");
     return CLI_OK;
 }
 
@@ -741,14 +769,14 @@ int cli_cmd_compact(int argc, char **argv)
         mess_server_free(s);
         return CLI_FAIL;
     }
-    print_stats(s, "\"compacted\":true,");
+    print_stats(s, "\"compacted\":true,", INFO_POOL);
     mess_server_free(s);
     return CLI_OK;
 }
 
 static const char info_help[] =
-    "usage: mess info --server S\n"
-    "       mess info --client C [--passphrase-env V]\n"
+    "usage: mess info --server S [--pool B]\n"
+    "       mess info --client C [--passphrase-env V] [--pool B]\n"
     "\n"
     "--server: prints what the server holds, which is all it can see: the\n"
     "public parameters, and per shard the perturbed codes, opaque labels, graph\n"
@@ -757,9 +785,13 @@ static const char info_help[] =
     "made from a seed, which is its master key; \"production\": keys and coins\n"
     "from the OS) and its parameters (train_sample included).  Nothing secret\n"
     "is printed.  A sealed file needs its passphrase (--passphrase-env) to\n"
-    "tell the mode.\n";
+    "tell the mode.\n"
+    "Both also print what a query moves at pool B (1500): request_bytes,\n"
+    "bytes_per_query (request + response with every budget filled) and, per\n"
+    "payload encoding (f32, f16, i8, u8: 24 bytes of SIV and id plus the\n"
+    "vector; u8 for byte data only), entry_bytes and bytes_per_query.\n";
 
-static int client_info(struct cli_args *a, const char *cpath)
+static int client_info(struct cli_args *a, const char *cpath, long pool)
 {
     const char *pass;
     uint32_t version, role;
@@ -786,12 +818,14 @@ static int client_info(struct cli_args *a, const char *cpath)
            "\"per_item\":%u,\"bits\":%u,\"p_store\":%.6g,\"p_prr\":%.6g,"
            "\"p_irr\":%.6g,\"hnsw_m\":%u,\"ef_construction\":%u,"
            "\"ef_search\":%u,\"metric\":\"%s\",\"payload\":\"%s\","
-           "\"train_sample\":%u}\n",
+           "\"train_sample\":%u",
            mess_client_is_deterministic(c) ? "deterministic" : "production",
            sealed ? "true" : "false", p.dim, p.shards, p.per_item, p.kappa,
            p.p_store, p.p_prr, p.p_irr, p.hnsw_m, p.ef_construction,
            p.ef_search, cli_metric_name(p.metric), cli_payload_name(p.payload),
            p.train_sample);
+    print_query_bytes(&p, pool);
+    printf("}\n");
     mess_client_free(c);
     return CLI_OK;
 }
@@ -801,6 +835,7 @@ int cli_cmd_info(int argc, char **argv)
     struct cli_args a;
     const char *spath, *cpath;
     mess_server *s;
+    long pool;
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -809,17 +844,19 @@ int cli_cmd_info(int argc, char **argv)
     }
     spath = cli_opt(&a, "--server");
     cpath = cli_opt(&a, "--client");
+    if (cli_opt_long(&a, "--pool", 1, 65535L * MESS_MAX_SHARDS, INFO_POOL, &pool))
+        return CLI_USAGE;
     if (!spath == !cpath) {
         cli_error("info needs one of --server and --client (see --help)");
         return CLI_USAGE;
     }
     if (cpath)
-        return client_info(&a, cpath);
+        return client_info(&a, cpath, pool);
     if (cli_check_unused(&a))
         return CLI_USAGE;
     if (cli_server_open(spath, NULL, NULL, &s) != CLI_OK)
         return CLI_FAIL;
-    print_stats(s, "");
+    print_stats(s, "", pool);
     mess_server_free(s);
     return CLI_OK;
 }

@@ -112,6 +112,19 @@ if [ $? = 0 ] && grep -q '"payload":"u8","payload_bytes":152,' "$tmp/out" &&
 else
     bad "u8 by default: $(cat "$tmp/out" "$tmp/err")"
 fi
+# mess info: the bytes a query moves at pool B, per encoding (entry: 24
+# bytes of SIV and id plus the vector), for the client and the server
+for who in "--server $tmp/u8" "--client $tmp/u8.mess"; do
+    # shellcheck disable=SC2086
+    a=$($MESS info $who --pool 100 | sed -n 's/.*"u8":{"entry_bytes":152,"bytes_per_query":\([0-9]*\)}}}$/\1/p')
+    # shellcheck disable=SC2086
+    b=$($MESS info $who | sed -n 's/.*"pool":1500,"request_bytes":[0-9]*,"bytes_per_query":\([0-9]*\),"encodings":{"f32":{"entry_bytes":536,.*"f16":{"entry_bytes":280,.*"i8":{"entry_bytes":160,.*"u8":{"entry_bytes":152,"bytes_per_query":\1}}}$/\1/p')
+    if [ -n "$a" ] && [ -n "$b" ] && [ $((b - a)) = $((1400 * 152)) ]; then
+        ok "info $(echo "$who" | cut -d' ' -f1): $b bytes per query at pool 1500, $a at --pool 100"
+    else
+        bad "info $who: '$a' '$b' $($MESS info $who)"
+    fi
+done
 $MESS init --client "$tmp/f32.mess" --server "$tmp/f32" $small --payload f32 >"$tmp/out" 2>"$tmp/err"
 grep -q '"payload":"f32","payload_bytes":536,' "$tmp/out" &&
     ok "--payload f32 is kept for .bvecs" || bad "--payload f32: $(cat "$tmp/out" "$tmp/err")"
