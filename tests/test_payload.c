@@ -97,6 +97,23 @@ static void test_vector_encodings(void)
     for (i = 0; i < 16; i++)
         CHECK(buf[i] == (uint8_t)x[i]);
     CHECK(payload_unencodable(&p, x) == 16);
+    {
+        /* every byte value, at every tail length */
+        uint8_t b[256 + 15];
+        float f[256 + 15];
+        uint32_t n, k, wrong = 0;
+        for (k = 0; k < sizeof b; k++)
+            b[k] = (uint8_t)(k * 7 + 3);
+        for (n = 0; n <= 40; n++) {
+            payload_u8_decode(b + n % 5, n, f);
+            for (k = 0; k < n; k++)
+                wrong += f[k] != (float)b[n % 5 + k];
+        }
+        payload_u8_decode(b, 256, f);
+        for (k = 0; k < 256; k++)
+            wrong += f[k] != (float)(uint8_t)(k * 7 + 3);
+        CHECK(wrong == 0);
+    }
     x[5] = 255.0f;
     x[3] = 0.0f;
     CHECK(payload_unencodable(&p, x) == 16);

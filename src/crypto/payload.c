@@ -116,6 +116,32 @@ __attribute__((target("f16c"))) static void f16_decode_f16c(const uint8_t *in,
 }
 #endif
 
+/* Bytes to floats (u8 payloads), exact.  The scalar loop is not
+ * vectorised at -O2 and cost 2.4x f32's copy in the rerank (issue 31);
+ * SSE2, which every x86-64 CPU has, widens 16 bytes per step with no
+ * dispatch. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+void payload_u8_decode(const uint8_t *in, uint32_t dim, float *x)
+{
+    uint32_t i = 0;
+#if defined(__SSE2__)
+    const __m128i z = _mm_setzero_si128();
+    for (; i + 16 <= dim; i += 16) {
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(in + i));
+        __m128i lo = _mm_unpacklo_epi8(b, z), hi = _mm_unpackhi_epi8(b, z);
+        _mm_storeu_ps(x + i, _mm_cvtepi32_ps(_mm_unpacklo_epi16(lo, z)));
+        _mm_storeu_ps(x + i + 4, _mm_cvtepi32_ps(_mm_unpackhi_epi16(lo, z)));
+        _mm_storeu_ps(x + i + 8, _mm_cvtepi32_ps(_mm_unpacklo_epi16(hi, z)));
+        _mm_storeu_ps(x + i + 12, _mm_cvtepi32_ps(_mm_unpackhi_epi16(hi, z)));
+    }
+#endif
+    for (; i < dim; i++)
+        x[i] = (float)in[i];
+}
+
 void payload_f16_decode(const uint8_t *in, uint32_t dim, float *x)
 {
     uint32_t i;
@@ -219,8 +245,7 @@ void payload_decode_vector(const mess_params *p, const uint8_t *in, float *x)
         break;
     }
     case MESS_PAYLOAD_U8:
-        for (i = 0; i < p->dim; i++)
-            x[i] = (float)in[i];
+        payload_u8_decode(in, p->dim, x);
         break;
     default:
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__) && \

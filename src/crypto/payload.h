@@ -125,5 +125,8 @@ float payload_f16_to_f32(uint16_t h);
 /* dim halves (little-endian) to floats, with F16C where the CPU has it
  * (SIMD_F16 in simd.h): the same bits as payload_f16_to_f32 on each. */
 void payload_f16_decode(const uint8_t *in, uint32_t dim, float *x);
+/* dim bytes to floats (u8 payloads), 16 at a time with SSE2 where the
+ * compiler targets it. */
+void payload_u8_decode(const uint8_t *in, uint32_t dim, float *x);
 
 #endif
