@@ -316,6 +316,10 @@ MESS_API const char *mess_error_name(int code);
 #define MESS_PAYLOAD_F16    1  /* IEEE half precision, round to nearest even */
 #define MESS_PAYLOAD_I8     2  /* per-vector offset and step (float32) + 8-bit codes;
                                   exact for integer vectors of range <= 255 */
+#define MESS_PAYLOAD_U8     3  /* one byte per component, no offset or step: exact,
+                                  for vectors whose components are integers in
+                                  [0, 255] (SIFT-like byte data; an upload of any
+                                  other vector is MESS_EINVAL) */
 
 /* Documented limits; larger values are MESS_ELIMIT.  Each is also a
  * function (libsodium's pattern), so a program or a binding can read the
@@ -554,7 +558,9 @@ int mess_server_check_owner(const mess_server *s,
  * item its t shards from Route(id), and per shard a 128-bit label, a
  * perturbed code and a ciphertext of id || vector.  Ids must be distinct
  * within the call, and every vector component finite (a NaN or an
- * infinity is MESS_EINVAL, as in mess_client_request).  threads: 0 = 1.
+ * infinity is MESS_EINVAL, as in mess_client_request).  Under
+ * MESS_PAYLOAD_U8 every component must also be an integer in [0, 255]:
+ * any other is MESS_EINVAL, nothing encoded.  threads: 0 = 1.
  *
  * Generations: an id the client deleted (mess_client_delete) is uploaded
  * at its next generation, under labels and ciphertexts unrelated to the

@@ -41,6 +41,7 @@
 #include "metric.h"
 #include "poly1305_lanes.h"
 #include "client.h"
+#include "simd.h"
 #include "bench.h"
 
 #define TOPK 10
@@ -79,13 +80,14 @@ static void resp_free(struct resp *s)
 }
 
 static int resp_build(struct resp *s, size_t n, size_t unique, uint32_t dim,
-                      uint32_t shards)
+                      uint32_t shards, uint32_t payload)
 {
     size_t i, j;
     float *v;
     uint8_t *scratch;
     mess_params_default(&s->p, dim);
     s->p.shards = shards;
+    s->p.payload = payload;
     s->n = n;
     s->unique = unique;
     s->plain = payload_plain_bytes(&s->p);
@@ -554,13 +556,13 @@ static int time_encode(mess_client *c, const float *qv, size_t nq, size_t pool,
 
 static const char help[] =
     "usage: mess bench client [--data DIR] [--learn N] [--queries N] [--pool B]\n"
-    "                         [--unique U] [--repeat R] [--shards M]\n"
+    "                         [--unique U] [--repeat R] [--shards M] [--payload E]\n"
     "\n"
     "The client's per-query steps, each timed alone (CPU, best of 3 rounds)\n"
     "beside its floor from rates measured in the same run: encode (hash,\n"
     "PRR+IRR, request) on a client trained on DIR's learn vectors and DIR's\n"
     "queries; finish (peek, keystream, Poly1305, SIV, open, rerank, top-k) on\n"
-    "one simulated response of B f32 entries of U distinct items, for the\n"
+    "one simulated response of B entries of U distinct items, for the\n"
     "per-entry libsodium calls, the batched path without the SIMD cores\n"
     "(portable lane core, libsodium's Poly1305) and the batched path with\n"
     "them (AVX-512 ChaCha20 lanes, Poly1305 lanes); encode with the portable\n"
@@ -576,6 +578,9 @@ static const char help[] =
     "  --repeat R    responses per timed round (200)\n"
     "  --shards M    graphs (64): the encode's M; the simulated response's\n"
     "                entries spread over its shards the same way\n"
+    "  --payload E   the response's encoding, f32|f16|i8|u8 (f32); with f16\n"
+    "                the batched rerank is also timed with the portable half\n"
+    "                conversion, the CPU's other cores on (rerank_f16_portable)\n"
     "\n"
     "Last line: one JSON object (ms per query; floors in ms; rates in ns).\n";
 
@@ -583,8 +588,11 @@ int bench_client(int argc, char **argv)
 {
     static const char *const fin_names[] = {"peek", "keystream", "poly1305", "siv",
                                             "open", "rerank", "top-k"};
+    static const char *const pay_names[] = {"f32", "f16", "i8", "u8"};
     struct cli_args a;
-    const char *dir;
+    const char *dir, *pname;
+    uint32_t payload;
+    double rerank_f16_portable = 0;
     long nlearn, nq, pool, unique, repeat, shards;
     float *learn = NULL, *query = NULL;
     size_t nl = 0, nqa = 0, dim = 0, d2 = 0, bad = 0, junk = 0, i;
@@ -608,7 +616,18 @@ int bench_client(int argc, char **argv)
         cli_opt_long(&a, "--pool", 1, 1L << 20, 1500, &pool) ||
         cli_opt_long(&a, "--unique", 1, 1L << 20, 616, &unique) ||
         cli_opt_long(&a, "--repeat", 1, 100000, 200, &repeat) ||
-        cli_opt_long(&a, "--shards", 1, MESS_MAX_SHARDS, 64, &shards) || cli_check_unused(&a))
+        cli_opt_long(&a, "--shards", 1, MESS_MAX_SHARDS, 64, &shards))
+        return CLI_USAGE;
+    pname = cli_opt(&a, "--payload");
+    for (payload = 0; pname && payload < 4 && strcmp(pname, pay_names[payload]) != 0; payload++)
+        ;
+    if (payload == 4) {
+        cli_error("--payload: unknown value '%s' (accepted: f32, f16, i8, u8)", pname);
+        return CLI_USAGE;
+    }
+    if (!pname)
+        payload = MESS_PAYLOAD_F32;
+    if (cli_check_unused(&a))
         return CLI_USAGE;
     if (unique > pool) {
         cli_error("--unique %ld is more than --pool %ld", unique, pool);
@@ -648,7 +667,7 @@ int bench_client(int argc, char **argv)
         return cli_fail("bench client", NULL, rc);
     }
     memset(&s, 0, sizeof s);
-    rc = resp_build(&s, (size_t)pool, (size_t)unique, (uint32_t)dim, p.shards);
+    rc = resp_build(&s, (size_t)pool, (size_t)unique, (uint32_t)dim, p.shards, payload);
     proj_bytes = (double)p.shards * p.kappa * p.dim * sizeof(float);
     if (rc == MESS_OK)
         measure_rates(&rt, (size_t)proj_bytes, &p, &sink);
@@ -683,6 +702,13 @@ int bench_client(int argc, char **argv)
             t[6] = ent[6];
         }
         client_finish_set_simd(1);
+        /* f16: the rerank with the portable half conversion, every other
+         * core the CPU's (issue 31: F16C against the scalar loop) */
+        if (payload == MESS_PAYLOAD_F16) {
+            simd_force(SIMD_F16, 0);
+            rerank_f16_portable = time_step(step_rerank_batch, &s, (size_t)repeat, &bad, &sink);
+            simd_force(SIMD_F16, -1);
+        }
         /* every SIV must match, the same number of times each way */
         if (match_e != match_b || match_e != match_f || match_e != 3 * (size_t)repeat * s.unique)
             bad++;
@@ -704,11 +730,12 @@ int bench_client(int argc, char **argv)
     }
 
     printf("mess bench client: %s, dim %zu, M %u, kappa %u; encode over %ld queries; "
-           "finish: B = %ld entries of U = %ld items, f32 (%zu-byte entries, %zu "
+           "finish: B = %ld entries of U = %ld items, %s (%zu-byte entries, %zu "
            "keystream blocks per vector); lane core ISA %d, Poly1305 lanes ISA %d, "
-           "projection ISA %d\n",
-           dir, dim, p.shards, p.kappa, nq, pool, unique, s.eb, s.vblocks,
-           chacha_lanes_isa(), poly1305_lanes_isa(), isohash_project_isa());
+           "projection ISA %d, F16C %d\n",
+           dir, dim, p.shards, p.kappa, nq, pool, unique, pay_names[payload], s.eb, s.vblocks,
+           chacha_lanes_isa(), poly1305_lanes_isa(), isohash_project_isa(),
+           simd_level(SIMD_F16));
     printf("rates: ChaCha20 block %.1f ns (libsodium long stream) / %.1f ns (lane core, "
            "full lanes) / %.1f ns (lane core, rounds alone); Poly1305 %.3f ns/byte (libsodium, "
            "long message) / %.3f ns/byte (lanes, 16 long messages); read %.3f ns/byte "
@@ -739,6 +766,11 @@ int bench_client(int argc, char **argv)
         double fn = fbk[0] + fbk[4] + fbk[5] + fbk[6];
         printf("%-10s %10.4f %10.4f %10.4f %10.4f %8.1f %8.1f   (peek + open + rerank + top-k)\n",
                "finish", fe, fn, fb, ff, fe / ff, fb / ff);
+        if (payload == MESS_PAYLOAD_F16)
+            printf("rerank with the portable half conversion %.4f ms (F16C %.4f: %.2fx); "
+                   "finish %.4f ms with it\n", rerank_f16_portable, bat[5],
+                   bat[5] > 0 ? rerank_f16_portable / bat[5] : 0.0,
+                   fb - bat[5] + rerank_f16_portable);
         printf("encode + finish: per entry %.4f, batched without SIMD %.4f, batched %.4f ms "
                "(floor %.4f; batched / no-SIMD %.2fx faster, / per entry %.2fx)\n",
                et.total_old + fe, et.total_old + fn, et.total + fb, enc_floor_hash + ff,
@@ -749,7 +781,10 @@ int bench_client(int argc, char **argv)
             mess_client_free(c);
             return CLI_FAIL;
         }
-        printf("{\"bench\":\"client\",\"dim\":%zu,\"pool\":%ld,\"unique\":%ld,\"isa\":%d,"
+        printf("{\"bench\":\"client\",\"payload\":\"%s\",\"entry_bytes\":%zu,"
+               "\"rerank_f16_portable_ms\":%.4f,", pay_names[payload], s.eb,
+               rerank_f16_portable);
+        printf("\"dim\":%zu,\"pool\":%ld,\"unique\":%ld,\"isa\":%d,"
                "\"block_ns_sodium\":%.2f,\"block_ns_lanes\":%.2f,\"block_ns_rounds\":%.2f,\"poly_ns_per_byte\":%.4f,"
                "\"poly_lanes_ns_per_byte\":%.4f,\"read_ns_per_byte\":%.4f,\"dist_ns\":%.2f,"
                "\"hash_ms\":%.4f,\"hash_portable_ms\":%.4f,\"rr_ms\":%.4f,\"encode_ms\":%.4f,"

@@ -384,7 +384,7 @@ static const char help[] =
     "  --pools LIST      total pools B (100,200,400,800,1500,2500,4000)\n"
     "  --configs LIST    of nonoise, d8q8 (p_D 0.08, p_q 0.08), d8q12\n"
     "                    (nonoise,d8q8,d8q12)\n"
-    "  --payloads LIST   of f32,f16,i8 for the timing configuration (f32,f16,i8)\n"
+    "  --payloads LIST   of f32,f16,i8,u8 for the timing configuration (f32,f16,i8)\n"
     "  --timing-pool B   pool of the time and bytes figures (1500)\n"
     "  --queries N       use the first N queries (all)\n"
     "  --threads N       build threads (2); searches and finishes use one\n"
@@ -420,7 +420,7 @@ static void print_result(const struct result *r, const long *pools, size_t np,
                          const mess_params *p)
 {
     size_t b;
-    static const char *const pl[] = {"f32", "f16", "i8"};
+    static const char *const pl[] = {"f32", "f16", "i8", "u8"};
     printf("\n%s payload %s (M=%u t=%u kappa=%u p_D=%.3g p_q=%.3g)\n", r->name,
            pl[r->payload], p->shards, p->per_item, p->kappa, p->p_store,
            mess_effective_flip(p->p_prr, p->p_irr));
@@ -448,7 +448,7 @@ static void print_result(const struct result *r, const long *pools, size_t np,
 static void json_result(FILE *f, const struct result *r, const long *pools,
                         size_t np)
 {
-    static const char *const pl[] = {"f32", "f16", "i8"};
+    static const char *const pl[] = {"f32", "f16", "i8", "u8"};
     size_t b;
     fprintf(f, "{\"config\":\"%s\",\"payload\":\"%s\",\"train_s\":%.3f,"
                "\"build_s\":%.3f,\"build_cpu_s\":%.3f,\"entries_per_s\":%.1f,\"entries\":%zu,\"server_bytes\":%zu,"
@@ -478,7 +478,7 @@ int bench_protocol(int argc, char **argv)
 {
     struct cli_args a;
     const char *dir, *pools_s, *configs_s, *payloads_s, *python;
-    long pools[MAX_POOLS], tpool, nq, threads, cthreads, pay[3], shards, per_item;
+    long pools[MAX_POOLS], tpool, nq, threads, cthreads, pay[4], shards, per_item;
     size_t np, nc, npay, i, j, b;
     struct config cfg[MAX_CONFIGS];
     struct dataset d;
@@ -489,7 +489,7 @@ int bench_protocol(int argc, char **argv)
     size_t jlen = 0;
     FILE *json;
     int no_hnsw, have_seed, rc = CLI_OK;
-    const char *pnames[] = {"f32", "f16", "i8"};
+    const char *pnames[] = {"f32", "f16", "i8", "u8"};
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -529,10 +529,10 @@ int bench_protocol(int argc, char **argv)
     {
         char buf[64], *tok, *save = NULL;
         snprintf(buf, sizeof buf, "%s", payloads_s ? payloads_s : "f32,f16,i8");
-        for (tok = strtok_r(buf, ",", &save); tok && npay < 3; tok = strtok_r(NULL, ",", &save)) {
-            for (j = 0; j < 3 && strcmp(tok, pnames[j]) != 0; j++)
+        for (tok = strtok_r(buf, ",", &save); tok && npay < 4; tok = strtok_r(NULL, ",", &save)) {
+            for (j = 0; j < 4 && strcmp(tok, pnames[j]) != 0; j++)
                 ;
-            if (j == 3) {
+            if (j == 4) {
                 cli_error("--payloads: unknown encoding '%s'", tok);
                 return CLI_USAGE;
             }

@@ -157,7 +157,7 @@ static void param_defaults(mess_params *p, uint32_t metric)
 }
 
 static const char *const metric_names[] = {"l2", "ip", "cos", NULL};
-static const char *const payload_names[] = {"f32", "f16", "i8", NULL};
+static const char *const payload_names[] = {"f32", "f16", "i8", "u8", NULL};
 
 const char *cli_metric_name(uint32_t metric)
 {
@@ -166,7 +166,7 @@ const char *cli_metric_name(uint32_t metric)
 
 const char *cli_payload_name(uint32_t payload)
 {
-    return payload < 3 ? payload_names[payload] : "?";
+    return payload < 4 ? payload_names[payload] : "?";
 }
 
 /* choices[i] names value i; `alias` (or NULL) is one more spelling of
@@ -188,10 +188,16 @@ static int parse_choice(struct cli_args *a, const char *name,
         *out = alias_of;
         return 0;
     }
-    cli_error("%s: unknown value '%s' (accepted: %s%s%s%s%s%s%s)", name, v,
-              choices[0], choices[1] ? ", " : "", choices[1] ? choices[1] : "",
-              choices[2] ? ", " : "", choices[2] ? choices[2] : "",
-              alias ? ", " : "", alias ? alias : "");
+    {
+        char list[128] = "";
+        for (i = 0; choices[i]; i++) {
+            if (i)
+                strcat(list, ", ");
+            strcat(list, choices[i]); /* the short names above: no overflow */
+        }
+        cli_error("%s: unknown value '%s' (accepted: %s%s%s)", name, v, list,
+                  alias ? ", " : "", alias ? alias : "");
+    }
     return -1;
 }
 
@@ -272,7 +278,8 @@ void cli_params_help(FILE *f, int graph)
                 "  --hnsw-m M          HNSW links (%u)         --ef-construction E (%u)\n"
                 "  --ef-search E       per-shard search beam, max(budget, E) (%u)\n"
                 "  --metric l2|ip|cos  rerank metric, cos also spelled cosine (%s)\n"
-                "  --payload f32|f16|i8  payload encoding (%s)\n",
+                "  --payload f32|f16|i8|u8  payload encoding; u8: one exact byte per\n"
+                "                      component, integers in [0, 255] only (%s)\n",
                 d.hnsw_m, d.ef_construction, d.ef_search, metric_names[d.metric],
                 payload_names[d.payload]);
     if (graph)

@@ -52,6 +52,8 @@ int cli_wants_help(struct cli_args *a);
  * format version says which version it found and which is expected);
  * "mess: <what>: <mess_strerror(rc)>" when path is NULL.  CLI_FAIL. */
 int cli_fail(const char *what, const char *path, int rc);
+/* 1 if s ends with suffix (".bvecs"), else 0. */
+int cli_has_suffix(const char *s, const char *suffix);
 /* -1 with a message listing the accepted extensions unless path ends in
  * .fvecs / .bvecs (vectors) or .ivecs / .u64vecs (ids). */
 int cli_vectors_ext(const char *path, const char *what);

@@ -18,7 +18,7 @@
 #include "../mess.h"
 #include "cli.h"
 
-static int has_suffix(const char *s, const char *suffix)
+int cli_has_suffix(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && strcmp(s + a - b, suffix) == 0;
@@ -84,7 +84,7 @@ int cli_read_set(const char *dir, const char *name, float **x, size_t *n,
 
 int cli_vectors_ext(const char *path, const char *what)
 {
-    if (has_suffix(path, ".fvecs") || has_suffix(path, ".bvecs"))
+    if (cli_has_suffix(path, ".fvecs") || cli_has_suffix(path, ".bvecs"))
         return 0;
     cli_error("%s: unknown extension for %s; accepted: .fvecs (float32), "
               ".bvecs (uint8)", path, what);
@@ -93,7 +93,7 @@ int cli_vectors_ext(const char *path, const char *what)
 
 int cli_ids_ext(const char *path, const char *what)
 {
-    if (has_suffix(path, ".ivecs") || has_suffix(path, ".u64vecs"))
+    if (cli_has_suffix(path, ".ivecs") || cli_has_suffix(path, ".u64vecs"))
         return 0;
     cli_error("%s: unknown extension for %s; accepted: .ivecs (int32 ids "
               "below 2^31), .u64vecs (uint64 ids)", path, what);
@@ -113,8 +113,8 @@ int cli_read_vectors(const char *path, const char *what, float **x, size_t *n,
     if (rc == MESS_EFORMAT) {
         cli_error("%s: not a valid %s file for %s: malformed or truncated "
                   "(every record: int32 dim, then dim %s; one dim for all)",
-                  path, has_suffix(path, ".bvecs") ? ".bvecs" : ".fvecs", what,
-                  has_suffix(path, ".bvecs") ? "uint8" : "float32");
+                  path, cli_has_suffix(path, ".bvecs") ? ".bvecs" : ".fvecs", what,
+                  cli_has_suffix(path, ".bvecs") ? "uint8" : "float32");
         return CLI_FAIL;
     }
     if (rc != MESS_OK)
@@ -142,7 +142,7 @@ int cli_read_ids(const char *path, const char *what, uint64_t **ids, size_t *n,
     if (cli_ids_ext(path, what))
         return CLI_USAGE;
     errno = 0;
-    if (has_suffix(path, ".u64vecs")) {
+    if (cli_has_suffix(path, ".u64vecs")) {
         rc = mess_u64vecs_read(path, ids, n, k);
         if (rc != MESS_OK) {
             *ids = NULL;
@@ -183,7 +183,7 @@ int cli_write_ids(const char *path, const char *what, const uint64_t *ids,
     if (cli_ids_ext(path, what))
         return CLI_USAGE;
     errno = 0;
-    if (has_suffix(path, ".u64vecs")) {
+    if (cli_has_suffix(path, ".u64vecs")) {
         rc = mess_u64vecs_write(path, ids, n, k);
         return rc == MESS_OK ? CLI_OK : cli_fail(what, path, rc);
     }

@@ -86,7 +86,8 @@ static const char help[] =
     "  --threads N        worker threads (1)\n"
     "  --seed-env V / --seed-file F  deterministic hashes (64 hex digits)\n"
     "  --metric, --payload, --hnsw-m, --ef-construction, --train-sample:\n"
-    "                     as for mess init (the grid sets the others)\n"
+    "                     as for mess init (the grid sets the others; a .bvecs\n"
+    "                     --data counts u8 payloads' bytes unless --payload says)\n"
     "\n"
     "One line per candidate, then the winner; last line: {\"target\",\"max_xi\",\n"
     "\"max_xi_query\",\"max_xi_cap\",\"max_xi_shard\",\"best\":{...} or null,\"candidates\":[{\"shards\",\n"
@@ -171,7 +172,7 @@ int cli_plan_configs(int argc, char **argv)
     uint32_t *truth = NULL;
     struct cand *cand = NULL;
     uint8_t seed[32];
-    int have_seed, rc = CLI_FAIL;
+    int have_seed, payload_named, rc = CLI_FAIL;
     mess_params base;
 
     cli_args_init(&a, argc, argv);
@@ -192,6 +193,7 @@ int cli_plan_configs(int argc, char **argv)
     qpath = cli_opt(&a, "--queries");
     gpath = cli_opt(&a, "--gt");
     plist = cli_opt(&a, "--pools");
+    payload_named = cli_opt(&a, "--payload") != NULL;
     if (cli_opt_double(&a, "--target-recall", 1e-9, 1.0 - 1e-9, 0.9, &target) ||
         cli_opt_double(&a, "--max-xi", 1e-9, 1e9, dx, &x) ||
         cli_opt_double(&a, "--max-xi-query", 1e-9, 1e9, dy, &y) ||
@@ -206,6 +208,9 @@ int cli_plan_configs(int argc, char **argv)
         cli_params_options(&a, 1, &base) || cli_seed(&a, seed, &have_seed, 0))
         return CLI_USAGE;
     ef_search = (long)base.ef_search;
+    /* byte data: the bytes of u8 payloads, which mess init chooses for it */
+    if (!payload_named && dpath && cli_has_suffix(dpath, ".bvecs"))
+        base.payload = MESS_PAYLOAD_U8;
     if (parse_grid(&a, "--grid-shards", "16,32,64", 1, MESS_MAX_SHARDS, &gm, &ngm) ||
         parse_grid(&a, "--grid-per-item", "4,8,16", 1, MESS_MAX_SHARDS, &gt_, &ngt) ||
         parse_grid(&a, "--grid-bits", "64,128,256", 64, MESS_PLAN_MAX_CONDITIONAL_BITS,

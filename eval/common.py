@@ -136,7 +136,7 @@ class Build:
 def _brief(p):
     return ("M=%d t=%d kappa=%d p_D=%.2f p_q=%.2f payload=%s"
             % (p.shards, p.per_item, p.kappa, p.p_store, p.p_query,
-               {0: "f32", 1: "f16", 2: "i8"}[p.payload]))
+               {0: "f32", 1: "f16", 2: "i8", 3: "u8"}[p.payload]))
 
 
 def sweep(build, ds, pools, threads, label=None):

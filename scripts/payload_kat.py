@@ -62,6 +62,9 @@ def encode(kind, x):
         return struct.pack("<%df" % len(x), *x)
     if kind == "f16":   # struct's 'e' is IEEE binary16, round half to even
         return struct.pack("<%de" % len(x), *x)
+    if kind == "u8":    # each component, an integer in [0, 255], as its byte
+        assert all(v == int(v) and 0 <= v <= 255 for v in x)
+        return bytes(int(v) for v in x)
     # i8, integer vectors of range <= 255 only (the exact case): offset
     # min(x), step 1 (0 if all equal), codes x - min
     lo, hi = min(x), max(x)
@@ -102,8 +105,10 @@ CASES = [
                                                    1e-07, -0.0)]),
     ("i8_7", "i8", 7, 5, 7, 123456789, [3.0, 10.0, 255.0, 0.0, 17.0, 200.0, 1.0]),
     ("i8_const", "i8", 3, 4, 0, 1, [5.0, 5.0, 5.0]),
+    ("u8_130_tail", "u8", 130, 11, 2, 987654321, [float((i * 91) % 256) for i in range(130)]),
 ]
-KINDS = {"f32": "MESS_PAYLOAD_F32", "f16": "MESS_PAYLOAD_F16", "i8": "MESS_PAYLOAD_I8"}
+KINDS = {"f32": "MESS_PAYLOAD_F32", "f16": "MESS_PAYLOAD_F16", "i8": "MESS_PAYLOAD_I8",
+         "u8": "MESS_PAYLOAD_U8"}
 
 
 def ad_v3(shard, gen):

@@ -26,6 +26,16 @@ if "$MESS" bench client --shards 4 --learn 300 --queries 5 --pool 300 --unique 1
 else
     bad "bench client failed: $(cat "$tmp/err")"
 fi
+# f16 responses: the rerank is timed with the portable half conversion too
+if "$MESS" bench client --shards 4 --learn 300 --queries 5 --pool 300 --unique 100 --repeat 3 \
+    --payload f16 >"$tmp/out" 2>"$tmp/err" &&
+    tail -n 1 "$tmp/out" | grep -q '"payload":"f16","entry_bytes":280,' &&
+    positive "$(json rerank_f16_portable_ms)"; then
+    ok "--payload f16: 280-byte entries, rerank_f16_portable_ms = $(json rerank_f16_portable_ms)"
+else
+    bad "--payload f16: $(tail -n 1 "$tmp/out") $(cat "$tmp/err")"
+fi
+refuse 2 "--payload f8" "$MESS" bench client --payload f8
 # learn and query vectors of different dimensions: refused
 mkdir -p "$tmp/mixed"
 printf '\004\000\000\000\001\002\003\004' >"$tmp/mixed/learn.bvecs"

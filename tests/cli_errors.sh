@@ -32,7 +32,7 @@ expect 2 "--per-item above --shards" "--per-item 9: at most --shards \(8\)" \
     $MESS init --client "$tmp/c" --server "$tmp/s" --train "$tmp/train.bvecs" --shards 8 --per-item 9
 expect 2 "--metric unknown" "--metric: unknown value 'l1' \(accepted: l2, ip, cos, cosine\)" \
     $MESS init --client "$tmp/c" --server "$tmp/s" --train "$tmp/train.bvecs" --metric l1
-expect 2 "--payload unknown" "--payload: unknown value 'f8' \(accepted: f32, f16, i8\)" \
+expect 2 "--payload unknown" "--payload: unknown value 'f8' \(accepted: f32, f16, i8, u8\)" \
     $MESS init --client "$tmp/c" --server "$tmp/s" --train "$tmp/train.bvecs" --payload f8
 expect 2 "--bits 100 in plan" "--bits: expected a multiple of 64" \
     $MESS plan --train "$tmp/train.bvecs" --data "$tmp/train.bvecs" --queries "$tmp/train.bvecs" --bits 100

@@ -24,8 +24,9 @@ else
 fi
 
 # shellcheck disable=SC2086
+# (--payload f32: the estimate's; a .bvecs --train alone would choose u8)
 if "$MESS" init --client "$tmp/c" --server "$tmp/s" --train datasets/sift/learn.bvecs $opts \
-       >/dev/null 2>"$tmp/err" &&
+       --payload f32 >/dev/null 2>"$tmp/err" &&
    "$MESS" insert --client "$tmp/c" --server "$tmp/s" datasets/sift/base.bvecs --threads 2 \
        >/dev/null 2>>"$tmp/err" &&
    "$MESS" info --server "$tmp/s" >"$tmp/info" 2>>"$tmp/err"; then

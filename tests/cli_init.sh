@@ -101,4 +101,46 @@ if [ $? = 0 ] && ! grep -q "existed" "$tmp/err" && ! ls "$tmp" | grep -q "fresh.
 else
     bad "--force on a new path: $(cat "$tmp/err")"
 fi
+
+# byte data: a .bvecs --train chooses u8 payloads (one byte a component)
+# unless --payload names one; a vector that is not bytes is then refused
+# with its row and component
+$MESS init --client "$tmp/u8.mess" --server "$tmp/u8" $small >"$tmp/out" 2>"$tmp/err"
+if [ $? = 0 ] && grep -q '"payload":"u8","payload_bytes":152,' "$tmp/out" &&
+    $MESS info --server "$tmp/u8" | grep -q '"payload":"u8","payload_bytes":152'; then
+    ok "a .bvecs --train chooses u8 payloads (152-byte entries at 128 dims, f32 536)"
+else
+    bad "u8 by default: $(cat "$tmp/out" "$tmp/err")"
+fi
+# mess info: the bytes a query moves at pool B, per encoding (entry: 24
+# bytes of SIV and id plus the vector), for the client and the server
+for who in "--server $tmp/u8" "--client $tmp/u8.mess"; do
+    # shellcheck disable=SC2086
+    a=$($MESS info $who --pool 100 | sed -n 's/.*"u8":{"entry_bytes":152,"bytes_per_query":\([0-9]*\)}}}$/\1/p')
+    # shellcheck disable=SC2086
+    b=$($MESS info $who | sed -n 's/.*"pool":1500,"request_bytes":[0-9]*,"bytes_per_query":\([0-9]*\),"encodings":{"f32":{"entry_bytes":536,.*"f16":{"entry_bytes":280,.*"i8":{"entry_bytes":160,.*"u8":{"entry_bytes":152,"bytes_per_query":\1}}}$/\1/p')
+    if [ -n "$a" ] && [ -n "$b" ] && [ $((b - a)) = $((1400 * 152)) ]; then
+        ok "info $(echo "$who" | cut -d' ' -f1): $b bytes per query at pool 1500, $a at --pool 100"
+    else
+        bad "info $who: '$a' '$b' $($MESS info $who)"
+    fi
+done
+$MESS init --client "$tmp/f32.mess" --server "$tmp/f32" $small --payload f32 >"$tmp/out" 2>"$tmp/err"
+grep -q '"payload":"f32","payload_bytes":536,' "$tmp/out" &&
+    ok "--payload f32 is kept for .bvecs" || bad "--payload f32: $(cat "$tmp/out" "$tmp/err")"
+/usr/bin/python3 -c '
+import struct, sys
+with open(sys.argv[1], "wb") as f:
+    for r in range(3):
+        v = [float(r + i) for i in range(128)]
+        if r == 2:
+            v[7] = 3.25
+        f.write(struct.pack("<i128f", 128, *v))
+' "$tmp/frac.fvecs"
+refuse 1 "a non-byte vector into a u8 index" \
+    $MESS insert --client "$tmp/u8.mess" --server "$tmp/u8" "$tmp/frac.fvecs"
+grep -qF "mess: '$tmp/frac.fvecs' row 2: component 7 is 3.25; the index stores u8 payloads, which hold integers in [0, 255] only (init with --payload f32, f16 or i8 for other data)" "$tmp/err" &&
+    ok "the refusal names row and component" || bad "u8 refusal: $(cat "$tmp/err")"
+$MESS info --server "$tmp/u8" | grep -q '"entries":0,' &&
+    ok "nothing of the refused file stored" || bad "entries after the refusal"
 finish

@@ -66,6 +66,13 @@ best = d["best"]
 say(best is not None and reach and best["bytes"] == min(c["bytes"] for c in reach)
     and best["recall_at_pool"] >= d["target"],
     "the winner has the fewest bytes among the candidates reaching the target")
+# .bvecs --data: the bytes of u8 payloads (152-byte entries), as mess init
+# stores byte data: request (24 + 16 + 16 + 2M + M kappa/8) + response
+# (24 + 16 + 2M + pool entries)
+req = lambda c: 24 + 16 + 16 + 2 * c["shards"] + c["shards"] * c["bits"] // 8
+say(reach and all(c["bytes"] == req(c) + 24 + 16 + 2 * c["shards"] + c["pool"] * 152
+                  for c in reach),
+    "bytes per query count u8 payloads for .bvecs data")
 # kappa 64 at the same limits flips less than kappa 128 (per-bit bound halves)
 k64 = [c for c in cands if c["bits"] == 64 and c["per_item"] == 4][0]
 k128 = [c for c in cands if c["bits"] == 128 and c["per_item"] == 4][0]

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "payload.h"
+#include "simd.h"
 #include "statefile.h"
 #include "wire.h"
 #include "harness.h"
@@ -42,6 +43,35 @@ static void test_f16_conversion(void)
     }
 }
 
+/* The F16C decode and the portable one give the same bits for every half
+ * value (NaNs made quiet by both), at every offset of an 8-lane block. */
+static void test_f16_decode_paths(void)
+{
+    static uint8_t in[2 * 0x10000 + 2];
+    static float ref[0x10000 + 1], got[0x10000 + 1];
+    int level, max = simd_cpu_max(SIMD_F16);
+    uint32_t h, off;
+    size_t bad = 0;
+    printf("# f16 decode levels 0..%d\n", max);
+    for (h = 0; h < 0x10000u; h++) {
+        in[2 * h] = (uint8_t)h;
+        in[2 * h + 1] = (uint8_t)(h >> 8);
+        ref[h] = payload_f16_to_f32((uint16_t)h);
+    }
+    for (level = 0; level <= max; level++) {
+        CHECK_OK(simd_force(SIMD_F16, level));
+        payload_f16_decode(in, 0x10000u, got);
+        bad += memcmp(got, ref, sizeof(float) * 0x10000u) != 0;
+        for (off = 0; off < 9; off++) { /* the tails and short vectors */
+            payload_f16_decode(in + 2 * off, 13 + off, got);
+            bad += memcmp(got, ref + off, sizeof(float) * (13 + off)) != 0;
+        }
+    }
+    CHECK(bad == 0);
+    CHECK_OK(simd_force(SIMD_F16, -1));
+    CHECK(isnan(ref[0x7c01]) && isnan(ref[0xfe00]) && isinf(ref[0x7c00]));
+}
+
 static void test_vector_encodings(void)
 {
     float x[16], y[16];
@@ -50,7 +80,7 @@ static void test_vector_encodings(void)
     uint32_t i, enc;
     for (i = 0; i < 16; i++)
         x[i] = (float)(i * 17 % 256); /* SIFT-like: small non-negative integers */
-    for (enc = 0; enc <= MESS_PAYLOAD_I8; enc++) {
+    for (enc = 0; enc <= MESS_PAYLOAD_U8; enc++) {
         mess_params_default(&p, 16);
         p.payload = enc;
         payload_encode_vector(&p, x, buf);
@@ -58,6 +88,45 @@ static void test_vector_encodings(void)
         for (i = 0; i < 16; i++)
             CHECK(x[i] == y[i]); /* integers with range <= 255: i8 exact too */
     }
+    /* u8: one byte per component, and only bytes */
+    mess_params_default(&p, 16);
+    p.payload = MESS_PAYLOAD_U8;
+    CHECK(params_vector_bytes(&p) == 16);
+    CHECK(payload_entry_bytes(&p) == 16 + 8 + 16);
+    payload_encode_vector(&p, x, buf);
+    for (i = 0; i < 16; i++)
+        CHECK(buf[i] == (uint8_t)x[i]);
+    CHECK(payload_unencodable(&p, x) == 16);
+    {
+        /* every byte value, at every tail length */
+        uint8_t b[256 + 15];
+        float f[256 + 15];
+        uint32_t n, k, wrong = 0;
+        for (k = 0; k < sizeof b; k++)
+            b[k] = (uint8_t)(k * 7 + 3);
+        for (n = 0; n <= 40; n++) {
+            payload_u8_decode(b + n % 5, n, f);
+            for (k = 0; k < n; k++)
+                wrong += f[k] != (float)b[n % 5 + k];
+        }
+        payload_u8_decode(b, 256, f);
+        for (k = 0; k < 256; k++)
+            wrong += f[k] != (float)(uint8_t)(k * 7 + 3);
+        CHECK(wrong == 0);
+    }
+    x[5] = 255.0f;
+    x[3] = 0.0f;
+    CHECK(payload_unencodable(&p, x) == 16);
+    x[9] = 2.5f;
+    CHECK(payload_unencodable(&p, x) == 9);
+    x[4] = -1.0f;
+    CHECK(payload_unencodable(&p, x) == 4);
+    x[2] = 256.0f;
+    CHECK(payload_unencodable(&p, x) == 2);
+    x[0] = NAN;
+    CHECK(payload_unencodable(&p, x) == 0);
+    p.payload = MESS_PAYLOAD_I8;
+    CHECK(payload_unencodable(&p, x) == 16); /* the others take any vector */
     /* integers over a wider range: within half a step */
     for (i = 0; i < 16; i++)
         x[i] = (float)(i * 131);
@@ -209,6 +278,11 @@ static void test_params(void)
     q.per_item = 65;
     CHECK_RC(mess_params_check(&q), MESS_EINVAL);
     q = p;
+    q.payload = MESS_PAYLOAD_U8;
+    CHECK_OK(mess_params_check(&q));
+    q.payload = MESS_PAYLOAD_U8 + 1;
+    CHECK_RC(mess_params_check(&q), MESS_EINVAL);
+    q = p;
     q.p_store = NAN;
     CHECK_RC(mess_params_check(&q), MESS_EINVAL);
     q = p;
@@ -336,6 +410,7 @@ int main(void)
     if (sodium_init() < 0)
         return 1;
     RUN(test_f16_conversion);
+    RUN(test_f16_decode_paths);
     RUN(test_vector_encodings);
     RUN(test_seal_open);
     RUN(test_peek_id);

@@ -154,7 +154,8 @@ static int poly_max(void)
  * lanes of one call; every lane core with every Poly1305 path. */
 static void test_batch_open(void)
 {
-    static const uint32_t payloads[3] = {MESS_PAYLOAD_F32, MESS_PAYLOAD_F16, MESS_PAYLOAD_I8};
+    static const uint32_t payloads[4] = {MESS_PAYLOAD_F32, MESS_PAYLOAD_F16, MESS_PAYLOAD_I8,
+                                         MESS_PAYLOAD_U8};
     int isa, max = isa_max(), pmax = poly_max(), combo;
     size_t round, bad_peek = 0, bad_ok = 0, bad_plain = 0, nfail = 0, nok = 0;
     printf("# lane cores 0..%d x Poly1305 paths 0..%d\n", max, pmax);
@@ -173,7 +174,7 @@ static void test_batch_open(void)
             float *x;
             size_t eb, pb, n = 1 + rnd(PAYLOAD_BATCH), i, d;
             mess_params_default(&p, 1 + rnd(176));
-            p.payload = payloads[round % 3];
+            p.payload = payloads[round % 4];
             eb = payload_entry_bytes(&p);
             pb = payload_plain_bytes(&p);
             entries = (uint8_t *)malloc(n * eb);

@@ -79,9 +79,10 @@ static void test_open_known_entries(void)
         CHECK(payload_peek_id(&k, entry) == v->id);
         CHECK_OK(payload_open(&p, &k, KAT_CTX(v), entry, plain, &id, x));
         CHECK(id == v->id);
-        if (v->payload == MESS_PAYLOAD_F32 || v->payload == MESS_PAYLOAD_I8)
+        if (v->payload == MESS_PAYLOAD_F32 || v->payload == MESS_PAYLOAD_I8 ||
+            v->payload == MESS_PAYLOAD_U8)
             for (d = 0; d < v->dim; d++)
-                CHECK(x[d] == v->x[d]); /* exact: f32, integral i8 */
+                CHECK(x[d] == v->x[d]); /* exact: f32, integral i8, u8 */
         /* another context (shard or generation) does not open it */
         CHECK_RC(payload_open(&p, &k, KAT_OTHER_CTX(v), entry, plain, &id, x),
                  MESS_EAUTH);

@@ -186,6 +186,54 @@ static void test_no_noise_recall(void)
     mess_server_free(s);
 }
 
+/* Byte payloads (MESS_PAYLOAD_U8) on SIFT's byte vectors: an entry is
+ * 16 + 8 + dim bytes and decoding is exact, so every distance returned is
+ * the exact one (integer data: the squared distance is an integer, exact
+ * in any summation order); a vector that is not bytes is refused. */
+static void test_u8_payload(void)
+{
+    mess_params p;
+    mess_client *c = NULL;
+    mess_server *s = NULL;
+    uint64_t id = 7000000, ia[K];
+    float v[128], da[K];
+    uint8_t *buf = NULL;
+    size_t len = 0, q, ga, exact = 0, got = 0, i;
+    mess_finish_stats st;
+    double r;
+    small_params(&p);
+    p.payload = MESS_PAYLOAD_U8;
+    CHECK(mess_payload_size(&p) == 16 + 8 + dim);
+    CHECK_OK(build(&p, seed, &c, &s, n_base));
+    if (!s)
+        goto out;
+    r = recall_at(c, s, 400);
+    printf("# u8 payloads: recall@10 at B=400 %.3f, entry %zu bytes (f32 %zu)\n", r,
+           mess_payload_size(&p), mess_payload_size(&g_params));
+    CHECK(r >= 0.85);
+    for (q = 0; q < 20; q++) {
+        CHECK_OK(run_query(c, s, queries + q * dim, 400, ia, da, &ga, &st));
+        for (i = 0; i < ga; i++, got++)
+            exact += ia[i] < n_base &&
+                     da[i] == l2(queries + q * dim, base + ia[i] * dim);
+    }
+    printf("# u8 payloads: %zu of %zu distances exact\n", exact, got);
+    CHECK(got > 0 && exact == got);
+    /* not a byte: fraction, negative, above 255; nothing encoded */
+    CHECK(dim <= 128);
+    for (i = 0; i < 3; i++) {
+        memcpy(v, base, dim * sizeof *v);
+        v[dim - 1] = i == 0 ? 3.5f : i == 1 ? -1.0f : 256.0f;
+        CHECK_RC(mess_client_upload(c, &id, v, 1, 1, &buf, &len), MESS_EINVAL);
+    }
+    v[dim - 1] = 255.0f;
+    CHECK_OK(mess_client_upload(c, &id, v, 1, 1, &buf, &len));
+    mess_buf_free(buf);
+out:
+    mess_client_free(c);
+    mess_server_free(s);
+}
+
 /* Embeddings of fewer than 64 dimensions: the default 64-bit codes exceed
  * dim, so each shard's hash stacks IsoHash blocks (kappa > dim).  The
  * deployment must work end to end: a stored item queried with its own
@@ -824,6 +872,7 @@ int main(void)
     }
     RUN(test_build_and_recall);
     RUN(test_no_noise_recall);
+    RUN(test_u8_payload);
     RUN(test_small_dim);
     RUN(test_server_sees_no_plaintext);
     RUN(test_upload_invariants);

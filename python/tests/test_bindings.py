@@ -114,6 +114,17 @@ class TestLibrary(unittest.TestCase):
         self.assertEqual(e32 - e16, 2 * 128)   # 4 vs 2 bytes per component
         self.assertEqual(e16 - e8, 128 - 8)    # 1 byte per component + 8 (offset, step)
         self.assertGreater(p.response_size(1500), 1500 * e32)
+        # u8: one byte per component, no offset or step
+        self.assertEqual(e8 - mess.Params(128, payload="u8").payload_size(), 8)
+        self.assertEqual(mess.Params(128, payload="u8").payload_size(), 16 + 8 + 128)
+
+    def test_payload_follows_the_data(self):
+        b = mess.read_bvecs(os.path.join(SIFT, "query.bvecs"))
+        self.assertEqual(mess.Params.for_data(b).payload, mess.PAYLOADS["u8"])
+        self.assertEqual(mess.Params.for_data(b).dim, 128)
+        self.assertEqual(mess.Params.for_data(b, payload="f16").payload, 1)
+        self.assertEqual(mess.Params.for_data(b.astype(np.float32)).payload, 0)
+        self.assertEqual(mess.Params.for_data(b[0], shards=8).shards, 8)
 
 
 class TestVecs(unittest.TestCase):
@@ -356,6 +367,28 @@ class TestArguments(unittest.TestCase):
             mess.Params(100, p_store=float("nan"))
         with self.assertRaises(ValueError):
             mess.Params(100, metric="l1")
+
+    def test_u8_refuses_other_data(self):
+        p = small_params()
+        p.payload = mess.PAYLOADS["u8"]
+        with mess.Client(p, Data.train, seed=SEED) as c, mess.Server(p) as s:
+            x = Data.base[:3].copy()
+            x[2, 7] = 3.25
+            for call in (lambda: c.insert(s, [0, 1, 2], x),
+                         lambda: c.upload([0, 1, 2], x)):
+                with self.assertRaises(mess.InvalidArgumentError) as cm:
+                    call()
+                self.assertIn("row 2 (from 0), component 7 is 3.25", str(cm.exception))
+            self.assertEqual(s.stats().live, 0)
+            x[2, 7] = 255
+            c.insert(s, [0, 1, 2], x)
+            ids, dists, _ = c.finish(*self._ask(c, s, x[1]))
+            self.assertEqual((int(ids[0]), float(dists[0])), (1, 0.0))
+
+    @staticmethod
+    def _ask(c, s, q):
+        qs, req = c.request(q, 40)
+        return qs, s.search(req), 1
 
     def test_insert_reports_how_far_it_got(self):
         # not atomic across batches (documented): the error carries .applied

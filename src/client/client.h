@@ -155,11 +155,12 @@ int client_finish(const mess_client *c, const mess_query *q,
 void client_finish_set_batched(mess_client *c, int on);
 /* 1 (default): the batched path runs the SIMD cores the CPU has (the
  * AVX-512 ChaCha20 lanes, Poly1305 in AVX-512 or AVX2 lanes, AVX
- * distances); 0: the portable lane core, libsodium's Poly1305 and the
- * portable distances, the fallback of a CPU without them, so tests run
- * both on one machine.  Same results either way.  Process-wide, the
- * CPU-dispatch table's overrides (SIMD_CHACHA, SIMD_POLY1305, SIMD_METRIC
- * in src/common/simd.h), not thread-safe. */
+ * distances, F16C half to float); 0: the portable lane core, libsodium's
+ * Poly1305, the portable distances and half conversion, the fallback of a
+ * CPU without them, so tests run both on one machine.  Same results
+ * either way.  Process-wide, the CPU-dispatch table's overrides
+ * (SIMD_CHACHA, SIMD_POLY1305, SIMD_METRIC, SIMD_F16 in
+ * src/common/simd.h), not thread-safe. */
 void client_finish_set_simd(int on);
 
 #endif

@@ -11,6 +11,7 @@
 #include "metric.h"
 #include "parallel.h"
 #include "poly1305_lanes.h"
+#include "simd.h"
 
 struct scored {
     uint64_t id;
@@ -155,6 +156,7 @@ void client_finish_set_simd(int on)
     chacha_lanes_force(on ? -1 : 0);
     poly1305_lanes_force(on ? -1 : 0);
     metric_set_simd(on);
+    simd_force(SIMD_F16, on ? -1 : 0);
 }
 
 static int peek_chunk(void *ctx, size_t i, unsigned worker)

@@ -192,6 +192,9 @@ int client_upload(mess_client *c, const uint64_t *ids,
         for (i = 0; i < n; i++)
             if (vector_is_zero(vectors + i * c->p.dim, c->p.dim))
                 return MESS_EINVAL;
+    for (i = 0; i < n; i++)
+        if (payload_unencodable(&c->p, vectors + i * c->p.dim) < c->p.dim)
+            return MESS_EINVAL; /* u8 payloads: not a byte vector */
     rc = ids_distinct(ids, n);
     if (rc != MESS_OK)
         return rc;

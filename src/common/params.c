@@ -113,7 +113,7 @@ int mess_params_check(const mess_params *in)
     if (p->dim == 0 || p->kappa == 0 || p->kappa % 64 != 0 || p->shards == 0 ||
         p->per_item == 0 || p->per_item > p->shards || p->hnsw_m < 2 ||
         p->ef_construction == 0 || p->metric > MESS_METRIC_COSINE ||
-        p->payload > MESS_PAYLOAD_I8)
+        p->payload > MESS_PAYLOAD_U8)
         return MESS_EINVAL;
     if (!prob_ok(p->p_store) || !prob_ok(p->p_prr) || !prob_ok(p->p_irr))
         return MESS_EINVAL;
@@ -131,6 +131,7 @@ size_t params_vector_bytes(const mess_params *p)
     switch (p->payload) {
     case MESS_PAYLOAD_F16: return (size_t)p->dim * 2;
     case MESS_PAYLOAD_I8:  return 8 + (size_t)p->dim;
+    case MESS_PAYLOAD_U8:  return (size_t)p->dim;
     default:               return (size_t)p->dim * 4;
     }
 }

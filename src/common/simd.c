@@ -12,7 +12,17 @@ static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 static int cpu_max[SIMD_CORES];
 
 /* The tests' overrides (simd_force), -1 while the CPU decides. */
-static int forced[SIMD_CORES] = {-1, -1, -1, -1, -1};
+static int forced[SIMD_CORES] = {-1, -1, -1, -1, -1, -1};
+
+#ifdef MESS_SIMD_DISPATCH
+/* F16C (VCVTPH2PS, half to float in the AVX registers): the CPUID bit, and
+ * AVX, whose check includes the operating system's saving of the YMM
+ * state. */
+static int cpu_f16c(void)
+{
+    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}
+#endif
 
 static void cpu_resolve(void)
 {
@@ -28,6 +38,7 @@ static void cpu_resolve(void)
                              : __builtin_cpu_supports("avx2") ? 2
                                                               : 1;
     cpu_max[SIMD_METRIC] = __builtin_cpu_supports("avx") != 0;
+    cpu_max[SIMD_F16] = cpu_f16c();
 #endif
     cpu_max[SIMD_PROJECT] = level;
     cpu_max[SIMD_CHACHA] = level;

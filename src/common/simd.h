@@ -31,6 +31,7 @@
  *   SIMD_PROJECT   isohash.c                    0 portable, 1 AVX2, 2 AVX-512F
  *   SIMD_CHACHA    src/crypto/chacha_lanes.c    0 portable, 1 AVX2, 2 AVX-512F
  *   SIMD_POLY1305  src/crypto/poly1305_lanes.c  0 libsodium, 1 AVX2, 2 AVX-512F
+ *   SIMD_F16       src/crypto/payload.c         0 portable, 1 F16C (half to float)
  */
 enum simd_core {
     SIMD_POPCOUNT,
@@ -38,6 +39,7 @@ enum simd_core {
     SIMD_PROJECT,
     SIMD_CHACHA,
     SIMD_POLY1305,
+    SIMD_F16,
     SIMD_CORES
 };
 

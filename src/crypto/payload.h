@@ -54,8 +54,13 @@ struct payload_keys {
 size_t payload_plain_bytes(const mess_params *p);
 size_t payload_entry_bytes(const mess_params *p);
 
-/* Vector encodings (MESS_PAYLOAD_*). decode(encode(x)) is exact for f32. */
+/* Vector encodings (MESS_PAYLOAD_*). decode(encode(x)) is exact for f32,
+ * and for u8 on every vector payload_unencodable accepts. */
 void payload_encode_vector(const mess_params *p, const float *x, uint8_t *out);
+/* The first component of x the encoding cannot hold exactly, or p->dim if
+ * it holds them all: under MESS_PAYLOAD_U8 a component that is not an
+ * integer in [0, 255]; the other encodings take every finite vector. */
+size_t payload_unencodable(const mess_params *p, const float *x);
 void payload_decode_vector(const mess_params *p, const uint8_t *in, float *x);
 
 /* Seals (id, x) for context ctx (payload_ctx) into entry[payload_entry_bytes].
@@ -117,5 +122,11 @@ void payload_open_peeked_many(const mess_params *p, size_t n,
 /* IEEE 754 half precision conversions (round to nearest, ties to even). */
 uint16_t payload_f32_to_f16(float f);
 float payload_f16_to_f32(uint16_t h);
+/* dim halves (little-endian) to floats, with F16C where the CPU has it
+ * (SIMD_F16 in simd.h): the same bits as payload_f16_to_f32 on each. */
+void payload_f16_decode(const uint8_t *in, uint32_t dim, float *x);
+/* dim bytes to floats (u8 payloads), 16 at a time with SSE2 where the
+ * compiler targets it. */
+void payload_u8_decode(const uint8_t *in, uint32_t dim, float *x);
 
 #endif
