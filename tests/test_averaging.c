@@ -77,41 +77,7 @@ static void nearby(const float *x, size_t k, size_t item, float *out)
     }
 }
 
-/* Node ids of shard j added by one apply: [before, after). */
-struct added {
-    size_t before[SHARDS], after[SHARDS];
-};
-
-static int apply_one(mess_client *c, mess_server *s, uint64_t id,
-                     const float *x, struct added *a)
-{
-    uint8_t *buf;
-    size_t len;
-    uint32_t j;
-    int rc;
-    for (j = 0; j < SHARDS; j++)
-        mess_server_shard_nodes(s, j, &a->before[j]);
-    rc = mess_client_upload(c, &id, x, 1, 1, &buf, &len);
-    if (rc != MESS_OK)
-        return rc;
-    rc = mess_server_apply_upload(s, buf, len, 1);
-    mess_buf_free(buf);
-    for (j = 0; j < SHARDS; j++)
-        mess_server_shard_nodes(s, j, &a->after[j]);
-    return rc;
-}
-
-static int delete_one(mess_client *c, mess_server *s, uint64_t id)
-{
-    uint8_t *buf;
-    size_t len, missing = 0;
-    int rc = mess_client_delete(c, &id, 1, &buf, &len);
-    if (rc != MESS_OK)
-        return rc;
-    rc = mess_server_apply_delete(s, buf, len, &missing);
-    mess_buf_free(buf);
-    return rc == MESS_OK && missing != 0 ? MESS_ENOTFOUND : rc;
-}
+#include "apply_one.h"
 
 /* One attack run; returns the majority-vote bit error against the clean
  * codes of the item's first version, over every attacked item and shard. */

@@ -41,41 +41,7 @@ static size_t n_base, n_train, dim;
 static const uint8_t seed[32] = {2, 7, 1, 8, 2, 8, 1, 8, 2, 8, 4, 5, 9, 0, 4, 5,
                                  2, 3, 5, 3, 6, 0, 2, 8, 7, 4, 7, 1, 3, 5, 2, 6};
 
-/* Node ids of shard j added by one apply: [before, after). */
-struct added {
-    size_t before[SHARDS], after[SHARDS];
-};
-
-static int apply_one(mess_client *c, mess_server *s, uint64_t id,
-                     const float *x, struct added *a)
-{
-    uint8_t *buf;
-    size_t len;
-    uint32_t j;
-    int rc;
-    for (j = 0; j < SHARDS; j++)
-        mess_server_shard_nodes(s, j, &a->before[j]);
-    rc = mess_client_upload(c, &id, x, 1, 1, &buf, &len);
-    if (rc != MESS_OK)
-        return rc;
-    rc = mess_server_apply_upload(s, buf, len, 1);
-    mess_buf_free(buf);
-    for (j = 0; j < SHARDS; j++)
-        mess_server_shard_nodes(s, j, &a->after[j]);
-    return rc;
-}
-
-static int delete_one(mess_client *c, mess_server *s, uint64_t id)
-{
-    uint8_t *buf;
-    size_t len, missing = 0;
-    int rc = mess_client_delete(c, &id, 1, &buf, &len);
-    if (rc != MESS_OK)
-        return rc;
-    rc = mess_server_apply_delete(s, buf, len, &missing);
-    mess_buf_free(buf);
-    return rc == MESS_OK && missing != 0 ? MESS_ENOTFOUND : rc;
-}
+#include "apply_one.h"
 
 /* Vector of version k of item it: a distinct base row for every version. */
 static const float *version_vector(size_t it, size_t k)
