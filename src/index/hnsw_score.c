@@ -54,8 +54,8 @@ static HNSW_POPCNT uint64_t score_list_popcnt(const uint64_t *q, const uint64_t 
  * 64-bit word summed (vpsadbw), the two words of a code added, the four
  * distances compared with the bound at once; the rest one at a time. */
 __attribute__((target("avx2,popcnt"))) static uint64_t
-score_list_avx2(const uint64_t *q, const uint64_t *codes, const uint32_t *ids,
-                uint32_t n, uint32_t bound, uint32_t *dist)
+score_list_avx2_popcnt(const uint64_t *q, const uint64_t *codes, const uint32_t *ids,
+                       uint32_t n, uint32_t bound, uint32_t *dist)
 {
     const __m256i table = _mm256_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4,
                                            0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4);
@@ -110,7 +110,7 @@ hnsw_score_list_fn hnsw_score_list_pick(void)
 #ifdef HNSW_DISPATCH
     int level = simd_level(SIMD_POPCOUNT); /* hnsw_popcount_hw's answer */
     if (level >= 2)
-        return score_list_avx2;
+        return score_list_avx2_popcnt;
     if (level == 1)
         return score_list_popcnt;
 #endif
