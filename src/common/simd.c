@@ -7,6 +7,10 @@
 #include "internal.h"
 #include "simd.h"
 
+#ifdef MESS_SIMD_DISPATCH
+#include <cpuid.h>
+#endif
+
 /* The CPU's features, written once under cpu_once and only read after. */
 static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 static int cpu_max[SIMD_CORES];
@@ -15,12 +19,16 @@ static int cpu_max[SIMD_CORES];
 static int forced[SIMD_CORES] = {-1, -1, -1, -1, -1, -1};
 
 #ifdef MESS_SIMD_DISPATCH
-/* F16C (VCVTPH2PS, half to float in the AVX registers): the CPUID bit, and
- * AVX, whose check includes the operating system's saving of the YMM
- * state. */
+/* F16C (VCVTPH2PS, half to float in the AVX registers): the CPUID bit
+ * (leaf 1, ECX bit 29), read from <cpuid.h> because clang's
+ * __builtin_cpu_supports does not name "f16c", and AVX, whose check
+ * includes the operating system's saving of the YMM state. */
 static int cpu_f16c(void)
 {
-    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    unsigned int eax, ebx, ecx, edx;
+    if (!__builtin_cpu_supports("avx") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx))
+        return 0;
+    return (ecx & (1u << 29)) != 0;
 }
 #endif
 
