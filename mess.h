@@ -230,7 +230,8 @@ MESS_API const char *mess_version(void);
  *   MESS_EVERSION  a buffer's or a state file's format version.
  *   MESS_EEXIST    a name a call creates without replacing is taken: a
  *                  file, directory or symlink at mess_client_save_new's
- *                  path (errno EEXIST too).  Not MESS_EIO: the file there
+ *                  path, a non-empty directory given to mess_server_create,
+ *                  _import or _extract (errno EEXIST too).  Not MESS_EIO: the file there
  *                  is intact and nothing was written.
  *   MESS_EBUSY     a server directory's writer claim is held by another
  *                  handle (another process, or another handle of this
@@ -1145,8 +1146,9 @@ int mess_server_import(const char *file, const char *dir);
  * and the result is opened once before it takes its name: everything is
  * written into a temporary directory next to dst_dir (dst_dir.tmp-XXXXXX)
  * and renamed, so a failure leaves no dst_dir.  dst_dir that exists is
- * MESS_EIO with errno EEXIST; a source whose log holds updates after its
- * generation is MESS_ESTATE (checkpoint it first); a source that is not a
+ * MESS_EEXIST with errno EEXIST (as for mess_server_create); a source
+ * whose log holds updates after its generation is MESS_ESTATE
+ * (checkpoint it first); a source that is not a
  * server directory, or with a file missing, short or modified,
  * MESS_EIO / MESS_EFORMAT; a shard out of range or listed twice
  * MESS_EINVAL.  msg (msg_cap bytes, may be 0) gets the reason. */

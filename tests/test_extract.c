@@ -244,11 +244,11 @@ static void test_extract_refusals(void)
     CHECK(mkdir(dst, 0755) == 0);
     errno = 0;
     msg[0] = '\0';
-    CHECK_RC(mess_server_extract(src, set, 1, dst, msg, sizeof msg), MESS_EIO);
+    CHECK_RC(mess_server_extract(src, set, 1, dst, msg, sizeof msg), MESS_EEXIST);
     CHECK(errno == EEXIST && strstr(msg, "exists") != NULL);
     CHECK(rmdir(dst) == 0);
     errno = 0;
-    CHECK_RC(mess_server_extract(src, set, 1, file, msg, sizeof msg), MESS_EIO);
+    CHECK_RC(mess_server_extract(src, set, 1, file, msg, sizeof msg), MESS_EEXIST);
     CHECK(errno == EEXIST);
     CHECK(count_prefix("afile.tmp-") == 0);
 

@@ -228,7 +228,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
         return MESS_ECRYPTO;
     if (lstat(dst_dir, &st) == 0) {
         errno = EEXIST;
-        return mess_fail(msg, cap, MESS_EIO, "%s exists (the extract makes a new directory)",
+        return mess_fail(msg, cap, MESS_EEXIST, "%s exists (the extract makes a new directory)",
                     dst_dir);
     }
     if (errno != ENOENT) {
@@ -384,7 +384,7 @@ int mess_server_extract(const char *src_dir, const uint32_t *shards, size_t nsha
     if (lstat(dst_dir, &st) == 0 || rename(tmp, dst_dir) != 0) {
         /* (rename replaces an empty directory: looked for just before) */
         int err = lstat(dst_dir, &st) == 0 || errno == ENOTEMPTY ? EEXIST : errno;
-        rc = mess_fail(msg, cap, MESS_EIO, "%s: %s", dst_dir,
+        rc = mess_fail(msg, cap, err == EEXIST ? MESS_EEXIST : MESS_EIO, "%s: %s", dst_dir,
                   err == EEXIST ? "exists (made while the extract ran)" : strerror(err));
         errno = err;
         goto done;
