@@ -22,4 +22,10 @@ int bench_open(int argc, char **argv);
 int bench_server(int argc, char **argv);
 int bench_io(int argc, char **argv);
 
+/* Runs cmd (scripts/hnswlib_ref.py with its options, stderr dropped) and
+ * keeps its JSON lines, each echoed as "  hnswlib LINE" and written to
+ * json as "hnswlib":[LINE,...] (empty when the helper fails, which is
+ * said on stdout). */
+void bench_hnswlib_lines(const char *cmd, FILE *json);
+
 #endif

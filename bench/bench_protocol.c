@@ -348,28 +348,10 @@ static int evaluate(const struct dataset *d, mess_client *c, const mess_server *
 static void hnswlib_ref(const char *python, const char *script, const char *dir,
                         FILE *json)
 {
-    char cmd[8192], line[1024];
-    FILE *f;
-    int first = 1;
+    char cmd[8192];
     snprintf(cmd, sizeof cmd, "%s %s --data '%s' --ef 10,20,40,80,160,320 2>/dev/null",
              python, script, dir);
-    f = popen(cmd, "r");
-    fprintf(json, "\"hnswlib\":[");
-    if (f) {
-        while (fgets(line, sizeof line, f)) {
-            size_t n = strlen(line);
-            while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-                line[--n] = 0;
-            if (n == 0 || line[0] != '{')
-                continue;
-            printf("  hnswlib %s\n", line);
-            fprintf(json, "%s%s", first ? "" : ",", line);
-            first = 0;
-        }
-        if (pclose(f) != 0 && first)
-            printf("  hnswlib: helper failed (python3-hnswlib installed?)\n");
-    }
-    fprintf(json, "]");
+    bench_hnswlib_lines(cmd, json);
 }
 
 static const char help[] =

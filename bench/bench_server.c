@@ -323,30 +323,13 @@ static void loadavg(char *out, size_t cap)
 /* hnswlib on the raw vectors: its --throughput lines, echoed and kept. */
 static void hnswlib_run(const char *python, const char *data, size_t nq, FILE *json)
 {
-    char cmd[8192], line[1024];
-    FILE *f;
-    int first = 1;
+    char cmd[8192];
     snprintf(cmd, sizeof cmd,
              "%s scripts/hnswlib_ref.py --data '%s' --queries %zu --throughput 1,2 "
              "--ef 10,16,24,32,48,64,96,128 2>/dev/null",
              python, data, nq);
-    f = popen(cmd, "r");
-    fprintf(json, ",\"hnswlib\":[");
-    if (f) {
-        while (fgets(line, sizeof line, f)) {
-            size_t n = strlen(line);
-            while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-                line[--n] = 0;
-            if (n == 0 || line[0] != '{')
-                continue;
-            printf("  hnswlib %s\n", line);
-            fprintf(json, "%s%s", first ? "" : ",", line);
-            first = 0;
-        }
-        if (pclose(f) != 0 && first)
-            printf("  hnswlib: helper failed (python3-hnswlib installed?)\n");
-    }
-    fprintf(json, "]");
+    fputc(',', json);
+    bench_hnswlib_lines(cmd, json);
 }
 
 int bench_server(int argc, char **argv)
