@@ -27,6 +27,7 @@
 #include "../mess_experimental.h"
 #include "harness.h"
 #include "testdir.h"
+#include "sift.h"
 
 #define DIM 64
 #define NQ 6
@@ -438,28 +439,13 @@ int main(void)
 {
     static const uint8_t seed[32] = "libmess dir safety test seed 001";
     mess_client *c = NULL;
-    float *learn, *vecs;
-    size_t nl, dl, i, j;
+    float *vecs;
+    size_t i;
     uint64_t ids[600];
 
-    if (mess_vecs_read_f32(DATA("sift/learn.bvecs"), &learn, &nl, &dl) != MESS_OK ||
-        nl < 1200) {
-        fprintf(stderr, "cannot read datasets/sift\n");
+    vecs = test_sift_learn_rows(1200, DIM);
+    if (!vecs || test_small_client(&P, DIM, 4, 2, vecs + 600 * DIM, 600, seed, &c) != MESS_OK)
         return 1;
-    }
-    vecs = (float *)malloc(1200 * DIM * sizeof *vecs);
-    for (i = 0; i < 1200; i++)
-        for (j = 0; j < DIM; j++)
-            vecs[i * DIM + j] = learn[i * dl + j];
-    mess_vecs_free(learn);
-    mess_params_default(&P, DIM);
-    P.shards = 4;
-    P.per_item = 2;
-    P.kappa = 64;
-    if (mess_client_new(&P, vecs + 600 * DIM, 600, seed, 1, &c) != MESS_OK) {
-        fprintf(stderr, "cannot create the test client\n");
-        return 1;
-    }
     for (i = 0; i < 600; i++)
         ids[i] = i;
     if (mess_client_upload(c, ids, vecs, 200, 1, &up1, &up1_len) != MESS_OK ||

@@ -19,6 +19,7 @@
 #include "../mess.h"
 #include "statefile.h"
 #include "harness.h"
+#include "sift.h"
 
 static char dir[] = "build/statefileXXXXXX";
 static mess_client *client;
@@ -563,28 +564,12 @@ int main(void)
 {
     static const uint8_t seed[32] = "libmess statefile test seed 0001";
     mess_params p;
-    float *learn, *small;
-    size_t nl, dl, i, j;
+    float *small;
 
-    if (mess_vecs_read_f32(DATA("sift/learn.bvecs"), &learn, &nl, &dl) != MESS_OK ||
-        nl < 500) {
-        fprintf(stderr, "cannot read datasets/sift\n");
-        return 1;
-    }
     /* a small client: 64 components, two shards of 64 bits */
-    small = (float *)malloc(500 * 64 * sizeof *small);
-    for (i = 0; i < 500; i++)
-        for (j = 0; j < 64; j++)
-            small[i * 64 + j] = learn[i * dl + j];
-    mess_vecs_free(learn);
-    mess_params_default(&p, 64);
-    p.shards = 2;
-    p.per_item = 1;
-    p.kappa = 64;
-    if (mess_client_new(&p, small, 500, seed, 1, &client) != MESS_OK) {
-        fprintf(stderr, "cannot create the test client\n");
+    small = test_sift_learn_rows(500, 64);
+    if (!small || test_small_client(&p, 64, 2, 1, small, 500, seed, &client) != MESS_OK)
         return 1;
-    }
     free(small);
     mkdir("build", 0755);
     if (!mkdtemp(dir)) {

@@ -22,6 +22,7 @@
 #include "../mess.h"
 #include "statefile.h"
 #include "harness.h"
+#include "sift.h"
 
 static uint8_t master[32];
 static volatile int armed;
@@ -98,24 +99,16 @@ static void test_freed_heap_holds_no_key(void)
     static const uint8_t domain[] = "libmess deterministic master key";
     mess_params p, fp;
     mess_client *c = NULL, *c2 = NULL;
-    float *learn, *small;
-    size_t nl, dl, i, j, raw_len, before;
+    float *small;
+    size_t raw_len, before;
     uint8_t *raw, *blk;
     char plain[64], sealed[64];
 
-    CHECK(mess_vecs_read_f32(DATA("sift/learn.bvecs"), &learn, &nl, &dl) == MESS_OK);
-    if (!learn)
+    small = test_sift_learn_rows(500, 64);
+    CHECK(small != NULL);
+    if (!small)
         return;
-    small = (float *)malloc(500 * 64 * sizeof *small);
-    for (i = 0; i < 500; i++)
-        for (j = 0; j < 64; j++)
-            small[i * 64 + j] = learn[i * dl + j];
-    mess_vecs_free(learn);
-    mess_params_default(&p, 64);
-    p.shards = 2;
-    p.per_item = 1;
-    p.kappa = 64;
-    CHECK_OK(mess_client_new(&p, small, 500, seed, 1, &c));
+    CHECK_OK(test_small_client(&p, 64, 2, 1, small, 500, seed, &c));
     free(small);
     if (!c)
         return;
