@@ -11,20 +11,6 @@ MESS=${MESS:-build/mess}
 PYTHON=${PYTHON:-/usr/bin/python3}
 . tests/shlib.sh
 
-check() {
-    name=$1
-    shift
-    if "$@" >"$tmp/out" 2>"$tmp/err"; then ok "$name"; else bad "$name (exit $?)"; cat "$tmp/err"; fi
-}
-# says NAME TEXT COMMAND...: refused with exit 1, and stderr holds TEXT
-says() {
-    name=$1
-    text=$2
-    shift 2
-    refuse 1 "$name" "$@"
-    if grep -qF -- "$text" "$tmp/err"; then ok "$name: message"; else
-        bad "$name: wanted '$text', got: $(cat "$tmp/err")"; fi
-}
 
 D=datasets/sift
 head -c $((132 * 300)) $D/base.bvecs >"$tmp/base.bvecs"

@@ -10,11 +10,6 @@ MESS=${MESS:-build/mess}
 PYTHON=${PYTHON:-/usr/bin/python3}
 . tests/shlib.sh
 
-check() {
-    name=$1
-    shift
-    if "$@" >"$tmp/out" 2>"$tmp/err"; then ok "$name"; else bad "$name (exit $?)"; cat "$tmp/err"; fi
-}
 
 D=datasets/sift
 head -c $((132 * 400)) $D/base.bvecs >"$tmp/base.bvecs"

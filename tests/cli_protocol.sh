@@ -8,11 +8,6 @@ MESS=${MESS:-build/mess}
 . tests/shlib.sh
 
 # check NAME COMMAND...: succeeds (exit 0)
-check() {
-    name=$1
-    shift
-    if "$@" >"$tmp/out" 2>"$tmp/err"; then ok "$name"; else bad "$name (exit $?)"; cat "$tmp/err"; fi
-}
 
 
 # has_keys NAME KEY...: the last stdout line is a JSON object with the keys

@@ -11,20 +11,6 @@ set -u
 MESS=${MESS:-build/mess}
 . tests/shlib.sh
 
-check() {
-    name=$1
-    shift
-    if "$@" >"$tmp/out" 2>"$tmp/err"; then ok "$name"; else bad "$name (exit $?)"; cat "$tmp/err"; fi
-}
-# says NAME TEXT COMMAND...: refused with exit 1, and stderr holds TEXT
-says() {
-    name=$1
-    text=$2
-    shift 2
-    refuse 1 "$name" "$@"
-    if grep -qF -- "$text" "$tmp/err"; then ok "$name: message"; else
-        bad "$name: wanted '$text', got: $(cat "$tmp/err")"; fi
-}
 # entries DIR: the entry count `mess verify` reports
 entries() { $MESS verify --server "$1" 2>/dev/null | sed -n 's/.* \([0-9]*\) entries (.*/\1/p'; }
 # killed SIG DIR CLIENT: starts the insert of base.bvecs (batches of 20,

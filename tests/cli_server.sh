@@ -9,20 +9,8 @@ set -u
 MESS=${MESS:-build/mess}
 . tests/shlib.sh
 
-check() {
-    name=$1
-    shift
-    if "$@" >"$tmp/out" 2>"$tmp/err"; then ok "$name"; else bad "$name (exit $?)"; cat "$tmp/err"; fi
-}
 # says NAME TEXT COMMAND...: refused, and stderr holds TEXT
-says() {
-    name=$1
-    text=$2
-    shift 2
-    refuse "1 2" "$name" "$@"
-    if grep -qF -- "$text" "$tmp/err"; then ok "$name: message"; else
-        bad "$name: wanted '$text', got: $(cat "$tmp/err")"; fi
-}
+says() { says_codes "1 2" "$@"; }
 
 D=datasets/sift
 head -c $((132 * 600)) $D/base.bvecs >"$tmp/base.bvecs"

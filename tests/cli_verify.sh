@@ -12,19 +12,6 @@ set -u
 MESS=${MESS:-build/mess}
 . tests/shlib.sh
 
-check() {
-    name=$1
-    shift
-    if "$@" >"$tmp/out" 2>"$tmp/err"; then ok "$name"; else bad "$name (exit $?)"; cat "$tmp/err"; fi
-}
-says() {
-    name=$1
-    text=$2
-    shift 2
-    refuse 1 "$name" "$@"
-    if grep -qF -- "$text" "$tmp/err"; then ok "$name: message"; else
-        bad "$name: wanted '$text', got: $(cat "$tmp/err")"; fi
-}
 size() { wc -c <"$1" | tr -d ' '; }
 
 D=datasets/sift

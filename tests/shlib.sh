@@ -1,7 +1,7 @@
 # tests/shlib.sh - sourced by every tests/cli_*.sh (run from the repository
 # root): a scratch directory $tmp removed on exit, the ok / bad counters,
-# refuse, and finish, which prints the closing "N passed, N failed" line
-# and returns non-zero when a check failed.
+# refuse, check, says, and finish, which prints the closing "N passed, N
+# failed" line and returns non-zero when a check failed.
 pass=0
 fail=0
 tmp=$(mktemp -d) || exit 1
@@ -48,6 +48,25 @@ refuse() {
         bad "not refused: $name (exit $rc, stderr: $(head -c 200 "$tmp/err"))"
     fi
 }
+# check NAME COMMAND...: COMMAND succeeds (its stdout in $tmp/out, stderr
+# in $tmp/err, shown when it fails).
+check() {
+    name=$1
+    shift
+    if "$@" >"$tmp/out" 2>"$tmp/err"; then ok "$name"; else bad "$name (exit $?)"; cat "$tmp/err"; fi
+}
+# says_codes CODES NAME TEXT COMMAND...: refused (refuse CODES) and stderr
+# holds TEXT; says NAME TEXT COMMAND... is the same with exit 1.
+says_codes() {
+    codes=$1
+    name=$2
+    text=$3
+    shift 3
+    refuse "$codes" "$name" "$@"
+    if grep -qF -- "$text" "$tmp/err"; then ok "$name: message"; else
+        bad "$name: wanted '$text', got: $(cat "$tmp/err")"; fi
+}
+says() { says_codes 1 "$@"; }
 # snap DIR: one line per file of a server directory (name, checksum, size),
 # to compare a directory before and after a command.
 snap() { (cd "$1" && for f in *; do printf '%s ' "$f"; cksum <"$f"; done); }
