@@ -932,7 +932,10 @@ int mess_client_request_batch(mess_client *c, const float *queries, size_t nq,
  *     failed items have resps[i] = NULL and resp_lens[i] = 0, and the call
  *     returns MESS_OK if all succeeded, else the code of the first failed
  *     item (the successful responses are still the caller's to free).
- * Safe to call from many threads on one server, like mess_server_search. */
+ * Safe to call from many threads on one server, like mess_server_search.
+ * The batch is searched shard by shard across the workers, each shard's
+ * graph for up to 256 requests at once (docs/PERFORMANCE.md
+ * "Throughput"); each response has the bytes mess_server_search gives. */
 MESS_API MESS_NODISCARD
 int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
                              const size_t *req_lens, size_t n,

@@ -21,11 +21,20 @@ int bench_client(int argc, char **argv);
 int bench_open(int argc, char **argv);
 int bench_server(int argc, char **argv);
 int bench_io(int argc, char **argv);
+int bench_throughput(int argc, char **argv);
 
 /* Runs cmd (scripts/hnswlib_ref.py with its options, stderr dropped) and
  * keeps its JSON lines, each echoed as "  hnswlib LINE" and written to
  * json as "hnswlib":[LINE,...] (empty when the helper fails, which is
  * said on stdout). */
 void bench_hnswlib_lines(const char *cmd, FILE *json);
+
+/* bench_server.c, also for bench_throughput.c: the work of the searches
+ * of nq requests (every shard's hnsw_search on one scratch: its counts and
+ * the hits returned), and the load average's three figures. */
+struct hnsw_counts;
+int bench_count_work(const mess_server *s, uint8_t **reqs, const size_t *lens,
+                     size_t nq, struct hnsw_counts *c, double *hits);
+void bench_loadavg(char *out, size_t cap);
 
 #endif

@@ -183,8 +183,8 @@ static int rates(size_t mib, int huge, double *lat, double *par, double *ham_ns)
 
 /* ---- work counts ---------------------------------------------------------- */
 
-static int count_work(const mess_server *s, uint8_t **reqs, const size_t *lens,
-                      size_t nq, struct hnsw_counts *c, double *hits)
+int bench_count_work(const mess_server *s, uint8_t **reqs, const size_t *lens,
+                     size_t nq, struct hnsw_counts *c, double *hits)
 {
     struct hnsw_scratch *sc;
     struct hnsw_hit *out = NULL;
@@ -302,7 +302,7 @@ static int run_batch(const mess_server *s, uint8_t **reqs, const size_t *lens,
     return rc;
 }
 
-static void loadavg(char *out, size_t cap)
+void bench_loadavg(char *out, size_t cap)
 {
     FILE *f = fopen("/proc/loadavg", "r");
     out[0] = 0;
@@ -419,7 +419,7 @@ int bench_server(int argc, char **argv)
         snprintf(cpath, sizeof cpath, "%s.client", dir);
         client_path = cpath;
     }
-    loadavg(load0, sizeof load0);
+    bench_loadavg(load0, sizeof load0);
     printf("mess bench server: %s, load %s\n", dir, load0);
     rc = mess_client_load(client_path, NULL, &c);
     if (rc != MESS_OK)
@@ -440,7 +440,7 @@ int bench_server(int argc, char **argv)
             mess_client_free(c);
             return CLI_FAIL;
         }
-        /* the delta chains a lazy open left (count_work reads the graphs) */
+        /* the delta chains a lazy open left (bench_count_work reads the graphs) */
         t0 = cli_wall_s();
         rc = server_ready(s, NULL, 0);
         if (rc != MESS_OK) {
@@ -489,7 +489,7 @@ int bench_server(int argc, char **argv)
     if (rc == MESS_OK)
         rc = rates((size_t)chase_mib, 0, &lat, &par, &ham_ns);
     if (rc == MESS_OK)
-        rc = count_work(s, reqs, lens, nq, &cnt, &hits);
+        rc = bench_count_work(s, reqs, lens, nq, &cnt, &hits);
     if (rc != MESS_OK)
         goto out;
     per_q = (double)cnt.searches / (double)nq;
@@ -608,6 +608,7 @@ int bench_server(int argc, char **argv)
             for (gi = 0; gi < 2 && rc == MESS_OK; gi++) {
                 size_t gk = (gi + r) % 2;
                 double c1, w1;
+                server_search_set_by_shard(s, 0); /* the groups' path */
                 server_search_set_group(s, groups[gk]);
                 rc = run_batch(s, reqs, lens, nq, bthreads[i], &c1, &w1);
                 if (c1 < cpu[gk])
@@ -616,6 +617,7 @@ int bench_server(int argc, char **argv)
                     wall[gk] = w1;
             }
         server_search_set_group(s, 8);
+        server_search_set_by_shard(s, SEARCH_WINDOW);
         for (gi = 0; gi < 2; gi++) {
             printf("  batches of 16 on %u worker(s), group %u: %.0f queries/s, %.0f queries/s "
                    "per core (CPU)\n",
@@ -628,7 +630,7 @@ int bench_server(int argc, char **argv)
     fprintf(json, "]");
     if (rc == MESS_OK && want_hnswlib)
         hnswlib_run(python, data, nq, json);
-    loadavg(load1, sizeof load1);
+    bench_loadavg(load1, sizeof load1);
     fprintf(json, ",\"load_before\":\"%s\",\"load_after\":\"%s\"}", load0, load1);
     fclose(json);
     printf("  load %s before, %s after\n", load0, load1);

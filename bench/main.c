@@ -30,6 +30,7 @@ static const struct bench benches[] = {
     {"open", bench_open, "opening a server directory vs loading its exported file, cold and warm cache"},
     {"payload", bench_payload, "opening response entries: SIV one copy per id or all, vs a stored-nonce AEAD"},
     {"server", bench_server, "server search vs its memory floor: widths, threads, batch q/s per core vs hnswlib"},
+    {"throughput", bench_throughput, "both roles' batch calls in throughput mode, q/s per core per batch size vs hnswlib"},
     {"protocol", bench_protocol, "MESS protocol: recall vs pool, time, bytes, build rate, server memory"},
     {NULL, NULL, NULL},
 };

@@ -41,6 +41,9 @@ def main():
     ap.add_argument("--throughput", default="",
                     help="thread counts: per ef, a batch knn_query on that many threads, "
                          "queries/s and queries/s per core (CPU time), best of 3")
+    ap.add_argument("--index", default="",
+                    help="hnswlib index file: loaded if it exists, else built and saved "
+                         "there (its build_s then 0: loaded)")
     a = ap.parse_args()
     base = read_vecs(pick(a.data, "base"))
     query = read_vecs(pick(a.data, "query"))
@@ -49,9 +52,20 @@ def main():
         query, gt = query[: a.queries], gt[: a.queries]
     t0 = time.time()
     idx = hnswlib.Index(space="l2", dim=base.shape[1])
-    idx.init_index(max_elements=base.shape[0], M=16, ef_construction=300, random_seed=1)
-    idx.add_items(base, np.arange(base.shape[0]), num_threads=a.threads)
-    print(json.dumps({"build_s": round(time.time() - t0, 3), "M": 16, "ef_construction": 300}))
+    if a.index and os.path.exists(a.index):
+        idx.load_index(a.index, max_elements=base.shape[0])
+        if idx.get_current_count() != base.shape[0]:
+            raise SystemExit("%s: %d items, the base has %d"
+                             % (a.index, idx.get_current_count(), base.shape[0]))
+        built = 0.0
+    else:
+        idx.init_index(max_elements=base.shape[0], M=16, ef_construction=300, random_seed=1)
+        idx.add_items(base, np.arange(base.shape[0]), num_threads=a.threads)
+        built = round(time.time() - t0, 3)
+        if a.index:
+            idx.save_index(a.index)
+    print(json.dumps({"build_s": built, "M": 16, "ef_construction": 300,
+                      "loaded": a.index != "" and built == 0.0}))
     for ef in [int(x) for x in a.ef.split(",")]:
         idx.set_ef(max(ef, a.k))
         idx.set_num_threads(1)

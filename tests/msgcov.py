@@ -40,6 +40,15 @@ EXEMPT = {
                       "within the run (files changed under it); bench/bench_open.c",
     "%zu queries returned no result (a bug)": "an internal consistency check of "
                                               "bench batch; fails only on a bug",
+    "%zu responses differ between server modes":
+        "an internal consistency check of bench throughput (the server's "
+        "throughput mode against its groups); fails only on a bug",
+    "bench throughput: %s": "printed only when a batch call fails on a directory "
+                            "that opened and searched, or out of memory "
+                            "(bench/bench_throughput.c)",
+    "PATH: <reason> (bench throughput)": "only when the directory's delta chains "
+                                         "fail to apply after it opened "
+                                         "(bench/bench_throughput.c)",
     "%zu entries failed to open (a bug)": "an internal consistency check of "
                                           "bench payload; fails only on a bug",
     "the mapped graph returned other hits than the heap graph":

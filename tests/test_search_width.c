@@ -6,8 +6,10 @@
  *
  * - mess_server_search at widths 1..16 and 1..3 threads, the partial
  *   search of shard sets and the batch call (its requests searched in
- *   groups, shard by shard) equal width 0 byte for byte, budgets above a
- *   shard's live nodes included, a bad request failing alone;
+ *   groups, shard by shard, or in the throughput mode, a window of
+ *   requests per shard across the workers, also after a compaction)
+ *   equal width 0 byte for byte, budgets above a shard's live nodes
+ *   included, a bad request failing alone;
  * - a multi-threaded search keeps its worker threads across queries (the
  *   server's workers are made once) and two threads searching at once
  *   (one on the kept workers, one starting its own) get the same bytes;
@@ -163,9 +165,10 @@ static void test_partial_and_batch(void)
     mess_workers_free(w);
 }
 
-/* Batches search their requests in groups, shard by shard: every size of
- * batch and of pool, every width, with a missing request (its status
- * alone fails) and one of another owner's length garbage (likewise). */
+/* Batches search their requests in groups, shard by shard (the path
+ * before the throughput mode, by_shard 0): every size of batch and of
+ * pool, every width, with a missing request (its status alone fails) and
+ * one of another owner's length garbage (likewise). */
 static void test_batch_groups(void)
 {
     static const unsigned widths[] = {0, 1, 4, 8, 16};
@@ -175,6 +178,7 @@ static void test_batch_groups(void)
     size_t lens[NQ], i, wi, ti, n, differ = 0, wrong = 0;
     int status[NQ];
     memset(junk, 0x33, sizeof junk);
+    CHECK_OK(server_search_set_by_shard(srv, 0));
     for (wi = 0; wi < sizeof widths / sizeof *widths; wi++)
         for (ti = 0; ti < 2; ti++) {
             mess_workers *w = NULL;
@@ -206,6 +210,79 @@ static void test_batch_groups(void)
             mess_workers_free(w);
         }
     server_search_set_width(srv, SERVER_SEARCH_WIDTH);
+    CHECK_OK(server_search_set_by_shard(srv, SEARCH_WINDOW));
+    CHECK(differ == 0);
+    CHECK(wrong == 0);
+}
+
+/* One batch through the throughput mode: n of the requests (a missing one
+ * at 1 and a garbage one at n - 1 when n > 2); per request, the bytes of
+ * its own search (ref / ref_lens), or its failure.  status NULL: the call
+ * fails whole when a request is bad, with every response NULL. */
+static void batch_check(mess_workers *w, size_t n, int with_status, uint8_t **want,
+                        const size_t *want_lens, size_t *differ, size_t *wrong)
+{
+    static uint8_t junk[64];
+    const uint8_t *rq[NQ] = {NULL};
+    uint8_t *resps[NQ];
+    size_t lens_in[NQ] = {0}, lens[NQ], i;
+    int status[NQ], rc, bad = n > 2;
+    memset(junk, 0x33, sizeof junk);
+    for (i = 0; i < n; i++) {
+        rq[i] = reqs[i];
+        lens_in[i] = req_lens[i];
+    }
+    if (bad) {
+        rq[1] = NULL;
+        rq[n - 1] = junk;
+        lens_in[n - 1] = sizeof junk;
+    }
+    rc = mess_server_search_batch(srv, rq, lens_in, n, w, resps, lens,
+                                  with_status ? status : NULL);
+    *wrong += (rc == MESS_OK) == bad;
+    for (i = 0; i < n; i++) {
+        int failed = bad && (i == 1 || i == n - 1);
+        if (!with_status && bad)
+            *wrong += resps[i] != NULL || lens[i] != 0;
+        else if (failed)
+            *wrong += status[i] == MESS_OK || resps[i] != NULL;
+        else
+            *differ += (with_status && status[i] != MESS_OK) || !resps[i] ||
+                       lens[i] != want_lens[i] || memcmp(resps[i], want[i], lens[i]) != 0;
+        mess_buf_free(resps[i]);
+    }
+}
+
+/* The throughput mode (server_search_set_by_shard): every window (1, a
+ * few, more than the batch), width, worker count, batch size, with and
+ * without statuses, bad requests among good ones, on a server with
+ * deleted items: each response the bytes of its own mess_server_search. */
+static void test_batch_by_shard(void)
+{
+    static const unsigned windows[] = {1, 3, 7, SEARCH_WINDOW};
+    static const unsigned widths[] = {1, 8, 16};
+    static const unsigned threads[] = {1, 2, 3};
+    static const size_t sizes[] = {1, 5, NQ};
+    size_t wn, wi, ti, si, differ = 0, wrong = 0, runs = 0;
+    CHECK_RC(server_search_set_by_shard(srv, SEARCH_WINDOW_MAX + 1), MESS_EINVAL);
+    for (ti = 0; ti < sizeof threads / sizeof *threads; ti++) {
+        mess_workers *w = NULL;
+        CHECK_OK(mess_workers_new(threads[ti], &w));
+        for (wn = 0; wn < sizeof windows / sizeof *windows; wn++)
+            for (wi = 0; wi < sizeof widths / sizeof *widths; wi++) {
+                CHECK_OK(server_search_set_by_shard(srv, windows[wn]));
+                CHECK_OK(server_search_set_width(srv, widths[wi]));
+                for (si = 0; si < sizeof sizes / sizeof *sizes; si++, runs++)
+                    batch_check(w, sizes[si], (int)(runs % 2), ref, ref_lens, &differ,
+                                &wrong);
+            }
+        /* NULL workers: inline */
+        batch_check(NULL, NQ, 1, ref, ref_lens, &differ, &wrong);
+        mess_workers_free(w);
+    }
+    server_search_set_width(srv, SERVER_SEARCH_WIDTH);
+    CHECK_OK(server_search_set_by_shard(srv, SEARCH_WINDOW));
+    printf("  %zu batches\n", runs);
     CHECK(differ == 0);
     CHECK(wrong == 0);
 }
@@ -340,6 +417,16 @@ static void test_paths_compacted(void)
     CHECK_OK(hnsw_popcount_force(-1));
     server_search_set_paths(srv, HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS);
     server_search_set_width(srv, SERVER_SEARCH_WIDTH);
+    /* the throughput mode on the compacted graphs, 1 and 2 workers */
+    for (w = 1; w <= 2; w++) {
+        mess_workers *wk = NULL;
+        size_t wrong = 0;
+        CHECK_OK(mess_workers_new((unsigned)w, &wk));
+        batch_check(wk, NQ, 1, cref, clen, &differ, &wrong);
+        batch_check(wk, 2, 0, cref, clen, &differ, &wrong);
+        CHECK(wrong == 0);
+        mess_workers_free(wk);
+    }
     printf("  %zu searches on %d popcount level(s) x 4 paths x 4 widths\n", runs, have + 1);
     CHECK(failed == 0);
     CHECK(differ == 0);
@@ -475,6 +562,7 @@ int main(void)
         RUN(test_widths_and_threads);
         RUN(test_partial_and_batch);
         RUN(test_batch_groups);
+        RUN(test_batch_by_shard);
         RUN(test_workers_kept);
         RUN(test_fork_child);
         RUN(test_payload_reads);

@@ -67,6 +67,14 @@ int server_search_set_group(mess_server *s, unsigned group);
 /* Multi-threaded searches on the server's kept workers (1, default) or on
  * threads started for each search (0, as before); for the benchmark. */
 void server_search_set_keep_workers(mess_server *s, int keep);
+/* mess_server_search_batch's throughput mode (server_search.c): the
+ * requests of a batch, in windows of up to `window` (1..SEARCH_WINDOW_MAX),
+ * searched shard by shard across the workers, each shard's graph for all
+ * of a window's requests at once; 0 the groups above (the path before it).
+ * MESS_EINVAL above SEARCH_WINDOW_MAX; for the tests and the benchmark. */
+#define SEARCH_WINDOW 256
+#define SEARCH_WINDOW_MAX 4096
+int server_search_set_by_shard(mess_server *s, unsigned window);
 
 /* The defaults above, which server_alloc gives every handle (inline here
  * so that server_core.c, below server_search.c, needs nothing of it). */
@@ -79,6 +87,7 @@ static inline void server_search_opts_default(struct server_search_opts *o)
     o->payload_io = 1;
     o->group = SEARCH_GROUP;
     o->keep_workers = 1;
+    o->by_shard = SEARCH_WINDOW;
 }
 
 /* ---- the directory's upper half (server_open.c) --------------------------- */

@@ -73,6 +73,14 @@ void server_search_set_keep_workers(mess_server *s, int keep)
     s->search.keep_workers = keep != 0;
 }
 
+int server_search_set_by_shard(mess_server *s, unsigned window)
+{
+    if (window > SEARCH_WINDOW_MAX)
+        return MESS_EINVAL;
+    s->search.by_shard = window;
+    return MESS_OK;
+}
+
 static void prefetch_entry(const uint8_t *p, size_t bytes)
 {
 #if defined(__GNUC__)
@@ -683,6 +691,156 @@ static int search_group(void *ctx, size_t item, unsigned worker)
     return rc; /* with status, items are independent: MESS_OK */
 }
 
+/* ---- throughput mode -------------------------------------------------------
+ * A window of a batch's requests is searched shard by shard across the
+ * workers: a work item is a run of consecutive shards, and for each the
+ * searches of every request of the window in that shard's graph are
+ * interleaved (hnsw_search_many, the handle's width), so the shard's upper
+ * layers, the nodes near its entry point and the regions many queries
+ * share are brought into the cache once for the window instead of once
+ * per request.  The window's requests are parsed and their jobs built
+ * first, across the workers, and their responses written last, across
+ * the workers; every job is the one server_search runs for its request
+ * (only the order of the jobs differs), so each response has the bytes
+ * of mess_server_search. */
+struct search_window {
+    const mess_server *s;
+    const uint8_t *const *reqs;
+    const size_t *req_lens;
+    uint8_t **resps;
+    size_t *resp_lens;
+    struct search_one *o; /* per request of the window */
+    int *st;              /* per request: its status so far */
+    size_t n;             /* requests in the window */
+    size_t per;           /* shards per work item */
+    unsigned width;       /* searches in flight per worker */
+    struct hnsw_scratch **scratch; /* `width` per worker */
+    struct hnsw_job *jobs;         /* per worker: per x n */
+};
+
+/* Work item: request `item` parsed and its jobs built. */
+static int window_prepare(void *ctx, size_t item, unsigned worker)
+{
+    struct search_window *sw = (struct search_window *)ctx;
+    MESS_UNUSED(worker);
+    if (sw->reqs[item])
+        sw->st[item] = one_prepare(&sw->o[item], sw->s, sw->reqs[item], sw->req_lens[item],
+                                   &all_shards, 1, 0);
+    else
+        sw->st[item] = MESS_EINVAL;
+    return MESS_OK; /* items are independent */
+}
+
+/* Work item: shards [item * per, ...) searched for every prepared request,
+ * shard after shard; each job's count and status go back to its request's
+ * own job (one shard's jobs belong to one item: no two workers write one). */
+static int window_search(void *ctx, size_t item, unsigned worker)
+{
+    struct search_window *sw = (struct search_window *)ctx;
+    size_t M = sw->s->p.shards, lo = item * sw->per, hi = lo + sw->per, i, g, k = 0;
+    struct hnsw_job *jobs = sw->jobs + (size_t)worker * sw->per * sw->n;
+    if (hi > M)
+        hi = M;
+    for (i = lo; i < hi; i++)
+        for (g = 0; g < sw->n; g++)
+            if (sw->st[g] == MESS_OK)
+                jobs[k++] = sw->o[g].sj.jobs[i];
+    if (k == 0)
+        return MESS_OK;
+    hnsw_search_many(jobs, k, sw->scratch + (size_t)worker * sw->width,
+                     k < sw->width ? (unsigned)k : sw->width, &sw->s->search.many);
+    for (i = lo, k = 0; i < hi; i++)
+        for (g = 0; g < sw->n; g++)
+            if (sw->st[g] == MESS_OK)
+                sw->o[g].sj.jobs[i] = jobs[k++];
+    return MESS_OK;
+}
+
+/* Work item: request `item`'s status from its jobs, its response written
+ * and its buffers released. */
+static int window_write(void *ctx, size_t item, unsigned worker)
+{
+    struct search_window *sw = (struct search_window *)ctx;
+    struct search_one *o = &sw->o[item];
+    size_t i;
+    MESS_UNUSED(worker);
+    for (i = 0; sw->st[item] == MESS_OK && i < sw->s->p.shards; i++) {
+        o->sj.found[i] = o->sj.jobs[i].n_out;
+        if (o->sj.jobs[i].rc != MESS_OK)
+            sw->st[item] = o->sj.jobs[i].rc;
+    }
+    if (sw->st[item] == MESS_OK)
+        sw->st[item] = one_write(o, &sw->resps[item], NULL, 0, &sw->resp_lens[item]);
+    one_free(o);
+    return MESS_OK;
+}
+
+/* The batch's requests [0, n) in windows of the handle's by_shard, each
+ * searched shard by shard over w; every request's status in st.  Returns
+ * MESS_OK, or MESS_ENOMEM if the working memory cannot be had (st then
+ * holds it for every request not yet answered). */
+static int search_by_shard(const mess_server *s, const uint8_t *const *reqs,
+                           const size_t *req_lens, size_t n, mess_workers *w,
+                           uint8_t **resps, size_t *resp_lens, int *st)
+{
+    struct search_window sw;
+    unsigned threads = w ? mess_workers_threads(w) : 1, t;
+    size_t M = s->p.shards, window = s->search.by_shard, q0, g, taken = 0, nscr, items;
+    int rc = MESS_OK;
+    if (threads == 0)
+        threads = 1;
+    if (window > n)
+        window = n;
+    memset(&sw, 0, sizeof sw);
+    sw.s = s;
+    sw.width = s->search.width;
+    /* enough shards per item for the width's beams when the window is
+     * small, but at least two items per worker while the shards allow */
+    sw.per = (sw.width + window - 1) / window;
+    if (sw.per > M / (2 * threads))
+        sw.per = M / (2 * threads);
+    if (sw.per == 0)
+        sw.per = 1;
+    nscr = (size_t)threads * sw.width;
+    sw.o = (struct search_one *)mess_calloc_array(window, sizeof *sw.o);
+    sw.st = (int *)mess_calloc_array(window, sizeof *sw.st);
+    sw.scratch = (struct hnsw_scratch **)mess_calloc_array(nscr, sizeof *sw.scratch);
+    sw.jobs = (struct hnsw_job *)mess_malloc_array((size_t)threads * sw.per,
+                                                   window * sizeof *sw.jobs);
+    for (taken = 0; sw.o && sw.st && sw.scratch && sw.jobs && taken < nscr; taken++)
+        if (scratch_take(s, &sw.scratch[taken]) != MESS_OK)
+            break;
+    if (!sw.o || !sw.st || !sw.scratch || !sw.jobs || taken < nscr)
+        rc = MESS_ENOMEM;
+    items = (M + sw.per - 1) / sw.per;
+    for (q0 = 0; q0 < n; q0 += window) {
+        sw.n = n - q0 < window ? n - q0 : window;
+        if (rc != MESS_OK) {
+            for (g = 0; g < sw.n; g++)
+                st[q0 + g] = rc;
+            continue;
+        }
+        sw.reqs = reqs + q0;
+        sw.req_lens = req_lens + q0;
+        sw.resps = resps + q0;
+        sw.resp_lens = resp_lens + q0;
+        /* the items return MESS_OK (their statuses are in sw.st), so every
+         * item runs and each request is freed by its write */
+        (void)workers_for(w, sw.n, window_prepare, &sw);
+        (void)workers_for(w, items, window_search, &sw);
+        (void)workers_for(w, sw.n, window_write, &sw);
+        for (g = 0; g < sw.n; g++)
+            st[q0 + g] = sw.st[g];
+    }
+    for (t = 0; t < taken; t++)
+        scratch_give(s, sw.scratch[t]);
+    free(sw.scratch);
+    free(sw.jobs);
+    free(sw.st);
+    free(sw.o);
+    return rc;
+}
+
 int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
                              const size_t *req_lens, size_t n,
                              mess_workers *w, uint8_t **resps,
@@ -704,6 +862,27 @@ int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
     if (rc != MESS_OK) {
         for (i = 0; i < n && status; i++)
             status[i] = rc;
+        return rc;
+    }
+    if (s->search.by_shard > 0 && s->search.width > 0 && n > 0) {
+        /* the throughput mode (above); the statuses in status, or in a
+         * local array for the all-or-nothing call */
+        int *st = status ? status : (int *)mess_malloc_array(n, sizeof *st);
+        if (!st)
+            return MESS_ENOMEM;
+        rc = search_by_shard(s, reqs, req_lens, n, w, resps, resp_lens, st);
+        for (i = 0; i < n && rc == MESS_OK; i++)
+            if (st[i] != MESS_OK)
+                rc = st[i];
+        if (!status) {
+            free(st);
+            if (rc != MESS_OK)
+                for (i = 0; i < n; i++) {
+                    free(resps[i]);
+                    resps[i] = NULL;
+                    resp_lens[i] = 0;
+                }
+        }
         return rc;
     }
     b.s = s;

@@ -128,6 +128,11 @@ struct server_search_opts {
     /* Multi-threaded searches on the handle's kept workers (1, default) or
      * on threads started for each search (0, as before). */
     int keep_workers;
+    /* mess_server_search_batch shard by shard over windows of up to this
+     * many requests (server_search.c "Throughput mode"): every request of
+     * a window searched in one shard's graph before the next shard;
+     * 0 searches the batch in groups (`group` above), as before. */
+    unsigned by_shard;
 };
 
 struct mess_server {
