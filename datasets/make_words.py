@@ -271,16 +271,16 @@ def main():
 
     vec, opts, t_train = train(corpus, a.cache, a)
     words, V = read_vec(vec)
-    keep = [i for i, w in enumerate(words) if w != "</s>" and len(w) >= 2]
+    # A few markup words (Sphinx's "tocdepth", ...) come out of training as
+    # zero vectors: they have no direction, so they are left out.
+    norms = np.linalg.norm(V.astype(np.float64), axis=1)
+    keep = [i for i, w in enumerate(words) if w != "</s>" and len(w) >= 2 and norms[i] > 0]
     need = a.base + a.queries + a.learn
     if need > len(keep):
         die("the vocabulary has %d words, %d asked" % (len(keep), need))
+    zero = [words[i] for i in range(len(words)) if norms[i] == 0]
     keep = np.array(keep[:need])
-    V = V[keep].astype(np.float64)
-    norms = np.linalg.norm(V, axis=1)
-    if np.any(norms == 0):
-        die("a zero vector in the model")
-    V = (V / norms[:, None]).astype(np.float32)
+    V = (V[keep].astype(np.float64) / norms[keep, None]).astype(np.float32)
     perm = np.random.RandomState(a.seed).permutation(need)
     roles = {"query": np.sort(perm[:a.queries]),
              "base": np.sort(perm[a.queries:a.queries + a.base]),
@@ -303,7 +303,7 @@ def main():
             "metric": "cosine (vectors unit length)",
             "base": len(roles["base"]), "queries": len(roles["query"]),
             "learn": len(roles["learn"]),
-            "rarest_word_rank": int(keep[-1]), "seed": a.seed,
+            "zero_vectors": zero, "rarest_word_rank": int(keep[-1]), "seed": a.seed,
             "seconds": {"corpus": round(t_corpus, 1), "train": round(t_train, 1),
                         "groundtruth": round(t_gt, 1),
                         "total": round(time.time() - t_start, 1)}}
