@@ -36,7 +36,6 @@ Output directory (default datasets/words, not committed):
 datasets/README.md documents the run.
 """
 import argparse
-import glob
 import gzip
 import hashlib
 import html

@@ -29,10 +29,8 @@ import os
 import sys
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, log  # noqa: E402
+from common import ROOT  # noqa: E402
 from text import Built, hnswlib_curve, mess_sweep  # noqa: E402
 import mess  # noqa: E402
 
