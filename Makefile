@@ -500,9 +500,9 @@ data-words:
 
 # Recall@10 and bytes per query on it, beside hnswlib, for the cosine
 # defaults, No-Noise and the planner's choice (docs/EVALUATION.md, "Word
-# vectors"); four builds of 100,000 words and hnswlib, about 40 min niced.
+# vectors"); five builds of 100,000 words and hnswlib, about 45 min niced.
 EVAL_WORDS_ARGS ?= --config defaults-f32= --config defaults-i8=pay=i8 \
-  --config nonoise-i8=d=0,q=0,pay=i8 \
+  --config defaults-f16=pay=f16 --config nonoise-i8=d=0,q=0,pay=i8 \
   --config planner-i8=M=16,t=16,k=64,d=0.007505,q=0.007505,pay=i8
 eval-words:
 	@sh scripts/deps.sh build eval
