@@ -19,6 +19,8 @@
 #   make eval-leakage-text  the same on the text set (DATA_TEXT=DIR)
 #   make data       the large SIFT set (not committed; see datasets/README.md)
 #   make data-1m    the 1M SIFT set (not committed; DATA_1M=DIR, GT_BLAS=DIR)
+#   make data-words the word-vector set (not committed; WORDS_ARGS)
+#   make eval-words recall per byte on it beside hnswlib (docs/EVALUATION.md)
 #   make install    PREFIX=/usr/local DESTDIR= LIBDIR=PREFIX/lib (the Python package goes to
 #                   PYDIR=PREFIX/lib/python3/dist-packages, on Debian's path;
 #                   the manual page mess(1) to MANDIR=PREFIX/share/man)
@@ -124,7 +126,7 @@ VALGRIND   ?= valgrind
 
 MESS = build/mess
 
-.PHONY: FORCE all lib tools check test-release demo bench data data-1m data-text data-wordnet eval-text eval-1m eval-1m-ready eval-1m-hnswlib eval-1m-mess eval-1m-large eval-1m-append install uninstall \
+.PHONY: FORCE all lib tools check test-release demo bench data data-1m data-text data-wordnet data-words eval-words eval-text eval-1m eval-1m-ready eval-1m-hnswlib eval-1m-mess eval-1m-large eval-1m-append install uninstall \
         clean deps deps-check deps-data deps-bench python-check examples \
         fuzz fuzz-build fuzz-seeds valgrind tsan crash-test eval eval-large \
         eval-leakage eval-leakage-text oom-test deb
@@ -487,6 +489,26 @@ data-text:
 data-wordnet:
 	@sh scripts/deps.sh text wordnet
 	nice $(PYTHON) datasets/make_wordnet.py $(WORDNET_ARGS)
+
+# Word vectors (issue 31): 100-d fastText CBOW vectors of 120,000 English
+# words trained on text Debian packages ship (dictionaries, manuals), one
+# thread for a deterministic model (about 20 min niced on the busy 2-core
+# machine, cached under datasets/words-cache); datasets/README.md.
+data-words:
+	@sh scripts/deps.sh words
+	nice $(PYTHON) datasets/make_words.py $(WORDS_ARGS)
+
+# Recall@10 and bytes per query on it, beside hnswlib, for the cosine
+# defaults, No-Noise and the planner's choice (docs/EVALUATION.md, "Word
+# vectors"); five builds of 100,000 words and hnswlib, about 45 min niced.
+EVAL_WORDS_ARGS ?= --config defaults-f32= --config defaults-i8=pay=i8 \
+  --config defaults-f16=pay=f16 --config nonoise-i8=d=0,q=0,pay=i8 \
+  --config planner-i8=M=16,t=16,k=64,d=0.007505,q=0.007505,pay=i8
+eval-words:
+	@sh scripts/deps.sh build eval
+	@test -f datasets/words/groundtruth.ivecs || { echo "datasets/words is not ready: make data-words" >&2; exit 1; }
+	@$(MAKE) --no-print-directory -s build/libmess.so
+	MESS_LIBRARY=$(CURDIR)/build/libmess.so nice $(PYTHON) eval/words.py $(EVAL_WORDS_ARGS)
 
 # MESS against exact dense, hnswlib and BM25 on it (docs/TEXT.md).
 eval-text:

@@ -10,7 +10,8 @@
 # Groups: build (library and tools), check (tests), data (dataset generator),
 #         bench (baselines), fuzz (fuzzers), python (bindings), eval,
 #         text (the text set and its evaluation: docs/TEXT.md), wordnet
-#         (the second text set: datasets/README.md),
+#         (the second text set: datasets/README.md), words (the
+#         word-vector set: datasets/README.md),
 #         deb (make deb: dpkg-buildpackage, lintian; docs/PACKAGING.md).
 set -eu
 
@@ -26,6 +27,7 @@ pkgs_for() {
     eval)   echo "python3 python3-numpy python3-faiss python3-hnswlib python3-matplotlib" ;;
     text)   echo "python3 python3-numpy python3-scipy python3-hnswlib nodejs npm util-linux" ;;
     wordnet) echo "wordnet-base" ;;
+    words)  echo "python3 python3-numpy fasttext dict-gcide dict-foldoc dict-jargon wordnet-base linux-doc-6.1 python3.11-doc perl-doc postgresql-doc-15" ;;
     *)      echo "deps.sh: unknown group '$1'" >&2; exit 2 ;;
     esac
 }
