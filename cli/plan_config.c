@@ -143,18 +143,6 @@ static void print_cand(const mess_plan_candidate *c, const double *curve,
     printf("]}");
 }
 
-static int parse_grid(struct cli_args *a, const char *name, const char *def,
-                      uint64_t lo, uint64_t hi, uint64_t **v, size_t *n)
-{
-    const char *s = cli_opt(a, name);
-    if (cli_parse_list(s ? s : def, lo, hi, v, n) != 0) {
-        cli_error("%s: expected a comma list of integers in [%llu, %llu]", name,
-                  (unsigned long long)lo, (unsigned long long)hi);
-        return -1;
-    }
-    return 0;
-}
-
 int cli_plan_configs(int argc, char **argv)
 {
     static const char *const grid_set[] = {"--shards", "--per-item", "--bits",
@@ -215,9 +203,9 @@ int cli_plan_configs(int argc, char **argv)
     /* byte data: the bytes of u8 payloads, which mess init chooses for it */
     if (!payload_named && dpath && cli_has_suffix(dpath, ".bvecs"))
         base.payload = MESS_PAYLOAD_U8;
-    if (parse_grid(&a, "--grid-shards", "16,32,64", 1, MESS_MAX_SHARDS, &gm, &ngm) ||
-        parse_grid(&a, "--grid-per-item", "4,8,16", 1, MESS_MAX_SHARDS, &gt_, &ngt) ||
-        parse_grid(&a, "--grid-bits", "64,128,256", 64, MESS_PLAN_MAX_CONDITIONAL_BITS,
+    if (cli_parse_grid(&a, "--grid-shards", "16,32,64", 1, MESS_MAX_SHARDS, &gm, &ngm) ||
+        cli_parse_grid(&a, "--grid-per-item", "4,8,16", 1, MESS_MAX_SHARDS, &gt_, &ngt) ||
+        cli_parse_grid(&a, "--grid-bits", "64,128,256", 64, MESS_PLAN_MAX_CONDITIONAL_BITS,
                    &gk, &ngk) ||
         cli_parse_list(plist ? plist : "250,500,750,1000,1250,1500,2000,2500,3000,4000", 1,
                        (uint64_t)MESS_MAX_BUDGET * 16, &pl, &npl) != 0 ||
