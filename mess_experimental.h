@@ -13,8 +13,8 @@
  *
  * What is here: vector file I/O (TEXMEX formats), the read-only server
  * view (leakage evaluations, audits), the privacy accountants, the
- * recall planner and the memory/disk estimate.  Include it explicitly;
- * mess.h does not.
+ * recall planner, the configuration search (mess_plan_choose) and the
+ * memory/disk estimate.  Include it explicitly; mess.h does not.
  */
 #ifndef MESS_EXPERIMENTAL_H
 #define MESS_EXPERIMENTAL_H
@@ -450,6 +450,163 @@ MESS_API int mess_plan_recall_search(const mess_client *c, int model, const floa
                                      const uint32_t *truth, size_t k, const size_t *pools,
                                      size_t npools, struct mess_plan_search *search,
                                      unsigned threads, double *recall);
+
+/* ------------------------------------------------------------------------
+ * Configuration from the client's data (`mess plan --target-recall`,
+ * `mess init --target-recall | --max-bytes`, Python's Params.for_data)
+ *
+ * Searches configurations for the fewest bytes per query reaching a
+ * Recall@k target, or for the highest predicted recall within a byte
+ * budget, under privacy limits.  For every M in grid_shards, t in
+ * grid_per_item (t <= M) and kappa in grid_bits a candidate takes the
+ * least noise its limits allow, in the accountants' units (nats) for a
+ * reference pair whose codes differ in 1/128 of the bits of every shard
+ * (a pair's distance in bits grows with kappa), eta(p) = ln((1-p)/p):
+ *
+ *   p_D: the smallest flip with  eta(p_D) t kappa / 128 <= X  (Theorem 5.2)
+ *   p_q: the smallest flip with  eta(p_q) M kappa / 128 <= Y and
+ *        eta(a) M kappa / 128 <= Y_cap, a = p_PRR = p_IRR (the split of
+ *        p_q; the bound for any number of submissions of one query)
+ *   both: eta(p) kappa / 128 <= Z for p = p_D and p = p_q (one shard's
+ *        code of an item or a query: the per-shard noise floor)
+ *
+ * (Theorem 5.4 for the access pattern).  The defaults (a limit of 0) are
+ * the paper's configuration's values (M 64, t 16, kappa 128, p_D = p_q =
+ * 0.08): X = 39.08, Y = 156.3, Y_cap = 200.6, Z = 2.442, so a choice is at
+ * privacy no worse than the defaults' in these units (real pairs can
+ * differ: check one with `mess account report`); Z = INFINITY drops the
+ * floor.  No flip goes below 1e-12.  Each candidate's hashes are trained
+ * on `train`; its recall curve over `pools` is the conditional model with
+ * the search check (mess_plan_recall_search, MESS_PLAN_CONDITIONAL) on
+ * `data` and `queries`, and its bytes at a pool are mess_request_size +
+ * mess_response_size.  Nothing leaves the client.
+ *
+ * Payloads: with choose_payload 0 every candidate uses base's encoding.
+ * With 1, data whose every component is an integer in [0, 255] uses u8
+ * (exact, the fewest bytes); other data weighs f32, f16 and i8: the
+ * "payload recall" of an encoding is the Recall@k of an exact search over
+ * the data sample as that encoding decodes it (the client's rerank sees
+ * the decoded vectors), a candidate's predicted recall with it is the
+ * model's times the payload recall, and the encoding giving the fewest
+ * bytes (target) or the highest recall (budget) is taken.
+ * ---------------------------------------------------------------------- */
+
+/* The defaults' limits: lim[0..3] = X, Y, Y_cap, Z (computed from
+ * mess_params_default's flips). */
+MESS_API void mess_plan_default_limits(double lim[4]);
+
+/* The limit that set a flip (the least noise that limit allows was the
+ * largest among the limits'). */
+#define MESS_PLAN_BOUND_FLOOR 0  /* none: the 1e-12 floor */
+#define MESS_PLAN_BOUND_STORE 1  /* X, stored data */
+#define MESS_PLAN_BOUND_QUERY 2  /* Y, one submission */
+#define MESS_PLAN_BOUND_CAP   3  /* Y_cap, any number of submissions */
+#define MESS_PLAN_BOUND_SHARD 4  /* Z, one shard */
+
+typedef struct mess_plan_candidate {
+    uint32_t size;          /* sizeof as the library compiled it */
+    uint32_t shards;        /* M */
+    uint32_t per_item;      /* t */
+    uint32_t bits;          /* kappa */
+    uint32_t payload;       /* MESS_PAYLOAD_* of the bytes and recall below */
+    uint32_t store_bound;   /* MESS_PLAN_BOUND_* that set p_store */
+    uint32_t query_bound;   /* MESS_PLAN_BOUND_* that set p_prr */
+    double p_store;         /* p_D */
+    double p_query;         /* p_q = mess_effective_flip(p_prr, p_prr) */
+    double p_prr;           /* p_PRR = p_IRR */
+    double xi_store, xi_query, xi_cap, xi_shard; /* the four bounds above */
+    size_t pool;            /* B: the first pool reaching the target (target),
+                               the best within the budget (budget); 0: none */
+    double recall;          /* predicted Recall@k at pool (with pool 0: the
+                               highest along the curve) */
+    double bytes;           /* request + response at pool (with pool 0: at the
+                               pool of `recall`) */
+    const double *curve;    /* npools: the model's curve (payload recall not
+                               applied); valid during on_candidate only */
+} mess_plan_candidate;
+
+struct mess_plan_choose_in {
+    uint32_t size;            /* sizeof(struct mess_plan_choose_in) as the
+                                 caller compiled it: set it (mess.h,
+                                 "Growable structs") */
+    uint32_t k;               /* recall depth, 1..n */
+    const mess_params *base;  /* dim, metric, payload, hnsw_m,
+                                 ef_construction, ef_search, train_sample;
+                                 the search sets M, t, kappa and the flips */
+    const float *train;       /* ntrain x dim: hash training set */
+    size_t ntrain;
+    const float *data;        /* n x dim: (a sample of) the data stored */
+    size_t n;
+    const float *queries;     /* nq x dim: a sample of queries */
+    size_t nq;
+    const uint32_t *truth;    /* nq x k exact top-k indices into data, or
+                                 NULL: computed here with base's metric */
+    double target_recall;     /* in (0, 1); 0 with max_bytes */
+    double max_bytes;         /* byte budget per query (> 0); 0 with a target */
+    double max_xi;            /* X (0: 39.08, the defaults') */
+    double max_xi_query;      /* Y (0: 156.3) */
+    double max_xi_cap;        /* Y_cap (0: 200.6) */
+    double max_xi_shard;      /* Z (0: 2.442; INFINITY: no floor) */
+    const uint32_t *grid_shards;   /* M values (NULL: 16, 32, 64) */
+    size_t n_grid_shards;
+    const uint32_t *grid_per_item; /* t values (NULL: 4, 8, 16) */
+    size_t n_grid_per_item;
+    const uint32_t *grid_bits;     /* kappa values, multiples of 64 up to
+                                      MESS_PLAN_MAX_CONDITIONAL_BITS (NULL:
+                                      64, 128, 256) */
+    size_t n_grid_bits;
+    const size_t *pools;      /* B values in the order tried (NULL: 250, 500,
+                                 750, 1000, 1250, 1500, 2000, 2500, 3000, 4000) */
+    size_t npools;
+    uint32_t check_shards;    /* the search check's shards (0: no check) */
+    uint32_t check_queries;   /* queries it uses (0: 100) */
+    uint32_t choose_payload;  /* 1: choose the encoding (above); 0: base's */
+    uint32_t threads;         /* workers (0 = 1) */
+    const uint8_t *seed;      /* 32 bytes: deterministic hashes; NULL: random */
+    /* called after each candidate (may be NULL), in grid order (M, then
+     * kappa, then t) */
+    void (*on_candidate)(void *ctx, const mess_plan_candidate *c);
+    void *ctx;
+};
+/* First layout: every field above. */
+#define MESS_PLAN_CHOOSE_IN_MIN_SIZE \
+    (offsetof(struct mess_plan_choose_in, ctx) + sizeof(void *))
+
+typedef struct mess_plan_choice {
+    uint32_t size;            /* sizeof as the caller compiled it (set by the
+                                 call) */
+    uint32_t found;           /* 1: best reaches the target / fits the budget */
+    size_t candidates;        /* candidates evaluated */
+    double max_xi, max_xi_query, max_xi_cap, max_xi_shard; /* limits used */
+    double payload_recall[4]; /* per MESS_PAYLOAD_*: the payload recall
+                                 (1 for f32 and u8; 0: not weighed) */
+    mess_plan_candidate best; /* the winner; without one (found 0): with a
+                                 target the candidate of the highest recall
+                                 (fewest bytes among equals), with a budget
+                                 the one of the fewest bytes at its smallest
+                                 pool; curve is NULL */
+    mess_params params;       /* best's parameters: base's with M, t, kappa,
+                                 p_store, p_prr = p_irr and payload set */
+} mess_plan_choice;
+/* First layout: every field above. */
+#define MESS_PLAN_CHOICE_MIN_SIZE \
+    (offsetof(mess_plan_choice, params) + sizeof(mess_params))
+MESS_API size_t mess_sizeof_plan_choice(void);
+
+/* Fills *out within out_size bytes (the macro passes
+ * sizeof(mess_plan_choice)).  MESS_OK with out->found = 1; MESS_ENOTFOUND
+ * with found = 0 and best as described when no candidate reaches the
+ * target or fits the budget (every pool tried); MESS_EINVAL for a NULL,
+ * an empty or inconsistent input (not exactly one of target_recall and
+ * max_bytes, k > n, t > every M, a kappa not a multiple of 64, a truth
+ * index outside data), MESS_ELIMIT for a kappa above
+ * MESS_PLAN_MAX_CONDITIONAL_BITS; a candidate whose flips the library
+ * refuses (mess_params_check) is skipped.  Any other code: training a
+ * candidate or its prediction failed (nothing written). */
+MESS_API int mess_plan_choose_sized(const struct mess_plan_choose_in *in,
+                                    mess_plan_choice *out, size_t out_size);
+#define mess_plan_choose(in, out) \
+    mess_plan_choose_sized((in), (out), sizeof(mess_plan_choice))
 
 /* ------------------------------------------------------------------------
  * Memory and disk estimate (docs/EVALUATION.md, "Memory and disk per entry")

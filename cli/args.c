@@ -440,3 +440,15 @@ int cli_parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t **out,
     *n = k;
     return 0;
 }
+
+int cli_parse_grid(struct cli_args *a, const char *name, const char *def,
+                   uint64_t lo, uint64_t hi, uint64_t **v, size_t *n)
+{
+    const char *s = cli_opt(a, name);
+    if (cli_parse_list(s ? s : def, lo, hi, v, n) != 0) {
+        cli_error("%s: expected a comma list of integers in [%llu, %llu]", name,
+                  (unsigned long long)lo, (unsigned long long)hi);
+        return -1;
+    }
+    return 0;
+}

@@ -105,8 +105,9 @@ int cli_client_fresh(const char *path);
 int cli_client_exists(const char *path);
 int cli_keep_replaced(const char *path);
 int cli_check_training(const char *path, size_t n, const mess_params *p);
-/* A hint on stderr when the training vectors' norms spread (the 95th over
- * the 5th percentile above the metric's threshold): under l2, length then
+/* A hint on stderr when the norms of the vectors of path spread (`what`:
+ * "training", "sample"; the 95th over the 5th percentile above the
+ * metric's threshold; under l2 it suggests --metric cos): under l2, length then
  * counts as much as direction, which is not what embeddings compared by
  * angle mean; under cos, the codes (made from the vectors as given) lose
  * recall.  Measured by eval/norm_spread.py on the bundled SIFT set (every
@@ -134,8 +135,8 @@ int cli_check_training(const char *path, size_t n, const mess_params *p);
  * python/mess/core.py (NORM_SPREAD_HINT) uses the same thresholds. */
 #define CLI_NORM_SPREAD_L2 2.5
 #define CLI_NORM_SPREAD_COS 2.0
-void cli_norm_hint(const char *path, const float *x, size_t n, size_t dim,
-                   uint32_t metric);
+void cli_norm_hint(const char *path, const char *what, const float *x, size_t n,
+                   size_t dim, uint32_t metric);
 /* The client of init and plan --train: reads the training file (its
  * dimension sets p->dim), checks its rows (cli_check_training) and the
  * parameters together, trains.  *rows: the training rows (may be NULL).
@@ -178,6 +179,11 @@ const char *cli_payload_name(uint32_t payload);
  * commas, into a malloc'd array; -1 if malformed or out of range. */
 int cli_parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t **out,
                    size_t *n);
+/* Option `name` (def when absent) by cli_parse_list, with a message naming
+ * the option and the range on failure (-1): the --grid-* lists of mess plan
+ * --target-recall and mess init --target-recall. */
+int cli_parse_grid(struct cli_args *a, const char *name, const char *def, uint64_t lo,
+                   uint64_t hi, uint64_t **v, size_t *n);
 
 /* memory.c: this process's resident bytes from /proc/self/smaps: all
  * (rss) and of them anonymous (anon: private memory, a mapped graph's
@@ -289,5 +295,15 @@ int cli_cmd_plan(int argc, char **argv);
 int cli_cmd_estimate(int argc, char **argv);
 /* plan_config.c: mess plan --target-recall (configuration search) */
 int cli_plan_configs(int argc, char **argv);
+/* init_choose.c: `mess init --target-recall R | --max-bytes N --sample
+ * FILE`: chooses the parameters from the sample (mess_plan_choose) and
+ * prints what it chose and why.  *p holds the options' parameters (metric,
+ * payload, graph; payload_named: --payload was given) and receives the
+ * choice; *pool the B to query with.  CLI_OK, or the exit code after a
+ * message.  cli_init_choose_opts: the options it reads (NULL-terminated). */
+extern const char *const cli_init_choose_opts[];
+int cli_init_choose(struct cli_args *a, const char *train, int payload_named,
+                    const uint8_t *seed, long threads, mess_params *p, size_t *pool,
+                    double *predicted);
 
 #endif

@@ -253,25 +253,26 @@ static double norm_spread(const float *x, size_t n, size_t dim)
     return lo > 0 ? hi / lo : hi > 0 ? HUGE_VAL : 1.0;
 }
 
-void cli_norm_hint(const char *path, const float *x, size_t n, size_t dim,
-                   uint32_t metric)
+void cli_norm_hint(const char *path, const char *what, const float *x, size_t n,
+                   size_t dim, uint32_t metric)
 {
     double spread;
     if (metric != MESS_METRIC_L2 && metric != MESS_METRIC_COSINE)
         return; /* inner product: the norms are part of the score */
     spread = norm_spread(x, n, dim);
     if (metric == MESS_METRIC_L2 && spread > CLI_NORM_SPREAD_L2)
-        fprintf(stderr, "mess: hint: %s: the training vectors' norms spread (95th / 5th "
+        fprintf(stderr, "mess: hint: %s: the %s vectors' norms spread (95th / 5th "
                 "percentile %.2f); under --metric l2 a vector's length counts as much as "
                 "its direction, so if these are embeddings meant to be compared by angle, "
-                "normalise every vector to length 1 before init, insert and query, or the "
-                "results are not the cosine neighbours (eval/norm_spread.py)\n", path, spread);
+                "give --metric cos and normalise every vector to length 1 before init, "
+                "insert and query, or the results are not the cosine neighbours "
+                "(eval/norm_spread.py)\n", path, what, spread);
     else if (metric == MESS_METRIC_COSINE && spread > CLI_NORM_SPREAD_COS)
-        fprintf(stderr, "mess: hint: %s: the training vectors' norms spread (95th / 5th "
+        fprintf(stderr, "mess: hint: %s: the %s vectors' norms spread (95th / 5th "
                 "percentile %.2f); the codes are made from the vectors as given, so "
                 "cosine recall falls as norms spread: normalise every vector to length 1 "
                 "before init, insert and query (the cosine neighbours do not change; "
-                "eval/norm_spread.py)\n", path, spread);
+                "eval/norm_spread.py)\n", path, what, spread);
 }
 
 int cli_train_client(const char *train, mess_params *p, const uint8_t *seed,
@@ -288,7 +289,7 @@ int cli_train_client(const char *train, mess_params *p, const uint8_t *seed,
         mess_vecs_free(x);
         return CLI_FAIL;
     }
-    cli_norm_hint(train, x, n, dim, p->metric);
+    cli_norm_hint(train, "training", x, n, dim, p->metric);
     rc = mess_params_check(p); /* the options were checked one by one */
     if (rc != MESS_OK) {
         mess_vecs_free(x);

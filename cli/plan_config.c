@@ -3,26 +3,10 @@
  * configurations (M, t, kappa, and the flips their privacy limits allow)
  * for the fewest bytes per query reaching a recall target, with the
  * correctness model and the search check of `mess plan` (plan.c), on the
- * client's own data.  Everything runs locally.
- *
- * Privacy per configuration, in the units of the accountants (nats), for a
- * reference pair whose codes differ in 1/128 of the bits of every shard
- * (one bit of a 128-bit code; the distance of a pair in bits grows with
- * kappa, so the bound is per unit of hash distance, not per bit):
- *
- *   xi_store = eta_D t kappa / 128          stored data, pure (Theorem 5.2)
- *   xi_query = eta_q M kappa / 128          access pattern, one submission
- *   xi_cap   = ln((1-a)/a) M kappa / 128    access pattern, any number of
- *                                           submissions (a = p_PRR)
- *   xi_shard = eta kappa / 128              one shard's code, eta = eta_D
- *                                           (the single-shard worst case of
- *                                           `mess account report`) and
- *                                           eta_q: the per-shard noise floor
- *
- * with eta_D = ln((1-p_D)/p_D), eta_q = ln((1-p_q)/p_q).  The defaults
- * (M 64, t 16, kappa 128, p_D = p_q = 0.08) give 39.08, 156.3, 200.6 and
- * 2.442.
- * Each candidate takes the least noise its limits allow.
+ * client's own data.  Everything runs locally.  The search and the
+ * privacy units it works in are the library's mess_plan_choose
+ * (src/plan/choose.c, mess_experimental.h); this file reads the options
+ * and prints the candidates and the winner.
  */
 #include <math.h>
 #include <stdio.h>
@@ -94,65 +78,69 @@ static const char help[] =
     "\"per_item\",\"bits\",\"p_store\",\"p_query\",\"xi_store\",\"xi_query\",\n"
     "\"xi_cap\",\"xi_shard\",\"pool\",\"recall_at_pool\",\"bytes\",\"curve\"},...]}.\n";
 
-#define REF_BITS 128.0
-#define MIN_FLIP 1e-12 /* flips are never below this (a bound of 27.6 nats per bit) */
-
-/* The defaults' limits, computed from mess_params_default. */
-static void default_limits(double *x, double *y, double *ycap, double *z)
-{
-    mess_params p;
-    double pq, a;
-    mess_params_default(&p, 128);
-    pq = mess_effective_flip(p.p_prr, p.p_irr);
-    a = p.p_prr;
-    *x = log((1 - p.p_store) / p.p_store) * p.per_item * p.kappa / REF_BITS;
-    *y = log((1 - pq) / pq) * p.shards * p.kappa / REF_BITS;
-    *ycap = log((1 - a) / a) * p.shards * p.kappa / REF_BITS;
-    *z = log((1 - p.p_store) / p.p_store) * p.kappa / REF_BITS;
-}
-
-/* The flip p in (0, 1/2] with ln((1-p)/p) = eta (eta >= 0). */
-static double flip_for(double eta)
-{
-    return 1.0 / (1.0 + exp(eta));
-}
-
-struct cand {
-    uint32_t m, t, kappa;
-    double p_d, p_q, a, xi_s, xi_q, xi_cap, xi_1;
-    size_t pool; /* 0: not reached */
-    double recall_at, bytes;
-    double *curve;
+/* The candidates as the library reported them, for the last line. */
+struct cands {
+    mess_plan_candidate *c;
+    double *curves; /* npl per candidate */
+    size_t n, cap, npl;
+    int oom;
 };
 
-static void print_cand(const struct cand *c, const size_t *pools, size_t npl)
+static void print_line(const mess_plan_candidate *c, size_t npl)
+{
+    printf("%5u %4u %5u %9.4g %9.4g %8.2f %8.2f %8.2f ", c->shards, c->per_item, c->bits,
+           c->p_store, c->p_query, c->xi_store, c->xi_query, c->xi_cap);
+    if (c->pool)
+        printf("%7zu %8.4f %10.0f\n", c->pool, c->recall, c->bytes);
+    else
+        printf("%7s %8.4f %10s\n", "-", c->curve[npl - 1], "-");
+    fflush(stdout);
+}
+
+/* on_candidate: one line now, a copy for the JSON line */
+static void keep_candidate(void *ctx, const mess_plan_candidate *c)
+{
+    struct cands *cs = (struct cands *)ctx;
+    print_line(c, cs->npl);
+    if (cs->oom)
+        return;
+    if (cs->n == cs->cap) {
+        size_t cap = cs->cap ? 2 * cs->cap : 16;
+        mess_plan_candidate *nc = (mess_plan_candidate *)realloc(cs->c, cap * sizeof *nc);
+        double *cv;
+        if (nc)
+            cs->c = nc;
+        cv = nc ? (double *)realloc(cs->curves, cap * cs->npl * sizeof *cv) : NULL;
+        if (!nc || !cv) {
+            cs->oom = 1;
+            return;
+        }
+        cs->curves = cv;
+        cs->cap = cap;
+    }
+    cs->c[cs->n] = *c;
+    memcpy(cs->curves + cs->n * cs->npl, c->curve, cs->npl * sizeof *cs->curves);
+    cs->n++;
+}
+
+static void print_cand(const mess_plan_candidate *c, const double *curve,
+                       const size_t *pools, size_t npl)
 {
     size_t b;
     printf("{\"shards\":%u,\"per_item\":%u,\"bits\":%u,\"p_store\":%.6g,"
            "\"p_query\":%.6g,\"p_prr\":%.6g,\"xi_store\":%.6g,\"xi_query\":%.6g,"
            "\"xi_cap\":%.6g,\"xi_shard\":%.6g,",
-           c->m, c->t, c->kappa, c->p_d, c->p_q, c->a, c->xi_s, c->xi_q, c->xi_cap, c->xi_1);
+           c->shards, c->per_item, c->bits, c->p_store, c->p_query, c->p_prr, c->xi_store,
+           c->xi_query, c->xi_cap, c->xi_shard);
     if (c->pool)
         printf("\"pool\":%zu,\"recall_at_pool\":%.6f,\"bytes\":%.0f,", c->pool,
-               c->recall_at, c->bytes);
+               c->recall, c->bytes);
     else
         printf("\"pool\":null,\"recall_at_pool\":null,\"bytes\":null,");
     printf("\"curve\":[");
     for (b = 0; b < npl; b++)
-        printf("%s[%zu,%.6f]", b ? "," : "", pools[b], c->curve[b]);
+        printf("%s[%zu,%.6f]", b ? "," : "", pools[b], curve[b]);
     printf("]}");
-}
-
-static int parse_grid(struct cli_args *a, const char *name, const char *def,
-                      uint64_t lo, uint64_t hi, uint64_t **v, size_t *n)
-{
-    const char *s = cli_opt(a, name);
-    if (cli_parse_list(s ? s : def, lo, hi, v, n) != 0) {
-        cli_error("%s: expected a comma list of integers in [%llu, %llu]", name,
-                  (unsigned long long)lo, (unsigned long long)hi);
-        return -1;
-    }
-    return 0;
 }
 
 int cli_plan_configs(int argc, char **argv)
@@ -162,19 +150,23 @@ int cli_plan_configs(int argc, char **argv)
                                            "--p-irr", "--client", NULL};
     struct cli_args a;
     const char *tpath, *dpath, *qpath, *gpath, *plist;
-    double target, x, y, ycap, z, dx, dy, dycap, dz;
+    double target, x, y, ycap, z, lim[4];
     long k, sample, threads, ef_search, check_shards, check_queries;
     uint64_t *gm = NULL, *gt_ = NULL, *gk = NULL, *pl = NULL;
-    size_t ngm, ngt, ngk, npl = 0, i, j, l, ncand = 0, best = (size_t)-1;
+    uint32_t *grid = NULL;
+    size_t ngm, ngt, ngk, npl = 0, i, j, best = (size_t)-1;
     size_t *pools = NULL, n, dim, nq, qdim, ntr, trdim, gn, gkk;
     float *train = NULL, *data = NULL, *queries = NULL;
     int32_t *gt = NULL;
     uint32_t *truth = NULL;
-    struct cand *cand = NULL;
+    struct cands cs;
+    struct mess_plan_choose_in in;
+    mess_plan_choice ch;
     uint8_t seed[32];
     int have_seed, payload_named, rc = CLI_FAIL;
     mess_params base;
 
+    memset(&cs, 0, sizeof cs);
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
         fputs(help, stdout);
@@ -187,7 +179,7 @@ int cli_plan_configs(int argc, char **argv)
                       "it trains its own clients from --train", grid_set[i]);
             return CLI_USAGE;
         }
-    default_limits(&dx, &dy, &dycap, &dz);
+    mess_plan_default_limits(lim);
     tpath = cli_opt(&a, "--train");
     dpath = cli_opt(&a, "--data");
     qpath = cli_opt(&a, "--queries");
@@ -195,10 +187,10 @@ int cli_plan_configs(int argc, char **argv)
     plist = cli_opt(&a, "--pools");
     payload_named = cli_opt(&a, "--payload") != NULL;
     if (cli_opt_double(&a, "--target-recall", 1e-9, 1.0 - 1e-9, 0.9, &target) ||
-        cli_opt_double(&a, "--max-xi", 1e-9, 1e9, dx, &x) ||
-        cli_opt_double(&a, "--max-xi-query", 1e-9, 1e9, dy, &y) ||
-        cli_opt_double(&a, "--max-xi-cap", 1e-9, 1e9, dycap, &ycap) ||
-        cli_opt_double(&a, "--max-xi-shard", 1e-9, INFINITY, dz, &z) ||
+        cli_opt_double(&a, "--max-xi", 1e-9, 1e9, lim[0], &x) ||
+        cli_opt_double(&a, "--max-xi-query", 1e-9, 1e9, lim[1], &y) ||
+        cli_opt_double(&a, "--max-xi-cap", 1e-9, 1e9, lim[2], &ycap) ||
+        cli_opt_double(&a, "--max-xi-shard", 1e-9, INFINITY, lim[3], &z) ||
         cli_opt_long(&a, "-k", 1, 10000, 10, &k) ||
         cli_opt_long(&a, "--sample", 1, 100000000, 200, &sample) ||
         cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
@@ -211,9 +203,9 @@ int cli_plan_configs(int argc, char **argv)
     /* byte data: the bytes of u8 payloads, which mess init chooses for it */
     if (!payload_named && dpath && cli_has_suffix(dpath, ".bvecs"))
         base.payload = MESS_PAYLOAD_U8;
-    if (parse_grid(&a, "--grid-shards", "16,32,64", 1, MESS_MAX_SHARDS, &gm, &ngm) ||
-        parse_grid(&a, "--grid-per-item", "4,8,16", 1, MESS_MAX_SHARDS, &gt_, &ngt) ||
-        parse_grid(&a, "--grid-bits", "64,128,256", 64, MESS_PLAN_MAX_CONDITIONAL_BITS,
+    if (cli_parse_grid(&a, "--grid-shards", "16,32,64", 1, MESS_MAX_SHARDS, &gm, &ngm) ||
+        cli_parse_grid(&a, "--grid-per-item", "4,8,16", 1, MESS_MAX_SHARDS, &gt_, &ngt) ||
+        cli_parse_grid(&a, "--grid-bits", "64,128,256", 64, MESS_PLAN_MAX_CONDITIONAL_BITS,
                    &gk, &ngk) ||
         cli_parse_list(plist ? plist : "250,500,750,1000,1250,1500,2000,2500,3000,4000", 1,
                        (uint64_t)MESS_MAX_BUDGET * 16, &pl, &npl) != 0 ||
@@ -235,10 +227,17 @@ int cli_plan_configs(int argc, char **argv)
         goto done;
     }
     pools = (size_t *)malloc(npl * sizeof *pools);
-    if (!pools)
+    grid = (uint32_t *)malloc((ngm + ngt + ngk) * sizeof *grid);
+    if (!pools || !grid)
         goto oom;
     for (i = 0; i < npl; i++)
         pools[i] = (size_t)pl[i];
+    for (i = 0; i < ngm; i++)
+        grid[i] = (uint32_t)gm[i];
+    for (i = 0; i < ngt; i++)
+        grid[ngm + i] = (uint32_t)gt_[i];
+    for (i = 0; i < ngk; i++)
+        grid[ngm + ngt + i] = (uint32_t)gk[i];
     if ((rc = cli_read_vectors(tpath, "training file", &train, &ntr, &trdim)) != CLI_OK ||
         (rc = cli_read_vectors(dpath, "--data", &data, &n, &dim)) != CLI_OK ||
         (rc = cli_read_vectors(qpath, "--queries", &queries, &nq, &qdim)) != CLI_OK)
@@ -289,106 +288,61 @@ int cli_plan_configs(int argc, char **argv)
         if (cli_check_training(tpath, ntr, &big))
             goto done;
     }
-    cand = (struct cand *)calloc(ngm * ngt * ngk, sizeof *cand);
-    if (!cand)
-        goto oom;
     printf("configurations at xi_store <= %.4g, xi_query <= %.4g, xi_cap <= %.4g, "
            "xi_shard <= %.4g (per 1/128 of the code); target Recall@%ld %.4g over %zu "
            "queries, %zu items\n", x, y, ycap, z, k, target, nq, n);
     printf("%5s %4s %5s %9s %9s %8s %8s %8s %7s %8s %10s\n", "M", "t", "kappa", "p_D",
            "p_q", "xi_st", "xi_q", "xi_cap", "pool", "recall", "bytes");
-    for (i = 0; i < ngm; i++)
-        for (l = 0; l < ngk; l++)
-            for (j = 0; j < ngt; j++) {
-                struct cand *c = &cand[ncand];
-                struct mess_plan_search s;
-                mess_params p = base;
-                mess_client *cl = NULL;
-                double e1, ecap, aq, a1, zq, *eff = NULL;
-                size_t b;
-                if (gt_[j] > gm[i])
-                    continue;
-                c->m = (uint32_t)gm[i];
-                c->t = (uint32_t)gt_[j];
-                c->kappa = (uint32_t)gk[l];
-                /* the least noise each limit allows */
-                c->p_d = flip_for(x * REF_BITS / ((double)c->t * c->kappa));
-                if (flip_for(z * REF_BITS / c->kappa) > c->p_d)
-                    c->p_d = flip_for(z * REF_BITS / c->kappa);
-                if (c->p_d < MIN_FLIP) /* within every limit, and a finite bound */
-                    c->p_d = MIN_FLIP;
-                e1 = y * REF_BITS / ((double)c->m * c->kappa);
-                ecap = ycap * REF_BITS / ((double)c->m * c->kappa);
-                a1 = mess_split_flip(flip_for(e1)); /* even split meeting one submission */
-                aq = flip_for(ecap);                /* PRR meeting the cap */
-                c->a = a1 > aq ? a1 : aq;
-                zq = mess_split_flip(flip_for(z * REF_BITS / c->kappa)); /* one shard */
-                if (zq > c->a)
-                    c->a = zq;
-                if (c->a < MIN_FLIP)
-                    c->a = MIN_FLIP;
-                c->p_q = mess_effective_flip(c->a, c->a);
-                c->xi_s = log((1 - c->p_d) / c->p_d) * c->t * c->kappa / REF_BITS;
-                c->xi_1 = log((1 - c->p_d) / c->p_d) * c->kappa / REF_BITS;
-                c->xi_q = log((1 - c->p_q) / c->p_q) * c->m * c->kappa / REF_BITS;
-                c->xi_cap = log((1 - c->a) / c->a) * c->m * c->kappa / REF_BITS;
-                p.shards = c->m;
-                p.per_item = c->t;
-                p.kappa = c->kappa;
-                p.p_store = c->p_d;
-                p.p_prr = p.p_irr = c->a;
-                if (mess_params_check(&p) != MESS_OK)
-                    continue; /* e.g. a flip below the library's range */
-                c->curve = (double *)malloc(2 * npl * sizeof *c->curve);
-                if (!c->curve)
-                    goto oom;
-                eff = c->curve + npl;
-                rc = mess_client_new(&p, train, ntr, have_seed ? seed : NULL,
-                                     (unsigned)threads, &cl);
-                if (rc != MESS_OK) {
-                    rc = cli_fail("training a candidate's hashes", NULL, rc);
-                    goto done;
-                }
-                memset(&s, 0, sizeof s);
-                s.size = sizeof s; /* mess.h, "Growable structs" */
-                s.ef_search = (uint32_t)ef_search;
-                s.check_shards = (uint32_t)check_shards;
-                s.check_queries = (uint32_t)check_queries;
-                s.eff = check_shards > 0 ? eff : NULL;
-                rc = mess_plan_recall_search(cl, MESS_PLAN_CONDITIONAL, data, n, queries,
-                                             nq, truth, (size_t)k, pools, npl, &s,
-                                             (unsigned)threads, c->curve);
-                mess_client_free(cl);
-                if (rc != MESS_OK) {
-                    cli_error("plan: %s", mess_strerror(rc));
-                    rc = CLI_FAIL;
-                    goto done;
-                }
-                ncand++;
-                for (b = 0; b < npl && c->curve[b] < target; b++)
-                    ;
-                if (b < npl) {
-                    c->pool = pools[b];
-                    c->recall_at = c->curve[b];
-                    c->bytes = (double)mess_request_size(&p) +
-                               (double)mess_response_size(&p, pools[b]);
-                    if (best == (size_t)-1 || c->bytes < cand[best].bytes)
-                        best = ncand - 1;
-                }
-                printf("%5u %4u %5u %9.4g %9.4g %8.2f %8.2f %8.2f ", c->m, c->t, c->kappa,
-                       c->p_d, c->p_q, c->xi_s, c->xi_q, c->xi_cap);
-                if (c->pool)
-                    printf("%7zu %8.4f %10.0f\n", c->pool, c->recall_at, c->bytes);
-                else
-                    printf("%7s %8.4f %10s\n", "-", c->curve[npl - 1], "-");
-                fflush(stdout);
-            }
+    memset(&in, 0, sizeof in);
+    in.size = sizeof in; /* mess.h, "Growable structs" */
+    in.k = (uint32_t)k;
+    in.base = &base;
+    in.train = train;
+    in.ntrain = ntr;
+    in.data = data;
+    in.n = n;
+    in.queries = queries;
+    in.nq = nq;
+    in.truth = truth;
+    in.target_recall = target;
+    in.max_xi = x;
+    in.max_xi_query = y;
+    in.max_xi_cap = ycap;
+    in.max_xi_shard = z;
+    in.grid_shards = grid;
+    in.n_grid_shards = ngm;
+    in.grid_per_item = grid + ngm;
+    in.n_grid_per_item = ngt;
+    in.grid_bits = grid + ngm + ngt;
+    in.n_grid_bits = ngk;
+    in.pools = pools;
+    in.npools = npl;
+    in.check_shards = (uint32_t)check_shards;
+    in.check_queries = (uint32_t)check_queries;
+    in.threads = (uint32_t)threads;
+    in.seed = have_seed ? seed : NULL;
+    in.on_candidate = keep_candidate;
+    in.ctx = &cs;
+    cs.npl = npl;
+    rc = mess_plan_choose(&in, &ch);
+    if (cs.oom)
+        goto oom;
+    if (rc != MESS_OK && rc != MESS_ENOTFOUND &&
+        !(rc == MESS_EINVAL && cs.n == 0)) { /* no t fits an M: no candidate */
+        cli_error("plan: %s", mess_strerror(rc));
+        rc = CLI_FAIL;
+        goto done;
+    }
+    if (rc == MESS_OK)
+        for (i = 0; i < cs.n && best == (size_t)-1; i++)
+            if (cs.c[i].shards == ch.best.shards && cs.c[i].per_item == ch.best.per_item &&
+                cs.c[i].bits == ch.best.bits)
+                best = i;
     if (best != (size_t)-1)
         printf("fewest bytes: M = %u, t = %u, kappa = %u, p_D = %.4g, p_q = %.4g "
                "(--p-prr = --p-irr = %.6g): B = %zu, %.0f bytes per query, predicted "
-               "%.4f\n", cand[best].m, cand[best].t, cand[best].kappa, cand[best].p_d,
-               cand[best].p_q, cand[best].a, cand[best].pool, cand[best].bytes,
-               cand[best].recall_at);
+               "%.4f\n", ch.best.shards, ch.best.per_item, ch.best.bits, ch.best.p_store,
+               ch.best.p_query, ch.best.p_prr, ch.best.pool, ch.best.bytes, ch.best.recall);
     else
         printf("no candidate reaches %.4g at the pools tried\n", target);
     printf("{\"target\":%.6g,\"k\":%ld,\"queries\":%zu,\"items\":%zu,\"max_xi\":%.6g,"
@@ -398,12 +352,12 @@ int cli_plan_configs(int argc, char **argv)
     if (best == (size_t)-1)
         printf("null");
     else
-        print_cand(&cand[best], pools, npl);
+        print_cand(&cs.c[best], cs.curves + best * npl, pools, npl);
     printf(",\"candidates\":[");
-    for (i = 0; i < ncand; i++) {
+    for (i = 0; i < cs.n; i++) {
         if (i)
             putchar(',');
-        print_cand(&cand[i], pools, npl);
+        print_cand(&cs.c[i], cs.curves + i * npl, pools, npl);
     }
     printf("]}\n");
     rc = CLI_OK;
@@ -412,13 +366,12 @@ oom:
     cli_error("out of memory");
     rc = CLI_FAIL;
 done:
-    if (cand)
-        for (i = 0; i < ngm * ngt * ngk; i++)
-            free(cand[i].curve);
-    free(cand);
+    free(cs.c);
+    free(cs.curves);
     free(gm);
     free(gt_);
     free(gk);
+    free(grid);
     free(pl);
     free(pools);
     mess_vecs_free(train);

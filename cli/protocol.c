@@ -25,6 +25,8 @@ static void progress(const char *what, size_t done, size_t total)
 
 static const char init_help[] =
     "usage: mess init --client C --server S --train FILE [options]\n"
+    "       mess init --client C --server S --train FILE --sample FILE\n"
+    "                 (--target-recall R | --max-bytes N) [--queries FILE] [options]\n"
     "\n"
     "Creates a client state (secret: keys, per-shard IsoHash) and\n"
     "an empty server directory S (new, or empty) for the same public parameters.  FILE (.fvecs or\n"
@@ -40,6 +42,30 @@ static const char init_help[] =
     "With no payload option a .bvecs FILE chooses u8 payloads, one exact byte\n"
     "per component (152 bytes an entry at 128 dimensions, 536 as f32): the\n"
     "vectors inserted must then be integers in [0, 255].\n"
+    "\n"
+    "Parameters from the data (instead of giving M, t, kappa and the\n"
+    "flips): mess_plan_choose searches M 16,32,64, t 4,8,16, kappa\n"
+    "64,128 at privacy no weaker than the paper's limits (mess plan\n"
+    "--target-recall --help states them), predicts each one's recall on the\n"
+    "sample (the conditional model with the search check) and prints the\n"
+    "candidates, the choice, the limit that set its flips and the B to give\n"
+    "mess query --pool (also \"pool\" in the last line).  Without --payload\n"
+    "the encoding is chosen too: u8 when the sample is bytes, else f16 or i8\n"
+    "when their decoded vectors keep the sample's exact top-k (payload recall\n"
+    "times the model's reaches the target), else f32.  A target no candidate\n"
+    "reaches is refused (exit 1) naming the best reachable recall.\n"
+    "  --target-recall R   the fewest bytes per query reaching Recall@k R\n"
+    "  --max-bytes N       ... or the highest predicted recall within N bytes\n"
+    "  --sample FILE       vectors like those to be stored, ideally as many\n"
+    "                      (recall at a pool falls as the data grow)\n"
+    "  --queries FILE      sample queries (default: the sample's last\n"
+    "                      --holdout rows, 200, at most a fifth, with their\n"
+    "                      exact top-k computed here)\n"
+    "  --pools LIST        B values (100,175,250,375,500,750,1000,1250,1500,\n"
+    "                      2000,2500,3000,4000)\n"
+    "  -k K, --grid-shards, --grid-per-item, --grid-bits, --max-xi*,\n"
+    "  --check-shards: as for mess plan --target-recall (10; 16,32,64; 4,8,16;\n"
+    "                      64,128; the defaults' limits; 4)\n"
     "\n";
 
 static const char init_help_tail[] =
@@ -59,12 +85,12 @@ int cli_cmd_init(int argc, char **argv)
     const char *cpath, *spath, *train, *pass;
     long threads;
     uint8_t seed[32];
-    int have_seed, force, payload_named;
+    int have_seed, force, payload_named, choosing;
     mess_params p;
     mess_client *c = NULL;
     mess_server *s = NULL;
-    size_t n = 0;
-    double t0;
+    size_t n = 0, pool = 0, i;
+    double t0, predicted = 0;
     int rc;
 
     cli_args_init(&a, argc, argv);
@@ -85,13 +111,19 @@ int cli_cmd_init(int argc, char **argv)
         cli_error("init needs --client, --server and --train (see --help)");
         return CLI_USAGE;
     }
+    /* the configuration from a sample (init_choose.c) reads its options
+     * after the checks below: here they only count as used */
+    choosing = cli_opt(&a, "--target-recall") || cli_opt(&a, "--max-bytes");
+    for (i = 0; choosing && cli_init_choose_opts[i]; i++)
+        cli_opt(&a, cli_init_choose_opts[i]);
     if (cli_params_options(&a, 1, &p) ||
         cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
         cli_passphrase(&a, &pass) || cli_check_unused(&a))
         return CLI_USAGE;
     /* byte data is stored as its bytes unless the user names an encoding
-     * (issue 31: f32 sent 3.5x the bytes for the same recall) */
-    if (!payload_named && cli_has_suffix(train, ".bvecs"))
+     * (issue 31: f32 sent 3.5x the bytes for the same recall); a choice
+     * from a sample decides from the sample's values */
+    if (!payload_named && !choosing && cli_has_suffix(train, ".bvecs"))
         p.payload = MESS_PAYLOAD_U8;
     /* before the training and before the client file is written: an
      * existing server is never replaced (its client would be lost) */
@@ -102,6 +134,12 @@ int cli_cmd_init(int argc, char **argv)
     if (!force && cli_client_fresh(cpath) != CLI_OK)
         return CLI_FAIL;
     t0 = cli_wall_s();
+    if (choosing) {
+        rc = cli_init_choose(&a, train, payload_named, have_seed ? seed : NULL, threads, &p,
+                             &pool, &predicted);
+        if (rc != CLI_OK)
+            return rc;
+    }
     rc = cli_train_client(train, &p, have_seed ? seed : NULL, threads, &c, &n);
     if (rc != CLI_OK)
         return rc;
@@ -128,11 +166,13 @@ int cli_cmd_init(int argc, char **argv)
     printf("{\"dim\":%u,\"shards\":%u,\"per_item\":%u,\"bits\":%u,"
            "\"p_store\":%.6g,\"p_prr\":%.6g,\"p_irr\":%.6g,\"p_query\":%.6g,"
            "\"payload\":\"%s\",\"payload_bytes\":%zu,"
-           "\"train\":%zu,\"deterministic\":%s,\"seconds\":%.3f}\n",
+           "\"train\":%zu,\"deterministic\":%s,",
            p.dim, p.shards, p.per_item, p.kappa, p.p_store, p.p_prr, p.p_irr,
            mess_effective_flip(p.p_prr, p.p_irr), cli_payload_name(p.payload),
-           mess_payload_size(&p), n, have_seed ? "true" : "false",
-           cli_wall_s() - t0);
+           mess_payload_size(&p), n, have_seed ? "true" : "false");
+    if (choosing) /* the chosen B, for mess query --pool */
+        printf("\"pool\":%zu,\"predicted_recall\":%.6f,", pool, predicted);
+    printf("\"seconds\":%.3f}\n", cli_wall_s() - t0);
     return CLI_OK;
 }
 

@@ -30,6 +30,10 @@ EXEMPT = {
         "only on a CPU without POPCNT (hnsw_popcount_force; the build and test "
         "machines have it)",
     "bench batch: <reason>": "printed only with MESS_ENOMEM (bench/bench_batch.c)",
+    "choosing the configuration: <reason>":
+        "mess_plan_choose fails otherwise only out of memory or when training a "
+        "candidate fails on input the tool checked first (cli/init_choose.c; the "
+        "library's refusals are tests/test_choose.c's)",
     "'%s' holds %zu queries; a request file holds at most 4294967295":
         "a query file of more than 2^32 - 1 rows (34 GB at one dimension; "
         "cli/twoparty.c)",

@@ -19,6 +19,7 @@ from ._lib import (AlreadyExistsError, AuthenticationError, BusyError, CryptoIni
                    MessError, NotFoundError, NumericError, OutOfMemoryError,
                    OwnerError, ParamsMismatchError, PassphraseError, RoleError,
                    StateError, VersionError, strerror)
+from .choose import Choice, NoConfigurationError, choose  # noqa: F401  (mess_plan_choose)
 from .core import (METRICS, OWNER_BYTES, PAYLOADS, Buffer, Client, FinishStats, MessWarning,
                    Params, Query, QueryResult, Server, ServerStats, ShardView, Workers,
                    effective_flip, merge_responses, split_flip, split_records)

@@ -72,6 +72,49 @@ class mess_account_stored_result(ctypes.Structure):
                 ("xi_pure", c_double), ("xi_pld", c_double)]
 
 
+class mess_plan_candidate(ctypes.Structure):
+    """Mirror of mess_plan_candidate (mess_experimental.h)."""
+    _fields_ = [("size", c_uint32), ("shards", c_uint32), ("per_item", c_uint32),
+                ("bits", c_uint32), ("payload", c_uint32), ("store_bound", c_uint32),
+                ("query_bound", c_uint32), ("p_store", c_double), ("p_query", c_double),
+                ("p_prr", c_double), ("xi_store", c_double), ("xi_query", c_double),
+                ("xi_cap", c_double), ("xi_shard", c_double), ("pool", c_size_t),
+                ("recall", c_double), ("bytes", c_double), ("curve", c_void_p)]
+
+
+PLAN_CANDIDATE_FN = ctypes.CFUNCTYPE(None, c_void_p, POINTER(mess_plan_candidate))
+
+
+class mess_plan_choose_in(ctypes.Structure):
+    """Mirror of struct mess_plan_choose_in (mess_experimental.h)."""
+    _fields_ = [("size", c_uint32),  # mess.h, "Growable structs": set by the caller
+                ("k", c_uint32), ("base", POINTER(mess_params)),
+                ("train", c_void_p), ("ntrain", c_size_t),
+                ("data", c_void_p), ("n", c_size_t),
+                ("queries", c_void_p), ("nq", c_size_t),
+                ("truth", c_void_p),
+                ("target_recall", c_double), ("max_bytes", c_double),
+                ("max_xi", c_double), ("max_xi_query", c_double),
+                ("max_xi_cap", c_double), ("max_xi_shard", c_double),
+                ("grid_shards", c_void_p), ("n_grid_shards", c_size_t),
+                ("grid_per_item", c_void_p), ("n_grid_per_item", c_size_t),
+                ("grid_bits", c_void_p), ("n_grid_bits", c_size_t),
+                ("pools", c_void_p), ("npools", c_size_t),
+                ("check_shards", c_uint32), ("check_queries", c_uint32),
+                ("choose_payload", c_uint32), ("threads", c_uint32),
+                ("seed", c_void_p),
+                ("on_candidate", PLAN_CANDIDATE_FN), ("ctx", c_void_p)]
+
+
+class mess_plan_choice(ctypes.Structure):
+    """Mirror of mess_plan_choice (mess_experimental.h)."""
+    _fields_ = [("size", c_uint32), ("found", c_uint32), ("candidates", c_size_t),
+                ("max_xi", c_double), ("max_xi_query", c_double),
+                ("max_xi_cap", c_double), ("max_xi_shard", c_double),
+                ("payload_recall", c_double * 4),
+                ("best", mess_plan_candidate), ("params", mess_params)]
+
+
 # ---- errors -----------------------------------------------------------------
 
 class MessError(Exception):
@@ -274,6 +317,7 @@ STRUCTS = {  # C function reporting the library's sizeof -> ctypes mirror
     "mess_sizeof_finish_stats": mess_finish_stats,
     "mess_sizeof_server_stats": mess_server_stats,
     "mess_sizeof_account_stored_result": mess_account_stored_result,
+    "mess_sizeof_plan_choice": mess_plan_choice,
 }
 
 

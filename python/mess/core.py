@@ -242,11 +242,24 @@ class Params(L.mess_params):
             setattr(self, k, v)
 
     @classmethod
-    def for_data(cls, x, **kw):
+    def for_data(cls, x, target_recall=None, max_bytes=None, train=None, queries=None,
+                 **kw):
         """Params(x.shape[1], **kw) for the vectors x (n x dim, or one
         vector): a uint8 array, byte data, gets u8 payloads (one exact byte
         per component, issue 31: f32 sent 3.5x the bytes for the same
-        recall) unless payload is given."""
+        recall) unless payload is given.  With target_recall=R or
+        max_bytes=N (and train=, the hash training set; queries= optional)
+        the parameters are chosen from x as a sample of the data by
+        mess.choose (mess_plan_choose): its .params; the pool to query with
+        is mess.choose(...).pool."""
+        if target_recall is not None or max_bytes is not None:
+            from .choose import choose
+            if train is None:
+                raise ValueError("for_data(target_recall= / max_bytes=) needs train=")
+            return choose(train, x, target_recall=target_recall, max_bytes=max_bytes,
+                          queries=queries, **kw).params
+        if train is not None or queries is not None:
+            raise ValueError("train= and queries= go with target_recall= or max_bytes=")
         a = np.asarray(x)
         if a.ndim not in (1, 2) or a.shape[-1] == 0:
             raise ValueError("x must have shape (n, dim), got %s" % (a.shape,))
