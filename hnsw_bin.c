@@ -167,6 +167,7 @@ void hnsw_free(struct hnsw *h)
     free(h->sel);
     free(h->sel2);
     free(h->dirty);
+    hnsw_layout_drop(h);
     free(h);
 }
 
@@ -209,6 +210,8 @@ int hnsw_grow(struct hnsw *h, size_t need)
 #undef GROW
     for (i = h->cap; i < cap; i++)
         h->upper[i] = NULL;
+    if (hnsw_layout_grow(h, h->n_base + cap) != MESS_OK)
+        return MESS_ENOMEM; /* the arrays grown stay; the next call retries */
     h->cap = cap;
     return MESS_OK;
 }
@@ -769,6 +772,8 @@ HNSW_INLINE void add_link(struct hnsw *h, uint32_t from, uint32_t to, int level,
     if (cnt < max) {
         l[cnt + 1] = to;
         l[0] = cnt + 1;
+        if (level == 0)
+            hnsw_layout_sync(h, from);
         return;
     }
     for (i = 1; i <= cnt; i++)
@@ -780,6 +785,8 @@ HNSW_INLINE void add_link(struct hnsw *h, uint32_t from, uint32_t to, int level,
     for (i = 0; i < k; i++)
         l[i + 1] = sel[i];
     l[0] = k;
+    if (level == 0)
+        hnsw_layout_sync(h, from);
 }
 
 HNSW_INLINE int add_body(struct hnsw *h, const uint64_t *code, struct hnsw_label label,
@@ -835,6 +842,7 @@ HNSW_INLINE int add_body(struct hnsw *h, const uint64_t *code, struct hnsw_label
     h->n++;
     h->upper_words += (size_t)level * (1 + h->m);
     h->map[slot] = node;
+    hnsw_layout_sync(h, node); /* its block, empty until layer 0 below */
 
     if (h->max_level < 0) {
         h->entry = node;
@@ -857,6 +865,8 @@ HNSW_INLINE int add_body(struct hnsw *h, const uint64_t *code, struct hnsw_label
         l[0] = k;
         for (i = 0; i < k; i++)
             l[i + 1] = h->sel[i];
+        if (lc == 0)
+            hnsw_layout_sync(h, node);
         for (i = 0; i < k; i++)
             add_link(h, l[i + 1], node, lc, h->tmp, h->sel2);
         /* the closest found is the entry to the next layer down */
@@ -923,6 +933,11 @@ int hnsw_compact(const struct hnsw *h, struct hnsw **out, uint32_t *old_to_new)
         if (old_to_new)
             old_to_new[i] = node;
     }
+    /* the new graph keeps the code layout the old one has */
+    if (h->lay && (rc = hnsw_layout_build(c)) != MESS_OK) {
+        hnsw_free(c);
+        return rc;
+    }
     *out = c;
     return MESS_OK;
 }
@@ -941,6 +956,7 @@ size_t hnsw_heap_bytes(const struct hnsw *h)
                               (1 + (size_t)h->m0) * 4 + sizeof(uint32_t *));
     b += (h->map && !h->map_mapped ? h->map_mask + 1 : 0) * sizeof(uint32_t);
     b += (h->upper_words - h->bblob_words) * 4; /* the tail's upper blocks */
+    b += hnsw_layout_bytes(h);
     return b;
 }
 

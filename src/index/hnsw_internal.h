@@ -14,10 +14,14 @@
  *   src/index/hnsw_file.c      the travel form, the mapped graph file and
  *                              its writer, the full check
  *   src/index/hnsw_delta.c     checkpoint deltas
+ *   src/index/hnsw_layout.c    the opt-in code layout: each node's layer-0
+ *                              ids and its neighbours' codes in one block
  *
  * Calls go one way: hnsw_many.c, hnsw_file.c and hnsw_delta.c call
  * hnsw_bin.c, and hnsw_delta.c the writer in hnsw_file.c; hnsw_bin.c
- * calls none of them but hnsw_score.c, which calls none of the index.
+ * calls none of them but hnsw_score.c, which calls none of the index, and
+ * hnsw_layout.c (the layout's upkeep), which reads the graph through the
+ * accessors here only.
  *
  * The accessors and Hamming kernels are always-inlined bodies here, not
  * functions of one file, so that each compiled copy of a hot loop (the
@@ -110,6 +114,13 @@ struct hnsw {
      * nodes 0..n_mark-1 changed since the mark; dirty = NULL: not tracked. */
     size_t n_mark;
     uint8_t *dirty;      /* n_mark bytes of DIRTY_* bits */
+    /* The code layout (hnsw_layout_build, src/index/hnsw_layout.c): NULL,
+     * or one block of lay_words words per node for lay_cap nodes (node i
+     * at lay + i lay_words): its layer-0 ids (m0 of them, EMPTY after the
+     * last), then the 128-bit codes of those ids in the same order.  Kept
+     * equal to the links and codes by every change (hnsw_layout_sync). */
+    uint64_t *lay;
+    size_t lay_cap, lay_words;
 };
 
 /* Search state of one thread.  Distances are integers in [0, bits], so
@@ -248,6 +259,15 @@ HNSW_INLINE uint32_t dist_to(const struct hnsw *h, const uint64_t *q, uint32_t n
 #define PREFETCH(p) ((void)(p))
 #endif
 
+/* Node's block of the code layout (h->lay != NULL, node < h->n): its
+ * layer-0 ids as 32-bit words, then from word h->m on (HNSW_LAY_CODES) the
+ * codes of those ids, two words each. */
+HNSW_INLINE uint64_t *lay_block(const struct hnsw *h, uint32_t node)
+{
+    return h->lay + (size_t)node * h->lay_words;
+}
+#define HNSW_LAY_CODES(h, blk) ((blk) + (h)->m)
+
 /* Cache lines holding a link list's count and its first cnt ids. */
 HNSW_INLINE uint64_t lines_of(const uint32_t *l, uint32_t cnt)
 {
@@ -330,6 +350,16 @@ void hnsw_map_fill(const struct hnsw *h, uint32_t *map, size_t mask);
 size_t hnsw_map_size_for(size_t want);
 int hnsw_map_rebuild(struct hnsw *h, size_t want);
 void hnsw_map_remove(struct hnsw *h, size_t s);
+
+/* ---- the code layout's upkeep, defined in hnsw_layout.c ------------------ */
+
+/* Room in the layout for `nodes` nodes (hnsw_grow calls it while the
+ * layout exists; MESS_ENOMEM leaves it as it was). */
+int hnsw_layout_grow(struct hnsw *h, size_t nodes);
+/* Writes node's block from its layer-0 list and the codes it names: after
+ * every change of the list (a new node, a link added or shrunk, a delta);
+ * nothing when there is no layout. */
+void hnsw_layout_sync(struct hnsw *h, uint32_t node);
 
 /* ---- the writer of the graph file, shared by the deltas ------------------ */
 
