@@ -67,6 +67,10 @@ int server_search_set_group(mess_server *s, unsigned group);
 /* Multi-threaded searches on the server's kept workers (1, default) or on
  * threads started for each search (0, as before); for the benchmark. */
 void server_search_set_keep_workers(mess_server *s, int keep);
+/* Whether hnsw_search_many reads the graphs' code layout where built
+ * (1, default) or not (0): the benchmark's switch between the two on one
+ * handle, without building the layout again. */
+void server_search_set_read_layout(mess_server *s, int on);
 
 /* The defaults above, which server_alloc gives every handle (inline here
  * so that server_core.c, below server_search.c, needs nothing of it). */
@@ -78,6 +82,8 @@ static inline void server_search_opts_default(struct server_search_opts *o)
     o->copy_ahead = SERVER_COPY_AHEAD;
     o->payload_io = 1;
     o->group = SEARCH_GROUP;
+    o->many.layout = 1; /* read where built (o->layout) */
+    o->layout = MESS_LAYOUT_DEFAULT;
     o->keep_workers = 1;
 }
 

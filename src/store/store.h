@@ -128,6 +128,11 @@ struct server_search_opts {
     /* Multi-threaded searches on the handle's kept workers (1, default) or
      * on threads started for each search (0, as before). */
     int keep_workers;
+    /* The graphs' code layout (mess_server_set_layout): MESS_LAYOUT_CODES
+     * builds one on every held shard's graph (hnsw_layout_build), which
+     * the index keeps up and a checkpoint's new mapping is given again;
+     * MESS_LAYOUT_DEFAULT (default) none. */
+    int layout;
 };
 
 struct mess_server {
