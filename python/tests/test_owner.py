@@ -95,6 +95,18 @@ class TestEfSearch(unittest.TestCase):
             with self.assertRaises(TypeError):
                 s.set_ef_search(1.5)
             self.assertEqual(s.params.ef_search, 7)
+            # the code layout: more memory, the same response bytes
+            q, req = c.request(Data.queries[1], 40)
+            with q, req:
+                want = bytes(s.search(req))
+                before = s.stats()
+                s.set_layout("codes")
+                self.assertGreater(s.stats().bytes, before.bytes)
+                self.assertEqual(bytes(s.search(req)), want)
+                with self.assertRaises(ValueError):
+                    s.set_layout("other")
+                s.set_layout("default")
+                self.assertEqual(s.stats().bytes, before.bytes)
         # a client trained with another subsample talks to the same server
         with mess.Client(params(train_sample=500), Data.train, seed=bytes(32)) as c2, \
                 mess.Server(p) as s2:
