@@ -483,6 +483,11 @@ int bench_server(int argc, char **argv)
             double t0 = cli_wall_s();
             mess_server_stats_get(s, &st0);
             rc = mess_server_set_layout(s, MESS_LAYOUT_CODES);
+            if (rc == MESS_EPARAM) {
+                cli_error("--layout codes: server '%s' has codes of other than 128 bits",
+                          dir ? dir : travel);
+                goto out;
+            }
             if (rc != MESS_OK) {
                 cli_fail("cannot build the code layout", dir ? dir : travel, rc);
                 goto out;
