@@ -156,6 +156,32 @@ struct hnsw_scratch {
     size_t vlist_cap, nvis;
 };
 
+/* The two bucket queues of one layer search (Alg. 2) as its inner step
+ * sees them: the candidates (cand heads, ncand entries, none below
+ * bucket cmin) and the results (res heads, nr <= ef entries, none above
+ * bucket rmax), their entries taken from pool (used so far).  A local
+ * copy in each hot loop (search_layer, the beams of hnsw_search_many),
+ * which the inlined bq_offer keeps in registers. */
+struct bq {
+    struct bq_entry *pool;
+    uint32_t *cand, *res;
+    size_t ef, nr, ncand;
+    uint32_t used, cmin, rmax;
+};
+
+/* Alg. 2's update for neighbour e at distance d, the one copy every search
+ * loop inlines: e becomes a candidate and a result if the results are not
+ * full or d is below the farthest one's, which is then evicted past ef.
+ * With check_dead (deleted nodes in the graph, live results wanted) a
+ * deleted e is a candidate only: it routes but never enters the results;
+ * its flag is read only when e would enter. */
+#define BQ_PUSH_(q, head, dist, id)                                          \
+    do {                                                                     \
+        (q)->pool[(q)->used].node = (id);                                    \
+        (q)->pool[(q)->used].next = (q)->head[dist];                         \
+        (q)->head[dist] = (q)->used++;                                       \
+    } while (0)
+
 #define EMPTY UINT32_MAX
 #define NIL UINT32_MAX
 #define NO_SLOT SIZE_MAX
@@ -201,6 +227,28 @@ HNSW_INLINE uint8_t *level_ptr(const struct hnsw *h, uint32_t node)
 HNSW_INLINE uint8_t *del_ptr(const struct hnsw *h, uint32_t node)
 {
     return node < h->n_base ? h->bdeleted + node : h->deleted + (node - h->n_base);
+}
+
+HNSW_INLINE void bq_offer(struct bq *q, uint32_t e, uint32_t d, const struct hnsw *h,
+                          int check_dead)
+{
+    if (q->nr < q->ef || d < q->rmax) {
+        BQ_PUSH_(q, cand, d, e);
+        q->ncand++;
+        if (d < q->cmin)
+            q->cmin = d;
+        if (check_dead && *del_ptr(h, e))
+            return;
+        BQ_PUSH_(q, res, d, e);
+        if (d > q->rmax || q->nr == 0)
+            q->rmax = d;
+        if (++q->nr > q->ef) {
+            q->res[q->rmax] = q->pool[q->res[q->rmax]].next;
+            q->nr--;
+            while (q->res[q->rmax] == NIL)
+                q->rmax--;
+        }
+    }
 }
 
 HNSW_INLINE uint32_t *links0_of(const struct hnsw *h, uint32_t node)

@@ -89,6 +89,32 @@ HNSW_INLINE int beam_pick(struct beam *b)
     return BEAM_DONE;
 }
 
+/* The queues of a beam as a struct bq (hnsw_internal.h), for its inner
+ * loops, and back. */
+HNSW_INLINE struct bq beam_queues(const struct beam *b)
+{
+    struct bq q;
+    q.pool = b->s->pool;
+    q.cand = b->s->cand_head;
+    q.res = b->s->res_head;
+    q.ef = b->ef;
+    q.nr = b->nr;
+    q.ncand = b->ncand;
+    q.used = b->used;
+    q.cmin = b->cmin;
+    q.rmax = b->rmax;
+    return q;
+}
+
+HNSW_INLINE void beam_queues_back(struct beam *b, const struct bq *q)
+{
+    b->nr = q->nr;
+    b->ncand = q->ncand;
+    b->used = q->used;
+    b->cmin = q->cmin;
+    b->rmax = q->rmax;
+}
+
 /* The picked node's block of the code layout (its list and its
  * neighbours' codes, arrived together): the unvisited neighbours marked,
  * the whole list scored at once (hnsw_score.c, the ids 0..63 naming the
@@ -112,13 +138,12 @@ HNSW_INLINE int beam_lay(struct beam *b)
     const uint32_t *ids = (const uint32_t *)(const void *)b->blk;
     const uint64_t *codes = HNSW_LAY_CODES(h, b->blk), *q = b->job->query;
     uint64_t *vis = s->vis;
-    uint32_t *vlist = s->vlist, *ch = s->cand_head, *rh = s->res_head;
-    struct bq_entry *pool = s->pool;
-    const size_t n = h->n, ef = b->ef;
+    uint32_t *vlist = s->vlist;
+    const size_t n = h->n;
     const uint32_t all = h->p.bits + 1, m0 = h->m0;
     const int listed = b->listed, dead = h->n_deleted != 0;
-    size_t nvis = s->nvis, nr = b->nr, ncand = b->ncand;
-    uint32_t used = b->used, cmin = b->cmin, rmax = b->rmax;
+    size_t nvis = s->nvis;
+    struct bq Q = beam_queues(b);
     uint32_t cnt = 0, np = 0, base, i;
     uint32_t dist[HNSW_SCORE_MAX];
     while (cnt < m0 && ids[cnt] != EMPTY)
@@ -144,41 +169,17 @@ HNSW_INLINE int beam_lay(struct beam *b)
         if (!fresh)
             continue;
         np += (uint32_t)__builtin_popcountll(fresh);
-        mask = b->score(q, codes + 2 * (size_t)base, lay_iota, m, nr < ef ? all : rmax, dist) &
-               fresh;
+        mask = b->score(q, codes + 2 * (size_t)base, lay_iota, m,
+                        Q.nr < Q.ef ? all : Q.rmax, dist) & fresh;
         while (mask) {
-            uint32_t j = (uint32_t)__builtin_ctzll(mask), e = ids[base + j], d = dist[j];
+            uint32_t j = (uint32_t)__builtin_ctzll(mask);
             mask &= mask - 1;
-            if (nr < ef || d < rmax) {
-                pool[used].node = e;
-                pool[used].next = ch[d];
-                ch[d] = used++;
-                ncand++;
-                if (d < cmin)
-                    cmin = d;
-                if (dead && *del_ptr(h, e))
-                    continue;
-                pool[used].node = e;
-                pool[used].next = rh[d];
-                rh[d] = used++;
-                if (d > rmax || nr == 0)
-                    rmax = d;
-                if (++nr > ef) {
-                    rh[rmax] = pool[rh[rmax]].next;
-                    nr--;
-                    while (rh[rmax] == NIL)
-                        rmax--;
-                }
-            }
+            bq_offer(&Q, ids[base + j], dist[j], h, dead);
         }
     }
     s->nvis = nvis;
     s->cnt.scored += np;
-    b->nr = nr;
-    b->ncand = ncand;
-    b->used = used;
-    b->cmin = cmin;
-    b->rmax = rmax;
+    beam_queues_back(b, &Q);
     return BEAM_PICK;
 }
 
@@ -264,11 +265,9 @@ HNSW_INLINE int beam_score(struct beam *b)
     const struct hnsw *h = b->job->h;
     struct hnsw_scratch *s = b->s;
     const uint64_t *q = b->job->query;
-    struct bq_entry *pool = s->pool;
-    uint32_t *ch = s->cand_head, *rh = s->res_head, *pend = s->pending;
-    const size_t ef = b->ef;
-    size_t nr = b->nr, ncand = b->ncand;
-    uint32_t used = b->used, cmin = b->cmin, rmax = b->rmax, i;
+    const uint32_t *pend = s->pending;
+    struct bq Q = beam_queues(b);
+    uint32_t i;
     if (b->score) {
         /* the whole list's distances first (hnsw_score.c), then the queue
          * updates of the neighbours below the bound only, in list order:
@@ -280,36 +279,15 @@ HNSW_INLINE int beam_score(struct beam *b)
         uint32_t dist[HNSW_SCORE_MAX], base;
         for (base = 0; base < b->np; base += HNSW_SCORE_MAX) {
             uint32_t m = b->np - base < HNSW_SCORE_MAX ? b->np - base : HNSW_SCORE_MAX;
-            uint64_t mask = b->score(q, codes, pend + base, m, nr < ef ? all : rmax, dist);
+            uint64_t mask = b->score(q, codes, pend + base, m, Q.nr < Q.ef ? all : Q.rmax, dist);
             while (mask) {
-                uint32_t j = (uint32_t)__builtin_ctzll(mask), e = pend[base + j], d = dist[j];
+                uint32_t j = (uint32_t)__builtin_ctzll(mask);
                 mask &= mask - 1;
-                if (nr < ef || d < rmax) {
-                    pool[used].node = e;
-                    pool[used].next = ch[d];
-                    ch[d] = used++;
-                    ncand++;
-                    if (d < cmin)
-                        cmin = d;
-                    pool[used].node = e;
-                    pool[used].next = rh[d];
-                    rh[d] = used++;
-                    if (d > rmax) /* nr >= 1: the entry point is live */
-                        rmax = d;
-                    if (++nr > ef) {
-                        rh[rmax] = pool[rh[rmax]].next;
-                        nr--;
-                        while (rh[rmax] == NIL)
-                            rmax--;
-                    }
-                }
+                /* no deleted node on this path: the entry point is live */
+                bq_offer(&Q, pend[base + j], dist[j], h, 0);
             }
         }
-        b->nr = nr;
-        b->ncand = ncand;
-        b->used = used;
-        b->cmin = cmin;
-        b->rmax = rmax;
+        beam_queues_back(b, &Q);
         return BEAM_PICK;
     }
     if (b->fast) {
@@ -318,64 +296,17 @@ HNSW_INLINE int beam_score(struct beam *b)
         for (i = 0; i < b->np; i++) {
             uint32_t e = pend[i];
             const uint64_t *c = codes + 2 * (size_t)e;
-            uint32_t d = (uint32_t)(__builtin_popcountll(q0 ^ c[0]) +
-                                    __builtin_popcountll(q1 ^ c[1]));
-            if (nr < ef || d < rmax) {
-                pool[used].node = e;
-                pool[used].next = ch[d];
-                ch[d] = used++;
-                ncand++;
-                if (d < cmin)
-                    cmin = d;
-                pool[used].node = e;
-                pool[used].next = rh[d];
-                rh[d] = used++;
-                if (d > rmax) /* nr >= 1: the entry point is live */
-                    rmax = d;
-                if (++nr > ef) {
-                    rh[rmax] = pool[rh[rmax]].next;
-                    nr--;
-                    while (rh[rmax] == NIL)
-                        rmax--;
-                }
-            }
+            bq_offer(&Q, e,
+                     (uint32_t)(__builtin_popcountll(q0 ^ c[0]) +
+                                __builtin_popcountll(q1 ^ c[1])),
+                     h, 0);
         }
-        b->nr = nr;
-        b->ncand = ncand;
-        b->used = used;
-        b->cmin = cmin;
-        b->rmax = rmax;
+        beam_queues_back(b, &Q);
         return b->defer ? BEAM_PICK : beam_pick(b);
     }
-    for (i = 0; i < b->np; i++) {
-        uint32_t e = pend[i], d = dist_to(h, q, e);
-        if (nr < ef || d < rmax) {
-            pool[used].node = e;
-            pool[used].next = ch[d];
-            ch[d] = used++;
-            ncand++;
-            if (d < cmin)
-                cmin = d;
-            if (h->n_deleted && *del_ptr(h, e))
-                continue;
-            pool[used].node = e;
-            pool[used].next = rh[d];
-            rh[d] = used++;
-            if (d > rmax || nr == 0)
-                rmax = d;
-            if (++nr > ef) {
-                rh[rmax] = pool[rh[rmax]].next;
-                nr--;
-                while (rh[rmax] == NIL)
-                    rmax--;
-            }
-        }
-    }
-    b->nr = nr;
-    b->ncand = ncand;
-    b->used = used;
-    b->cmin = cmin;
-    b->rmax = rmax;
+    for (i = 0; i < b->np; i++)
+        bq_offer(&Q, pend[i], dist_to(h, q, pend[i]), h, h->n_deleted != 0);
+    beam_queues_back(b, &Q);
     return b->defer ? BEAM_PICK : beam_pick(b);
 }
 
