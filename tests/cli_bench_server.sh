@@ -54,6 +54,9 @@ refuse "1" "--layout codes on 64-bit codes" "$MESS" bench server --server "$tmp/
     --data datasets/sift --queries 20 --layout codes
 grep -q "other than 128 bits" "$tmp/err" && ok "--layout codes on 64-bit codes: the message says 128 bits" ||
     bad "message: $(cat "$tmp/err")"
+refuse "1" "info --layout codes on 64-bit codes" "$MESS" info --server "$tmp/s" --layout codes
+grep -q "has codes of other than 128 bits" "$tmp/err" && ok "info --layout codes: the message says 128 bits" ||
+    bad "info message: $(cat "$tmp/err")"
 if "$MESS" init --client "$tmp/c128" --server "$tmp/s128" --train datasets/sift/learn.bvecs \
     --shards 4 --per-item 2 --bits 128 --train-sample 1000 --seed-env seed >/dev/null 2>&1 &&
     "$MESS" insert --client "$tmp/c128" --server "$tmp/s128" "$tmp/base.bvecs" >/dev/null 2>&1 &&
