@@ -167,6 +167,7 @@ void hnsw_free(struct hnsw *h)
     free(h->sel);
     free(h->sel2);
     free(h->dirty);
+    hnsw_layout_drop(h);
     free(h);
 }
 
@@ -209,6 +210,8 @@ int hnsw_grow(struct hnsw *h, size_t need)
 #undef GROW
     for (i = h->cap; i < cap; i++)
         h->upper[i] = NULL;
+    if (hnsw_layout_grow(h, h->n_base + cap) != MESS_OK)
+        return MESS_ENOMEM; /* the arrays grown stay; the next call retries */
     h->cap = cap;
     return MESS_OK;
 }
@@ -528,13 +531,16 @@ HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
                            size_t ef, int level, int live_only,
                            hnsw_score_list_fn score)
 {
-    struct bq_entry *pool = s->pool;
-    uint32_t *ch = s->cand_head, *rh = s->res_head, *pend = s->pending;
+    uint32_t *pend = s->pending;
     uint16_t *mark = s->mark, epoch = s->epoch;
     const uint32_t bits = h->p.bits;
     const size_t n = h->n;
-    uint32_t used = 0, cmin, rmax = 0, d, i, np, cnt;
-    size_t nr = 0, ncand = 0, k;
+    uint32_t d, i, np, cnt;
+    size_t k;
+    /* the queues (struct bq), updated by bq_offer */
+    struct bq Q;
+    /* deleted nodes route but never enter the results */
+    const int check_dead = live_only && h->n_deleted != 0;
     /* a whole neighbour list scored at once (hnsw_score.c) when the codes
      * are 128 bits in one array: a heap graph, or an attached one without
      * a tail */
@@ -543,38 +549,40 @@ HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
     if (h->words != 2 || (h->n_base != 0 && h->n_base != h->n))
         score = NULL;
 
-    memset(ch, 0xff, (size_t)(bits + 1) * sizeof *ch);
-    memset(rh, 0xff, (size_t)(bits + 1) * sizeof *rh);
-#define BQ_PUSH(head, dist, id)                                              \
-    do {                                                                     \
-        pool[used].node = (id);                                              \
-        pool[used].next = head[dist];                                        \
-        head[dist] = used++;                                                 \
-    } while (0)
+    Q.pool = s->pool;
+    Q.cand = s->cand_head;
+    Q.res = s->res_head;
+    Q.ef = ef;
+    Q.nr = 0;
+    Q.ncand = 0;
+    Q.used = 0;
+    Q.rmax = 0;
+    memset(Q.cand, 0xff, (size_t)(bits + 1) * sizeof *Q.cand);
+    memset(Q.res, 0xff, (size_t)(bits + 1) * sizeof *Q.res);
 
     mark[ep] = epoch;
-    BQ_PUSH(ch, ep_dist, ep);
-    ncand = 1;
-    cmin = ep_dist;
+    BQ_PUSH_(&Q, cand, ep_dist, ep);
+    Q.ncand = 1;
+    Q.cmin = ep_dist;
     if (!live_only || !h->n_deleted || !*del_ptr(h, ep)) {
-        BQ_PUSH(rh, ep_dist, ep);
-        nr = 1;
-        rmax = ep_dist;
+        BQ_PUSH_(&Q, res, ep_dist, ep);
+        Q.nr = 1;
+        Q.rmax = ep_dist;
     }
-    while (ncand > 0) {
+    while (Q.ncand > 0) {
         uint32_t c, e;
         const uint32_t *l;
-        while (ch[cmin] == NIL)
-            cmin++;
-        if (nr >= ef && cmin > rmax)
+        while (Q.cand[Q.cmin] == NIL)
+            Q.cmin++;
+        if (Q.nr >= ef && Q.cmin > Q.rmax)
             break;
-        c = pool[ch[cmin]].node;
-        ch[cmin] = pool[ch[cmin]].next;
-        ncand--;
+        c = Q.pool[Q.cand[Q.cmin]].node;
+        Q.cand[Q.cmin] = Q.pool[Q.cand[Q.cmin]].next;
+        Q.ncand--;
         l = links_of(h, c, level);
         /* the likely next candidate's links, while this one is expanded */
-        if (ch[cmin] != NIL)
-            PREFETCH(links_of(h, pool[ch[cmin]].node, level));
+        if (Q.cand[Q.cmin] != NIL)
+            PREFETCH(links_of(h, Q.pool[Q.cand[Q.cmin]].node, level));
         if (!l)
             continue;
         cnt = link_count(h, l, level);
@@ -605,63 +613,25 @@ HNSW_INLINE size_t search_layer(const struct hnsw *h, struct hnsw_scratch *s,
             for (base = 0; base < np; base += HNSW_SCORE_MAX) {
                 uint64_t mask;
                 m = np - base < HNSW_SCORE_MAX ? np - base : HNSW_SCORE_MAX;
-                mask = score(q, codes1, pend + base, m, nr < ef ? bits + 1 : rmax, dist);
+                mask = score(q, codes1, pend + base, m, Q.nr < ef ? bits + 1 : Q.rmax, dist);
                 while (mask) {
                     j = (uint32_t)__builtin_ctzll(mask);
                     mask &= mask - 1;
-                    e = pend[base + j];
-                    d = dist[j];
-                    if (nr < ef || d < rmax) {
-                        BQ_PUSH(ch, d, e);
-                        ncand++;
-                        if (d < cmin)
-                            cmin = d;
-                        if (live_only && h->n_deleted && *del_ptr(h, e))
-                            continue;
-                        BQ_PUSH(rh, d, e);
-                        if (d > rmax || nr == 0)
-                            rmax = d;
-                        if (++nr > ef) {
-                            rh[rmax] = pool[rh[rmax]].next;
-                            nr--;
-                            while (rh[rmax] == NIL)
-                                rmax--;
-                        }
-                    }
+                    bq_offer(&Q, pend[base + j], dist[j], h, check_dead);
                 }
             }
             continue;
         }
-        for (i = 0; i < np; i++) {
-            e = pend[i];
-            d = dist_to(h, q, e);
-            if (nr < ef || d < rmax) {
-                BQ_PUSH(ch, d, e);
-                ncand++;
-                if (d < cmin)
-                    cmin = d;
-                if (live_only && h->n_deleted && *del_ptr(h, e))
-                    continue;
-                BQ_PUSH(rh, d, e);
-                if (d > rmax || nr == 0)
-                    rmax = d;
-                if (++nr > ef) {
-                    rh[rmax] = pool[rh[rmax]].next;
-                    nr--;
-                    while (rh[rmax] == NIL)
-                        rmax--;
-                }
-            }
-        }
+        for (i = 0; i < np; i++)
+            bq_offer(&Q, pend[i], dist_to(h, q, pend[i]), h, check_dead);
     }
-#undef BQ_PUSH
     /* drain the result buckets in ascending distance */
     k = 0;
-    for (d = 0; d <= rmax && k < nr; d++) {
+    for (d = 0; d <= Q.rmax && k < Q.nr; d++) {
         size_t first = k;
         uint32_t j;
-        for (j = rh[d]; j != NIL; j = pool[j].next)
-            s->out[k++] = KEY(d, pool[j].node);
+        for (j = Q.res[d]; j != NIL; j = Q.pool[j].next)
+            s->out[k++] = KEY(d, Q.pool[j].node);
         sort_keys(s->out + first, k - first);
     }
     return k;
@@ -769,6 +739,8 @@ HNSW_INLINE void add_link(struct hnsw *h, uint32_t from, uint32_t to, int level,
     if (cnt < max) {
         l[cnt + 1] = to;
         l[0] = cnt + 1;
+        if (level == 0)
+            hnsw_layout_sync(h, from);
         return;
     }
     for (i = 1; i <= cnt; i++)
@@ -780,6 +752,8 @@ HNSW_INLINE void add_link(struct hnsw *h, uint32_t from, uint32_t to, int level,
     for (i = 0; i < k; i++)
         l[i + 1] = sel[i];
     l[0] = k;
+    if (level == 0)
+        hnsw_layout_sync(h, from);
 }
 
 HNSW_INLINE int add_body(struct hnsw *h, const uint64_t *code, struct hnsw_label label,
@@ -835,6 +809,7 @@ HNSW_INLINE int add_body(struct hnsw *h, const uint64_t *code, struct hnsw_label
     h->n++;
     h->upper_words += (size_t)level * (1 + h->m);
     h->map[slot] = node;
+    hnsw_layout_sync(h, node); /* its block, empty until layer 0 below */
 
     if (h->max_level < 0) {
         h->entry = node;
@@ -857,6 +832,8 @@ HNSW_INLINE int add_body(struct hnsw *h, const uint64_t *code, struct hnsw_label
         l[0] = k;
         for (i = 0; i < k; i++)
             l[i + 1] = h->sel[i];
+        if (lc == 0)
+            hnsw_layout_sync(h, node);
         for (i = 0; i < k; i++)
             add_link(h, l[i + 1], node, lc, h->tmp, h->sel2);
         /* the closest found is the entry to the next layer down */
@@ -923,6 +900,11 @@ int hnsw_compact(const struct hnsw *h, struct hnsw **out, uint32_t *old_to_new)
         if (old_to_new)
             old_to_new[i] = node;
     }
+    /* the new graph keeps the code layout the old one has */
+    if (h->lay && (rc = hnsw_layout_build(c)) != MESS_OK) {
+        hnsw_free(c);
+        return rc;
+    }
     *out = c;
     return MESS_OK;
 }
@@ -941,6 +923,7 @@ size_t hnsw_heap_bytes(const struct hnsw *h)
                               (1 + (size_t)h->m0) * 4 + sizeof(uint32_t *));
     b += (h->map && !h->map_mapped ? h->map_mask + 1 : 0) * sizeof(uint32_t);
     b += (h->upper_words - h->bblob_words) * 4; /* the tail's upper blocks */
+    b += hnsw_layout_bytes(h);
     return b;
 }
 

@@ -514,6 +514,23 @@ MESS_API int mess_server_params_sized(const mess_server *s, mess_params *out,
  * while a search runs on the same server (it changes what searches read). */
 MESS_API int mess_server_set_ef_search(mess_server *s, uint32_t ef_search);
 
+/* How the server lays out its graphs in memory for search (issue 32).
+ * MESS_LAYOUT_DEFAULT (0, the default): the graph files (or heap graphs)
+ * as they are.  MESS_LAYOUT_CODES (1): beside them, each node's layer-0
+ * link list and its neighbours' codes in one block, built in memory from
+ * the graphs now (no file changes) and kept equal to them by every insert,
+ * delete, compaction and checkpoint, so a search reads one block per
+ * expanded node instead of one random line per neighbour.  It costs
+ * 640 bytes per entry at M_hnsw 16 (40 M_hnsw, rounded up to 64) on top
+ * of what the server keeps (mess_server_stats' bytes count it); only for
+ * 128-bit codes (MESS_EPARAM otherwise).  Responses are byte-identical
+ * either way.  Not saved; MESS_ENOMEM leaves the default layout; not to be
+ * called while a search runs on the same server.  MESS_EINVAL for another
+ * value. */
+#define MESS_LAYOUT_DEFAULT 0
+#define MESS_LAYOUT_CODES 1
+MESS_API int mess_server_set_layout(mess_server *s, int layout);
+
 /* ------------------------------------------------------------------------
  * Owner tag
  *

@@ -45,7 +45,7 @@ static const char help[] =
     "usage: mess bench server --server S --data DIR [--client F] [--queries Q]\n"
     "                         [--pool B] [--widths LIST] [--threads LIST]\n"
     "                         [--rounds R] [--batch-threads LIST] [--hnswlib]\n"
-    "                         [--fast LIST] [--warm]\n"
+    "                         [--fast LIST] [--warm] [--layout LIST]\n"
     "\n"
     "The server's search on directory S (client S.client unless --client)\n"
     "for the first Q queries of DIR (1000) at pool B (1500): work counts,\n"
@@ -64,6 +64,9 @@ static const char help[] =
     "distances, then the queue updates of those below the bound), 0 = the\n"
     "general loops; default 3.  --popcount LIST: the popcount level per\n"
     "variant (0 baseline, 1 POPCNT, 2 AVX2 list scoring; default the CPU's).\n"
+    "--layout LIST: default, codes or both (default,codes): the graphs read as\n"
+    "they are, or through the code layout (mess_server_set_layout, built once\n"
+    "at the start; its bytes per entry printed); default: default.\n"
     "--warm:\n"
     "every variant also timed warm (each search run twice, the second timed:\n"
     "its lines in cache, what is left is the search's instructions).\n"
@@ -226,7 +229,7 @@ int bench_count_work(const mess_server *s, uint8_t **reqs, const size_t *lens,
 /* ---- timing ------------------------------------------------------------------ */
 
 struct variant {
-    unsigned width, threads, ahead, keep, fast, warm, pop;
+    unsigned width, threads, ahead, keep, fast, warm, pop, lay;
     double cpu, wall; /* best round, seconds for all queries */
     double rcpu, rwall; /* this round's */
 };
@@ -239,6 +242,7 @@ static int run_variant(mess_server *s, uint8_t **reqs, const size_t *lens,
     int rc = server_search_set_width(s, v->width);
     server_search_set_copy_ahead(s, v->ahead);
     server_search_set_paths(s, (int)v->fast, HNSW_MANY_CLEAR_WORDS);
+    server_search_set_read_layout(s, (int)v->lay);
     if (rc == MESS_OK)
         rc = hnsw_popcount_force((int)v->pop);
     server_search_set_keep_workers(s, (int)v->keep);
@@ -338,7 +342,9 @@ int bench_server(int argc, char **argv)
     const char *dir, *client_path, *data, *python, *travel;
     char path[4096], cpath[4096], load0[64], load1[64];
     unsigned widths[MAXV], threads[MAXV], bthreads[MAXV], aheads[MAXV], keeps[2], fasts[4], pops[3];
-    size_t nw, nt, nbt, na, nk, nf, npop = 0, nv = 0, i, r, nq, qn, qdim, differ = 0;
+    size_t nw, nt, nbt, na, nk, nf, npop = 0, nl = 0, nv = 0, i, r, nq, qn, qdim, differ = 0;
+    unsigned lays[2];
+    const char *layout_list;
     long queries = 1000, pool = 1500, rounds = 3, chase_mib = 1024;
     struct variant *v = NULL;
     mess_client *c = NULL;
@@ -366,6 +372,7 @@ int bench_server(int argc, char **argv)
     python = cli_opt(&a, "--python");
     want_hnswlib = cli_flag(&a, "--hnswlib");
     want_warm = cli_flag(&a, "--warm");
+    layout_list = cli_opt(&a, "--layout");
     if (!python)
         python = "/usr/bin/python3";
     if (parse_ulist(cli_opt(&a, "--widths") ? cli_opt(&a, "--widths") : "0,8", widths,
@@ -401,6 +408,24 @@ int bench_server(int argc, char **argv)
             cli_error("--fast: 0, 1, 2 or 3");
             return CLI_USAGE;
         }
+    {
+        /* --layout: default and / or codes */
+        const char *l = layout_list ? layout_list : "default";
+        while (*l && nl < 2) {
+            size_t len = strcspn(l, ",");
+            if (len == 7 && !strncmp(l, "default", 7))
+                lays[nl++] = MESS_LAYOUT_DEFAULT;
+            else if (len == 5 && !strncmp(l, "codes", 5))
+                lays[nl++] = MESS_LAYOUT_CODES;
+            else
+                break;
+            l += len + (l[len] == ',');
+        }
+        if (*l || nl == 0) {
+            cli_error("--layout: default, codes or default,codes");
+            return CLI_USAGE;
+        }
+    }
     if (!cli_opt(&a, "--popcount")) {
         pops[0] = (unsigned)hnsw_popcount_hw(); /* the CPU's */
         npop = 1;
@@ -452,6 +477,29 @@ int bench_server(int argc, char **argv)
         }
         printf("  delta chains applied in %.3f s\n", cli_wall_s() - t0);
     }
+    for (i = 0; i < nl; i++)
+        if (lays[i] == MESS_LAYOUT_CODES) {
+            mess_server_stats st0, st1;
+            double t0 = cli_wall_s();
+            mess_server_stats_get(s, &st0);
+            rc = mess_server_set_layout(s, MESS_LAYOUT_CODES);
+            if (rc == MESS_EPARAM) {
+                cli_error("--layout codes: server '%s' has codes of other than 128 bits",
+                          dir ? dir : travel);
+                goto out;
+            }
+            if (rc != MESS_OK) {
+                cli_fail("cannot build the code layout", dir ? dir : travel, rc);
+                goto out;
+            }
+            mess_server_stats_get(s, &st1);
+            printf("  code layout built in %.2f s: %.1f bytes per entry (%zu entries), "
+                   "server %.1f -> %.1f bytes per entry\n",
+                   cli_wall_s() - t0, (double)(st1.bytes - st0.bytes) / (double)st1.entries,
+                   st1.entries, (double)st0.bytes / (double)st1.entries,
+                   (double)st1.bytes / (double)st1.entries);
+            break;
+        }
     snprintf(path, sizeof path, "%s/query.bvecs", data);
     rc = mess_vecs_read_f32(path, &qv, &qn, &qdim);
     if (rc != MESS_OK) {
@@ -516,7 +564,7 @@ int bench_server(int argc, char **argv)
            (double)cnt.link_lines / (double)nq, (double)(cnt.upper + cnt.scored) / (double)nq,
            floor_ms, serial_ms);
 
-    v = (struct variant *)calloc(nt * 2 * nf * npop * nk * nw * na, sizeof *v);
+    v = (struct variant *)calloc(nt * 2 * nf * npop * nl * nk * nw * na, sizeof *v);
     if (!v) {
         rc = MESS_ENOMEM;
         goto out;
@@ -524,7 +572,7 @@ int bench_server(int argc, char **argv)
     for (i = 0; i < nt; i++) {
         size_t k, x, y, z, f;
         for (z = 0; z < (want_warm ? 2u : 1u); z++)
-            for (f = 0; f < nf * npop; f++)
+            for (f = 0; f < nf * npop * nl; f++)
                 for (y = 0; y < nk; y++)
                     for (k = 0; k < nw; k++)
                         for (x = 0; x < na; x++, nv++) {
@@ -532,8 +580,9 @@ int bench_server(int argc, char **argv)
                             v[nv].threads = threads[i];
                             v[nv].ahead = aheads[x];
                             v[nv].keep = keeps[y];
-                            v[nv].fast = fasts[f / npop];
-                            v[nv].pop = pops[f % npop];
+                            v[nv].fast = fasts[f / (npop * nl)];
+                            v[nv].pop = pops[(f / nl) % npop];
+                            v[nv].lay = lays[f % nl];
                             v[nv].warm = (unsigned)z;
                             v[nv].cpu = v[nv].wall = 1e30;
                         }
@@ -581,19 +630,19 @@ int bench_server(int argc, char **argv)
             (double)cnt.expanded / (double)cnt.searches, (double)cnt.links / (double)cnt.searches,
             (double)cnt.scored / (double)cnt.searches,
             (double)cnt.link_lines / (double)cnt.searches, lines_q, floor_ms, serial_ms);
-    printf("  %-5s %-5s %-4s %-6s %-6s %-7s %-5s %10s %10s %9s %9s %9s\n", "keep", "fast", "pop", "width",
+    printf("  %-5s %-5s %-4s %-7s %-6s %-6s %-7s %-5s %10s %10s %9s %9s %9s\n", "keep", "fast", "pop", "layout", "width",
            "ahead", "threads", "warm", "cpu ms/q", "wall ms/q", "cpu gain", "wall gain",
            "cpu/floor");
     for (i = 0; i < nv; i++) {
         double cms = 1e3 * v[i].cpu / (double)nq, wms = 1e3 * v[i].wall / (double)nq;
         /* the first variant at these threads */
-        size_t first = i - i % (nw * na * nk * nf * npop * (want_warm ? 2u : 1u));
-        printf("  %-5u %-5u %-4u %-6u %-6u %-7u %-5u %10.3f %10.3f %8.2fx %8.2fx %8.2fx\n",
-               v[i].keep, v[i].fast, v[i].pop, v[i].width, v[i].ahead, v[i].threads, v[i].warm, cms, wms,
+        size_t first = i - i % (nw * na * nk * nf * npop * nl * (want_warm ? 2u : 1u));
+        printf("  %-5u %-5u %-4u %-7s %-6u %-6u %-7u %-5u %10.3f %10.3f %8.2fx %8.2fx %8.2fx\n",
+               v[i].keep, v[i].fast, v[i].pop, v[i].lay ? "codes" : "default", v[i].width, v[i].ahead, v[i].threads, v[i].warm, cms, wms,
                v[first].cpu / v[i].cpu, v[first].wall / v[i].wall, cms / floor_ms);
-        fprintf(json, "%s{\"keep\":%u,\"fast\":%u,\"popcount\":%u,\"width\":%u,\"ahead\":%u,\"threads\":%u,"
+        fprintf(json, "%s{\"keep\":%u,\"fast\":%u,\"popcount\":%u,\"layout\":%u,\"width\":%u,\"ahead\":%u,\"threads\":%u,"
                       "\"warm\":%u,\"cpu_ms\":%.4f,\"wall_ms\":%.4f}",
-                i ? "," : "", v[i].keep, v[i].fast, v[i].pop, v[i].width, v[i].ahead, v[i].threads,
+                i ? "," : "", v[i].keep, v[i].fast, v[i].pop, v[i].lay, v[i].width, v[i].ahead, v[i].threads,
                 v[i].warm, cms, wms);
     }
     fprintf(json, "],\"differ\":%zu,\"batch\":[", differ);

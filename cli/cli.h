@@ -264,6 +264,12 @@ int cli_server_unusable(const mess_server *s, const char *dir);
 /* CLI_OK if dir does not exist or is an empty directory (init makes the
  * server there), else a message and CLI_FAIL. */
 int cli_server_fresh(const char *dir);
+/* --layout default|codes (mess_server_set_layout) into *layout
+ * (MESS_LAYOUT_DEFAULT when absent); CLI_USAGE with a message for another
+ * word.  cli_server_layout applies it to s (nothing for the default),
+ * CLI_FAIL with a message naming dir when it cannot. */
+int cli_layout_opt(struct cli_args *a, int *layout);
+int cli_server_layout(mess_server *s, int layout, const char *dir);
 /* resume.c: an insert that stops part-way.  cli_stop_catch: SIGINT and
  * SIGTERM (once each; the next one ends the process) set the flag that
  * cli_stop_requested returns (the signal's number, 0 if none came).

@@ -504,6 +504,10 @@ static const char query_help[] =
     "  --ef-search E   the server's per-shard search beam for this run,\n"
     "                  ef = max(budget, E), 0..65535 (the server's own value;\n"
     "                  not saved: set it for good with `mess init --ef-search`)\n"
+    "  --layout L      the server's search layout: default, or codes (each\n"
+    "                  node's neighbours' codes beside its links, built in\n"
+    "                  memory at open: 40 M_hnsw bytes more per entry, the\n"
+    "                  same responses; mess_server_set_layout)\n"
     "  --verify-all    authenticate every entry, not one copy per id (same\n"
     "                  results; auth_failures then counts every tampered copy)\n"
     "\n"
@@ -533,7 +537,7 @@ int cli_cmd_query(int argc, char **argv)
     struct cli_tally tl;
     size_t n, dim, i;
     double t_srv = 0, t_cli = 0;
-    int rc, verify_all, requested = 0;
+    int rc, verify_all, requested = 0, layout;
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -549,7 +553,8 @@ int cli_cmd_query(int argc, char **argv)
          * client is loaded */
         cli_opt_long(&a, "--pool", 1, LONG_MAX, 0, &pool) ||
         cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
-        cli_opt_long(&a, "--ef-search", 0, MESS_MAX_EF, -1, &efs))
+        cli_opt_long(&a, "--ef-search", 0, MESS_MAX_EF, -1, &efs) ||
+        cli_layout_opt(&a, &layout) != CLI_OK)
         return CLI_USAGE;
     cli_opt(&a, "--passphrase-env");
     verify_all = cli_flag(&a, "--verify-all");
@@ -589,6 +594,10 @@ int cli_cmd_query(int argc, char **argv)
     mess_client_set_verify_all(c, verify_all);
     if (efs >= 0)
         mess_server_set_ef_search(s, (uint32_t)efs);
+    if (cli_server_layout(s, layout, spath) != CLI_OK) {
+        rc = CLI_FAIL;
+        goto done;
+    }
     /* issue 29: --pool 67107840 (65535 x MESS_MAX_SHARDS) passed the
      * option's check and failed in the request as "size limit exceeded" */
     if ((unsigned long)pool > (unsigned long)MESS_MAX_BUDGET * p.shards) {
@@ -891,7 +900,7 @@ int cli_cmd_compact(int argc, char **argv)
 }
 
 static const char info_help[] =
-    "usage: mess info --server S [--pool B] [--memory]\n"
+    "usage: mess info --server S [--pool B] [--memory] [--layout L]\n"
     "       mess info --client C [--passphrase-env V] [--pool B]\n"
     "\n"
     "--server: prints what the server holds, which is all it can see: the\n"
@@ -901,6 +910,8 @@ static const char info_help[] =
     "(anonymous) bytes against mapped file pages (the page cache's: graphs and\n"
     "arenas are mapped and read as searches touch them), of them the\n"
     "directory's.\n"
+    "--layout codes: the search layout built first (mess query --layout), so\n"
+    "the memory and the bytes counted include it.\n"
     "--client: whether the client file is sealed, its mode (\"deterministic\":\n"
     "made from a seed, which is its master key; \"production\": keys and coins\n"
     "from the OS) and its parameters (train_sample included).  Nothing secret\n"
@@ -956,7 +967,7 @@ int cli_cmd_info(int argc, char **argv)
     const char *spath, *cpath;
     mess_server *s;
     long pool;
-    int memory;
+    int memory, layout;
 
     cli_args_init(&a, argc, argv);
     if (cli_wants_help(&a)) {
@@ -974,10 +985,14 @@ int cli_cmd_info(int argc, char **argv)
     if (cpath)
         return client_info(&a, cpath, pool);
     memory = cli_flag(&a, "--memory");
-    if (cli_check_unused(&a))
+    if (cli_layout_opt(&a, &layout) != CLI_OK || cli_check_unused(&a))
         return CLI_USAGE;
     if (cli_server_open(spath, NULL, NULL, &s) != CLI_OK)
         return CLI_FAIL;
+    if (cli_server_layout(s, layout, spath) != CLI_OK) {
+        mess_server_free(s);
+        return CLI_FAIL;
+    }
     if (!memory) {
         print_stats(s, "", pool);
     } else {

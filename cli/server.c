@@ -452,3 +452,32 @@ int cli_cmd_checkpoint(int argc, char **argv)
         printf("{\"checkpoint\":\"%s\"}\n", spath);
     return rc;
 }
+
+int cli_layout_opt(struct cli_args *a, int *layout)
+{
+    const char *v = cli_opt(a, "--layout");
+    *layout = MESS_LAYOUT_DEFAULT;
+    if (!v || !strcmp(v, "default"))
+        return CLI_OK;
+    if (!strcmp(v, "codes")) {
+        *layout = MESS_LAYOUT_CODES;
+        return CLI_OK;
+    }
+    cli_error("--layout: default or codes, got '%s'", v);
+    return CLI_USAGE;
+}
+
+int cli_server_layout(mess_server *s, int layout, const char *dir)
+{
+    int rc;
+    if (layout == MESS_LAYOUT_DEFAULT)
+        return CLI_OK;
+    rc = mess_server_set_layout(s, layout);
+    if (rc == MESS_OK)
+        return CLI_OK;
+    if (rc == MESS_EPARAM)
+        cli_error("--layout codes: server '%s' has codes of other than 128 bits", dir);
+    else
+        cli_error("--layout codes: server '%s': %s", dir, mess_strerror(rc));
+    return CLI_FAIL;
+}

@@ -488,7 +488,7 @@ done:
 
 static const char search_help[] =
     "usage: mess search --server S --request REQ --out RESP [--threads N]\n"
-    "                   [--ef-search E]\n"
+    "                   [--ef-search E] [--layout L]\n"
     "\n"
     "The server's half of the two-party flow as files: answers every request\n"
     "of REQ (made by mess request) with the server directory S and writes the\n"
@@ -499,6 +499,7 @@ static const char search_help[] =
     "\n"
     "  --threads N     threads of the fan-out over shards (1)\n"
     "  --ef-search E   the per-shard search beam for this run, as in mess query\n"
+    "  --layout L      the search layout, default or codes, as in mess query\n"
     "Last line: {\"queries\",\"mean_request_bytes\",\"mean_response_bytes\",\n"
     "\"server_ms_per_query\"}.\n";
 
@@ -507,6 +508,7 @@ int cli_cmd_search(int argc, char **argv)
     struct cli_args a;
     const char *spath, *rpath, *opath;
     long threads, efs;
+    int layout;
     mess_server *s = NULL;
     struct msg_in in;
     struct msg_out out;
@@ -523,7 +525,8 @@ int cli_cmd_search(int argc, char **argv)
     rpath = cli_opt(&a, "--request");
     opath = cli_opt(&a, "--out");
     if (cli_opt_long(&a, "--threads", 1, 256, 1, &threads) ||
-        cli_opt_long(&a, "--ef-search", 0, MESS_MAX_EF, -1, &efs))
+        cli_opt_long(&a, "--ef-search", 0, MESS_MAX_EF, -1, &efs) ||
+        cli_layout_opt(&a, &layout) != CLI_OK)
         return CLI_USAGE;
     if (!spath || !rpath || !opath) {
         cli_error("search needs --server, --request and --out (see --help)");
@@ -539,6 +542,11 @@ int cli_cmd_search(int argc, char **argv)
     }
     if (efs >= 0)
         mess_server_set_ef_search(s, (uint32_t)efs);
+    if (cli_server_layout(s, layout, spath) != CLI_OK) {
+        mess_server_free(s);
+        msg_in_close(&in, 0);
+        return CLI_FAIL;
+    }
     rc = msg_out_begin(&out, opath, &responses, in.n);
     for (i = 0; rc == CLI_OK && i < in.n; i++) {
         uint8_t *req, *resp;

@@ -48,8 +48,33 @@ if "$MESS" bench server --server "$tmp/s" --client "$tmp/c" --data datasets/sift
 else
     bad "bench server --fast 0,1,2,3 --warm failed: $(cat "$tmp/err")"
 fi
+# both layouts on one handle (the code layout built once, 128-bit codes
+# only): the same bytes
+refuse "1" "--layout codes on 64-bit codes" "$MESS" bench server --server "$tmp/s" --client "$tmp/c" \
+    --data datasets/sift --queries 20 --layout codes
+grep -q "other than 128 bits" "$tmp/err" && ok "--layout codes on 64-bit codes: the message says 128 bits" ||
+    bad "message: $(cat "$tmp/err")"
+refuse "1" "info --layout codes on 64-bit codes" "$MESS" info --server "$tmp/s" --layout codes
+grep -q "has codes of other than 128 bits" "$tmp/err" && ok "info --layout codes: the message says 128 bits" ||
+    bad "info message: $(cat "$tmp/err")"
+if "$MESS" init --client "$tmp/c128" --server "$tmp/s128" --train datasets/sift/learn.bvecs \
+    --shards 4 --per-item 2 --bits 128 --train-sample 1000 --seed-env seed >/dev/null 2>&1 &&
+    "$MESS" insert --client "$tmp/c128" --server "$tmp/s128" "$tmp/base.bvecs" >/dev/null 2>&1 &&
+    "$MESS" bench server --server "$tmp/s128" --client "$tmp/c128" --data datasets/sift --queries 20 \
+    --pool 200 --widths 4 --ahead 4 --fast 3 --layout default,codes --threads 1 --batch-threads 1 \
+    --rounds 1 --chase-mib 4 >"$tmp/out" 2>"$tmp/err"; then
+    [ "$(json differ)" = 0 ] && ok "--layout default,codes: byte-identical" ||
+        bad "differ: $(json differ)"
+    [ "$(grep -c '^  1 .* codes ' "$tmp/out")" = 1 ] && ok "--layout codes timed" ||
+        bad "layout variants: $(cat "$tmp/out")"
+    grep -q 'code layout built in .* bytes per entry' "$tmp/out" && ok "its bytes per entry printed" ||
+        bad "no layout bytes line"
+else
+    bad "bench server --layout default,codes failed: $(cat "$tmp/err")"
+fi
 for args in "--widths 17" "--widths x" "--threads 1,,2" "--queries 0" "--bogus" "--travel $tmp/none" \
-    "--fast 0,1,2,3,1" "--fast 4" "--popcount 3" "--popcount 0,1,2,0"; do
+    "--fast 0,1,2,3,1" "--fast 4" "--popcount 3" "--popcount 0,1,2,0" "--layout codes,x" \
+    "--layout none"; do
     # shellcheck disable=SC2086
     refuse "1 2" "$args" "$MESS" bench server --server "$tmp/s" --client "$tmp/c" --data datasets/sift $args
 done

@@ -62,6 +62,11 @@ check "query --ef-search sets the beam for a run" $MESS query --client "$tmp/a.c
     --server "$tmp/a.server" "$tmp/q.bvecs" --pool 40 -k 5 --ef-search 100
 refuse "2" "query --ef-search beyond 65535" $MESS query --client "$tmp/a.client" \
     --server "$tmp/a.server" "$tmp/q.bvecs" --pool 40 --ef-search 65536
+check "query --layout codes (the code layout for a run)" $MESS query --client "$tmp/a.client" \
+    --server "$tmp/a.server" "$tmp/q.bvecs" --pool 40 -k 5 --layout codes
+check "info --memory --layout codes" $MESS info --server "$tmp/a.server" --memory --layout codes
+refuse "2" "query --layout other" $MESS query --client "$tmp/a.client" \
+    --server "$tmp/a.server" "$tmp/q.bvecs" --pool 40 --layout other
 
 # non-finite vectors are refused on insert, and nothing is stored
 "$PYTHON" - "$tmp/base.bvecs" "$tmp/nan.fvecs" "$tmp/inf.fvecs" <<'EOF'

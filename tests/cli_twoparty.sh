@@ -74,6 +74,15 @@ case $(tail -n 1 "$tmp/out") in
 *) bad "search: JSON line $(tail -n 1 "$tmp/out")" ;;
 esac
 cp "$tmp/host/resp.msg" "$tmp/resp.msg"
+# the code layout (mess_server_set_layout): the same response bytes
+check "mess search --layout codes" "$MESS" search --server "$tmp/host/server" \
+    --request "$tmp/req.msg" --out "$tmp/resp_codes.msg" --layout codes
+cmp -s "$tmp/resp.msg" "$tmp/resp_codes.msg" && ok "--layout codes: the same responses" ||
+    bad "--layout codes: other response bytes"
+refuse 2 "mess search --layout junk (a usage error)" "$MESS" search \
+    --server "$tmp/host/server" --request "$tmp/req.msg" --out "$tmp/x.msg" --layout junk
+grep -q "default or codes" "$tmp/err" && ok "--layout junk: the message names the layouts" ||
+    bad "--layout junk: message: $(head -c 300 "$tmp/err")"
 check "mess finish (client's host, a new process)" "$MESS" finish --client "$tmp/two.client" \
     --state "$tmp/q.state" --response "$tmp/resp.msg" -k 10 --out "$tmp/two.ivecs" \
     --gt "$tmp/direct.ivecs"

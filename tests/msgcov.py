@@ -40,6 +40,12 @@ EXEMPT = {
     "PATH: <reason> (cannot write query state)":
         "mess_query_save fails otherwise only with MESS_EIO, which prints the "
         "system's reason (tested), or out of memory (cli/twoparty.c)",
+    "--layout codes: server '%s': %s":
+        "mess_server_set_layout fails otherwise only with MESS_ENOMEM (the "
+        "other than 128 bits case is tested); cli/server.c",
+    "PATH: <reason> (cannot build the code layout)":
+        "mess bench server: mess_server_set_layout fails otherwise only with "
+        "MESS_ENOMEM (bench/bench_server.c)",
     "bench open: %s": "a directory that opened once fails to open or load again "
                       "within the run (files changed under it); bench/bench_open.c",
     "%zu queries returned no result (a bug)": "an internal consistency check of "

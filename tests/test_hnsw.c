@@ -920,6 +920,7 @@ static void exercise(struct hnsw *b)
             for (path = 0; path <= HNSW_MANY_FAST; path++) {
                 mo.fast = path;
                 mo.clear_words = HNSW_MANY_CLEAR_WORDS;
+                mo.layout = 0;
                 memset(jobs, 0, sizeof jobs);
                 for (q = 0; q < 3; q++) {
                     jobs[q].h = b;
@@ -1205,9 +1206,14 @@ static void test_graph_hostile_fast(void)
         CHECK_OK(hnsw_scratch_new(&ref));
         for (i = 0; i < 3; i++)
             CHECK_OK(hnsw_scratch_new(&sc[i]));
-        for (path = 0; path <= HNSW_MANY_FAST && ref && sc[2]; path++) {
-            mo.fast = path;
+        /* path HNSW_MANY_FAST + 1: fast 3 over the code layout, built from
+         * the hostile lists (ids past the last node, EMPTY, counts past 2M) */
+        for (path = 0; path <= HNSW_MANY_FAST + 1 && ref && sc[2]; path++) {
+            mo.fast = path > HNSW_MANY_FAST ? HNSW_MANY_FAST : path;
             mo.clear_words = HNSW_MANY_CLEAR_WORDS;
+            mo.layout = path > HNSW_MANY_FAST;
+            if (path > HNSW_MANY_FAST)
+                CHECK_OK(hnsw_layout_build(b));
             memset(jobs, 0, sizeof jobs);
             for (q = 0; q < 3; q++) {
                 jobs[q].h = b;
@@ -1365,11 +1371,18 @@ static void test_search_many(void)
      * former loops with the bitmap cleared whole and through the visit
      * list (fast 1; fast 2 with a list runs them too), and the general
      * loops alone (fast 0) */
-    for (w = 1; w <= 5 * HNSW_MANY_MAX; w++) {
-        static const int fast[5] = {3, 1, 3, 0, 2};
+    /* then fast 3 over the code layout (paths 5 and 6: the bitmap cleared
+     * whole and through the list; with deleted nodes, an empty and a
+     * one-node graph), and path 7, the layout built but not read */
+    for (w = 1; w <= 8 * HNSW_MANY_MAX; w++) {
+        static const int fast[8] = {3, 1, 3, 0, 2, 3, 3, 3};
         unsigned path = (unsigned)((w - 1) / HNSW_MANY_MAX);
+        if (w == 5 * HNSW_MANY_MAX + 1)
+            for (k = 0; k < 4; k++)
+                CHECK_OK(hnsw_layout_build(idx[k]));
         mo.fast = fast[path];
-        mo.clear_words = path == 2 ? 0 : HNSW_MANY_CLEAR_WORDS;
+        mo.clear_words = path == 2 || path == 6 ? 0 : HNSW_MANY_CLEAR_WORDS;
+        mo.layout = path < 7;
         memset(&c1, 0, sizeof c1);
         for (k = 0; k < HNSW_MANY_MAX; k++)
             hnsw_scratch_counts_reset(sc[k]);
@@ -1401,6 +1414,7 @@ static void test_search_many(void)
     }
     CHECK(bad == 0);
     CHECK(bad_counts == 0);
+    hnsw_layout_drop(g); /* shared with the other tests */
     /* bad calls; a bad job fails alone */
     CHECK_RC(hnsw_search_many(jobs, JOBS, sc, 0, NULL), MESS_EINVAL);
     CHECK_RC(hnsw_search_many(jobs, JOBS, sc, HNSW_MANY_MAX + 1, NULL), MESS_EINVAL);
@@ -1421,6 +1435,83 @@ out:
     hnsw_free(idx[1]);
     hnsw_free(idx[2]);
     hnsw_free(idx[3]);
+}
+
+/* Every block of h's code layout equals what the graph's lists and codes
+ * give (count of nodes whose block differs). */
+static size_t layout_diff(const struct hnsw *h)
+{
+    size_t bad = 0, i;
+    for (i = 0; i < hnsw_count(h); i++) {
+        const uint64_t *blk = lay_block(h, (uint32_t)i), *c = HNSW_LAY_CODES(h, blk);
+        const uint32_t *ids = (const uint32_t *)(const void *)blk, *l;
+        size_t cnt = 0, k;
+        int diff = hnsw_neighbors(h, (uint32_t)i, 0, &l, &cnt) != MESS_OK;
+        for (k = 0; !diff && k < h->m0; k++) {
+            if (k >= cnt) {
+                diff = ids[k] != EMPTY;
+                continue;
+            }
+            diff = ids[k] != l[k] ||
+                   memcmp(c + 2 * k, hnsw_code(h, l[k]), 16) != 0;
+        }
+        bad += diff;
+    }
+    return bad;
+}
+
+/* The code layout stays equal to the graph through inserts (the arrays'
+ * growth, reserved or not, links shrunk), deletes, compaction, an
+ * attached graph's tail; bytes and failures. */
+static void test_layout_coherent(void)
+{
+    struct hnsw_params p = {BITS, 6, 24, 5}, p256 = {256, 6, 24, 5};
+    struct hnsw *a = NULL, *c = NULL, *b = NULL, *wide = NULL;
+    size_t i, len = 0, heap;
+    uint8_t d[32];
+    void *map;
+    CHECK(hnsw_layout_node_bytes(&p) == 256 && hnsw_layout_node_bytes(&p256) == 0);
+    CHECK_OK(hnsw_new(&p, &a));
+    CHECK_OK(hnsw_new(&p256, &wide));
+    if (!a || !wide)
+        goto out;
+    CHECK_RC(hnsw_layout_build(wide), MESS_EPARAM);
+    CHECK(hnsw_layout_bytes(wide) == 0);
+    CHECK_OK(hnsw_layout_build(a)); /* empty */
+    CHECK(hnsw_layout_bytes(a) > 0);
+    for (i = 0; i < 400; i++)
+        CHECK_OK(hnsw_add(a, codes + i * WORDS, LB(i), NULL));
+    CHECK(layout_diff(a) == 0);
+    CHECK_OK(hnsw_reserve(a, 1200));
+    heap = hnsw_layout_bytes(a);
+    CHECK(heap >= 1200 * hnsw_layout_node_bytes(&p));
+    for (; i < 1200; i++)
+        CHECK_OK(hnsw_add(a, codes + i * WORDS, LB(i), NULL));
+    CHECK(hnsw_layout_bytes(a) == heap); /* reserved: no growth */
+    for (i = 0; i < 1200; i += 7)
+        CHECK_OK(hnsw_delete(a, LB(i)));
+    CHECK(layout_diff(a) == 0);
+    CHECK_OK(hnsw_compact(a, &c, NULL));
+    CHECK(c && hnsw_layout_bytes(c) > 0 && layout_diff(c) == 0);
+    /* an attached graph: built over the mapping, then a tail added */
+    map = graph_map(a, &len, d);
+    CHECK(map != NULL);
+    if (map && hnsw_attach(map, len, NULL, &b) == MESS_OK) {
+        CHECK_OK(hnsw_layout_build(b));
+        CHECK(layout_diff(b) == 0);
+        for (i = 1200; i < 1700; i++)
+            CHECK_OK(hnsw_add(b, codes + i * WORDS, LB(i), NULL));
+        CHECK(layout_diff(b) == 0);
+        hnsw_layout_drop(b);
+        CHECK(hnsw_layout_bytes(b) == 0);
+        hnsw_free(b);
+    }
+    if (map)
+        munmap(map, len);
+out:
+    hnsw_free(a);
+    hnsw_free(c);
+    hnsw_free(wide);
 }
 
 int main(void)
@@ -1452,6 +1543,7 @@ int main(void)
     RUN(test_score_list);
     RUN(test_graph_attach_o1);
     RUN(test_graph_layout_bytes);
+    RUN(test_layout_coherent);
     hnsw_free(g);
     free(codes);
     free(qcodes);

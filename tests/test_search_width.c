@@ -13,7 +13,9 @@
  * - a multi-threaded search keeps its worker threads across queries (the
  *   server's workers are made once) and two threads searching at once
  *   (one on the kept workers, one starting its own) get the same bytes;
- *   a forked child (none of the parent's threads) starts its own.
+ *   a forked child (none of the parent's threads) starts its own;
+ * - all of the above again over the code layout (mess_server_set_layout),
+ *   with deleted items, then after a compaction on every path.
  * Run under ASan in make check and under ThreadSanitizer by make tsan.
  */
 #include <pthread.h>
@@ -394,10 +396,12 @@ static void test_paths_compacted(void)
         cref[i] = NULL;
         CHECK_OK(mess_server_search(srv, reqs[i], req_lens[i], 1, &cref[i], &clen[i]));
     }
+    /* fast 4 here: fast 3 over the code layout (kept by the compaction) */
     for (level = 0; level <= have; level++) {
         CHECK_OK(hnsw_popcount_force(level));
-        for (fast = 0; fast <= 3; fast++) {
-            server_search_set_paths(srv, fast, HNSW_MANY_CLEAR_WORDS);
+        for (fast = 0; fast <= 4; fast++) {
+            server_search_set_paths(srv, fast > 3 ? 3 : fast, HNSW_MANY_CLEAR_WORDS);
+            server_search_set_read_layout(srv, fast > 3);
             for (w = 0; w < sizeof widths / sizeof *widths; w++) {
                 CHECK_OK(server_search_set_width(srv, widths[w]));
                 for (i = 0; i < NQ; i++) {
@@ -416,6 +420,7 @@ static void test_paths_compacted(void)
     }
     CHECK_OK(hnsw_popcount_force(-1));
     server_search_set_paths(srv, HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS);
+    server_search_set_read_layout(srv, 1);
     server_search_set_width(srv, SERVER_SEARCH_WIDTH);
     /* the throughput mode on the compacted graphs, 1 and 2 workers */
     for (w = 1; w <= 2; w++) {
@@ -427,7 +432,7 @@ static void test_paths_compacted(void)
         CHECK(wrong == 0);
         mess_workers_free(wk);
     }
-    printf("  %zu searches on %d popcount level(s) x 4 paths x 4 widths\n", runs, have + 1);
+    printf("  %zu searches on %d popcount level(s) x 5 paths x 4 widths\n", runs, have + 1);
     CHECK(failed == 0);
     CHECK(differ == 0);
     for (i = 0; i < NQ; i++)
@@ -537,6 +542,31 @@ static void test_payload_reads(void)
     unlink(again);
 }
 
+/* The code layout (mess_server_set_layout) on the server with deleted
+ * items: its memory counted, bad values refused, and the searches above
+ * (widths, threads, partial, batch, groups) give width 0's bytes over it;
+ * it stays on for test_paths_compacted. */
+static void test_layout_codes(void)
+{
+    mess_server_stats a, b;
+    CHECK_OK(mess_server_stats_get(srv, &a));
+    CHECK_RC(mess_server_set_layout(srv, 2), MESS_EINVAL);
+    CHECK_RC(mess_server_set_layout(NULL, MESS_LAYOUT_CODES), MESS_EINVAL);
+    CHECK_OK(mess_server_set_layout(srv, MESS_LAYOUT_CODES));
+    CHECK_OK(mess_server_stats_get(srv, &b));
+    /* 40 M bytes a node (M 8: 320), for at least every node */
+    CHECK(b.bytes - a.bytes >= 320 * b.entries);
+    test_widths_and_threads();
+    test_partial_and_batch();
+    test_batch_groups();
+    /* off and on again: the same blocks */
+    CHECK_OK(mess_server_set_layout(srv, MESS_LAYOUT_DEFAULT));
+    CHECK_OK(mess_server_stats_get(srv, &b));
+    CHECK(b.bytes == a.bytes);
+    CHECK_OK(mess_server_set_layout(srv, MESS_LAYOUT_CODES));
+    test_widths_and_threads();
+}
+
 static void setup_failed(void)
 {
     CHECK(!"client, server, upload, delete, requests, width-0 responses");
@@ -566,6 +596,7 @@ int main(void)
         RUN(test_workers_kept);
         RUN(test_fork_child);
         RUN(test_payload_reads);
+        RUN(test_layout_codes);
         RUN(test_paths_compacted);
     } else {
         RUN(setup_failed);

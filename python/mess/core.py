@@ -24,6 +24,7 @@ MAX_EF = L.library_limits["MAX_EF"]              # MESS_MAX_EF
 SEED_BYTES = L.library_limits["SEED_BYTES"]      # MESS_SEED_BYTES
 MAX_BUDGET = L.library_limits["MAX_BUDGET"]      # MESS_MAX_BUDGET
 PAYLOADS = {"f32": 0, "f16": 1, "i8": 2, "int8": 2, "u8": 3, "uint8": 3}
+LAYOUTS = {"default": 0, "codes": 1}  # MESS_LAYOUT_DEFAULT, MESS_LAYOUT_CODES
 
 FinishStats = namedtuple("FinishStats", "candidates unique auth_failures unopened")
 ServerStats = namedtuple("ServerStats", "entries live deleted bytes min_shard max_shard")
@@ -1012,6 +1013,17 @@ class Server(_Handle):
         if not 0 <= ef <= MAX_EF:
             raise ValueError("ef_search must be in 0..%d, got %d" % (MAX_EF, ef))
         L.server_set_ef_search(self.ptr, int(ef))
+
+    def set_layout(self, layout):
+        """The graphs' layout for search (mess_server_set_layout): "default",
+        or "codes" (each node's neighbours' codes beside its links, built in
+        memory now and kept up by inserts, deletes, compaction and
+        checkpoints: 40 M_hnsw bytes more per entry, the same responses;
+        128-bit codes only).  Not saved.  Not to be called while a search
+        runs on this server."""
+        if layout not in LAYOUTS:
+            raise ValueError("layout must be one of %s, got %r" % (sorted(LAYOUTS), layout))
+        L.server_set_layout(self.ptr, LAYOUTS[layout])
 
     @property
     def owner(self):

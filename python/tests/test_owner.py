@@ -79,6 +79,33 @@ class TestOwner(unittest.TestCase):
                     self.assertFalse(t.belongs_to(self.b))
 
 
+class TestLayout(unittest.TestCase):
+    def test_codes_layout_through_inserts_deletes_checkpoints(self):
+        # a directory server: the layout grows with inserts, survives a
+        # checkpoint's new mappings (rebuilt there), answers as the default
+        p = params()
+        with tempfile.TemporaryDirectory() as d, \
+                mess.Client(p, Data.train, seed=bytes(32)) as c:
+            with mess.Server.create(os.path.join(d, "s"), p) as s:
+                c.insert(s, np.arange(N // 2), Data.base[:N // 2])
+                s.checkpoint()
+                s.set_layout("codes")
+                c.insert(s, np.arange(N // 2, N), Data.base[N // 2:])
+                with c.delete(np.arange(0, N, 7)) as dl:
+                    s.apply_delete(dl)
+                s.checkpoint()
+                with_layout = s.stats().bytes
+                reqs = [c.request(q, 80) for q in Data.queries[:5]]
+                got = [bytes(s.search(r)) for _, r in reqs]
+                s.set_layout("default")
+                # M 8: 320 bytes per entry (and per node of spare capacity)
+                self.assertGreaterEqual(with_layout - s.stats().bytes, 320 * s.stats().entries)
+                self.assertEqual([bytes(s.search(r)) for _, r in reqs], got)
+                for q, r in reqs:
+                    q.close()
+                    r.close()
+
+
 class TestEfSearch(unittest.TestCase):
     def test_ef_search_is_server_tuning(self):
         p = params()
@@ -95,6 +122,18 @@ class TestEfSearch(unittest.TestCase):
             with self.assertRaises(TypeError):
                 s.set_ef_search(1.5)
             self.assertEqual(s.params.ef_search, 7)
+            # the code layout: more memory, the same response bytes
+            q, req = c.request(Data.queries[1], 40)
+            with q, req:
+                want = bytes(s.search(req))
+                before = s.stats()
+                s.set_layout("codes")
+                self.assertGreater(s.stats().bytes, before.bytes)
+                self.assertEqual(bytes(s.search(req)), want)
+                with self.assertRaises(ValueError):
+                    s.set_layout("other")
+                s.set_layout("default")
+                self.assertEqual(s.stats().bytes, before.bytes)
         # a client trained with another subsample talks to the same server
         with mess.Client(params(train_sample=500), Data.train, seed=bytes(32)) as c2, \
                 mess.Server(p) as s2:

@@ -572,6 +572,11 @@ int hnsw_apply_delta(struct hnsw *h, const uint8_t *b, size_t len,
         }
     for (i = 0; i < d.c0; i++)
         memcpy(links0_of(h, mess_load_u32(c0ids + 4 * i)), c0blk + i * blk0, (size_t)blk0);
+    /* the code layout, if any: the new nodes' blocks and the changed ones */
+    for (i = 0; i < k; i++)
+        hnsw_layout_sync(h, (uint32_t)(d.before + i));
+    for (i = 0; i < d.c0; i++)
+        hnsw_layout_sync(h, mess_load_u32(c0ids + 4 * i));
     up = 0;
     for (i = 0; i < d.cu; i++) {
         uint32_t id = mess_load_u32(cuids + 4 * i), L = *level_ptr(h, id);

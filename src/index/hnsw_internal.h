@@ -14,10 +14,14 @@
  *   src/index/hnsw_file.c      the travel form, the mapped graph file and
  *                              its writer, the full check
  *   src/index/hnsw_delta.c     checkpoint deltas
+ *   src/index/hnsw_layout.c    the opt-in code layout: each node's layer-0
+ *                              ids and its neighbours' codes in one block
  *
  * Calls go one way: hnsw_many.c, hnsw_file.c and hnsw_delta.c call
  * hnsw_bin.c, and hnsw_delta.c the writer in hnsw_file.c; hnsw_bin.c
- * calls none of them but hnsw_score.c, which calls none of the index.
+ * calls none of them but hnsw_score.c, which calls none of the index, and
+ * hnsw_layout.c (the layout's upkeep), which reads the graph through the
+ * accessors here only.
  *
  * The accessors and Hamming kernels are always-inlined bodies here, not
  * functions of one file, so that each compiled copy of a hot loop (the
@@ -110,6 +114,13 @@ struct hnsw {
      * nodes 0..n_mark-1 changed since the mark; dirty = NULL: not tracked. */
     size_t n_mark;
     uint8_t *dirty;      /* n_mark bytes of DIRTY_* bits */
+    /* The code layout (hnsw_layout_build, src/index/hnsw_layout.c): NULL,
+     * or one block of lay_words words per node for lay_cap nodes (node i
+     * at lay + i lay_words): its layer-0 ids (m0 of them, EMPTY after the
+     * last), then the 128-bit codes of those ids in the same order.  Kept
+     * equal to the links and codes by every change (hnsw_layout_sync). */
+    uint64_t *lay;
+    size_t lay_cap, lay_words;
 };
 
 /* Search state of one thread.  Distances are integers in [0, bits], so
@@ -144,6 +155,32 @@ struct hnsw_scratch {
     uint32_t *vlist;
     size_t vlist_cap, nvis;
 };
+
+/* The two bucket queues of one layer search (Alg. 2) as its inner step
+ * sees them: the candidates (cand heads, ncand entries, none below
+ * bucket cmin) and the results (res heads, nr <= ef entries, none above
+ * bucket rmax), their entries taken from pool (used so far).  A local
+ * copy in each hot loop (search_layer, the beams of hnsw_search_many),
+ * which the inlined bq_offer keeps in registers. */
+struct bq {
+    struct bq_entry *pool;
+    uint32_t *cand, *res;
+    size_t ef, nr, ncand;
+    uint32_t used, cmin, rmax;
+};
+
+/* Alg. 2's update for neighbour e at distance d, the one copy every search
+ * loop inlines: e becomes a candidate and a result if the results are not
+ * full or d is below the farthest one's, which is then evicted past ef.
+ * With check_dead (deleted nodes in the graph, live results wanted) a
+ * deleted e is a candidate only: it routes but never enters the results;
+ * its flag is read only when e would enter. */
+#define BQ_PUSH_(q, head, dist, id)                                          \
+    do {                                                                     \
+        (q)->pool[(q)->used].node = (id);                                    \
+        (q)->pool[(q)->used].next = (q)->head[dist];                         \
+        (q)->head[dist] = (q)->used++;                                       \
+    } while (0)
 
 #define EMPTY UINT32_MAX
 #define NIL UINT32_MAX
@@ -190,6 +227,28 @@ HNSW_INLINE uint8_t *level_ptr(const struct hnsw *h, uint32_t node)
 HNSW_INLINE uint8_t *del_ptr(const struct hnsw *h, uint32_t node)
 {
     return node < h->n_base ? h->bdeleted + node : h->deleted + (node - h->n_base);
+}
+
+HNSW_INLINE void bq_offer(struct bq *q, uint32_t e, uint32_t d, const struct hnsw *h,
+                          int check_dead)
+{
+    if (q->nr < q->ef || d < q->rmax) {
+        BQ_PUSH_(q, cand, d, e);
+        q->ncand++;
+        if (d < q->cmin)
+            q->cmin = d;
+        if (check_dead && *del_ptr(h, e))
+            return;
+        BQ_PUSH_(q, res, d, e);
+        if (d > q->rmax || q->nr == 0)
+            q->rmax = d;
+        if (++q->nr > q->ef) {
+            q->res[q->rmax] = q->pool[q->res[q->rmax]].next;
+            q->nr--;
+            while (q->res[q->rmax] == NIL)
+                q->rmax--;
+        }
+    }
 }
 
 HNSW_INLINE uint32_t *links0_of(const struct hnsw *h, uint32_t node)
@@ -247,6 +306,15 @@ HNSW_INLINE uint32_t dist_to(const struct hnsw *h, const uint64_t *q, uint32_t n
 #else
 #define PREFETCH(p) ((void)(p))
 #endif
+
+/* Node's block of the code layout (h->lay != NULL, node < h->n): its
+ * layer-0 ids as 32-bit words, then from word h->m on (HNSW_LAY_CODES) the
+ * codes of those ids, two words each. */
+HNSW_INLINE uint64_t *lay_block(const struct hnsw *h, uint32_t node)
+{
+    return h->lay + (size_t)node * h->lay_words;
+}
+#define HNSW_LAY_CODES(h, blk) ((blk) + (h)->m)
 
 /* Cache lines holding a link list's count and its first cnt ids. */
 HNSW_INLINE uint64_t lines_of(const uint32_t *l, uint32_t cnt)
@@ -330,6 +398,16 @@ void hnsw_map_fill(const struct hnsw *h, uint32_t *map, size_t mask);
 size_t hnsw_map_size_for(size_t want);
 int hnsw_map_rebuild(struct hnsw *h, size_t want);
 void hnsw_map_remove(struct hnsw *h, size_t s);
+
+/* ---- the code layout's upkeep, defined in hnsw_layout.c ------------------ */
+
+/* Room in the layout for `nodes` nodes (hnsw_grow calls it while the
+ * layout exists; MESS_ENOMEM leaves it as it was). */
+int hnsw_layout_grow(struct hnsw *h, size_t nodes);
+/* Writes node's block from its layer-0 list and the codes it names: after
+ * every change of the list (a new node, a link added or shrunk, a delta);
+ * nothing when there is no layout. */
+void hnsw_layout_sync(struct hnsw *h, uint32_t node);
 
 /* ---- the writer of the graph file, shared by the deltas ------------------ */
 

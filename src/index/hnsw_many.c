@@ -23,6 +23,9 @@ struct beam {
     struct hnsw_job *job;
     struct hnsw_scratch *s;
     const uint32_t *l;   /* the list being expanded */
+    const uint64_t *blk; /* its block of the code layout (lay) */
+    int lay;             /* the graph's code layout read (fast 3, opts'
+                            layout 1, the graph has one) */
     const uint64_t *codes; /* fast: every node's code, node i at 2 i */
     int fast;            /* 128-bit codes in one array, no deleted node */
     hnsw_score_list_fn score; /* fast 3: each list scored at once, else NULL */
@@ -43,7 +46,7 @@ struct beam {
  * cleared whole rather than through the list of the nodes visited
  * (clear_words).  The tests and the benchmark compare them with the
  * former loops (fast 0). */
-static const struct hnsw_many_opts many_defaults = {HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS};
+static const struct hnsw_many_opts many_defaults = {HNSW_MANY_FAST, HNSW_MANY_CLEAR_WORDS, 1};
 
 /* Pops candidates until one with a link list (BEAM_GATHER, its list
  * prefetched) or the end of the search (BEAM_DONE). */
@@ -67,6 +70,16 @@ HNSW_INLINE int beam_pick(struct beam *b)
         l = links_of(h, c, 0);
         if (!l)
             continue;
+        if (b->lay) {
+            /* the node's block: its ids and their codes, whole lines */
+            const char *blk = (const char *)lay_block(h, c);
+            const size_t lbytes = h->lay_words * 8;
+            for (off = 0; off < lbytes; off += 64)
+                PREFETCH(blk + off);
+            b->l = l; /* for the count of its lines only: not read */
+            b->blk = (const uint64_t *)(const void *)blk;
+            return BEAM_GATHER;
+        }
         for (off = 0; off < bytes; off += 64)
             PREFETCH((const char *)l + off);
         PREFETCH((const char *)l + bytes - 1);
@@ -74,6 +87,100 @@ HNSW_INLINE int beam_pick(struct beam *b)
         return BEAM_GATHER;
     }
     return BEAM_DONE;
+}
+
+/* The queues of a beam as a struct bq (hnsw_internal.h), for its inner
+ * loops, and back. */
+HNSW_INLINE struct bq beam_queues(const struct beam *b)
+{
+    struct bq q;
+    q.pool = b->s->pool;
+    q.cand = b->s->cand_head;
+    q.res = b->s->res_head;
+    q.ef = b->ef;
+    q.nr = b->nr;
+    q.ncand = b->ncand;
+    q.used = b->used;
+    q.cmin = b->cmin;
+    q.rmax = b->rmax;
+    return q;
+}
+
+HNSW_INLINE void beam_queues_back(struct beam *b, const struct bq *q)
+{
+    b->nr = q->nr;
+    b->ncand = q->ncand;
+    b->used = q->used;
+    b->cmin = q->cmin;
+    b->rmax = q->rmax;
+}
+
+/* The picked node's block of the code layout (its list and its
+ * neighbours' codes, arrived together): the unvisited neighbours marked,
+ * the whole list scored at once (hnsw_score.c, the ids 0..63 naming the
+ * block's codes in place), and the queues updated for the unvisited ones
+ * below the bound, in list order: the decisions of beam_gather then
+ * beam_score (and search_layer's), the list cut into 64-id chunks, each
+ * marked before it is scored.  The bound of a chunk refuses no neighbour
+ * the updates would take (while the results are full rmax never rises),
+ * so the cut changes nothing.  Deleted nodes route but never enter the
+ * results, as in search_layer. */
+static const uint32_t lay_iota[HNSW_SCORE_MAX] = {
+    0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+    16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31,
+    32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47,
+    48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63};
+
+HNSW_INLINE int beam_lay(struct beam *b)
+{
+    const struct hnsw *h = b->job->h;
+    struct hnsw_scratch *s = b->s;
+    const uint32_t *ids = (const uint32_t *)(const void *)b->blk;
+    const uint64_t *codes = HNSW_LAY_CODES(h, b->blk), *q = b->job->query;
+    uint64_t *vis = s->vis;
+    uint32_t *vlist = s->vlist;
+    const size_t n = h->n;
+    const uint32_t all = h->p.bits + 1, m0 = h->m0;
+    const int listed = b->listed, dead = h->n_deleted != 0;
+    size_t nvis = s->nvis;
+    struct bq Q = beam_queues(b);
+    uint32_t cnt = 0, np = 0, base, i;
+    uint32_t dist[HNSW_SCORE_MAX];
+    while (cnt < m0 && ids[cnt] != EMPTY)
+        cnt++;
+    s->cnt.expanded++;
+    s->cnt.links += cnt;
+    s->cnt.link_lines += lines_of(b->l, cnt);
+    for (base = 0; base < cnt; base += HNSW_SCORE_MAX) {
+        const uint32_t m = cnt - base < HNSW_SCORE_MAX ? cnt - base : HNSW_SCORE_MAX;
+        uint64_t fresh = 0, mask;
+        for (i = 0; i < m; i++) {
+            uint32_t e = ids[base + i];
+            if (e < n) {
+                uint64_t *w = vis + (e >> 6), bit = (uint64_t)1 << (e & 63);
+                if (!(*w & bit)) {
+                    *w |= bit;
+                    if (listed)
+                        vlist[nvis++] = e;
+                    fresh |= (uint64_t)1 << i;
+                }
+            }
+        }
+        if (!fresh)
+            continue;
+        np += (uint32_t)__builtin_popcountll(fresh);
+        mask = b->score(q, codes + 2 * (size_t)base, lay_iota, m,
+                        Q.nr < Q.ef ? all : Q.rmax, dist) & fresh;
+        while (mask) {
+            uint32_t j = (uint32_t)__builtin_ctzll(mask);
+            mask &= mask - 1;
+            bq_offer(&Q, ids[base + j], dist[j], h, dead);
+        }
+    }
+    s->nvis = nvis;
+    s->cnt.scored += np;
+    beam_queues_back(b, &Q);
+    return BEAM_PICK;
 }
 
 /* The unvisited neighbours of the picked node, their codes prefetched. */
@@ -86,7 +193,10 @@ HNSW_INLINE int beam_gather(struct beam *b)
     uint32_t *pend = s->pending, *vlist = s->vlist;
     const size_t n = h->n;
     size_t nvis = s->nvis;
-    uint32_t cnt = link_count(h, l, 0), i, np = 0;
+    uint32_t cnt, i, np = 0;
+    if (b->lay)
+        return beam_lay(b);
+    cnt = link_count(h, l, 0);
     s->cnt.expanded++;
     s->cnt.links += cnt;
     s->cnt.link_lines += lines_of(l, cnt);
@@ -155,11 +265,9 @@ HNSW_INLINE int beam_score(struct beam *b)
     const struct hnsw *h = b->job->h;
     struct hnsw_scratch *s = b->s;
     const uint64_t *q = b->job->query;
-    struct bq_entry *pool = s->pool;
-    uint32_t *ch = s->cand_head, *rh = s->res_head, *pend = s->pending;
-    const size_t ef = b->ef;
-    size_t nr = b->nr, ncand = b->ncand;
-    uint32_t used = b->used, cmin = b->cmin, rmax = b->rmax, i;
+    const uint32_t *pend = s->pending;
+    struct bq Q = beam_queues(b);
+    uint32_t i;
     if (b->score) {
         /* the whole list's distances first (hnsw_score.c), then the queue
          * updates of the neighbours below the bound only, in list order:
@@ -171,36 +279,15 @@ HNSW_INLINE int beam_score(struct beam *b)
         uint32_t dist[HNSW_SCORE_MAX], base;
         for (base = 0; base < b->np; base += HNSW_SCORE_MAX) {
             uint32_t m = b->np - base < HNSW_SCORE_MAX ? b->np - base : HNSW_SCORE_MAX;
-            uint64_t mask = b->score(q, codes, pend + base, m, nr < ef ? all : rmax, dist);
+            uint64_t mask = b->score(q, codes, pend + base, m, Q.nr < Q.ef ? all : Q.rmax, dist);
             while (mask) {
-                uint32_t j = (uint32_t)__builtin_ctzll(mask), e = pend[base + j], d = dist[j];
+                uint32_t j = (uint32_t)__builtin_ctzll(mask);
                 mask &= mask - 1;
-                if (nr < ef || d < rmax) {
-                    pool[used].node = e;
-                    pool[used].next = ch[d];
-                    ch[d] = used++;
-                    ncand++;
-                    if (d < cmin)
-                        cmin = d;
-                    pool[used].node = e;
-                    pool[used].next = rh[d];
-                    rh[d] = used++;
-                    if (d > rmax) /* nr >= 1: the entry point is live */
-                        rmax = d;
-                    if (++nr > ef) {
-                        rh[rmax] = pool[rh[rmax]].next;
-                        nr--;
-                        while (rh[rmax] == NIL)
-                            rmax--;
-                    }
-                }
+                /* no deleted node on this path: the entry point is live */
+                bq_offer(&Q, pend[base + j], dist[j], h, 0);
             }
         }
-        b->nr = nr;
-        b->ncand = ncand;
-        b->used = used;
-        b->cmin = cmin;
-        b->rmax = rmax;
+        beam_queues_back(b, &Q);
         return BEAM_PICK;
     }
     if (b->fast) {
@@ -209,64 +296,17 @@ HNSW_INLINE int beam_score(struct beam *b)
         for (i = 0; i < b->np; i++) {
             uint32_t e = pend[i];
             const uint64_t *c = codes + 2 * (size_t)e;
-            uint32_t d = (uint32_t)(__builtin_popcountll(q0 ^ c[0]) +
-                                    __builtin_popcountll(q1 ^ c[1]));
-            if (nr < ef || d < rmax) {
-                pool[used].node = e;
-                pool[used].next = ch[d];
-                ch[d] = used++;
-                ncand++;
-                if (d < cmin)
-                    cmin = d;
-                pool[used].node = e;
-                pool[used].next = rh[d];
-                rh[d] = used++;
-                if (d > rmax) /* nr >= 1: the entry point is live */
-                    rmax = d;
-                if (++nr > ef) {
-                    rh[rmax] = pool[rh[rmax]].next;
-                    nr--;
-                    while (rh[rmax] == NIL)
-                        rmax--;
-                }
-            }
+            bq_offer(&Q, e,
+                     (uint32_t)(__builtin_popcountll(q0 ^ c[0]) +
+                                __builtin_popcountll(q1 ^ c[1])),
+                     h, 0);
         }
-        b->nr = nr;
-        b->ncand = ncand;
-        b->used = used;
-        b->cmin = cmin;
-        b->rmax = rmax;
+        beam_queues_back(b, &Q);
         return b->defer ? BEAM_PICK : beam_pick(b);
     }
-    for (i = 0; i < b->np; i++) {
-        uint32_t e = pend[i], d = dist_to(h, q, e);
-        if (nr < ef || d < rmax) {
-            pool[used].node = e;
-            pool[used].next = ch[d];
-            ch[d] = used++;
-            ncand++;
-            if (d < cmin)
-                cmin = d;
-            if (h->n_deleted && *del_ptr(h, e))
-                continue;
-            pool[used].node = e;
-            pool[used].next = rh[d];
-            rh[d] = used++;
-            if (d > rmax || nr == 0)
-                rmax = d;
-            if (++nr > ef) {
-                rh[rmax] = pool[rh[rmax]].next;
-                nr--;
-                while (rh[rmax] == NIL)
-                    rmax--;
-            }
-        }
-    }
-    b->nr = nr;
-    b->ncand = ncand;
-    b->used = used;
-    b->cmin = cmin;
-    b->rmax = rmax;
+    for (i = 0; i < b->np; i++)
+        bq_offer(&Q, pend[i], dist_to(h, q, pend[i]), h, h->n_deleted != 0);
+    beam_queues_back(b, &Q);
     return b->defer ? BEAM_PICK : beam_pick(b);
 }
 
@@ -452,6 +492,11 @@ HNSW_INLINE int beam_start(struct beam *b, struct hnsw_job *job, struct hnsw_scr
     if (b->fast && o->fast >= 2 && !b->listed)
         b->fast = 2; /* the branch-free loops (their bitmap is cleared whole) */
     b->score = b->fast && o->fast >= 3 ? score : NULL;
+    /* the code layout, where the graph has one, whatever else fast needs
+     * (it holds every code; deleted nodes are checked in its loop) */
+    b->lay = o->fast >= 3 && o->layout && h->lay != NULL && score != NULL;
+    if (b->lay)
+        b->score = score;
     b->ep = h->entry;
     b->epd = dist_to(h, job->query, b->ep);
     b->level = h->max_level;

@@ -75,6 +75,10 @@ void server_search_set_keep_workers(mess_server *s, int keep);
 #define SEARCH_WINDOW 256
 #define SEARCH_WINDOW_MAX 4096
 int server_search_set_by_shard(mess_server *s, unsigned window);
+/* Whether hnsw_search_many reads the graphs' code layout where built
+ * (1, default) or not (0): the benchmark's switch between the two on one
+ * handle, without building the layout again. */
+void server_search_set_read_layout(mess_server *s, int on);
 
 /* The defaults above, which server_alloc gives every handle (inline here
  * so that server_core.c, below server_search.c, needs nothing of it). */
@@ -86,6 +90,8 @@ static inline void server_search_opts_default(struct server_search_opts *o)
     o->copy_ahead = SERVER_COPY_AHEAD;
     o->payload_io = 1;
     o->group = SEARCH_GROUP;
+    o->many.layout = 1; /* read where built (o->layout) */
+    o->layout = MESS_LAYOUT_DEFAULT;
     o->keep_workers = 1;
     o->by_shard = SEARCH_WINDOW;
 }

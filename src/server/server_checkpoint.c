@@ -291,6 +291,11 @@ static int checkpoint_locked(mess_server *s, const struct store_manifest *fresh)
                 st->graph = g;
                 st->graph_map = gm;
                 st->graph_map_len = gl;
+                /* the code layout again on the new graph (the same lists;
+                 * without memory the shard searches without it, the same
+                 * results) */
+                if (s->search.layout == MESS_LAYOUT_CODES)
+                    hnsw_layout_build(g);
             }
             /* the change record restarts at the new base, mapped or (when
              * it cannot be mapped) the heap graph with the same content,

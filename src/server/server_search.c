@@ -81,6 +81,37 @@ int server_search_set_by_shard(mess_server *s, unsigned window)
     return MESS_OK;
 }
 
+void server_search_set_read_layout(mess_server *s, int on)
+{
+    s->search.many.layout = on != 0;
+}
+
+/* The layout on every held shard's graph (or none); a failure leaves
+ * none anywhere. */
+int mess_server_set_layout(mess_server *s, int layout)
+{
+    uint32_t j;
+    int rc = MESS_OK;
+    if (!s || (layout != MESS_LAYOUT_DEFAULT && layout != MESS_LAYOUT_CODES))
+        return MESS_EINVAL;
+    if (layout == MESS_LAYOUT_CODES && s->p.kappa != 128)
+        return MESS_EPARAM;
+    for (j = 0; j < s->p.shards && rc == MESS_OK; j++)
+        if (s->shards[j].graph) {
+            if (layout == MESS_LAYOUT_CODES)
+                rc = hnsw_layout_build(s->shards[j].graph);
+            else
+                hnsw_layout_drop(s->shards[j].graph);
+        }
+    if (rc != MESS_OK) {
+        for (j = 0; j < s->p.shards; j++)
+            hnsw_layout_drop(s->shards[j].graph);
+        layout = MESS_LAYOUT_DEFAULT;
+    }
+    s->search.layout = layout;
+    return rc;
+}
+
 static void prefetch_entry(const uint8_t *p, size_t bytes)
 {
 #if defined(__GNUC__)

@@ -133,6 +133,11 @@ struct server_search_opts {
      * a window searched in one shard's graph before the next shard;
      * 0 searches the batch in groups (`group` above), as before. */
     unsigned by_shard;
+    /* The graphs' code layout (mess_server_set_layout): MESS_LAYOUT_CODES
+     * builds one on every held shard's graph (hnsw_layout_build), which
+     * the index keeps up and a checkpoint's new mapping is given again;
+     * MESS_LAYOUT_DEFAULT (default) none. */
+    int layout;
 };
 
 struct mess_server {
