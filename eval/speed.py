@@ -138,12 +138,13 @@ def mess_build(tool, data, work, efc, threads, seed, keep=""):
 
 def recall_curve(a, tool, c, s, pools, work):
     """recall@10 of `mess query` at every pool on server s."""
-    q = os.path.join(work, "q.bvecs")
+    q, gt = os.path.join(work, "q.bvecs"), os.path.join(work, "gt.ivecs")
     write_vecs(q, read_vecs(os.path.join(a.data, "query.bvecs"))[: a.queries or None])
+    write_vecs(gt, read_vecs(os.path.join(a.data, "groundtruth.ivecs"))[: a.queries or None])
     rec = []
     for b in pools:
         j = run([tool, "query", "--client", c, "--server", s, q, "-k", "10",
-                 "--pool", str(b), "--gt", os.path.join(a.data, "groundtruth.ivecs")])
+                 "--pool", str(b), "--gt", gt])
         rec.append(j["recall"])
     return rec
 
