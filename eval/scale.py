@@ -93,6 +93,43 @@ def build(a, work):
     return j, c, s
 
 
+def plan(a, who, q, gt, pools):
+    """mess plan's curves (paper and conditional model, its search check on
+    --check-shards shards) on the first --plan-queries queries."""
+    t0 = time.perf_counter()
+    j = run([a.tool, "plan"] + who + ["--data", os.path.join(a.data, "base.bvecs"),
+             "--queries", q, "--gt", gt, "--sample", str(a.plan_queries),
+             "--pools", ",".join(str(b) for b in pools), "--threads", str(a.threads),
+             "--check-shards", str(a.check_shards), "--target", "0.95"])
+    out = {k: j.get(k) for k in ("curve_paper", "curve_conditional", "search_eff",
+                                 "pool", "queries", "check_shards")}
+    out["seconds"] = time.perf_counter() - t0
+    log("plan: %.1f s, pool for 0.95 %s" % (out["seconds"], j.get("pool")))
+    return out
+
+
+def cmd_plan(a):
+    """the planner alone on a set no server was built for: a client trained
+    here with the defaults (the fixed seed file), no measured curve."""
+    work = a.work or os.path.join(ROOT, "build", "scale", os.path.basename(a.data.rstrip("/")))
+    os.makedirs(work, exist_ok=True)
+    seed = os.path.join(work, "seed")
+    with open(seed, "w") as f:
+        f.write("5a" * 32 + "\n")
+    q, gt = os.path.join(work, "q.bvecs"), os.path.join(work, "gt.ivecs")
+    write_vecs(q, read_vecs(os.path.join(a.data, "query.bvecs"))[: a.queries])
+    write_vecs(gt, read_vecs(os.path.join(a.data, "groundtruth.ivecs"))[: a.queries])
+    out = {"data": a.data, "load_before": load_avg(), "queries": a.queries, "recall": None,
+           "n": os.path.getsize(os.path.join(a.data, "base.bvecs")) // (4 + 128),
+           "pools": [int(b) for b in a.pools.split(",")]}
+    out["plan"] = plan(a, ["--train", os.path.join(a.data, "learn.bvecs"), "--seed-file", seed],
+                       q, gt, out["pools"])
+    out["load_after"] = load_avg()
+    with open(a.out, "a") as f:
+        f.write(json.dumps(out) + "\n")
+    print(json.dumps(out))
+
+
 def cmd_curve(a):
     work = a.work or os.path.join(ROOT, "build", "scale", os.path.basename(a.data.rstrip("/")))
     os.makedirs(work, exist_ok=True)
@@ -130,15 +167,7 @@ def cmd_curve(a):
         e: [v["bytes_per_query"] + (b - 1500) * v["entry_bytes"] for b in pools]
         for e, v in out["info"]["encodings"].items()}
     if a.plan_queries:
-        t0 = time.perf_counter()
-        j = run([a.tool, "plan", "--client", c, "--data", os.path.join(a.data, "base.bvecs"),
-                 "--queries", q, "--gt", gt, "--sample", str(a.plan_queries),
-                 "--pools", ",".join(str(b) for b in pools), "--threads", str(a.threads),
-                 "--check-shards", str(a.check_shards), "--target", "0.95"])
-        out["plan"] = {k: j.get(k) for k in ("curve_paper", "curve_conditional", "search_eff",
-                                              "pool", "queries", "check_shards")}
-        out["plan"]["seconds"] = time.perf_counter() - t0
-        log("plan: %.1f s, pool for 0.95 %s" % (out["plan"]["seconds"], j.get("pool")))
+        out["plan"] = plan(a, ["--client", c], q, gt, pools)
     out["load_after"] = load_avg()
     with open(a.out, "a") as f:
         f.write(json.dumps(out) + "\n")
@@ -177,6 +206,8 @@ def cmd_report(a):
     print("|---|---|" + "---|" * (len(rows[0]["pools"]) + 5))
     fits = {t: [] for t in targets}
     for r in rows:
+        if r["recall"] is None:  # the planner alone (scale.py plan)
+            continue
         cells = []
         for t in targets:
             b = b_for(r["pools"], r["recall"], t)
@@ -190,7 +221,7 @@ def cmd_report(a):
             "-".join(r["load_before"][:1] + r["load_after"][:1])))
     print()
     print("server ms per query (one thread) per pool:")
-    for r in rows:
+    for r in [r for r in rows if r["recall"] is not None]:
         print("| %s | %s |" % ("{:,}".format(r["n"]),
                                " | ".join("%.2f" % x for x in r["server_ms"])))
     print()
@@ -204,13 +235,14 @@ def cmd_report(a):
             continue
         cur = r["plan"]["curve_conditional"]
         mb = b_for([p for p, _ in cur], [x for _, x in cur], 0.95)
-        meas = b_for(r["pools"], r["recall"], 0.95)
+        meas = r["recall"] and b_for(r["pools"], r["recall"], 0.95)
         ratio = None if mb is None or meas is None else meas / mb
         fitted = None if prev is None or mb is None else mb * prev
         print("| %s | %s | %s | %s | %s | %s |" % (
             "{:,}".format(r["n"]), r["plan"]["queries"], fmt(mb), fmt(meas),
             fmt(ratio, "%.2f"), fmt(fitted)))
-        prev = ratio
+        if ratio is not None:
+            prev = ratio
     print()
     for t in targets:
         pts = fits[t]
@@ -220,13 +252,18 @@ def cmd_report(a):
         x = np.log([p[0] for p in pts])
         y = np.log([p[1] for p in pts])
         slope, icpt = np.polyfit(x, y, 1)
-        ext = {n: math.exp(icpt + slope * math.log(n)) for n in (10 ** 7, 10 ** 8)}
+        sizes = (10 ** 6, 10 ** 7, 10 ** 8)
+        ext = {n: math.exp(icpt + slope * math.log(n)) for n in sizes}
         local = (y[-1] - y[-2]) / (x[-1] - x[-2])
-        ext_local = {n: pts[-1][1] * (n / pts[-1][0]) ** local for n in (10 ** 7, 10 ** 8)}
-        print("B for %.2f: log B = %.3f + %.3f log N over N = %s: 10M %.0f, 100M %.0f; "
-              "the last two prefixes alone (B ~ N^%.3f): 10M %.0f, 100M %.0f"
-              % (t, icpt, slope, ", ".join("{:,}".format(p[0]) for p in pts),
-                 ext[10 ** 7], ext[10 ** 8], local, ext_local[10 ** 7], ext_local[10 ** 8]))
+        ext_local = {n: pts[-1][1] * (n / pts[-1][0]) ** local for n in sizes}
+        print("B for %.2f: log B = %.3f + %.3f log N over N = %s; the last two prefixes "
+              "alone: B ~ N^%.3f" % (t, icpt, slope,
+                                     ", ".join("{:,}".format(p[0]) for p in pts), local))
+        last = [r for r in rows if r["recall"] is not None][-1]
+        for n in sizes:
+            print("  N %s: B %.0f (last two: %.0f), KB u8 / f32 %.0f / %.0f" % (
+                "{:,}".format(n), ext[n], ext_local[n], enc_bytes(last, "u8", ext[n]) / 1000,
+                enc_bytes(last, "f32", ext[n]) / 1000))
 
 
 def main():
@@ -244,10 +281,20 @@ def main():
     c.add_argument("--pools", default=POOLS)
     c.add_argument("--plan-queries", type=int, default=100, help="0: no mess plan")
     c.add_argument("--check-shards", type=int, default=2)
+    p = sub.add_parser("plan")
+    p.add_argument("--data", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--tool", default=os.path.join(ROOT, "build", "mess"))
+    p.add_argument("--work", default="")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--queries", type=int, default=1000)
+    p.add_argument("--pools", default=POOLS)
+    p.add_argument("--plan-queries", type=int, default=100)
+    p.add_argument("--check-shards", type=int, default=2)
     r = sub.add_parser("report")
     r.add_argument("results")
     a = ap.parse_args()
-    {"curve": cmd_curve, "report": cmd_report}[a.cmd](a)
+    {"curve": cmd_curve, "plan": cmd_plan, "report": cmd_report}[a.cmd](a)
 
 
 if __name__ == "__main__":
