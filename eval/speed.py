@@ -82,13 +82,21 @@ def cmd_data(a):
     print(json.dumps({"out": a.out, "n": len(base), "queries": len(query)}))
 
 
-def hnswlib_build(base, threads):
-    """wall and CPU seconds (all threads) of hnswlib's build."""
+def hnswlib_build(base, threads, chunks=1):
+    """wall and CPU seconds (all threads) of hnswlib's build; with chunks > 1
+    add_items runs on that many slices in turn and prints each one's
+    time, so a build stopped part way still tells its rate."""
     import hnswlib
     t0, c0 = time.perf_counter(), time.process_time()
     idx = hnswlib.Index(space="l2", dim=base.shape[1])
     idx.init_index(max_elements=base.shape[0], M=16, ef_construction=300, random_seed=1)
-    idx.add_items(base, np.arange(base.shape[0]), num_threads=threads)
+    cut = np.linspace(0, base.shape[0], chunks + 1).astype(int)
+    for lo, hi in zip(cut[:-1], cut[1:]):
+        idx.add_items(base[lo:hi], np.arange(lo, hi), num_threads=threads)
+        if chunks > 1:
+            print("  hnswlib: %d items added, %.1f s wall, %.1f s CPU, load %s"
+                  % (hi, time.perf_counter() - t0, time.process_time() - c0,
+                     " ".join(load_avg())), flush=True)
     return time.perf_counter() - t0, time.process_time() - c0
 
 
@@ -105,8 +113,12 @@ def run(cmd):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def mess_build(tool, data, work, efc, threads, seed):
+def mess_build(tool, data, work, efc, threads, seed, keep=""):
+    """a server built in work (or, with keep, in keep and keep.client, with a
+    production client: no seed, so queries never rewrite its file)."""
     c, s = os.path.join(work, "c"), os.path.join(work, "s")
+    if keep:
+        c, s = keep + ".client", keep
     for p in (c, s):
         if os.path.isdir(p):
             shutil.rmtree(p)
@@ -114,7 +126,7 @@ def mess_build(tool, data, work, efc, threads, seed):
             os.remove(p)
     subprocess.run([tool, "init", "--client", c, "--server", s, "--train",
                     os.path.join(data, "learn.bvecs"), "--ef-construction", str(efc),
-                    "--seed-file", seed, "--threads", str(threads)],
+                    "--threads", str(threads)] + ([] if keep else ["--seed-file", seed]),
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0, c0 = time.perf_counter(), child_cpu()
     j = run([tool, "insert", "--client", c, "--server", s, "--threads", str(threads),
@@ -126,12 +138,13 @@ def mess_build(tool, data, work, efc, threads, seed):
 
 def recall_curve(a, tool, c, s, pools, work):
     """recall@10 of `mess query` at every pool on server s."""
-    q = os.path.join(work, "q.bvecs")
+    q, gt = os.path.join(work, "q.bvecs"), os.path.join(work, "gt.ivecs")
     write_vecs(q, read_vecs(os.path.join(a.data, "query.bvecs"))[: a.queries or None])
+    write_vecs(gt, read_vecs(os.path.join(a.data, "groundtruth.ivecs"))[: a.queries or None])
     rec = []
     for b in pools:
         j = run([tool, "query", "--client", c, "--server", s, q, "-k", "10",
-                 "--pool", str(b), "--gt", os.path.join(a.data, "groundtruth.ivecs")])
+                 "--pool", str(b), "--gt", gt])
         rec.append(j["recall"])
     return rec
 
@@ -148,6 +161,8 @@ def cmd_build(a):
     base = read_vecs(os.path.join(a.data, "base.bvecs")).astype(np.float32)
     print("load average before: %s" % " ".join(load_avg()), flush=True)
     variants = [("hnswlib", None)] + [(t, e) for e in efcs for t in tools]
+    if a.mess_first:
+        variants = variants[1:] + variants[:1]
     times = {v: [] for v in variants}
     parts = {}
     recalls = {}
@@ -155,10 +170,11 @@ def cmd_build(a):
         order = variants[r % len(variants):] + variants[: r % len(variants)]
         for v in order:
             if v[0] == "hnswlib":
-                t, cpu = hnswlib_build(base, a.threads)
+                t, cpu = hnswlib_build(base, a.threads, a.chunks)
                 parts.setdefault(v, []).append({"cpu_s": cpu})
             else:
-                j, c, s = mess_build(v[0], a.data, work, v[1], a.threads, seed)
+                keep = a.keep if r == 0 and v == (tools[0], efcs[0]) else ""
+                j, c, s = mess_build(v[0], a.data, work, v[1], a.threads, seed, keep)
                 t = j["wall_s"]
                 parts.setdefault(v, []).append(j)
                 if r == 0 and v[0] == tools[0] and pools:
@@ -176,7 +192,7 @@ def cmd_build(a):
     print("| tool | efC | insert s wall (best) | client s | server s | CPU s (best) "
           "| wall / hnswlib | CPU / hnswlib |")
     print("|---|---|---|---|---|---|---|---|")
-    for v in variants[1:]:
+    for v in [v for v in variants if v[0] != "hnswlib"]:
         best = min(range(len(times[v])), key=lambda i: times[v][i])
         j = parts[v][best]
         cpu = min(p["cpu_s"] for p in parts[v])
@@ -215,6 +231,13 @@ def main():
     b.add_argument("--rounds", type=int, default=1)
     b.add_argument("--work", default="")
     b.add_argument("--no-recall", action="store_true", help="times only")
+    b.add_argument("--mess-first", action="store_true",
+                   help="the first round builds with mess before hnswlib")
+    b.add_argument("--chunks", type=int, default=1,
+                   help="hnswlib's add_items in this many slices, each timed")
+    b.add_argument("--keep", default="",
+                   help="the first round's build of the first tool and efC goes to "
+                   "KEEP and KEEP.client (production client) and stays")
     a = ap.parse_args()
     {"data": cmd_data, "build": cmd_build}[a.cmd](a)
 
