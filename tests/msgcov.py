@@ -111,7 +111,6 @@ KNOWN_GAPS = [
     "query: <reason>", "client request: <reason>", "server search: <reason>",
     "client finish: <reason>", "delete: <reason>", "PATH: <reason> (compact)",
     "cannot train the client: <reason>",
-    "training a candidate's hashes: <reason>",
     "bench batch: build: <reason>", "PATH: <reason> (bench batch)",
 ]
 
