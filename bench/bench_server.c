@@ -75,22 +75,6 @@ static const char help[] =
     "  --chase-mib N  buffer of the pointer chase (default: the bytes of the\n"
     "                 shards' codes and layer-0 link lists, the search's footprint)\n";
 
-static int parse_ulist(const char *s, unsigned *out, size_t max, size_t *n)
-{
-    *n = 0;
-    while (s && *s) {
-        char *end;
-        unsigned long v = strtoul(s, &end, 10);
-        if (end == s || *n == max)
-            return -1;
-        out[(*n)++] = (unsigned)v;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
-            return -1;
-    }
-    return *n ? 0 : -1;
-}
-
 /* ---- machine rates ------------------------------------------------------ */
 
 static uint64_t rng_next(uint64_t *s)
@@ -375,18 +359,18 @@ int bench_server(int argc, char **argv)
     layout_list = cli_opt(&a, "--layout");
     if (!python)
         python = "/usr/bin/python3";
-    if (parse_ulist(cli_opt(&a, "--widths") ? cli_opt(&a, "--widths") : "0,8", widths,
+    if (cli_parse_ulist(cli_opt(&a, "--widths") ? cli_opt(&a, "--widths") : "0,8", widths,
                     MAXV, &nw) ||
-        parse_ulist(cli_opt(&a, "--threads") ? cli_opt(&a, "--threads") : "1,2", threads,
+        cli_parse_ulist(cli_opt(&a, "--threads") ? cli_opt(&a, "--threads") : "1,2", threads,
                     MAXV, &nt) ||
-        parse_ulist(cli_opt(&a, "--batch-threads") ? cli_opt(&a, "--batch-threads") : "1,2",
+        cli_parse_ulist(cli_opt(&a, "--batch-threads") ? cli_opt(&a, "--batch-threads") : "1,2",
                     bthreads, MAXV, &nbt) ||
-        parse_ulist(cli_opt(&a, "--ahead") ? cli_opt(&a, "--ahead") : "0,4", aheads, MAXV,
+        cli_parse_ulist(cli_opt(&a, "--ahead") ? cli_opt(&a, "--ahead") : "0,4", aheads, MAXV,
                     &na) ||
-        parse_ulist(cli_opt(&a, "--keep") ? cli_opt(&a, "--keep") : "1", keeps, 2, &nk) ||
-        parse_ulist(cli_opt(&a, "--fast") ? cli_opt(&a, "--fast") : "3", fasts, 4, &nf) ||
+        cli_parse_ulist(cli_opt(&a, "--keep") ? cli_opt(&a, "--keep") : "1", keeps, 2, &nk) ||
+        cli_parse_ulist(cli_opt(&a, "--fast") ? cli_opt(&a, "--fast") : "3", fasts, 4, &nf) ||
         (cli_opt(&a, "--popcount") &&
-         parse_ulist(cli_opt(&a, "--popcount"), pops, 3, &npop))) {
+         cli_parse_ulist(cli_opt(&a, "--popcount"), pops, 3, &npop))) {
         cli_error("bad --widths, --threads, --ahead, --keep, --fast, --popcount or "
                   "--batch-threads list");
         return CLI_USAGE;

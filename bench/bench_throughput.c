@@ -57,20 +57,6 @@ static const char help[] =
     "2 threads in the same invocation (scripts/hnswlib_ref.py, --python P,\n"
     "default /usr/bin/python3; --hnswlib-index F keeps its index in F).\n";
 
-static int parse_list(const char *s, unsigned *out, size_t max, size_t *n)
-{
-    *n = 0;
-    while (s && *s) {
-        char *end;
-        unsigned long v = strtoul(s, &end, 10);
-        if (end == s || *n == max || (*end && *end != ','))
-            return -1;
-        out[(*n)++] = (unsigned)v;
-        s = *end == ',' ? end + 1 : end;
-    }
-    return *n ? 0 : -1;
-}
-
 /* Seconds summed over a run's batches: request, search per mode, finish. */
 struct phase {
     double cpu, wall;
@@ -280,11 +266,11 @@ int bench_throughput(int argc, char **argv)
     want_hnswlib = cli_flag(&a, "--hnswlib");
     if (!python)
         python = "/usr/bin/python3";
-    if (parse_list(cli_opt(&a, "--batches") ? cli_opt(&a, "--batches") : "1,16,64,256",
+    if (cli_parse_ulist(cli_opt(&a, "--batches") ? cli_opt(&a, "--batches") : "1,16,64,256",
                    batches, MAXL, &nb) ||
-        parse_list(cli_opt(&a, "--threads") ? cli_opt(&a, "--threads") : "1,2", threads,
+        cli_parse_ulist(cli_opt(&a, "--threads") ? cli_opt(&a, "--threads") : "1,2", threads,
                    MAXL, &nt) ||
-        parse_list(cli_opt(&a, "--windows") ? cli_opt(&a, "--windows") : "256,0", windows,
+        cli_parse_ulist(cli_opt(&a, "--windows") ? cli_opt(&a, "--windows") : "256,0", windows,
                    MAXL, &nwin)) {
         cli_error("bad --batches, --threads or --windows list");
         return CLI_USAGE;

@@ -3,6 +3,7 @@
  * range-checked; an unknown or malformed option is an error, never ignored.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -439,6 +440,25 @@ int cli_parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t **out,
     *out = v;
     *n = k;
     return 0;
+}
+
+int cli_parse_ulist(const char *s, unsigned *out, size_t max, size_t *n)
+{
+    *n = 0;
+    while (s && *s) {
+        char *end;
+        unsigned long v;
+        if (*s < '0' || *s > '9') /* strtoul would take a sign or spaces */
+            return -1;
+        errno = 0;
+        v = strtoul(s, &end, 10);
+        if (errno || v > UINT_MAX || *n == max || (*end && *end != ',') ||
+            (*end == ',' && !end[1]))
+            return -1;
+        out[(*n)++] = (unsigned)v;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return *n ? 0 : -1;
 }
 
 int cli_parse_grid(struct cli_args *a, const char *name, const char *def,

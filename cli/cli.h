@@ -179,6 +179,10 @@ const char *cli_payload_name(uint32_t payload);
  * commas, into a malloc'd array; -1 if malformed or out of range. */
 int cli_parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t **out,
                    size_t *n);
+/* "a,b,c": one to `max` decimal integers in [0, UINT_MAX] separated by
+ * single commas, into out[0..*n); -1 if malformed, out of range or longer:
+ * the value lists of the bench commands. */
+int cli_parse_ulist(const char *s, unsigned *out, size_t max, size_t *n);
 /* Option `name` (def when absent) by cli_parse_list, with a message naming
  * the option and the range on failure (-1): the --grid-* lists of mess plan
  * --target-recall and mess init --target-recall. */
