@@ -872,6 +872,17 @@ static int search_by_shard(const mess_server *s, const uint8_t *const *reqs,
     return rc;
 }
 
+/* The all-or-nothing batch's failure: no response is returned. */
+static void drop_responses(uint8_t **resps, size_t *resp_lens, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        free(resps[i]);
+        resps[i] = NULL;
+        resp_lens[i] = 0;
+    }
+}
+
 int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
                              const size_t *req_lens, size_t n,
                              mess_workers *w, uint8_t **resps,
@@ -908,11 +919,7 @@ int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
         if (!status) {
             free(st);
             if (rc != MESS_OK)
-                for (i = 0; i < n; i++) {
-                    free(resps[i]);
-                    resps[i] = NULL;
-                    resp_lens[i] = 0;
-                }
+                drop_responses(resps, resp_lens, n);
         }
         return rc;
     }
@@ -938,10 +945,6 @@ int mess_server_search_batch(const mess_server *s, const uint8_t *const *reqs,
         return rc;
     }
     if (rc != MESS_OK)
-        for (i = 0; i < n; i++) {
-            free(resps[i]);
-            resps[i] = NULL;
-            resp_lens[i] = 0;
-        }
+        drop_responses(resps, resp_lens, n);
     return rc;
 }
