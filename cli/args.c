@@ -472,3 +472,82 @@ int cli_parse_grid(struct cli_args *a, const char *name, const char *def,
     }
     return 0;
 }
+
+int cli_grid_read(struct cli_args *a, const char *const def[4], struct cli_grid *g)
+{
+    const char *plist = cli_opt(a, "--pools");
+    uint64_t *gm = NULL, *gt = NULL, *gk = NULL, *pl = NULL;
+    size_t ngm = 0, ngt = 0, ngk = 0, npl = 0, i;
+    int rc = CLI_USAGE;
+    memset(g, 0, sizeof *g);
+    if (cli_parse_grid(a, "--grid-shards", def[0], 1, MESS_MAX_SHARDS, &gm, &ngm) ||
+        cli_parse_grid(a, "--grid-per-item", def[1], 1, MESS_MAX_SHARDS, &gt, &ngt) ||
+        cli_parse_grid(a, "--grid-bits", def[2], 64, MESS_PLAN_MAX_CONDITIONAL_BITS, &gk,
+                       &ngk))
+        goto done;
+    for (i = 0; i < ngk; i++)
+        if (gk[i] % 64) {
+            cli_error("--grid-bits: %llu is not a multiple of 64", (unsigned long long)gk[i]);
+            goto done;
+        }
+    if (cli_parse_list(plist ? plist : def[3], 1, (uint64_t)MESS_MAX_BUDGET * 16, &pl,
+                       &npl) != 0) {
+        cli_error("--pools: expected a comma list of pools B >= 1");
+        goto done;
+    }
+    g->v = (uint32_t *)malloc((ngm + ngt + ngk) * sizeof *g->v);
+    g->pools = (size_t *)malloc(npl * sizeof *g->pools);
+    if (!g->v || !g->pools) {
+        cli_error("out of memory");
+        cli_grid_free(g);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    for (i = 0; i < ngm; i++)
+        g->v[i] = (uint32_t)gm[i];
+    for (i = 0; i < ngt; i++)
+        g->v[ngm + i] = (uint32_t)gt[i];
+    for (i = 0; i < ngk; i++)
+        g->v[ngm + ngt + i] = (uint32_t)gk[i];
+    for (i = 0; i < npl; i++)
+        g->pools[i] = (size_t)pl[i];
+    g->nm = ngm, g->nt = ngt, g->nk = ngk, g->npools = npl;
+    rc = CLI_OK;
+done:
+    free(gm);
+    free(gt);
+    free(gk);
+    free(pl);
+    return rc;
+}
+
+void cli_grid_input(const struct cli_grid *g, struct mess_plan_choose_in *in)
+{
+    in->grid_shards = g->v;
+    in->n_grid_shards = g->nm;
+    in->grid_per_item = g->v + g->nm;
+    in->n_grid_per_item = g->nt;
+    in->grid_bits = g->v + g->nm + g->nt;
+    in->n_grid_bits = g->nk;
+    in->pools = g->pools;
+    in->npools = g->npools;
+}
+
+int cli_grid_check_training(const struct cli_grid *g, const char *train, size_t ntrain,
+                            const mess_params *p)
+{
+    mess_params big = *p;
+    size_t i;
+    for (i = 0; i < g->nk; i++)
+        if (g->v[g->nm + g->nt + i] > big.kappa || i == 0)
+            big.kappa = g->v[g->nm + g->nt + i];
+    return cli_check_training(train, ntrain, &big);
+}
+
+void cli_grid_free(struct cli_grid *g)
+{
+    free(g->v);
+    free(g->pools);
+    g->v = NULL;
+    g->pools = NULL;
+}

@@ -188,6 +188,25 @@ int cli_parse_ulist(const char *s, unsigned *out, size_t max, size_t *n);
  * --target-recall and mess init --target-recall. */
 int cli_parse_grid(struct cli_args *a, const char *name, const char *def, uint64_t lo,
                    uint64_t hi, uint64_t **v, size_t *n);
+/* The candidates of a configuration search (mess plan --target-recall,
+ * mess init --target-recall): --grid-shards, --grid-per-item, --grid-bits
+ * (multiples of 64) and --pools, `def` their defaults in that order. */
+struct cli_grid {
+    uint32_t *v; /* M values, then t values, then kappa values */
+    size_t nm, nt, nk;
+    size_t *pools;
+    size_t npools;
+};
+/* Reads the four lists; CLI_USAGE (said) for a bad list, CLI_FAIL when out
+ * of memory; on failure *g holds nothing to free. */
+int cli_grid_read(struct cli_args *a, const char *const def[4], struct cli_grid *g);
+/* The grid and pools fields of a mess_plan_choose input. */
+void cli_grid_input(const struct cli_grid *g, struct mess_plan_choose_in *in);
+/* cli_check_training for the grid's largest kappa: the training set must
+ * determine its subspace.  -1 (said) if it cannot. */
+int cli_grid_check_training(const struct cli_grid *g, const char *train, size_t ntrain,
+                            const mess_params *p);
+void cli_grid_free(struct cli_grid *g);
 
 /* memory.c: this process's resident bytes from /proc/self/smaps: all
  * (rss) and of them anonymous (anon: private memory, a mapped graph's

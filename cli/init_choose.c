@@ -62,15 +62,14 @@ int cli_init_choose(struct cli_args *a, const char *train, int payload_named,
 {
     static const char *const fixed[] = {"--shards", "--per-item", "--bits", "--p-store",
                                         "--p-query", "--p-prr", "--p-irr", NULL};
+    static const char *const grid_defaults[4] = {INIT_GRID_SHARDS, INIT_GRID_PER_ITEM,
+                                                 INIT_GRID_BITS, INIT_POOLS};
     const char *spath = cli_opt(a, "--sample"), *qpath = cli_opt(a, "--queries");
-    const char *plist = cli_opt(a, "--pools");
     double target, max_bytes, lim[4], x, y, ycap, z;
     long k, holdout, check_shards;
     float *tr = NULL, *sample = NULL, *queries = NULL;
-    size_t ntr, trdim, n, dim, nq = 0, qdim, npl = 0, i;
-    uint64_t *pl = NULL, *gm = NULL, *gt = NULL, *gk = NULL;
-    uint32_t *grid = NULL;
-    size_t *pools = NULL, ngm = 0, ngt = 0, ngk = 0;
+    size_t ntr, trdim, n, dim, nq = 0, qdim, i;
+    struct cli_grid g = {NULL, 0, 0, 0, NULL, 0};
     struct mess_plan_choose_in in;
     mess_plan_choice ch;
     int rc = CLI_USAGE;
@@ -101,37 +100,8 @@ int cli_init_choose(struct cli_args *a, const char *train, int payload_named,
                   "those to be stored, ideally as many (see --help)");
         return CLI_USAGE;
     }
-    if (cli_parse_grid(a, "--grid-shards", INIT_GRID_SHARDS, 1, MESS_MAX_SHARDS, &gm, &ngm) ||
-        cli_parse_grid(a, "--grid-per-item", INIT_GRID_PER_ITEM, 1, MESS_MAX_SHARDS, &gt,
-                       &ngt) ||
-        cli_parse_grid(a, "--grid-bits", INIT_GRID_BITS, 64, MESS_PLAN_MAX_CONDITIONAL_BITS,
-                       &gk, &ngk))
+    if ((rc = cli_grid_read(a, grid_defaults, &g)) != CLI_OK)
         goto done;
-    for (i = 0; i < ngk; i++)
-        if (gk[i] % 64) {
-            cli_error("--grid-bits: %llu is not a multiple of 64", (unsigned long long)gk[i]);
-            goto done;
-        }
-    if (cli_parse_list(plist ? plist : INIT_POOLS, 1, (uint64_t)MESS_MAX_BUDGET * 16, &pl,
-                       &npl) != 0) {
-        cli_error("--pools: expected a comma list of pools B >= 1");
-        goto done;
-    }
-    rc = CLI_FAIL;
-    pools = (size_t *)malloc(npl * sizeof *pools);
-    grid = (uint32_t *)malloc((ngm + ngt + ngk) * sizeof *grid);
-    if (!pools || !grid) {
-        cli_error("out of memory");
-        goto done;
-    }
-    for (i = 0; i < npl; i++)
-        pools[i] = (size_t)pl[i];
-    for (i = 0; i < ngm; i++)
-        grid[i] = (uint32_t)gm[i];
-    for (i = 0; i < ngt; i++)
-        grid[ngm + i] = (uint32_t)gt[i];
-    for (i = 0; i < ngk; i++)
-        grid[ngm + ngt + i] = (uint32_t)gk[i];
     if ((rc = cli_read_vectors(train, "training file", &tr, &ntr, &trdim)) != CLI_OK ||
         (rc = cli_read_vectors(spath, "--sample", &sample, &n, &dim)) != CLI_OK ||
         (qpath && (rc = cli_read_vectors(qpath, "--queries", &queries, &nq, &qdim)) != CLI_OK))
@@ -158,14 +128,8 @@ int cli_init_choose(struct cli_args *a, const char *train, int payload_named,
         goto done;
     }
     p->dim = (uint32_t)dim;
-    {   /* the training set must determine the largest kappa's subspace */
-        mess_params big = *p;
-        for (i = 0; i < ngk; i++)
-            if (gk[i] > big.kappa || i == 0)
-                big.kappa = (uint32_t)gk[i];
-        if (cli_check_training(train, ntr, &big))
-            goto done;
-    }
+    if (cli_grid_check_training(&g, train, ntr, p))
+        goto done;
     cli_norm_hint(spath, "sample", sample, n, dim, p->metric);
     printf("choosing from '%s': %zu items, %zu %s queries, ", spath, n, nq,
            qpath ? "given" : "held-out");
@@ -192,14 +156,7 @@ int cli_init_choose(struct cli_args *a, const char *train, int payload_named,
     in.max_xi_query = y;
     in.max_xi_cap = ycap;
     in.max_xi_shard = z;
-    in.grid_shards = grid;
-    in.n_grid_shards = ngm;
-    in.grid_per_item = grid + ngm;
-    in.n_grid_per_item = ngt;
-    in.grid_bits = grid + ngm + ngt;
-    in.n_grid_bits = ngk;
-    in.pools = pools;
-    in.npools = npl;
+    cli_grid_input(&g, &in);
     in.check_shards = (uint32_t)check_shards;
     in.check_queries = 100;
     in.choose_payload = !payload_named;
@@ -213,7 +170,7 @@ int cli_init_choose(struct cli_args *a, const char *train, int payload_named,
             cli_error("no configuration reaches Recall@%ld %.4g on this sample at the pools "
                       "tried (up to B %zu) within the privacy limits: the best reachable is "
                       "%.4f (M %u, t %u, kappa %u, %s payload, %.0f bytes per query); ask for "
-                      "less, or give --max-bytes", k, target, pools[npl - 1], b->recall,
+                      "less, or give --max-bytes", k, target, g.pools[g.npools - 1], b->recall,
                       b->shards, b->per_item, b->bits, cli_payload_name(b->payload),
                       b->bytes);
         else
@@ -245,12 +202,7 @@ int cli_init_choose(struct cli_args *a, const char *train, int payload_named,
     *predicted = ch.best.recall;
     rc = CLI_OK;
 done:
-    free(gm);
-    free(gt);
-    free(gk);
-    free(grid);
-    free(pl);
-    free(pools);
+    cli_grid_free(&g);
     mess_vecs_free(tr);
     mess_vecs_free(sample);
     if (qpath)

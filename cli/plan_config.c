@@ -145,17 +145,18 @@ static void print_cand(const mess_plan_candidate *c, const double *curve,
 
 int cli_plan_configs(int argc, char **argv)
 {
+    static const char *const grid_defaults[4] = {
+        "16,32,64", "4,8,16", "64,128,256", "250,500,750,1000,1250,1500,2000,2500,3000,4000"};
     static const char *const grid_set[] = {"--shards", "--per-item", "--bits",
                                            "--p-store", "--p-query", "--p-prr",
                                            "--p-irr", "--client", NULL};
     struct cli_args a;
-    const char *tpath, *dpath, *qpath, *gpath, *plist;
+    const char *tpath, *dpath, *qpath, *gpath;
     double target, x, y, ycap, z, lim[4];
     long k, sample, threads, ef_search, check_shards, check_queries;
-    uint64_t *gm = NULL, *gt_ = NULL, *gk = NULL, *pl = NULL;
-    uint32_t *grid = NULL;
-    size_t ngm, ngt, ngk, npl = 0, i, j, best = (size_t)-1;
-    size_t *pools = NULL, n, dim, nq, qdim, ntr, trdim, gn, gkk;
+    struct cli_grid g = {NULL, 0, 0, 0, NULL, 0};
+    size_t i, j, best = (size_t)-1;
+    size_t n, dim, nq, qdim, ntr, trdim, gn, gkk;
     float *train = NULL, *data = NULL, *queries = NULL;
     int32_t *gt = NULL;
     uint32_t *truth = NULL;
@@ -184,7 +185,6 @@ int cli_plan_configs(int argc, char **argv)
     dpath = cli_opt(&a, "--data");
     qpath = cli_opt(&a, "--queries");
     gpath = cli_opt(&a, "--gt");
-    plist = cli_opt(&a, "--pools");
     payload_named = cli_opt(&a, "--payload") != NULL;
     if (cli_opt_double(&a, "--target-recall", 1e-9, 1.0 - 1e-9, 0.9, &target) ||
         cli_opt_double(&a, "--max-xi", 1e-9, 1e9, lim[0], &x) ||
@@ -203,41 +203,17 @@ int cli_plan_configs(int argc, char **argv)
     /* byte data: the bytes of u8 payloads, which mess init chooses for it */
     if (!payload_named && dpath && cli_has_suffix(dpath, ".bvecs"))
         base.payload = MESS_PAYLOAD_U8;
-    if (cli_parse_grid(&a, "--grid-shards", "16,32,64", 1, MESS_MAX_SHARDS, &gm, &ngm) ||
-        cli_parse_grid(&a, "--grid-per-item", "4,8,16", 1, MESS_MAX_SHARDS, &gt_, &ngt) ||
-        cli_parse_grid(&a, "--grid-bits", "64,128,256", 64, MESS_PLAN_MAX_CONDITIONAL_BITS,
-                   &gk, &ngk) ||
-        cli_parse_list(plist ? plist : "250,500,750,1000,1250,1500,2000,2500,3000,4000", 1,
-                       (uint64_t)MESS_MAX_BUDGET * 16, &pl, &npl) != 0 ||
-        cli_check_unused(&a)) {
-        if (plist && !pl)
-            cli_error("--pools: expected a comma list of pools B >= 1");
+    if ((rc = cli_grid_read(&a, grid_defaults, &g)) != CLI_OK)
+        goto done;
+    if (cli_check_unused(&a)) {
         rc = CLI_USAGE;
         goto done;
     }
-    for (i = 0; i < ngk; i++)
-        if (gk[i] % 64) {
-            cli_error("--grid-bits: %llu is not a multiple of 64", (unsigned long long)gk[i]);
-            rc = CLI_USAGE;
-            goto done;
-        }
     if (!tpath || !dpath || !qpath) {
         cli_error("plan --target-recall needs --train, --data and --queries (see --help)");
         rc = CLI_USAGE;
         goto done;
     }
-    pools = (size_t *)malloc(npl * sizeof *pools);
-    grid = (uint32_t *)malloc((ngm + ngt + ngk) * sizeof *grid);
-    if (!pools || !grid)
-        goto oom;
-    for (i = 0; i < npl; i++)
-        pools[i] = (size_t)pl[i];
-    for (i = 0; i < ngm; i++)
-        grid[i] = (uint32_t)gm[i];
-    for (i = 0; i < ngt; i++)
-        grid[ngm + i] = (uint32_t)gt_[i];
-    for (i = 0; i < ngk; i++)
-        grid[ngm + ngt + i] = (uint32_t)gk[i];
     if ((rc = cli_read_vectors(tpath, "training file", &train, &ntr, &trdim)) != CLI_OK ||
         (rc = cli_read_vectors(dpath, "--data", &data, &n, &dim)) != CLI_OK ||
         (rc = cli_read_vectors(qpath, "--queries", &queries, &nq, &qdim)) != CLI_OK)
@@ -280,14 +256,8 @@ int cli_plan_configs(int argc, char **argv)
             }
     }
     base.dim = (uint32_t)dim;
-    {   /* the training set must determine the largest kappa's subspace */
-        mess_params big = base;
-        for (i = 0; i < ngk; i++)
-            if (gk[i] > big.kappa || i == 0)
-                big.kappa = (uint32_t)gk[i];
-        if (cli_check_training(tpath, ntr, &big))
-            goto done;
-    }
+    if (cli_grid_check_training(&g, tpath, ntr, &base))
+        goto done;
     printf("configurations at xi_store <= %.4g, xi_query <= %.4g, xi_cap <= %.4g, "
            "xi_shard <= %.4g (per 1/128 of the code); target Recall@%ld %.4g over %zu "
            "queries, %zu items\n", x, y, ycap, z, k, target, nq, n);
@@ -309,21 +279,14 @@ int cli_plan_configs(int argc, char **argv)
     in.max_xi_query = y;
     in.max_xi_cap = ycap;
     in.max_xi_shard = z;
-    in.grid_shards = grid;
-    in.n_grid_shards = ngm;
-    in.grid_per_item = grid + ngm;
-    in.n_grid_per_item = ngt;
-    in.grid_bits = grid + ngm + ngt;
-    in.n_grid_bits = ngk;
-    in.pools = pools;
-    in.npools = npl;
+    cli_grid_input(&g, &in);
     in.check_shards = (uint32_t)check_shards;
     in.check_queries = (uint32_t)check_queries;
     in.threads = (uint32_t)threads;
     in.seed = have_seed ? seed : NULL;
     in.on_candidate = keep_candidate;
     in.ctx = &cs;
-    cs.npl = npl;
+    cs.npl = g.npools;
     rc = mess_plan_choose(&in, &ch);
     if (cs.oom)
         goto oom;
@@ -352,12 +315,12 @@ int cli_plan_configs(int argc, char **argv)
     if (best == (size_t)-1)
         printf("null");
     else
-        print_cand(&cs.c[best], cs.curves + best * npl, pools, npl);
+        print_cand(&cs.c[best], cs.curves + best * g.npools, g.pools, g.npools);
     printf(",\"candidates\":[");
     for (i = 0; i < cs.n; i++) {
         if (i)
             putchar(',');
-        print_cand(&cs.c[i], cs.curves + i * npl, pools, npl);
+        print_cand(&cs.c[i], cs.curves + i * g.npools, g.pools, g.npools);
     }
     printf("]}\n");
     rc = CLI_OK;
@@ -368,12 +331,7 @@ oom:
 done:
     free(cs.c);
     free(cs.curves);
-    free(gm);
-    free(gt_);
-    free(gk);
-    free(grid);
-    free(pl);
-    free(pools);
+    cli_grid_free(&g);
     mess_vecs_free(train);
     mess_vecs_free(data);
     mess_vecs_free(queries);
