@@ -34,9 +34,7 @@ import argparse
 import json
 import math
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import time
 
@@ -44,26 +42,9 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "eval"))
-from speed import read_vecs, write_vecs  # noqa: E402
+from speed import child_cpu, load_avg, read_vecs, run, write_vecs  # noqa: E402
 
 POOLS = "250,500,750,1000,1500,2000,3000,4000,6000"
-
-
-def load_avg():
-    return open("/proc/loadavg").read().split()[:3]
-
-
-def child_cpu():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def run(cmd):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if r.returncode != 0:
-        sys.stderr.write(r.stderr)
-        raise SystemExit("failed: %s" % " ".join(cmd))
-    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def log(msg):
