@@ -42,6 +42,7 @@ static const char help[] =
     "                             [--pool B] [--ef-search E] [--batches LIST]\n"
     "                             [--threads LIST] [--windows LIST] [--rounds R]\n"
     "                             [--hnswlib] [--hnswlib-index F] [--python P]\n"
+    "                             [--layout L]\n"
     "\n"
     "Both roles in throughput mode on directory S (client S.client unless\n"
     "--client) for the first Q queries of DIR (1000) at pool B (1500): in\n"
@@ -55,7 +56,9 @@ static const char help[] =
     "the codes scored per query.  --ef-search E: the server's beam floor for\n"
     "the run (default its own).  --hnswlib: hnswlib's batch knn_query on 1 and\n"
     "2 threads in the same invocation (scripts/hnswlib_ref.py, --python P,\n"
-    "default /usr/bin/python3; --hnswlib-index F keeps its index in F).\n";
+    "default /usr/bin/python3; --hnswlib-index F keeps its index in F).\n"
+    "--layout L: the server's search layout, default or codes\n"
+    "(mess_server_set_layout, built before the runs).\n";
 
 /* Seconds summed over a run's batches: request, search per mode, finish. */
 struct phase {
@@ -248,7 +251,7 @@ int bench_throughput(int argc, char **argv)
     uint64_t *gt = NULL;
     double codes = 0, expanded = 0, recall = 0, best_search[MAXL], best_all[MAXL];
     double all_hits = 0, all_answers = 0;
-    int rc, want_hnswlib, said = 0;
+    int rc, want_hnswlib, said = 0, layout;
     FILE *json = NULL;
     char *jbuf = NULL;
     size_t jlen = 0;
@@ -278,7 +281,8 @@ int bench_throughput(int argc, char **argv)
     if (cli_opt_long(&a, "--queries", 1, 1000000, 1000, &queries) ||
         cli_opt_long(&a, "--pool", 1, 1000000, 1500, &pool) ||
         cli_opt_long(&a, "--rounds", 1, 100, 3, &rounds) ||
-        cli_opt_long(&a, "--ef-search", -1, MESS_MAX_EF, -1, &efs) || cli_check_unused(&a))
+        cli_opt_long(&a, "--ef-search", -1, MESS_MAX_EF, -1, &efs) ||
+        cli_layout_opt(&a, &layout) != CLI_OK || cli_check_unused(&a))
         return CLI_USAGE;
     for (i = 0; i < nb; i++)
         if (batches[i] == 0 || batches[i] > 100000) {
@@ -313,6 +317,11 @@ int bench_throughput(int argc, char **argv)
     if (cli_server_open(dir, &p, client_path, &x.s) != CLI_OK) {
         mess_client_free(x.c);
         return CLI_FAIL;
+    }
+    if (cli_server_layout(x.s, layout, dir) != CLI_OK) {
+        rc = MESS_EPARAM;
+        said = 1;
+        goto out;
     }
     rc = server_ready(x.s, NULL, 0);
     if (rc == MESS_OK && efs >= 0)

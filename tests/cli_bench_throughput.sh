@@ -39,8 +39,25 @@ if "$MESS" bench throughput --server "$tmp/s" --client "$tmp/c" --data datasets/
 else
     bad "bench throughput failed: $(cat "$tmp/err")"
 fi
+# --layout codes: the code layout built first, both modes still
+# byte-identical (128-bit codes; 64-bit ones are refused below)
+if "$MESS" init --client "$tmp/c128" --server "$tmp/s128" --train datasets/sift/learn.bvecs \
+    --shards 4 --per-item 2 --bits 128 --train-sample 1000 --seed-env seed >/dev/null 2>&1 &&
+    "$MESS" insert --client "$tmp/c128" --server "$tmp/s128" "$tmp/base.bvecs" >/dev/null 2>&1 &&
+    "$MESS" bench throughput --server "$tmp/s128" --client "$tmp/c128" --data datasets/sift \
+    --queries 20 --pool 200 --batches 7 --threads 1 --windows 256,0 --rounds 1 --layout codes \
+    >"$tmp/out" 2>"$tmp/err"; then
+    [ "$(json differ)" = 0 ] && positive "$(json recall)" &&
+        ok "--layout codes: both modes byte-identical, recall $(json recall)" ||
+        bad "--layout codes: differ $(json differ), recall $(json recall)"
+else
+    bad "--layout codes failed: $(cat "$tmp/err")"
+fi
 # refusals (usage 2, failure 1)
 B="$MESS bench throughput"
+refuse "2" "--layout bogus" $B --server "$tmp/s" --client "$tmp/c" --data datasets/sift --layout bogus
+says "--layout codes on 64-bit codes" "other than 128 bits" $B --server "$tmp/s" --client "$tmp/c" \
+    --data datasets/sift --layout codes
 refuse "2" "no --server" $B --data datasets/sift
 refuse "2" "a bad --batches list" $B --server "$tmp/s" --client "$tmp/c" --data datasets/sift --batches 1,x
 refuse "2" "batch 0" $B --server "$tmp/s" --client "$tmp/c" --data datasets/sift --batches 0

@@ -1514,6 +1514,47 @@ out:
     hnsw_free(wide);
 }
 
+/* A code layout of 2 MiB or more asks for transparent huge pages (Linux:
+ * its mapping's VmFlags say "hg"), on a 2 MiB boundary; the blocks the
+ * same as in 4 KiB pages (layout_diff). */
+static void test_layout_huge(void)
+{
+    struct hnsw_params p = {BITS, 6, 24, 5};
+    struct hnsw *a = NULL;
+    size_t i;
+    CHECK_OK(hnsw_new(&p, &a));
+    if (!a)
+        return;
+    CHECK_OK(hnsw_reserve(a, 9000)); /* 9000 x 256 bytes: past 2 MiB */
+    CHECK_OK(hnsw_layout_build(a));
+    CHECK(hnsw_layout_bytes(a) >= (size_t)2 << 20);
+    CHECK(((uintptr_t)a->lay & (((uintptr_t)2 << 20) - 1)) == 0);
+    for (i = 0; i < 600; i++)
+        CHECK_OK(hnsw_add(a, codes + i * WORDS, LB(i), NULL));
+    CHECK(layout_diff(a) == 0);
+#ifdef __linux__
+    {
+        FILE *f = fopen("/proc/self/smaps", "r");
+        char line[512];
+        int in = 0, asked = 0;
+        uintptr_t at = (uintptr_t)a->lay;
+        CHECK(f != NULL);
+        while (f && fgets(line, sizeof line, f)) {
+            unsigned long lo, hi;
+            char c;
+            if (sscanf(line, "%lx-%lx %c", &lo, &hi, &c) == 3 && strchr(line, ':') > strchr(line, ' '))
+                in = lo <= at && at < hi;
+            else if (in && !strncmp(line, "VmFlags:", 8))
+                asked = strstr(line, " hg") != NULL;
+        }
+        if (f)
+            fclose(f);
+        CHECK(asked);
+    }
+#endif
+    hnsw_free(a);
+}
+
 int main(void)
 {
     if (load_codes() != 0) {
@@ -1544,6 +1585,7 @@ int main(void)
     RUN(test_graph_attach_o1);
     RUN(test_graph_layout_bytes);
     RUN(test_layout_coherent);
+    RUN(test_layout_huge);
     hnsw_free(g);
     free(codes);
     free(qcodes);
