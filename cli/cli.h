@@ -183,6 +183,10 @@ int cli_parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t **out,
  * single commas, into out[0..*n); -1 if malformed, out of range or longer:
  * the value lists of the bench commands. */
 int cli_parse_ulist(const char *s, unsigned *out, size_t max, size_t *n);
+/* Option `name` (def when absent) by cli_parse_ulist; no message: the
+ * bench commands name all their lists in one. */
+int cli_opt_ulist(struct cli_args *a, const char *name, const char *def, unsigned *out,
+                  size_t max, size_t *n);
 /* Option `name` (def when absent) by cli_parse_list, with a message naming
  * the option and the range on failure (-1): the --grid-* lists of mess plan
  * --target-recall and mess init --target-recall. */
