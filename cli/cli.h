@@ -104,6 +104,13 @@ int cli_save_possible(const char *path);
 int cli_client_fresh(const char *path);
 int cli_client_exists(const char *path);
 int cli_keep_replaced(const char *path);
+/* The client state at cpath, sealed or not, with the passphrase of
+ * --passphrase-env (cli_passphrase: CLI_USAGE when its variable is unset
+ * or empty); a refusal of the library is cli_fail's "cannot load client
+ * state" / "cannot write client state" naming cpath (CLI_FAIL).
+ * cli_client_load sets *c to NULL first. */
+int cli_client_load(struct cli_args *a, const char *cpath, mess_client **c);
+int cli_client_save(struct cli_args *a, const mess_client *c, const char *cpath);
 int cli_check_training(const char *path, size_t n, const mess_params *p);
 /* A hint on stderr when the norms of the vectors of path spread (`what`:
  * "training", "sample"; the 95th over the 5th percentile above the

@@ -3,7 +3,8 @@
  * the system's reason for a failed open/read/write ("mess: PATH: reason"),
  * non-finite components named by row, and ids written without truncation
  * (.ivecs holds ids below 2^31; .u64vecs holds any); a new client file
- * that never replaces one (init, and --force's kept copy).
+ * that never replaces one (init, and --force's kept copy); a client state
+ * loaded and saved with its passphrase.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -402,5 +403,32 @@ int cli_keep_replaced(const char *path)
     /* durable with the new file: its save fsyncs this same directory */
     cli_error("%s existed: kept as %s (--force)", path, kept);
     free(kept);
+    return CLI_OK;
+}
+
+int cli_client_load(struct cli_args *a, const char *cpath, mess_client **c)
+{
+    const char *pass;
+    int rc;
+    *c = NULL;
+    if (cli_passphrase(a, &pass))
+        return CLI_USAGE;
+    errno = 0;
+    rc = mess_client_load(cpath, pass, c);
+    if (rc != MESS_OK)
+        return cli_fail("cannot load client state", cpath, rc);
+    return CLI_OK;
+}
+
+int cli_client_save(struct cli_args *a, const mess_client *c, const char *cpath)
+{
+    const char *pass;
+    int rc;
+    if (cli_passphrase(a, &pass))
+        return CLI_USAGE;
+    errno = 0;
+    rc = mess_client_save(c, cpath, pass);
+    if (rc != MESS_OK)
+        return cli_fail("cannot write client state", cpath, rc);
     return CLI_OK;
 }

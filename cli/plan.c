@@ -146,7 +146,6 @@ static int plan_client(struct cli_args *a, mess_client **c)
     uint8_t seed[32];
     int have_seed;
     mess_params p;
-    int rc;
 
     if (cli_params_options(a, 0, &p) ||
         cli_opt_long(a, "--threads", 1, 256, 1, &threads) ||
@@ -160,7 +159,6 @@ static int plan_client(struct cli_args *a, mess_client **c)
         static const char *const train_only[] = {
             "--shards", "--per-item", "--bits", "--train-sample", "--p-store",
             "--p-query", "--p-prr", "--p-irr", NULL};
-        const char *pass = NULL;
         size_t i;
         if (have_seed) {
             cli_error("--seed-env / --seed-file go with --train; a client state has its "
@@ -173,13 +171,7 @@ static int plan_client(struct cli_args *a, mess_client **c)
                           train_only[i]);
                 return CLI_USAGE;
             }
-        if (cli_passphrase(a, &pass))
-            return CLI_USAGE;
-        errno = 0;
-        rc = mess_client_load(cpath, pass, c);
-        if (rc != MESS_OK)
-            return cli_fail("cannot load client state", cpath, rc);
-        return CLI_OK;
+        return cli_client_load(a, cpath, c);
     }
     return cli_train_client(train, &p, have_seed ? seed : NULL, threads, c, NULL);
 }
