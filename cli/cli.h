@@ -77,6 +77,12 @@ int cli_zero_row(const char *path, const float *x, size_t row, size_t dim,
 /* Ids (.ivecs: negative entries read as CLI_NO_ID; .u64vecs), n x k. */
 int cli_read_ids(const char *path, const char *what, uint64_t **ids, size_t *n,
                  size_t *k);
+/* mess plan's --gt (and plan --target-recall's): the first k ids of the
+ * first nq rows of the .ivecs file path, each an item of --data (below n),
+ * into a malloc'd nq x k array *truth.  CLI_OK, or CLI_FAIL after a
+ * message: the file's reason (cli_fail), too few rows or ids, an id
+ * outside --data, out of memory. */
+int cli_read_truth(const char *path, size_t nq, long k, size_t n, uint32_t **truth);
 /* Writes n x k ids; CLI_NO_ID (no result) is -1 in .ivecs and 2^64-1 in
  * .u64vecs.  An id above 2^31-1 refuses the .ivecs file (nothing written). */
 #define CLI_NO_ID UINT64_MAX

@@ -175,6 +175,46 @@ int cli_read_ids(const char *path, const char *what, uint64_t **ids, size_t *n,
     return CLI_OK;
 }
 
+int cli_read_truth(const char *path, size_t nq, long k, size_t n, uint32_t **truth)
+{
+    int32_t *gt = NULL;
+    uint32_t *t = NULL;
+    size_t gn, gk, i, j;
+    int rc;
+    *truth = NULL;
+    errno = 0;
+    rc = mess_ivecs_read(path, &gt, &gn, &gk);
+    if (rc != MESS_OK)
+        return cli_fail("--gt", path, rc);
+    rc = CLI_FAIL;
+    if (gn < nq || gk < (size_t)k) {
+        cli_error("'%s' has %zu rows of %zu ids; need %zu rows of at least %ld", path, gn,
+                  gk, nq, k);
+        goto done;
+    }
+    t = (uint32_t *)malloc(nq * (size_t)k * sizeof *t);
+    if (!t) {
+        cli_error("out of memory");
+        goto done;
+    }
+    for (i = 0; i < nq; i++)
+        for (j = 0; j < (size_t)k; j++) {
+            int32_t v = gt[i * gk + j];
+            if (v < 0 || (size_t)v >= n) {
+                cli_error("'%s' row %zu names item %d, outside --data", path, i, v);
+                free(t);
+                t = NULL;
+                goto done;
+            }
+            t[i * (size_t)k + j] = (uint32_t)v;
+        }
+    *truth = t;
+    rc = CLI_OK;
+done:
+    mess_vecs_free(gt);
+    return rc;
+}
+
 int cli_write_ids(const char *path, const char *what, const uint64_t *ids,
                   size_t n, size_t k)
 {

@@ -3,7 +3,6 @@
  * Appendix B on the client's own data, to choose a candidate pool B before
  * outsourcing.  Everything runs locally from the client's clean codes.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,9 +185,8 @@ int cli_cmd_plan(int argc, char **argv)
     mess_client *c = NULL;
     mess_params p;
     float *data = NULL, *queries = NULL;
-    int32_t *gt = NULL;
     uint32_t *truth = NULL;
-    size_t *pools = NULL, npools = 0, n, dim, nq, qdim, gn = 0, gk = 0, i, j, best;
+    size_t *pools = NULL, npools = 0, n, dim, nq, qdim, i, best;
     double *recall = NULL, *cond, *sel;
     const char *model_name;
     int rc, model;
@@ -275,35 +273,8 @@ int cli_cmd_plan(int argc, char **argv)
         rc = CLI_USAGE;
         goto done;
     }
-    if (gpath) {
-        errno = 0;
-        rc = mess_ivecs_read(gpath, &gt, &gn, &gk);
-        if (rc != MESS_OK) {
-            rc = cli_fail("--gt", gpath, rc);
-            goto done;
-        }
-        if (gn < nq || gk < (size_t)k) {
-            cli_error("'%s' has %zu rows of %zu ids; need %zu rows of at least %ld",
-                      gpath, gn, gk, nq, k);
-            rc = CLI_FAIL;
-            goto done;
-        }
-        truth = (uint32_t *)malloc(nq * (size_t)k * sizeof *truth);
-        if (!truth) {
-            rc = CLI_FAIL;
-            goto done;
-        }
-        for (i = 0; i < nq; i++)
-            for (j = 0; j < (size_t)k; j++) {
-                int32_t v = gt[i * gk + j];
-                if (v < 0 || (size_t)v >= n) {
-                    cli_error("'%s' row %zu names item %d, outside --data", gpath, i, v);
-                    rc = CLI_FAIL;
-                    goto done;
-                }
-                truth[i * (size_t)k + j] = (uint32_t)v;
-            }
-    }
+    if (gpath && (rc = cli_read_truth(gpath, nq, k, n, &truth)) != CLI_OK)
+        goto done;
     recall = (double *)malloc(4 * npools * sizeof *recall);
     if (!recall) {
         rc = CLI_FAIL;
@@ -413,7 +384,6 @@ done:
     mess_client_free(c);
     mess_vecs_free(data);
     mess_vecs_free(queries);
-    mess_vecs_free(gt);
     free(truth);
     free(pools);
     free(recall);
