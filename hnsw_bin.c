@@ -452,20 +452,8 @@ static int scratch_prepare(struct hnsw_scratch *s, const struct hnsw *h,
         s->mark_cap = cap;
         s->epoch = 0;
     }
-    if (nb > s->nbuckets) {
-        uint32_t *c = (uint32_t *)mess_malloc_array(nb, sizeof *c);
-        uint32_t *r = (uint32_t *)mess_malloc_array(nb, sizeof *r);
-        if (!c || !r) {
-            free(c);
-            free(r);
-            return MESS_ENOMEM;
-        }
-        free(s->cand_head);
-        free(s->res_head);
-        s->cand_head = c;
-        s->res_head = r;
-        s->nbuckets = nb;
-    }
+    if (scratch_grow_buckets(s, nb))
+        return MESS_ENOMEM;
     if (grow_array((void **)&s->pool, &s->pool_cap, 2 * n + 2, sizeof *s->pool) ||
         grow_array((void **)&s->out, &s->out_cap, ef + 1, sizeof *s->out) ||
         grow_array((void **)&s->pending, &s->pending_cap, (size_t)h->m0 + 1,

@@ -359,16 +359,12 @@ int bench_server(int argc, char **argv)
     layout_list = cli_opt(&a, "--layout");
     if (!python)
         python = "/usr/bin/python3";
-    if (cli_parse_ulist(cli_opt(&a, "--widths") ? cli_opt(&a, "--widths") : "0,8", widths,
-                    MAXV, &nw) ||
-        cli_parse_ulist(cli_opt(&a, "--threads") ? cli_opt(&a, "--threads") : "1,2", threads,
-                    MAXV, &nt) ||
-        cli_parse_ulist(cli_opt(&a, "--batch-threads") ? cli_opt(&a, "--batch-threads") : "1,2",
-                    bthreads, MAXV, &nbt) ||
-        cli_parse_ulist(cli_opt(&a, "--ahead") ? cli_opt(&a, "--ahead") : "0,4", aheads, MAXV,
-                    &na) ||
-        cli_parse_ulist(cli_opt(&a, "--keep") ? cli_opt(&a, "--keep") : "1", keeps, 2, &nk) ||
-        cli_parse_ulist(cli_opt(&a, "--fast") ? cli_opt(&a, "--fast") : "3", fasts, 4, &nf) ||
+    if (cli_opt_ulist(&a, "--widths", "0,8", widths, MAXV, &nw) ||
+        cli_opt_ulist(&a, "--threads", "1,2", threads, MAXV, &nt) ||
+        cli_opt_ulist(&a, "--batch-threads", "1,2", bthreads, MAXV, &nbt) ||
+        cli_opt_ulist(&a, "--ahead", "0,4", aheads, MAXV, &na) ||
+        cli_opt_ulist(&a, "--keep", "1", keeps, 2, &nk) ||
+        cli_opt_ulist(&a, "--fast", "3", fasts, 4, &nf) ||
         (cli_opt(&a, "--popcount") &&
          cli_parse_ulist(cli_opt(&a, "--popcount"), pops, 3, &npop))) {
         cli_error("bad --widths, --threads, --ahead, --keep, --fast, --popcount or "

@@ -269,12 +269,9 @@ int bench_throughput(int argc, char **argv)
     want_hnswlib = cli_flag(&a, "--hnswlib");
     if (!python)
         python = "/usr/bin/python3";
-    if (cli_parse_ulist(cli_opt(&a, "--batches") ? cli_opt(&a, "--batches") : "1,16,64,256",
-                   batches, MAXL, &nb) ||
-        cli_parse_ulist(cli_opt(&a, "--threads") ? cli_opt(&a, "--threads") : "1,2", threads,
-                   MAXL, &nt) ||
-        cli_parse_ulist(cli_opt(&a, "--windows") ? cli_opt(&a, "--windows") : "256,0", windows,
-                   MAXL, &nwin)) {
+    if (cli_opt_ulist(&a, "--batches", "1,16,64,256", batches, MAXL, &nb) ||
+        cli_opt_ulist(&a, "--threads", "1,2", threads, MAXL, &nt) ||
+        cli_opt_ulist(&a, "--windows", "256,0", windows, MAXL, &nwin)) {
         cli_error("bad --batches, --threads or --windows list");
         return CLI_USAGE;
     }

@@ -461,6 +461,13 @@ int cli_parse_ulist(const char *s, unsigned *out, size_t max, size_t *n)
     return *n ? 0 : -1;
 }
 
+int cli_opt_ulist(struct cli_args *a, const char *name, const char *def, unsigned *out,
+                  size_t max, size_t *n)
+{
+    const char *s = cli_opt(a, name);
+    return cli_parse_ulist(s ? s : def, out, max, n);
+}
+
 int cli_parse_grid(struct cli_args *a, const char *name, const char *def,
                    uint64_t lo, uint64_t hi, uint64_t **v, size_t *n)
 {

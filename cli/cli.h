@@ -77,6 +77,12 @@ int cli_zero_row(const char *path, const float *x, size_t row, size_t dim,
 /* Ids (.ivecs: negative entries read as CLI_NO_ID; .u64vecs), n x k. */
 int cli_read_ids(const char *path, const char *what, uint64_t **ids, size_t *n,
                  size_t *k);
+/* mess plan's --gt (and plan --target-recall's): the first k ids of the
+ * first nq rows of the .ivecs file path, each an item of --data (below n),
+ * into a malloc'd nq x k array *truth.  CLI_OK, or CLI_FAIL after a
+ * message: the file's reason (cli_fail), too few rows or ids, an id
+ * outside --data, out of memory. */
+int cli_read_truth(const char *path, size_t nq, long k, size_t n, uint32_t **truth);
 /* Writes n x k ids; CLI_NO_ID (no result) is -1 in .ivecs and 2^64-1 in
  * .u64vecs.  An id above 2^31-1 refuses the .ivecs file (nothing written). */
 #define CLI_NO_ID UINT64_MAX
@@ -104,6 +110,13 @@ int cli_save_possible(const char *path);
 int cli_client_fresh(const char *path);
 int cli_client_exists(const char *path);
 int cli_keep_replaced(const char *path);
+/* The client state at cpath, sealed or not, with the passphrase of
+ * --passphrase-env (cli_passphrase: CLI_USAGE when its variable is unset
+ * or empty); a refusal of the library is cli_fail's "cannot load client
+ * state" / "cannot write client state" naming cpath (CLI_FAIL).
+ * cli_client_load sets *c to NULL first. */
+int cli_client_load(struct cli_args *a, const char *cpath, mess_client **c);
+int cli_client_save(struct cli_args *a, const mess_client *c, const char *cpath);
 int cli_check_training(const char *path, size_t n, const mess_params *p);
 /* A hint on stderr when the norms of the vectors of path spread (`what`:
  * "training", "sample"; the 95th over the 5th percentile above the
@@ -183,6 +196,10 @@ int cli_parse_list(const char *s, uint64_t lo, uint64_t hi, uint64_t **out,
  * single commas, into out[0..*n); -1 if malformed, out of range or longer:
  * the value lists of the bench commands. */
 int cli_parse_ulist(const char *s, unsigned *out, size_t max, size_t *n);
+/* Option `name` (def when absent) by cli_parse_ulist; no message: the
+ * bench commands name all their lists in one. */
+int cli_opt_ulist(struct cli_args *a, const char *name, const char *def, unsigned *out,
+                  size_t max, size_t *n);
 /* Option `name` (def when absent) by cli_parse_list, with a message naming
  * the option and the range on failure (-1): the --grid-* lists of mess plan
  * --target-recall and mess init --target-recall. */

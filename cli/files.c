@@ -3,7 +3,8 @@
  * the system's reason for a failed open/read/write ("mess: PATH: reason"),
  * non-finite components named by row, and ids written without truncation
  * (.ivecs holds ids below 2^31; .u64vecs holds any); a new client file
- * that never replaces one (init, and --force's kept copy).
+ * that never replaces one (init, and --force's kept copy); a client state
+ * loaded and saved with its passphrase.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -172,6 +173,46 @@ int cli_read_ids(const char *path, const char *what, uint64_t **ids, size_t *n,
         (*ids)[i] = v[i] < 0 ? UINT64_MAX : (uint64_t)v[i];
     mess_vecs_free(v);
     return CLI_OK;
+}
+
+int cli_read_truth(const char *path, size_t nq, long k, size_t n, uint32_t **truth)
+{
+    int32_t *gt = NULL;
+    uint32_t *t = NULL;
+    size_t gn, gk, i, j;
+    int rc;
+    *truth = NULL;
+    errno = 0;
+    rc = mess_ivecs_read(path, &gt, &gn, &gk);
+    if (rc != MESS_OK)
+        return cli_fail("--gt", path, rc);
+    rc = CLI_FAIL;
+    if (gn < nq || gk < (size_t)k) {
+        cli_error("'%s' has %zu rows of %zu ids; need %zu rows of at least %ld", path, gn,
+                  gk, nq, k);
+        goto done;
+    }
+    t = (uint32_t *)malloc(nq * (size_t)k * sizeof *t);
+    if (!t) {
+        cli_error("out of memory");
+        goto done;
+    }
+    for (i = 0; i < nq; i++)
+        for (j = 0; j < (size_t)k; j++) {
+            int32_t v = gt[i * gk + j];
+            if (v < 0 || (size_t)v >= n) {
+                cli_error("'%s' row %zu names item %d, outside --data", path, i, v);
+                free(t);
+                t = NULL;
+                goto done;
+            }
+            t[i * (size_t)k + j] = (uint32_t)v;
+        }
+    *truth = t;
+    rc = CLI_OK;
+done:
+    mess_vecs_free(gt);
+    return rc;
 }
 
 int cli_write_ids(const char *path, const char *what, const uint64_t *ids,
@@ -402,5 +443,32 @@ int cli_keep_replaced(const char *path)
     /* durable with the new file: its save fsyncs this same directory */
     cli_error("%s existed: kept as %s (--force)", path, kept);
     free(kept);
+    return CLI_OK;
+}
+
+int cli_client_load(struct cli_args *a, const char *cpath, mess_client **c)
+{
+    const char *pass;
+    int rc;
+    *c = NULL;
+    if (cli_passphrase(a, &pass))
+        return CLI_USAGE;
+    errno = 0;
+    rc = mess_client_load(cpath, pass, c);
+    if (rc != MESS_OK)
+        return cli_fail("cannot load client state", cpath, rc);
+    return CLI_OK;
+}
+
+int cli_client_save(struct cli_args *a, const mess_client *c, const char *cpath)
+{
+    const char *pass;
+    int rc;
+    if (cli_passphrase(a, &pass))
+        return CLI_USAGE;
+    errno = 0;
+    rc = mess_client_save(c, cpath, pass);
+    if (rc != MESS_OK)
+        return cli_fail("cannot write client state", cpath, rc);
     return CLI_OK;
 }

@@ -3,7 +3,6 @@
  * Appendix B on the client's own data, to choose a candidate pool B before
  * outsourcing.  Everything runs locally from the client's clean codes.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,7 +145,6 @@ static int plan_client(struct cli_args *a, mess_client **c)
     uint8_t seed[32];
     int have_seed;
     mess_params p;
-    int rc;
 
     if (cli_params_options(a, 0, &p) ||
         cli_opt_long(a, "--threads", 1, 256, 1, &threads) ||
@@ -160,7 +158,6 @@ static int plan_client(struct cli_args *a, mess_client **c)
         static const char *const train_only[] = {
             "--shards", "--per-item", "--bits", "--train-sample", "--p-store",
             "--p-query", "--p-prr", "--p-irr", NULL};
-        const char *pass = NULL;
         size_t i;
         if (have_seed) {
             cli_error("--seed-env / --seed-file go with --train; a client state has its "
@@ -173,13 +170,7 @@ static int plan_client(struct cli_args *a, mess_client **c)
                           train_only[i]);
                 return CLI_USAGE;
             }
-        if (cli_passphrase(a, &pass))
-            return CLI_USAGE;
-        errno = 0;
-        rc = mess_client_load(cpath, pass, c);
-        if (rc != MESS_OK)
-            return cli_fail("cannot load client state", cpath, rc);
-        return CLI_OK;
+        return cli_client_load(a, cpath, c);
     }
     return cli_train_client(train, &p, have_seed ? seed : NULL, threads, c, NULL);
 }
@@ -194,9 +185,8 @@ int cli_cmd_plan(int argc, char **argv)
     mess_client *c = NULL;
     mess_params p;
     float *data = NULL, *queries = NULL;
-    int32_t *gt = NULL;
     uint32_t *truth = NULL;
-    size_t *pools = NULL, npools = 0, n, dim, nq, qdim, gn = 0, gk = 0, i, j, best;
+    size_t *pools = NULL, npools = 0, n, dim, nq, qdim, i, best;
     double *recall = NULL, *cond, *sel;
     const char *model_name;
     int rc, model;
@@ -283,35 +273,8 @@ int cli_cmd_plan(int argc, char **argv)
         rc = CLI_USAGE;
         goto done;
     }
-    if (gpath) {
-        errno = 0;
-        rc = mess_ivecs_read(gpath, &gt, &gn, &gk);
-        if (rc != MESS_OK) {
-            rc = cli_fail("--gt", gpath, rc);
-            goto done;
-        }
-        if (gn < nq || gk < (size_t)k) {
-            cli_error("'%s' has %zu rows of %zu ids; need %zu rows of at least %ld",
-                      gpath, gn, gk, nq, k);
-            rc = CLI_FAIL;
-            goto done;
-        }
-        truth = (uint32_t *)malloc(nq * (size_t)k * sizeof *truth);
-        if (!truth) {
-            rc = CLI_FAIL;
-            goto done;
-        }
-        for (i = 0; i < nq; i++)
-            for (j = 0; j < (size_t)k; j++) {
-                int32_t v = gt[i * gk + j];
-                if (v < 0 || (size_t)v >= n) {
-                    cli_error("'%s' row %zu names item %d, outside --data", gpath, i, v);
-                    rc = CLI_FAIL;
-                    goto done;
-                }
-                truth[i * (size_t)k + j] = (uint32_t)v;
-            }
-    }
+    if (gpath && (rc = cli_read_truth(gpath, nq, k, n, &truth)) != CLI_OK)
+        goto done;
     recall = (double *)malloc(4 * npools * sizeof *recall);
     if (!recall) {
         rc = CLI_FAIL;
@@ -421,7 +384,6 @@ done:
     mess_client_free(c);
     mess_vecs_free(data);
     mess_vecs_free(queries);
-    mess_vecs_free(gt);
     free(truth);
     free(pools);
     free(recall);

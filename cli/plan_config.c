@@ -155,10 +155,9 @@ int cli_plan_configs(int argc, char **argv)
     double target, x, y, ycap, z, lim[4];
     long k, sample, threads, ef_search, check_shards, check_queries;
     struct cli_grid g = {NULL, 0, 0, 0, NULL, 0};
-    size_t i, j, best = (size_t)-1;
-    size_t n, dim, nq, qdim, ntr, trdim, gn, gkk;
+    size_t i, best = (size_t)-1;
+    size_t n, dim, nq, qdim, ntr, trdim;
     float *train = NULL, *data = NULL, *queries = NULL;
-    int32_t *gt = NULL;
     uint32_t *truth = NULL;
     struct cands cs;
     struct mess_plan_choose_in in;
@@ -231,30 +230,9 @@ int cli_plan_configs(int argc, char **argv)
         rc = CLI_USAGE;
         goto done;
     }
-    if (gpath) {
-        if ((rc = mess_ivecs_read(gpath, &gt, &gn, &gkk)) != MESS_OK) {
-            rc = cli_fail("--gt", gpath, rc);
-            goto done;
-        }
-        rc = CLI_FAIL;
-        if (gn < nq || gkk < (size_t)k) {
-            cli_error("'%s' has %zu rows of %zu ids; need %zu rows of at least %ld", gpath,
-                      gn, gkk, nq, k);
-            goto done;
-        }
-        truth = (uint32_t *)malloc(nq * (size_t)k * sizeof *truth);
-        if (!truth)
-            goto oom;
-        for (i = 0; i < nq; i++)
-            for (j = 0; j < (size_t)k; j++) {
-                int32_t v = gt[i * gkk + j];
-                if (v < 0 || (size_t)v >= n) {
-                    cli_error("'%s' row %zu names item %d, outside --data", gpath, i, v);
-                    goto done;
-                }
-                truth[i * (size_t)k + j] = (uint32_t)v;
-            }
-    }
+    if (gpath && (rc = cli_read_truth(gpath, nq, k, n, &truth)) != CLI_OK)
+        goto done;
+    rc = CLI_FAIL;
     base.dim = (uint32_t)dim;
     if (cli_grid_check_training(&g, tpath, ntr, &base))
         goto done;
@@ -335,7 +313,6 @@ done:
     mess_vecs_free(train);
     mess_vecs_free(data);
     mess_vecs_free(queries);
-    mess_vecs_free(gt);
     free(truth);
     return rc;
 }

@@ -180,17 +180,12 @@ int cli_cmd_init(int argc, char **argv)
 static int load_both(struct cli_args *a, const char *cpath, const char *spath,
                      mess_client **c, mess_server **s)
 {
-    const char *pass;
     mess_params p;
     int rc;
-    *c = NULL;
     *s = NULL;
-    if (cli_passphrase(a, &pass))
-        return CLI_USAGE;
-    errno = 0;
-    rc = mess_client_load(cpath, pass, c);
-    if (rc != MESS_OK)
-        return cli_fail("cannot load client state", cpath, rc);
+    rc = cli_client_load(a, cpath, c);
+    if (rc != CLI_OK)
+        return rc;
     mess_client_params(*c, &p);
     if (cli_server_open(spath, &p, cpath, s) != CLI_OK) {
         mess_client_free(*c);
@@ -223,10 +218,9 @@ static int save_both(struct cli_args *a, const mess_client *c, const char *cpath
     if (cli_passphrase(a, &pass))
         return CLI_USAGE;
     if (c) {
-        errno = 0;
-        rc = mess_client_save(c, cpath, pass);
-        if (rc != MESS_OK)
-            return cli_fail("cannot write client state", cpath, rc);
+        rc = cli_client_save(a, c, cpath);
+        if (rc != CLI_OK)
+            return rc;
     }
     if (s && cli_server_write(s, spath) != CLI_OK)
         return CLI_FAIL;

@@ -242,36 +242,10 @@ static int msg_in_close(struct msg_in *r, int check_end)
 }
 
 /* ------------------------------------------------------------------------
- * The client's files: its state (as mess query loads and saves it) and
- * its sealed pending queries.
+ * The client's files: its state (loaded and saved as mess query does,
+ * cli_client_load / cli_client_save in files.c) and its sealed pending
+ * queries.
  * ---------------------------------------------------------------------- */
-
-static int load_client(struct cli_args *a, const char *cpath, mess_client **c)
-{
-    const char *pass;
-    int rc;
-    *c = NULL;
-    if (cli_passphrase(a, &pass))
-        return CLI_USAGE;
-    errno = 0;
-    rc = mess_client_load(cpath, pass, c);
-    if (rc != MESS_OK)
-        return cli_fail("cannot load client state", cpath, rc);
-    return CLI_OK;
-}
-
-static int save_client(struct cli_args *a, const mess_client *c, const char *cpath)
-{
-    const char *pass;
-    int rc;
-    if (cli_passphrase(a, &pass))
-        return CLI_USAGE;
-    errno = 0;
-    rc = mess_client_save(c, cpath, pass);
-    if (rc != MESS_OK)
-        return cli_fail("cannot write client state", cpath, rc);
-    return CLI_OK;
-}
 
 /* The queries of the query state file qpath, read by client c: *qs (n of
  * them, each freed with mess_query_free, the array with free). */
@@ -400,7 +374,7 @@ int cli_cmd_request(int argc, char **argv)
         mess_vecs_free(x);
         return CLI_FAIL;
     }
-    rc = load_client(&a, cpath, &c);
+    rc = cli_client_load(&a, cpath, &c);
     if (rc != CLI_OK)
         goto done;
     mess_client_params(c, &p);
@@ -460,7 +434,7 @@ int cli_cmd_request(int argc, char **argv)
         goto done;
     if (mess_client_is_deterministic(c)) {
         requested = 0;
-        rc = save_client(&a, c, cpath);
+        rc = cli_client_save(&a, c, cpath);
         if (rc != CLI_OK)
             goto done;
     }
@@ -473,7 +447,7 @@ done:
     /* an error after a request: a deterministic client still saves its
      * counter, as mess query does */
     if (requested && c && mess_client_is_deterministic(c) &&
-        save_client(&a, c, cpath) != CLI_OK && rc == CLI_OK)
+        cli_client_save(&a, c, cpath) != CLI_OK && rc == CLI_OK)
         rc = CLI_FAIL;
     free_queries(qs, made);
     free(reqs);
@@ -659,7 +633,7 @@ int cli_cmd_finish(int argc, char **argv)
         return CLI_USAGE;
     if (outp && cli_ids_ext(outp, "--out"))
         return CLI_USAGE;
-    rc = load_client(&a, cpath, &c);
+    rc = cli_client_load(&a, cpath, &c);
     if (rc != CLI_OK)
         return rc;
     mess_client_params(c, &p);

@@ -33,27 +33,34 @@ WN = "/usr/share/wordnet"
 QUOTED = re.compile(r'"([^"]+)"')
 
 
+def data_entries(path):
+    """(offset, words, gloss) of each synset of a WordNet data file
+    (data.noun, ...): its byte offset as written, its words with spaces
+    for '_' (an adjective's marker such as "(a)" kept), the gloss after
+    " | "; datasets/make_words.py reads the glosses with it too."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("  ") or " | " not in line:
+                continue   # licence header
+            head, gloss = line.split(" | ", 1)
+            fields = head.split()
+            n = int(fields[3], 16)
+            yield fields[0], [fields[4 + 2 * i].replace("_", " ") for i in range(n)], gloss
+
+
 def read_synsets(wn):
     out = []
     for pos in ("noun", "verb", "adj", "adv"):
         path = os.path.join(wn, "data." + pos)
         if not os.path.exists(path):
             die("%s is missing (apt-get install wordnet-base)" % path)
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("  ") or " | " not in line:
-                    continue   # licence header
-                head, gloss = line.split(" | ", 1)
-                fields = head.split()
-                n = int(fields[3], 16)
-                words = [fields[4 + 2 * i].replace("_", " ") for i in range(n)]
-                words = [re.sub(r"\([a-z]+\)$", "", w) for w in words]
-                examples = QUOTED.findall(gloss)
-                definition = gloss.split(";")[0].strip()
-                if not examples or not definition or definition.startswith('"'):
-                    continue
-                out.append(("%s.%s" % (fields[0], pos), words, definition,
-                            examples[0].strip()))
+        for offset, words, gloss in data_entries(path):
+            words = [re.sub(r"\([a-z]+\)$", "", w) for w in words]
+            examples = QUOTED.findall(gloss)
+            definition = gloss.split(";")[0].strip()
+            if not examples or not definition or definition.startswith('"'):
+                continue
+            out.append(("%s.%s" % (offset, pos), words, definition, examples[0].strip()))
     return out
 
 

@@ -51,6 +51,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_text import exact_topk, write_vecs  # noqa: E402
+from make_wordnet import data_entries  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DIM = 100
@@ -134,17 +135,8 @@ def clean_html(t):
 
 
 def wordnet_glosses(path):
-    out = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if line.startswith("  ") or " | " not in line:
-                continue   # licence header
-            head, gloss = line.split(" | ", 1)
-            fields = head.split()
-            n = int(fields[3], 16)
-            words = " ".join(fields[4 + 2 * i].replace("_", " ") for i in range(n))
-            out.append(words + " " + gloss)
-    return "\n\n".join(out)
+    return "\n\n".join(" ".join(words) + " " + gloss
+                       for _, words, gloss in data_entries(path))
 
 
 def sources():

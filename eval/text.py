@@ -46,6 +46,22 @@ class TextSet:
         self.dim = self.base.shape[1]
 
 
+class VecSet:
+    """A TEXMEX set without text: datasets/sift (.bvecs, L2), datasets/words
+    (.fvecs, cosine); "MRR" against the exact nearest neighbour
+    (truth[:, 0]) in place of qrels."""
+    def __init__(self, d, max_queries=0, ext="bvecs", metric="l2"):
+        self.dir, self.name = d, os.path.basename(os.path.normpath(d))
+        self.base = mess.read_f32(os.path.join(d, "base." + ext))
+        self.train = mess.read_f32(os.path.join(d, "learn." + ext))
+        self.queries = mess.read_f32(os.path.join(d, "query." + ext))
+        self.truth = mess.read_ivecs(os.path.join(d, "groundtruth.ivecs"))
+        if max_queries:
+            self.queries, self.truth = self.queries[:max_queries], self.truth[:max_queries]
+        self.qrels = self.truth[:, 0]
+        self.dim, self.metric = self.base.shape[1], metric
+
+
 def recall_rows(ids, truth):
     """Per query |returned top-K ^ exact top-K| / K."""
     return np.array([len(set(int(x) for x in a[:K]) & set(int(x) for x in b[:K])) / K

@@ -32,14 +32,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import K, ROOT, log  # noqa: E402
-from text import MESS_TOOL, Built, TextSet, mess_sweep, write_vecs  # noqa: E402
-import mess  # noqa: E402
+from text import MESS_TOOL, Built, TextSet, VecSet, mess_sweep, write_vecs  # noqa: E402
+from configs import eta, params_of, parse_spec  # noqa: E402
 
 DEF = dict(M=64, t=16, k=128, d=0.08, q=0.08, ef=0, pay="f32")
-
-
-def eta(p):
-    return math.log((1 - p) / p) if p > 0 else float("inf")
 
 
 def flip_for_eta(e):
@@ -47,12 +43,7 @@ def flip_for_eta(e):
 
 
 def parse(spec):
-    c = dict(DEF)
-    for kv in filter(None, (x.strip() for x in spec.split(","))):
-        k, _, v = kv.partition("=")
-        if k not in c:
-            sys.exit("text_sweep: unknown key %r in %r" % (k, spec))
-        c[k] = v if k == "pay" or v == "match" else (float(v) if k in "dq" else int(v))
+    c = parse_spec(spec, DEF, "text_sweep", ("match",))
     # matched flips: the per-bit bound scales with the bits a pair can differ in
     if c["d"] == "match":
         c["d"] = flip_for_eta(eta(DEF["d"]) * DEF["t"] * DEF["k"] / (c["t"] * c["k"]))
@@ -64,26 +55,6 @@ def parse(spec):
 def name_of(c):
     return "M%d-t%d-k%d-d%.4g-q%.4g-ef%d-%s" % (c["M"], c["t"], c["k"], c["d"], c["q"],
                                                 c["ef"], c["pay"])
-
-
-class VecSet:
-    """A TEXMEX set without text (datasets/sift): L2, and "MRR" against the
-    exact nearest neighbour (truth[:, 0]) in place of qrels."""
-    def __init__(self, d, max_queries=0):
-        self.dir, self.name = d, os.path.basename(os.path.normpath(d))
-        self.base = mess.read_f32(os.path.join(d, "base.bvecs"))
-        self.train = mess.read_f32(os.path.join(d, "learn.bvecs"))
-        self.queries = mess.read_f32(os.path.join(d, "query.bvecs"))
-        self.truth = mess.read_ivecs(os.path.join(d, "groundtruth.ivecs"))
-        if max_queries:
-            self.queries, self.truth = self.queries[:max_queries], self.truth[:max_queries]
-        self.qrels = self.truth[:, 0]
-        self.dim, self.metric = self.base.shape[1], "l2"
-
-
-def params_of(c, dim, metric="cos"):
-    return mess.Params(dim, metric=metric, shards=c["M"], per_item=c["t"], kappa=c["k"],
-                       p_store=c["d"], p_query=c["q"], ef_search=c["ef"], payload=c["pay"])
 
 
 def privacy(b, ds, npairs, delta, repeats):

@@ -6,7 +6,7 @@ B, for MESS configurations beside plaintext hnswlib on the same unit
 vectors, in one invocation.
 
 A configuration is NAME=SPEC, SPEC a comma list of key=value as in
-eval/text_sweep.py (M shards, t per item, k kappa, d p_store, q p_query,
+eval/configs.py (M shards, t per item, k kappa, d p_store, q p_query,
 ef ef_search, pay payload), starting from the cosine defaults (M 64, t 16,
 kappa 64, p_D = p_q = 0.016, ef_search 64, f32).  Each row states its
 privacy in the planner's units (`mess plan --target-recall --help`):
@@ -31,47 +31,19 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import ROOT  # noqa: E402
-from text import Built, hnswlib_curve, mess_sweep  # noqa: E402
-import mess  # noqa: E402
+from text import Built, VecSet, hnswlib_curve, mess_sweep  # noqa: E402
+from configs import eta, params_of, parse_spec  # noqa: E402
 
 COS = dict(M=64, t=16, k=64, d=0.016, q=0.016, ef=64, pay="f32")
 LIMITS = dict(X=39.08, Y=156.3, Y_cap=200.6, Z=2.442)
-
-
-class WordSet:
-    """The word vectors; "MRR" is against the exact nearest base word."""
-    def __init__(self, d, max_queries=0):
-        self.dir, self.name = d, os.path.basename(os.path.normpath(d))
-        self.base = mess.read_f32(os.path.join(d, "base.fvecs"))
-        self.train = mess.read_f32(os.path.join(d, "learn.fvecs"))
-        self.queries = mess.read_f32(os.path.join(d, "query.fvecs"))
-        self.truth = mess.read_ivecs(os.path.join(d, "groundtruth.ivecs"))
-        if max_queries:
-            self.queries, self.truth = self.queries[:max_queries], self.truth[:max_queries]
-        self.qrels = self.truth[:, 0]
-        self.dim, self.metric = self.base.shape[1], "cos"
-
-
-def parse(spec):
-    c = dict(COS)
-    for kv in filter(None, (x.strip() for x in spec.split(","))):
-        k, _, v = kv.partition("=")
-        if k not in c:
-            sys.exit("words.py: unknown key %r in %r" % (k, spec))
-        c[k] = v if k == "pay" else (float(v) if k in "dq" else int(v))
-    return c
-
-
-def nats(p):
-    return math.log((1 - p) / p) if p > 0 else float("inf")
 
 
 def privacy(c):
     """The planner's X, Y, Y_cap, Z for configuration c (inf: no noise)."""
     a = (1 - math.sqrt(1 - 2 * c["q"])) / 2       # p_PRR = p_IRR giving p_q
     s = c["k"] / 128.0
-    return dict(X=nats(c["d"]) * c["t"] * s, Y=nats(c["q"]) * c["M"] * s,
-                Y_cap=nats(a) * c["M"] * s, Z=max(nats(c["d"]), nats(c["q"])) * s)
+    return dict(X=eta(c["d"]) * c["t"] * s, Y=eta(c["q"]) * c["M"] * s,
+                Y_cap=eta(a) * c["M"] * s, Z=max(eta(c["d"]), eta(c["q"])) * s)
 
 
 def within(pv):
@@ -120,7 +92,8 @@ def main():
         with open(a.out) as f:
             print(table(json.load(f)))
         return
-    ds = WordSet(a.data, a.queries)
+    # "MRR" is against the exact nearest base word
+    ds = VecSet(a.data, a.queries, "fvecs", "cos")
     pools = [int(x) for x in a.pools.split(",")]
     res = {"data": ds.name, "base": len(ds.base), "queries": len(ds.queries), "pools": pools,
            "rows": [], "hnswlib": [], "commands": []}
@@ -144,10 +117,8 @@ def main():
         save()
     for item in a.config:
         name, _, spec = item.partition("=")
-        c = parse(spec)
-        p = mess.Params(ds.dim, metric="cos", shards=c["M"], per_item=c["t"], kappa=c["k"],
-                        p_store=c["d"], p_query=c["q"], ef_search=c["ef"], payload=c["pay"])
-        b = Built(ds, name, p, a.threads)
+        c = parse_spec(spec, COS, "words.py")
+        b = Built(ds, name, params_of(c, ds.dim, "cos"), a.threads)
         rows = mess_sweep(b, ds, pools, a.threads, name)
         b.close()
         res["rows"] = [r for r in res["rows"] if r["config"] != name]

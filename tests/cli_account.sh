@@ -7,10 +7,6 @@ set -u
 MESS=${MESS:-build/mess}
 . tests/shlib.sh
 
-# json KEY: the value of KEY in the last line of $tmp/out
-json() {
-    tail -n 1 "$tmp/out" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"
-}
 # close A B TOL: |A - B| <= TOL
 close() {
     awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= t) }'

@@ -6,8 +6,6 @@
 set -u
 MESS=${MESS:-build/mess}
 . tests/shlib.sh
-json() { tail -n 1 "$tmp/out" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
-positive() { awk -v v="$1" 'BEGIN { exit !(v + 0 > 0) }'; }
 
 if "$MESS" bench client --shards 4 --learn 300 --queries 5 --pool 300 --unique 100 --repeat 3 \
     >"$tmp/out" 2>"$tmp/err"; then

@@ -6,13 +6,6 @@ set -u
 MESS=${MESS:-build/mess}
 . tests/shlib.sh
 run() { "$MESS" bench encode "$@" >"$tmp/out" 2>"$tmp/err"; }
-# json KEY: the value of KEY in the last line of $tmp/out
-json() {
-    tail -n 1 "$tmp/out" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"
-}
-positive() {
-    awk -v a="$1" 'BEGIN { exit !(a + 0 > 0) }'
-}
 
 if run --shards 1 --kappa 64 --codes 1000 && [ "$(json bench)" = '"encode"' ] &&
     positive "$(json hash_all_loop_vps)" && positive "$(json hash_all_sgemv_vps)" &&

@@ -9,15 +9,8 @@
 set -u
 MESS=${MESS:-build/mess}
 . tests/shlib.sh
-json() { tail -n 1 "$tmp/out" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p" | head -n 1; }
-positive() { awk -v v="$1" 'BEGIN { exit !(v + 0 > 0) }'; }
 
-seed=0101010101010101010101010101010101010101010101010101010101010101
-export seed
-head -c $((132 * 3000)) datasets/sift/base.bvecs >"$tmp/base.bvecs"
-if "$MESS" init --client "$tmp/c" --server "$tmp/s" --train datasets/sift/learn.bvecs \
-    --shards 4 --per-item 2 --bits 64 --train-sample 1000 --seed-env seed >/dev/null 2>&1 &&
-    "$MESS" insert --client "$tmp/c" --server "$tmp/s" "$tmp/base.bvecs" >/dev/null 2>&1; then
+if small_server "$tmp/c" "$tmp/s"; then
     ok "a server of 3,000 items"
 else
     bad "init or insert failed"

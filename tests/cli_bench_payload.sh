@@ -6,7 +6,6 @@
 set -u
 MESS=${MESS:-build/mess}
 . tests/shlib.sh
-json() { tail -n 1 "$tmp/out" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
 
 if "$MESS" bench payload --entries 200 --unique 80 --dim 64 --repeat 3 >"$tmp/out" 2>"$tmp/err"; then
     ok "bench payload runs"

@@ -7,7 +7,6 @@ set -u
 MESS=${MESS:-build/mess}
 PYTHON=${PYTHON:-/usr/bin/python3}
 . tests/shlib.sh
-json() { tail -n 1 "$tmp/out" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
 
 D=datasets/sift
 head -c $((132 * 1000)) $D/base.bvecs >"$tmp/base.bvecs"

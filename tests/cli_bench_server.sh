@@ -8,15 +8,8 @@
 set -u
 MESS=${MESS:-build/mess}
 . tests/shlib.sh
-json() { tail -n 1 "$tmp/out" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
-positive() { awk -v v="$1" 'BEGIN { exit !(v + 0 > 0) }'; }
 
-seed=0101010101010101010101010101010101010101010101010101010101010101
-export seed
-head -c $((132 * 3000)) datasets/sift/base.bvecs >"$tmp/base.bvecs"
-if "$MESS" init --client "$tmp/c" --server "$tmp/s" --train datasets/sift/learn.bvecs \
-    --shards 4 --per-item 2 --bits 64 --train-sample 1000 --seed-env seed >/dev/null 2>&1 &&
-    "$MESS" insert --client "$tmp/c" --server "$tmp/s" "$tmp/base.bvecs" >/dev/null 2>&1; then
+if small_server "$tmp/c" "$tmp/s"; then
     ok "a server of 3,000 items"
 else
     bad "init or insert failed"
@@ -57,9 +50,7 @@ grep -q "other than 128 bits" "$tmp/err" && ok "--layout codes on 64-bit codes: 
 refuse "1" "info --layout codes on 64-bit codes" "$MESS" info --server "$tmp/s" --layout codes
 grep -q "has codes of other than 128 bits" "$tmp/err" && ok "info --layout codes: the message says 128 bits" ||
     bad "info message: $(cat "$tmp/err")"
-if "$MESS" init --client "$tmp/c128" --server "$tmp/s128" --train datasets/sift/learn.bvecs \
-    --shards 4 --per-item 2 --bits 128 --train-sample 1000 --seed-env seed >/dev/null 2>&1 &&
-    "$MESS" insert --client "$tmp/c128" --server "$tmp/s128" "$tmp/base.bvecs" >/dev/null 2>&1 &&
+if small_server "$tmp/c128" "$tmp/s128" 128 &&
     "$MESS" bench server --server "$tmp/s128" --client "$tmp/c128" --data datasets/sift --queries 20 \
     --pool 200 --widths 4 --ahead 4 --fast 3 --layout default,codes --threads 1 --batch-threads 1 \
     --rounds 1 --chase-mib 4 >"$tmp/out" 2>"$tmp/err"; then

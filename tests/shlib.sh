@@ -1,7 +1,8 @@
 # tests/shlib.sh - sourced by every tests/cli_*.sh (run from the repository
 # root): a scratch directory $tmp removed on exit, the ok / bad counters,
-# refuse, check, says, and finish, which prints the closing "N passed, N
-# failed" line and returns non-zero when a check failed.
+# refuse, check, says, snap, json, positive, small_server, and finish, which
+# prints the closing "N passed, N failed" line and returns non-zero when a
+# check failed.
 pass=0
 fail=0
 tmp=$(mktemp -d) || exit 1
@@ -70,4 +71,22 @@ says() { says_codes 1 "$@"; }
 # snap DIR: one line per file of a server directory (name, checksum, size),
 # to compare a directory before and after a command.
 snap() { (cd "$1" && for f in *; do printf '%s ' "$f"; cksum <"$f"; done); }
+# json KEY: the value of KEY in the last line of $tmp/out (the JSON line a
+# bench or account command ends its report with).
+json() { tail -n 1 "$tmp/out" | sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
+# positive V: V is a number above zero.
+positive() { awk -v v="$1" 'BEGIN { exit !(v + 0 > 0) }'; }
+# small_server CLIENT SERVER [BITS]: init + insert of the bundled SIFT set's
+# first 3,000 base rows (copied to $tmp/base.bvecs): 4 shards, 2 hashes an
+# item, BITS-bit codes (64), 1,000 training rows, the key from $seed (set
+# and exported here, a fixed one, so that every run builds the same
+# directory).  Quiet; fails when init or insert does.
+small_server() {
+    seed=0101010101010101010101010101010101010101010101010101010101010101
+    export seed
+    [ -f "$tmp/base.bvecs" ] || head -c $((132 * 3000)) datasets/sift/base.bvecs >"$tmp/base.bvecs"
+    "$MESS" init --client "$1" --server "$2" --train datasets/sift/learn.bvecs \
+        --shards 4 --per-item 2 --bits "${3:-64}" --train-sample 1000 --seed-env seed >/dev/null 2>&1 &&
+        "$MESS" insert --client "$1" --server "$2" "$tmp/base.bvecs" >/dev/null 2>&1
+}
 finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; }

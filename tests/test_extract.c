@@ -48,36 +48,6 @@ static int count_prefix(const char *prefix)
     return n;
 }
 
-/* The one file of shard j with the suffix in dir, or "". */
-static void shard_file(const char *dir, uint32_t j, const char *suffix, char *out,
-                       size_t cap)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char prefix[32];
-    out[0] = '\0';
-    snprintf(prefix, sizeof prefix, "shard-%04u-", (unsigned)j);
-    if (!d)
-        return;
-    while ((e = readdir(d)) != NULL) {
-        size_t a = strlen(e->d_name), b = strlen(suffix);
-        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && a >= b &&
-            strcmp(e->d_name + a - b, suffix) == 0)
-            snprintf(out, cap, "%s/%s", dir, e->d_name);
-    }
-    closedir(d);
-}
-
-static int files_equal(const char *x, const char *y)
-{
-    size_t a, b;
-    uint8_t *p = test_read_file(x, &a), *q = test_read_file(y, &b);
-    int eq = p && q && a == b && memcmp(p, q, a) == 0;
-    free(p);
-    free(q);
-    return eq;
-}
-
 /* 1 if a and b answer every request on the shard set with the same bytes. */
 static int same_parts(const mess_server *a, const mess_server *b, const uint32_t *set,
                       size_t n)

@@ -384,6 +384,30 @@ static inline int grow_array(void **a, size_t *cap, size_t need, size_t elem)
     return MESS_OK;
 }
 
+/* Room for the bucket queues' heads (cand_head, res_head) of nb distances
+ * (bits + 1) in a scratch: both replaced, their contents not kept, when
+ * they are shorter (scratch_prepare in hnsw_bin.c, scratch_prepare_many in
+ * hnsw_many.c). */
+static inline int scratch_grow_buckets(struct hnsw_scratch *s, uint32_t nb)
+{
+    uint32_t *c, *r;
+    if (nb <= s->nbuckets)
+        return MESS_OK;
+    c = (uint32_t *)mess_malloc_array(nb, sizeof *c);
+    r = (uint32_t *)mess_malloc_array(nb, sizeof *r);
+    if (!c || !r) {
+        free(c);
+        free(r);
+        return MESS_ENOMEM;
+    }
+    free(s->cand_head);
+    free(s->res_head);
+    s->cand_head = c;
+    s->res_head = r;
+    s->nbuckets = nb;
+    return MESS_OK;
+}
+
 /* ---- shared by the index's files, defined in hnsw_bin.c ---------------- */
 
 /* Parameters in range (hnsw_new, and the readers of the file forms). */
