@@ -34,9 +34,7 @@ else
 fi
 # --layout codes: the code layout built first, both modes still
 # byte-identical (128-bit codes; 64-bit ones are refused below)
-if "$MESS" init --client "$tmp/c128" --server "$tmp/s128" --train datasets/sift/learn.bvecs \
-    --shards 4 --per-item 2 --bits 128 --train-sample 1000 --seed-env seed >/dev/null 2>&1 &&
-    "$MESS" insert --client "$tmp/c128" --server "$tmp/s128" "$tmp/base.bvecs" >/dev/null 2>&1 &&
+if small_server "$tmp/c128" "$tmp/s128" 128 &&
     "$MESS" bench throughput --server "$tmp/s128" --client "$tmp/c128" --data datasets/sift \
     --queries 20 --pool 200 --batches 7 --threads 1 --windows 256,0 --rounds 1 --layout codes \
     >"$tmp/out" 2>"$tmp/err"; then
