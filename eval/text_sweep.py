@@ -77,10 +77,13 @@ def privacy(b, ds, npairs, delta, repeats):
         lines = [json.loads(x) for x in r.stdout.strip().splitlines() if x.startswith("{")]
         per, summ = lines[:-1], lines[-1]
         out = {"pairs": npairs, "delta": delta, "repeats": repeats}
+        # a bound the accountant cannot give (flips too small for its
+        # range) is null in its JSON: the mean is then unbounded too
         for key in ("xi_pure", "xi_pld", "xi_single_shard", "xi_ap", "xi_sp"):
             vals = [p[key] for p in per if key in p]
             if vals:
-                out["mean_" + key] = float(np.mean(vals))
+                out["mean_" + key] = (None if any(v is None for v in vals)
+                                      else float(np.mean(vals)))
         for key in ("max_xi_pure", "max_xi_pld", "max_xi_single_shard", "max_xi_ap", "max_xi_sp"):
             if key in summ:
                 out[key] = summ[key]
@@ -103,7 +106,10 @@ def table(res):
         cells = [str(c["M"]), str(c["t"]), str(c["k"]), "%.4g" % c["d"], "%.4g" % c["q"], str(c["ef"])]
         for k in keys:
             v = pv.get(k)
-            worse = ref and v is not None and v > ref[k] * 1.005
+            if k in pv and v is None:
+                cells.append("unbounded")
+                continue
+            worse = ref and v is not None and ref.get(k) is not None and v > ref[k] * 1.005
             cells.append(("**%.0f**" if worse else "%.0f") % v if v is not None else "")
         by = {x["pool"]: x for x in r["curve"]}
         cells += ["%.3f / %.3f" % (by[b]["recall"], by[b]["mrr"]) if b in by else "" for b in pools]
@@ -155,11 +161,17 @@ def main():
         os.makedirs(os.path.dirname(a.out), exist_ok=True)
         with open(a.out, "w") as f:
             json.dump(res, f, indent=1, default=float)
+    def bound(pv, key):
+        """a mean bound for the summary line: absent nan, unbounded inf"""
+        if key not in pv:
+            return float("nan")
+        return float("inf") if pv[key] is None else pv[key]
+
     for r in res["rows"]:
         pv = r["privacy"] or {}
         print("%-40s xi_pure %7.1f xi_pld %7.1f xi_ap %7.1f | %s" % (
-            r["config"], pv.get("mean_xi_pure", float("nan")), pv.get("mean_xi_pld", float("nan")),
-            pv.get("mean_xi_ap", float("nan")),
+            r["config"], bound(pv, "mean_xi_pure"), bound(pv, "mean_xi_pld"),
+            bound(pv, "mean_xi_ap"),
             " ".join("B=%d %.3f/%.3f" % (x["pool"], x["recall"], x["mrr"]) for x in r["curve"])))
 
 
