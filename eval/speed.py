@@ -24,6 +24,12 @@ every pool gives recall@10 per efConstruction (the recall curve: the
 graphs' bytes do not depend on efConstruction, so recall per byte moves
 only with recall; --no-recall skips it).  Load average printed before and
 after; the last line is JSON.
+
+`hnswlib` builds hnswlib's index alone, in --chunks timed slices, and
+saves it for `mess bench throughput --hnswlib-index` (the 1M set's in
+docs/PERFORMANCE.md):
+
+    nice /usr/bin/python3 eval/speed.py hnswlib --data /work/data/1m --index 1m.bin
 """
 import argparse
 import json
@@ -82,10 +88,12 @@ def cmd_data(a):
     print(json.dumps({"out": a.out, "n": len(base), "queries": len(query)}))
 
 
-def hnswlib_build(base, threads, chunks=1):
+def hnswlib_build(base, threads, chunks=1, save=""):
     """wall and CPU seconds (all threads) of hnswlib's build; with chunks > 1
     add_items runs on that many slices in turn and prints each one's
-    time, so a build stopped part way still tells its rate."""
+    time, so a build stopped part way still tells its rate; save: the
+    index written there after the timing (the file scripts/hnswlib_ref.py
+    --index and `mess bench throughput --hnswlib-index` load)."""
     import hnswlib
     t0, c0 = time.perf_counter(), time.process_time()
     idx = hnswlib.Index(space="l2", dim=base.shape[1])
@@ -97,7 +105,20 @@ def hnswlib_build(base, threads, chunks=1):
             print("  hnswlib: %d items added, %.1f s wall, %.1f s CPU, load %s"
                   % (hi, time.perf_counter() - t0, time.process_time() - c0,
                      " ".join(load_avg())), flush=True)
-    return time.perf_counter() - t0, time.process_time() - c0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if save:
+        idx.save_index(save)
+    return wall, cpu
+
+
+def cmd_hnswlib(a):
+    """hnswlib's build alone (M 16, efC 300, seed 1, as
+    scripts/hnswlib_ref.py builds it), timed per slice, its index kept."""
+    base = read_vecs(os.path.join(a.data, "base.bvecs")).astype(np.float32)
+    wall, cpu = hnswlib_build(base, a.threads, a.chunks, a.index)
+    print(json.dumps({"data": a.data, "n": len(base), "threads": a.threads,
+                      "hnswlib_build_s": round(wall, 1), "hnswlib_build_cpu_s": round(cpu, 1),
+                      "index": a.index, "load_after": " ".join(load_avg())}))
 
 
 def child_cpu():
@@ -238,8 +259,14 @@ def main():
     b.add_argument("--keep", default="",
                    help="the first round's build of the first tool and efC goes to "
                    "KEEP and KEEP.client (production client) and stays")
+    h = sub.add_parser("hnswlib")
+    h.add_argument("--data", required=True)
+    h.add_argument("--threads", type=int, default=2)
+    h.add_argument("--chunks", type=int, default=10,
+                   help="add_items in this many slices, each timed")
+    h.add_argument("--index", required=True, help="where the index is saved")
     a = ap.parse_args()
-    {"data": cmd_data, "build": cmd_build}[a.cmd](a)
+    {"data": cmd_data, "build": cmd_build, "hnswlib": cmd_hnswlib}[a.cmd](a)
 
 
 if __name__ == "__main__":
