@@ -16,7 +16,10 @@
  * the last node); from word m (m0 / 2) on, the code of each stored id in
  * the same order, zero for an id past the last node (never scored).
  */
+#ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
+#endif
+#include <errno.h>
 #include <sys/mman.h>
 
 #include "hnsw_internal.h"
@@ -54,12 +57,16 @@ static uint64_t *lay_alloc(const struct hnsw *h, size_t nodes)
     if (posix_memalign(&p, align, bytes) != 0)
         return NULL;
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    /* Linux gives transparent huge pages to memory that asks for them (its
-     * usual setting, "madvise"): the alignment alone got none.  Advice
-     * only; the blocks are the same in 4 KiB pages (docs/PERFORMANCE.md
+    /* Under a common setting of Linux ("madvise", this machine's) only
+     * memory that asks gets transparent huge pages: the alignment alone
+     * got none.  Advice only (errno kept: a kernel without them refuses
+     * it); the blocks are the same in 4 KiB pages (docs/PERFORMANCE.md
      * "The code layout in 2 MiB pages"). */
-    if (align == LAY_HUGE)
+    if (align == LAY_HUGE) {
+        int saved = errno;
         madvise(p, bytes, MADV_HUGEPAGE);
+        errno = saved;
+    }
 #endif
     memset(p, 0, bytes);
     return (uint64_t *)p;
