@@ -5,7 +5,9 @@
  * random advice around a read of a whole arena.  The advice itself
  * (mess_server_set_advice, store_arena_advise) is server_store.c's.
  */
+#ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE /* mincore */
+#endif
 #include <sys/mman.h>
 #include <unistd.h>
 
