@@ -314,7 +314,7 @@ static void hnswlib_run(const char *python, const char *data, size_t nq, FILE *j
     char cmd[8192];
     snprintf(cmd, sizeof cmd,
              "%s scripts/hnswlib_ref.py --data '%s' --queries %zu --throughput 1,2 "
-             "--ef 10,16,24,32,48,64,96,128 2>/dev/null",
+             "--ef " BENCH_HNSWLIB_EFS " 2>/dev/null",
              python, data, nq);
     fputc(',', json);
     bench_hnswlib_lines(cmd, json);

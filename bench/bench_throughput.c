@@ -476,7 +476,7 @@ int bench_throughput(int argc, char **argv)
         double ef, rec = 0, t1 = 0, t2 = 0;
         snprintf(cmd, sizeof cmd,
                  "%s scripts/hnswlib_ref.py --data '%s' --queries %zu --throughput 1,2 "
-                 "--ef 10,16,24,32,48,64,96,128,192,256%s%s%s 2>/dev/null",
+                 "--ef " BENCH_HNSWLIB_EFS "%s%s%s 2>/dev/null",
                  python, data, x.nq, hindex ? " --index '" : "", hindex ? hindex : "",
                  hindex ? "'" : "");
         if (!h) {
