@@ -31,8 +31,10 @@ void bench_hnswlib_lines(const char *cmd, FILE *json);
 
 /* The efs hnswlib is run at, for "the smallest ef whose recall@10 reaches
  * libmess's": steps of 4 around 48-64 (where the large set's comparisons
- * fall), where a coarser grid gave hnswlib up to 14% more work than it
- * needs (ef 64 for ef 56's recall on the large set). */
+ * fall), where a coarser grid gave hnswlib more work than it needs (ef 64
+ * for ef 56's recall on the large set: 10% more distances a query).  In
+ * ascending order: bench_throughput.c takes the first line that reaches
+ * libmess's recall. */
 #define BENCH_HNSWLIB_EFS "10,16,24,32,40,44,48,52,56,60,64,72,80,96,128,192,256"
 
 /* bench_server.c, also for bench_throughput.c: the work of the searches
