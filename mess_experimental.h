@@ -685,7 +685,9 @@ MESS_API int mess_estimate_sized(const mess_params *p, uint64_t items,
 #define MESS_ADVICE_GRAPH_WILLNEED_UPPER 0x08u
 /* after the open, read the whole graph files in the background (on a
  * thread of the open's; only the upper layers' sections when the graphs
- * are more than half of physical memory) */
+ * are more than half of physical memory).  A process forked while that
+ * thread runs has its memory but not the thread: the child does not read
+ * in, and the thread's block is never freed there. */
 #define MESS_ADVICE_GRAPH_WILLNEED 0x10u
 #define MESS_ADVICE_DEFAULT \
     (MESS_ADVICE_GRAPH_RANDOM_OPEN | MESS_ADVICE_ARENA_RANDOM | MESS_ADVICE_GRAPH_WILLNEED)
