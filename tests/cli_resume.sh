@@ -6,7 +6,9 @@
 # is refused with a hint, and `mess insert --resume` inserts the rest:
 # then the directory holds every item exactly once and the queries give
 # the same answers and recall as an uninterrupted build.  A row stored
-# past the prefix is refused, not inserted twice.
+# past the prefix is refused, not inserted twice.  A file-size limit
+# reached part-way (ulimit -f) is reported like a full disk, with the
+# count stored.
 set -u
 MESS=${MESS:-build/mess}
 . tests/shlib.sh
@@ -115,4 +117,27 @@ grep -q '^{"items":0,"skipped":200,' "$tmp/out" && ok "nothing left, nothing dou
     bad "$(cat "$tmp/out")"
 [ "$(entries "$tmp/p")" = 400 ] && ok "no item stored twice" ||
     bad "$(entries "$tmp/p") entries"
+# a file-size limit (ulimit -f, in a subshell) reached part-way: the write
+# fails with EFBIG and the insert says so and how many items it stored
+# (before, SIGXFSZ ended it mid-write: exit 153, nothing said), and
+# --resume then inserts the rest, each item once
+$MESS init --client "$tmp/f.mess" --server "$tmp/f" --train "$tmp/learn.bvecs" $COMMON \
+    --seed-env SEED >/dev/null 2>&1 || bad "init f"
+# 2,000 blocks: 1 MB (sh, POSIX 512-byte blocks) or 2 MB (bash), of the
+# log's 3.8 MB
+(ulimit -f 2000 && exec $MESS insert --client "$tmp/f.mess" --server "$tmp/f" \
+    "$tmp/base.bvecs" --batch 500) >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" = 1 ] && ok "file-size limit: exit 1" || bad "file-size limit: exit $rc ($(cat "$tmp/err"))"
+grep -q "^mess: cannot write server .*: File too large" "$tmp/err" &&
+    ok "file-size limit: 'File too large'" || bad "file-size limit: $(cat "$tmp/err")"
+stored=$(sed -n "s/^mess: \([0-9]*\) of the 10000 items of '.*' are stored in '.*' and durable .*/\1/p" "$tmp/err")
+[ -n "$stored" ] && [ "$stored" -gt 0 ] && [ "$stored" -lt 10000 ] &&
+    [ "$(entries "$tmp/f")" = $((stored * 2)) ] &&
+    ok "file-size limit: $stored items stored, as said" ||
+    bad "file-size limit: said '$stored', holds $(entries "$tmp/f") entries: $(cat "$tmp/err")"
+check "--resume after the file-size limit" $MESS insert --client "$tmp/f.mess" \
+    --server "$tmp/f" "$tmp/base.bvecs" --batch 500 --resume
+[ "$(entries "$tmp/f")" = 20000 ] && ok "file-size limit: every item stored exactly once" ||
+    bad "after the file-size limit and --resume: $(entries "$tmp/f") entries"
 finish
