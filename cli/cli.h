@@ -317,15 +317,17 @@ int cli_server_layout(mess_server *s, int layout, const char *dir);
  * first + 1, ...) the server stores (*rows): every row up to the first
  * not stored is checked, `batch` rows at a time encoded with `threads`
  * (mess_server_count_stored, which changes nothing); CLI_OK, or CLI_FAIL
- * after a message naming FILE (a row partly stored; file NULL: no
- * message).  cli_insert_stored: the line saying how many of FILE's n
+ * after a message naming FILE (a row partly stored, or the prefix ends at
+ * a row whose id the server holds with another vector; file NULL: no
+ * message, *other (may be NULL) set in that case).  cli_insert_stored:
+ * the line saying how many of FILE's n
  * items are stored (and durable: the larger of `stored`, what this run
  * applied, and the prefix the server stores) and how to insert the rest. */
 void cli_stop_catch(void);
 int cli_stop_requested(void);
 int cli_stored_prefix(mess_client *c, const mess_server *s, const float *x, size_t n,
                       size_t dim, uint64_t first, size_t batch, unsigned threads,
-                      const char *file, size_t *rows);
+                      const char *file, size_t *rows, int *other);
 void cli_insert_stored(mess_client *c, const mess_server *s, const float *x, size_t dim,
                        size_t batch, unsigned threads, const char *file, const char *spath,
                        uint64_t first, size_t stored, size_t n);

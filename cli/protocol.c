@@ -306,7 +306,7 @@ int cli_cmd_insert(int argc, char **argv)
     for (i = 0; i < n; i++)
         ids[i] = (uint64_t)first + i;
     if (resume && cli_stored_prefix(c, s, x, n, dim, (uint64_t)first, (size_t)batch,
-                                    (unsigned)threads, file, &skip) != CLI_OK) {
+                                    (unsigned)threads, file, &skip, NULL) != CLI_OK) {
         rc = CLI_FAIL;
         goto done;
     }

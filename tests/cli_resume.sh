@@ -6,9 +6,10 @@
 # is refused with a hint, and `mess insert --resume` inserts the rest:
 # then the directory holds every item exactly once and the queries give
 # the same answers and recall as an uninterrupted build.  A row stored
-# past the prefix is refused, not inserted twice.  A file-size limit
-# reached part-way (ulimit -f) is reported like a full disk, with the
-# count stored.
+# past the prefix is refused, not inserted twice; a row whose id holds
+# another vector (another file at ids in use) is never skipped.  A
+# file-size limit reached part-way (ulimit -f) is reported like a full
+# disk, with the count stored.
 set -u
 MESS=${MESS:-build/mess}
 . tests/shlib.sh
@@ -117,6 +118,42 @@ grep -q '^{"items":0,"skipped":200,' "$tmp/out" && ok "nothing left, nothing dou
     bad "$(cat "$tmp/out")"
 [ "$(entries "$tmp/p")" = 400 ] && ok "no item stored twice" ||
     bad "$(entries "$tmp/p") entries"
+# another file's rows at ids in use (a second file inserted without
+# --first-id): its ids hold other vectors, so none of its rows is stored;
+# before, the refusal said "all 100 items ... are stored" and --resume
+# skipped every row, exit 0, inserting nothing
+dd if=$D/base.bvecs bs=132 skip=200 count=100 of="$tmp/other.bvecs" 2>/dev/null
+says "another file at ids in use" "'$tmp/other.bvecs' row 0: the server holds id 0 with another vector" \
+    $MESS insert --client "$tmp/p.mess" --server "$tmp/p" "$tmp/other.bvecs"
+grep -qF "none of the 100 items of '$tmp/other.bvecs' is stored" "$tmp/err" &&
+    ok "says none of its items is stored" || bad "$(cat "$tmp/err")"
+says "--resume of another file at ids in use" \
+    "--resume: '$tmp/other.bvecs' row 0: the server holds id 0 with another vector" \
+    $MESS insert --client "$tmp/p.mess" --server "$tmp/p" "$tmp/other.bvecs" --resume
+# rows 0-149 of a.bvecs again, then other.bvecs' 100 rows as ids 150..:
+# the 150 stored rows are skipped, the row at id 150 is not this one
+head -c $((132 * 150)) "$tmp/a.bvecs" >"$tmp/mixed.bvecs"
+cat "$tmp/other.bvecs" >>"$tmp/mixed.bvecs"
+says "--resume past the stored rows into ids in use" \
+    "--resume: '$tmp/mixed.bvecs' row 150: the server holds id 150 with another vector" \
+    $MESS insert --client "$tmp/p.mess" --server "$tmp/p" "$tmp/mixed.bvecs" --batch 64 --resume
+[ "$(entries "$tmp/p")" = 400 ] && ok "nothing skipped, nothing doubled" ||
+    bad "$(entries "$tmp/p") entries"
+check "another file past the ids in use" $MESS insert --client "$tmp/p.mess" \
+    --server "$tmp/p" "$tmp/other.bvecs" --first-id 200
+[ "$(entries "$tmp/p")" = 600 ] && ok "its 100 items stored" || bad "$(entries "$tmp/p") entries"
+
+# a run that reaches ids in use after inserting new ones: says how many
+# it stored, without pointing to --resume
+check "other.bvecs as ids 1000-1099" $MESS insert --client "$tmp/p.mess" --server "$tmp/p" \
+    "$tmp/other.bvecs" --first-id 1000
+head -c $((132 * 150)) "$tmp/a.bvecs" >"$tmp/a150.bvecs"
+says "a run into ids in use" "'$tmp/a150.bvecs' row 50: the server holds id 1000 with another vector" \
+    $MESS insert --client "$tmp/p.mess" --server "$tmp/p" "$tmp/a150.bvecs" --first-id 950 --batch 50
+grep -qF "50 of the 150 items of '$tmp/a150.bvecs' are stored in '$tmp/p' and durable (rows 0 to 49, ids 950 to 999)" "$tmp/err" &&
+    ! grep -qF "inserts the rest" "$tmp/err" && ok "says the 50 it stored, no --resume hint" ||
+    bad "$(cat "$tmp/err")"
+
 # a file-size limit (ulimit -f, in a subshell) reached part-way: the write
 # fails with EFBIG and the insert says so and how many items it stored
 # (before, SIGXFSZ ended it mid-write: exit 153, nothing said), and
