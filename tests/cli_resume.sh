@@ -177,4 +177,24 @@ check "--resume after the file-size limit" $MESS insert --client "$tmp/f.mess" \
     --server "$tmp/f" "$tmp/base.bvecs" --batch 500 --resume
 [ "$(entries "$tmp/f")" = 20000 ] && ok "file-size limit: every item stored exactly once" ||
     bad "after the file-size limit and --resume: $(entries "$tmp/f") entries"
+# the limit reached by the checkpoint, after the log took the batch
+# (600 blocks: 300 or 600 KB, above the client file's 245 KB and under a
+# graph file's 800 KB): the insert says
+# its items are durable in the log (before: only "it keeps its last
+# checkpoint", read as lost); every open sees them, and `mess checkpoint`
+# writes them once the limit is gone
+head -c $((132 * 10)) $D/learn.bvecs >"$tmp/ten.bvecs"
+(ulimit -f 600 && exec $MESS insert --client "$tmp/f.mess" --server "$tmp/f" \
+    "$tmp/ten.bvecs" --first-id 20000) >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" = 1 ] && grep -q "^mess: cannot write server .*: File too large" "$tmp/err" &&
+    ok "checkpoint past the file-size limit: refused" || bad "exit $rc: $(cat "$tmp/err")"
+grep -qF "what this command applied is durable all the same: it is in the write-ahead log of '$tmp/f'" "$tmp/err" &&
+    ok "says what it applied is durable" || bad "$(cat "$tmp/err")"
+[ "$(entries "$tmp/f")" = 20020 ] && ok "the 10 items are there" ||
+    bad "after the failed checkpoint: $(entries "$tmp/f") entries"
+check "checkpoint without the limit" $MESS checkpoint --server "$tmp/f"
+check "verify --client" $MESS verify --server "$tmp/f" --client "$tmp/f.mess"
+grep -q "20020 entries (20020 live)" "$tmp/out" && ok "checkpointed: 20020 entries" ||
+    bad "$(cat "$tmp/out")"
 finish
