@@ -106,10 +106,15 @@ int cli_save_possible(const char *path);
  * file created meanwhile with MESS_EEXIST, and gets the same message.
  * cli_keep_replaced (--force): moves the file at path to
  * PATH.replaced-YYYYmmddTHHMMSS (local time; .2, .3, ... if taken: no file
- * is overwritten) and prints that name; CLI_OK if nothing was there. */
+ * is overwritten), prints that name and gives it in *kept (malloc'd, NULL
+ * if nothing was there; kept may be NULL); CLI_OK if nothing was there.
+ * cli_undo_init: an init that failed after these puts things back: the
+ * client file it created (created) is removed, and the kept one (kept,
+ * or NULL) linked back to path, each said. */
 int cli_client_fresh(const char *path);
 int cli_client_exists(const char *path);
-int cli_keep_replaced(const char *path);
+int cli_keep_replaced(const char *path, char **kept);
+void cli_undo_init(const char *path, int created, const char *kept);
 /* The client state at cpath, sealed or not, with the passphrase of
  * --passphrase-env (cli_passphrase: CLI_USAGE when its variable is unset
  * or empty); a refusal of the library is cli_fail's "cannot load client

@@ -387,7 +387,7 @@ int cli_client_fresh(const char *path)
     return CLI_OK; /* a missing directory is the save's own error */
 }
 
-int cli_keep_replaced(const char *path)
+int cli_keep_replaced(const char *path, char **kept_out)
 {
     char stamp[32], *kept;
     size_t cap = strlen(path) + sizeof ".replaced-YYYYmmddTHHMMSS.999";
@@ -442,8 +442,23 @@ int cli_keep_replaced(const char *path)
     }
     /* durable with the new file: its save fsyncs this same directory */
     cli_error("%s existed: kept as %s (--force)", path, kept);
-    free(kept);
+    if (kept_out)
+        *kept_out = kept;
+    else
+        free(kept);
     return CLI_OK;
+}
+
+void cli_undo_init(const char *path, int created, const char *kept)
+{
+    if (created && unlink(path) == 0)
+        cli_error("%s: the new client file is removed (it holds the keys of no server)",
+                  path);
+    /* link, not rename: a file made at path meanwhile is never replaced */
+    if (kept && link(kept, path) == 0 && unlink(kept) == 0)
+        cli_error("%s: the old client file is back (from %s)", path, kept);
+    else if (kept)
+        cli_error("the old client file stays as %s: %s", kept, strerror(errno));
 }
 
 int cli_client_load(struct cli_args *a, const char *cpath, mess_client **c)

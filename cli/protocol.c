@@ -83,6 +83,7 @@ int cli_cmd_init(int argc, char **argv)
 {
     struct cli_args a;
     const char *cpath, *spath, *train, *pass;
+    char *kept = NULL; /* --force: where the old client file went */
     long threads;
     uint8_t seed[32];
     int have_seed, force, payload_named, choosing;
@@ -143,25 +144,37 @@ int cli_cmd_init(int argc, char **argv)
     rc = cli_train_client(train, &p, have_seed ? seed : NULL, threads, &c, &n);
     if (rc != CLI_OK)
         return rc;
-    if (force && cli_keep_replaced(cpath) != CLI_OK) {
+    if (force && cli_keep_replaced(cpath, &kept) != CLI_OK) {
         mess_client_free(c);
         return CLI_FAIL;
     }
     errno = 0;
     rc = mess_client_save_new(c, cpath, pass, pass ? strlen(pass) : 0);
     mess_client_free(c);
-    if (rc == MESS_EEXIST) /* made while this one trained */
+    if (rc == MESS_EEXIST) { /* made while this one trained */
+        free(kept);
         return cli_client_exists(cpath);
-    if (rc != MESS_OK)
-        return cli_fail("cannot write client state", cpath, rc);
+    }
+    if (rc != MESS_OK) {
+        rc = cli_fail("cannot write client state", cpath, rc);
+        cli_undo_init(cpath, 0, kept);
+        free(kept);
+        return rc;
+    }
     errno = 0;
     rc = mess_server_create(spath, &p, &s);
     if (rc != MESS_OK) {
         cli_error("cannot create server directory '%s': %s", spath,
                   rc == MESS_EEXIST ? "it exists and is not empty (made while init trained)"
                   : rc == MESS_EIO && errno ? strerror(errno) : mess_strerror(rc));
+        /* a failed init changes nothing (a mistyped --server once left a
+         * new client file, which a second init then refused, and with
+         * --force the old one moved aside) */
+        cli_undo_init(cpath, 1, kept);
+        free(kept);
         return CLI_FAIL;
     }
+    free(kept);
     mess_server_free(s);
     printf("{\"dim\":%u,\"shards\":%u,\"per_item\":%u,\"bits\":%u,"
            "\"p_store\":%.6g,\"p_prr\":%.6g,\"p_irr\":%.6g,\"p_query\":%.6g,"
