@@ -122,6 +122,17 @@ void cli_undo_init(const char *path, int created, const char *kept);
  * cli_client_load sets *c to NULL first. */
 int cli_client_load(struct cli_args *a, const char *cpath, mess_client **c);
 int cli_client_save(struct cli_args *a, const mess_client *c, const char *cpath);
+/* cli_client_load for a command that saves the client file: it first
+ * takes the file's lock (an flock held until the process exits; another
+ * command holding it is CLI_FAIL, "another mess command is using this
+ * client file"), so that two such commands never load the same state
+ * and the second save loses the first one's changes (the generation of
+ * a re-inserted id: its entries then failed authentication).  always 0
+ * (query, request): only a deterministic client, which is saved after
+ * its requests, is locked, then loaded again; a production client is
+ * never written by them and is not locked. */
+int cli_client_load_to_save(struct cli_args *a, const char *cpath, mess_client **c,
+                            int always);
 int cli_check_training(const char *path, size_t n, const mess_params *p);
 /* A hint on stderr when the norms of the vectors of path spread (`what`:
  * "training", "sample"; the 95th over the 5th percentile above the

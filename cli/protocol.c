@@ -189,14 +189,17 @@ int cli_cmd_init(int argc, char **argv)
     return CLI_OK;
 }
 
-/* Loads both states; the server must match the client's parameters. */
+/* Loads both states; the server must match the client's parameters.
+ * saves: 1 (insert, delete: the client file is saved, and locked first),
+ * 0 (query: saved, and locked, only when deterministic);
+ * cli_client_load_to_save. */
 static int load_both(struct cli_args *a, const char *cpath, const char *spath,
-                     mess_client **c, mess_server **s)
+                     mess_client **c, mess_server **s, int saves)
 {
     mess_params p;
     int rc;
     *s = NULL;
-    rc = cli_client_load(a, cpath, c);
+    rc = cli_client_load_to_save(a, cpath, c, saves);
     if (rc != CLI_OK)
         return rc;
     mess_client_params(*c, &p);
@@ -325,7 +328,7 @@ int cli_cmd_insert(int argc, char **argv)
     rc = cli_read_vectors(file, "vectors to insert", &x, &n, &dim);
     if (rc != CLI_OK)
         return rc;
-    rc = load_both(&a, cpath, spath, &c, &s);
+    rc = load_both(&a, cpath, spath, &c, &s, 1);
     if (rc != CLI_OK) {
         mess_vecs_free(x);
         return rc;
@@ -618,7 +621,7 @@ int cli_cmd_query(int argc, char **argv)
         mess_vecs_free(q);
         return rc;
     }
-    rc = load_both(&a, cpath, spath, &c, &s);
+    rc = load_both(&a, cpath, spath, &c, &s, 0);
     if (rc != CLI_OK)
         goto done;
     mess_client_params(c, &p);
@@ -789,7 +792,7 @@ int cli_cmd_delete(int argc, char **argv)
         cli_error("--ids: expected a comma-separated list of non-negative integers");
         return CLI_USAGE;
     }
-    rc = load_both(&a, cpath, spath, &c, &s);
+    rc = load_both(&a, cpath, spath, &c, &s, 1);
     if (rc != CLI_OK) {
         free(ids);
         return rc;
