@@ -226,6 +226,19 @@ static int load_both(struct cli_args *a, const char *cpath, const char *spath,
     return CLI_OK;
 }
 
+/* Insert and delete save the client file once the server applied their
+ * buffers (it records the generations of ids deleted or inserted again):
+ * a file that cannot be saved is refused before any change, as the
+ * server would otherwise hold what the client does not know of. */
+static int client_unsaveable(const char *cpath, const char *what)
+{
+    if (cli_save_possible(cpath) == 0)
+        return 0;
+    cli_error("%s: %s saves the client file after the server applies it, and this one "
+              "cannot be saved; refused before changing anything", cpath, what);
+    return 1;
+}
+
 /* Insert and delete save the client, then checkpoint what they applied;
  * each applied buffer is in the server's log already (fdatasync'd before
  * the call returned), so when either fails (a full disk, a read-only
@@ -336,6 +349,10 @@ int cli_cmd_insert(int argc, char **argv)
     mess_client_params(c, &p);
     if (dim != p.dim) {
         cli_error("'%s' has dimension %zu, the index expects %u", file, dim, p.dim);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    if (client_unsaveable(cpath, "insert")) {
         rc = CLI_FAIL;
         goto done;
     }
@@ -796,6 +813,12 @@ int cli_cmd_delete(int argc, char **argv)
     if (rc != CLI_OK) {
         free(ids);
         return rc;
+    }
+    if (client_unsaveable(cpath, "delete")) {
+        free(ids);
+        mess_client_free(c);
+        mess_server_free(s);
+        return CLI_FAIL;
     }
     rc = mess_client_delete(c, ids, n, &buf, &len);
     if (rc == MESS_OK) {
