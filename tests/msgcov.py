@@ -30,6 +30,11 @@ EXEMPT = {
         "only on a CPU without POPCNT (hnsw_popcount_force; the build and test "
         "machines have it)",
     "bench batch: <reason>": "printed only with MESS_ENOMEM (bench/bench_batch.c)",
+    "%s: %s saves the client file after the server applies it, and this one "
+    "cannot be saved; refused before changing anything":
+        "only for a user who may not write the client file's directory: "
+        "tests/cli_state.sh runs it as an unprivileged user (setpriv), whose "
+        "stderr the recording wrapper cannot append to the root-owned log",
     "the old client file stays as %s: %s":
         "init putting a kept client file back failed: link(2) in the directory "
         "the same init just wrote to (cli/files.c cli_undo_init; the path that "
