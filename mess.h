@@ -614,7 +614,10 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
  * nothing: how an interrupted insert finds where to go on (`mess insert
  * --resume` probes one item at a time).  The buffer is checked as
  * mess_server_apply_upload checks it (MESS_EFORMAT, MESS_EOWNER, ...); a
- * record of a shard a subset server does not hold is MESS_ESTATE.
+ * record of a shard a subset server does not hold is MESS_ESTATE.  A
+ * record whose id the server stores with another entry (another vector
+ * under that id, so not a row an interrupted insert applied) is
+ * MESS_ESTATE with errno EEXIST.
  * *stored: how many of its *records (may be NULL) records are stored. */
 MESS_API MESS_NODISCARD
 int mess_server_count_stored(const mess_server *s, const uint8_t *buf, size_t len,

@@ -106,10 +106,15 @@ int cli_save_possible(const char *path);
  * file created meanwhile with MESS_EEXIST, and gets the same message.
  * cli_keep_replaced (--force): moves the file at path to
  * PATH.replaced-YYYYmmddTHHMMSS (local time; .2, .3, ... if taken: no file
- * is overwritten) and prints that name; CLI_OK if nothing was there. */
+ * is overwritten), prints that name and gives it in *kept (malloc'd, NULL
+ * if nothing was there; kept may be NULL); CLI_OK if nothing was there.
+ * cli_undo_init: an init that failed after these puts things back: the
+ * client file it created (created) is removed, and the kept one (kept,
+ * or NULL) linked back to path, each said. */
 int cli_client_fresh(const char *path);
 int cli_client_exists(const char *path);
-int cli_keep_replaced(const char *path);
+int cli_keep_replaced(const char *path, char **kept);
+void cli_undo_init(const char *path, int created, const char *kept);
 /* The client state at cpath, sealed or not, with the passphrase of
  * --passphrase-env (cli_passphrase: CLI_USAGE when its variable is unset
  * or empty); a refusal of the library is cli_fail's "cannot load client
@@ -117,6 +122,17 @@ int cli_keep_replaced(const char *path);
  * cli_client_load sets *c to NULL first. */
 int cli_client_load(struct cli_args *a, const char *cpath, mess_client **c);
 int cli_client_save(struct cli_args *a, const mess_client *c, const char *cpath);
+/* cli_client_load for a command that saves the client file: it first
+ * takes the file's lock (an flock held until the process exits; another
+ * command holding it is CLI_FAIL, "another mess command is using this
+ * client file"), so that two such commands never load the same state
+ * and the second save loses the first one's changes (the generation of
+ * a re-inserted id: its entries then failed authentication).  always 0
+ * (query, request): only a deterministic client, which is saved after
+ * its requests, is locked, then loaded again; a production client is
+ * never written by them and is not locked. */
+int cli_client_load_to_save(struct cli_args *a, const char *cpath, mess_client **c,
+                            int always);
 int cli_check_training(const char *path, size_t n, const mess_params *p);
 /* A hint on stderr when the norms of the vectors of path spread (`what`:
  * "training", "sample"; the 95th over the 5th percentile above the
@@ -317,15 +333,17 @@ int cli_server_layout(mess_server *s, int layout, const char *dir);
  * first + 1, ...) the server stores (*rows): every row up to the first
  * not stored is checked, `batch` rows at a time encoded with `threads`
  * (mess_server_count_stored, which changes nothing); CLI_OK, or CLI_FAIL
- * after a message naming FILE (a row partly stored; file NULL: no
- * message).  cli_insert_stored: the line saying how many of FILE's n
+ * after a message naming FILE (a row partly stored, or the prefix ends at
+ * a row whose id the server holds with another vector; file NULL: no
+ * message, *other (may be NULL) set in that case).  cli_insert_stored:
+ * the line saying how many of FILE's n
  * items are stored (and durable: the larger of `stored`, what this run
  * applied, and the prefix the server stores) and how to insert the rest. */
 void cli_stop_catch(void);
 int cli_stop_requested(void);
 int cli_stored_prefix(mess_client *c, const mess_server *s, const float *x, size_t n,
                       size_t dim, uint64_t first, size_t batch, unsigned threads,
-                      const char *file, size_t *rows);
+                      const char *file, size_t *rows, int *other);
 void cli_insert_stored(mess_client *c, const mess_server *s, const float *x, size_t dim,
                        size_t batch, unsigned threads, const char *file, const char *spath,
                        uint64_t first, size_t stored, size_t n);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -387,7 +388,7 @@ int cli_client_fresh(const char *path)
     return CLI_OK; /* a missing directory is the save's own error */
 }
 
-int cli_keep_replaced(const char *path)
+int cli_keep_replaced(const char *path, char **kept_out)
 {
     char stamp[32], *kept;
     size_t cap = strlen(path) + sizeof ".replaced-YYYYmmddTHHMMSS.999";
@@ -442,8 +443,23 @@ int cli_keep_replaced(const char *path)
     }
     /* durable with the new file: its save fsyncs this same directory */
     cli_error("%s existed: kept as %s (--force)", path, kept);
-    free(kept);
+    if (kept_out)
+        *kept_out = kept;
+    else
+        free(kept);
     return CLI_OK;
+}
+
+void cli_undo_init(const char *path, int created, const char *kept)
+{
+    if (created && unlink(path) == 0)
+        cli_error("%s: the new client file is removed (it holds the keys of no server)",
+                  path);
+    /* link, not rename: a file made at path meanwhile is never replaced */
+    if (kept && link(kept, path) == 0 && unlink(kept) == 0)
+        cli_error("%s: the old client file is back (from %s)", path, kept);
+    else if (kept)
+        cli_error("the old client file stays as %s: %s", kept, strerror(errno));
 }
 
 int cli_client_load(struct cli_args *a, const char *cpath, mess_client **c)
@@ -458,6 +474,55 @@ int cli_client_load(struct cli_args *a, const char *cpath, mess_client **c)
     if (rc != MESS_OK)
         return cli_fail("cannot load client state", cpath, rc);
     return CLI_OK;
+}
+
+/* The client file's lock: an flock on the file itself, held until the
+ * process exits.  A save replaces the file (a new inode renamed over it),
+ * so a lock taken on a file no longer at cpath is dropped and taken again
+ * on the one there now. */
+static int client_lock(const char *cpath)
+{
+    int tries;
+    for (tries = 0; tries < 16; tries++) {
+        struct stat held, now;
+        int fd = open(cpath, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return CLI_OK; /* the load names the reason */
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int err = errno;
+            close(fd);
+            if (err != EWOULDBLOCK)
+                return CLI_OK; /* no flock here (as before: unlocked) */
+            cli_error("%s: another mess command is using this client file (insert, "
+                      "delete and a deterministic client's query save it: one at a "
+                      "time); try again when it is done", cpath);
+            return CLI_FAIL;
+        }
+        if (fstat(fd, &held) == 0 && stat(cpath, &now) == 0 &&
+            held.st_dev == now.st_dev && held.st_ino == now.st_ino)
+            return CLI_OK; /* fd stays open: the lock lasts until exit */
+        close(fd);
+    }
+    return CLI_OK;
+}
+
+int cli_client_load_to_save(struct cli_args *a, const char *cpath, mess_client **c,
+                            int always)
+{
+    int rc;
+    *c = NULL;
+    if (always && client_lock(cpath) != CLI_OK)
+        return CLI_FAIL;
+    rc = cli_client_load(a, cpath, c);
+    if (rc != CLI_OK || always || !mess_client_is_deterministic(*c))
+        return rc;
+    /* a deterministic client is saved after its requests: locked, and
+     * loaded again, as another command may have saved it meanwhile */
+    mess_client_free(*c);
+    *c = NULL;
+    if (client_lock(cpath) != CLI_OK)
+        return CLI_FAIL;
+    return cli_client_load(a, cpath, c);
 }
 
 int cli_client_save(struct cli_args *a, const mess_client *c, const char *cpath)

@@ -83,6 +83,7 @@ int cli_cmd_init(int argc, char **argv)
 {
     struct cli_args a;
     const char *cpath, *spath, *train, *pass;
+    char *kept = NULL; /* --force: where the old client file went */
     long threads;
     uint8_t seed[32];
     int have_seed, force, payload_named, choosing;
@@ -143,25 +144,37 @@ int cli_cmd_init(int argc, char **argv)
     rc = cli_train_client(train, &p, have_seed ? seed : NULL, threads, &c, &n);
     if (rc != CLI_OK)
         return rc;
-    if (force && cli_keep_replaced(cpath) != CLI_OK) {
+    if (force && cli_keep_replaced(cpath, &kept) != CLI_OK) {
         mess_client_free(c);
         return CLI_FAIL;
     }
     errno = 0;
     rc = mess_client_save_new(c, cpath, pass, pass ? strlen(pass) : 0);
     mess_client_free(c);
-    if (rc == MESS_EEXIST) /* made while this one trained */
+    if (rc == MESS_EEXIST) { /* made while this one trained */
+        free(kept);
         return cli_client_exists(cpath);
-    if (rc != MESS_OK)
-        return cli_fail("cannot write client state", cpath, rc);
+    }
+    if (rc != MESS_OK) {
+        rc = cli_fail("cannot write client state", cpath, rc);
+        cli_undo_init(cpath, 0, kept);
+        free(kept);
+        return rc;
+    }
     errno = 0;
     rc = mess_server_create(spath, &p, &s);
     if (rc != MESS_OK) {
         cli_error("cannot create server directory '%s': %s", spath,
                   rc == MESS_EEXIST ? "it exists and is not empty (made while init trained)"
                   : rc == MESS_EIO && errno ? strerror(errno) : mess_strerror(rc));
+        /* a failed init changes nothing (a mistyped --server once left a
+         * new client file, which a second init then refused, and with
+         * --force the old one moved aside) */
+        cli_undo_init(cpath, 1, kept);
+        free(kept);
         return CLI_FAIL;
     }
+    free(kept);
     mess_server_free(s);
     printf("{\"dim\":%u,\"shards\":%u,\"per_item\":%u,\"bits\":%u,"
            "\"p_store\":%.6g,\"p_prr\":%.6g,\"p_irr\":%.6g,\"p_query\":%.6g,"
@@ -176,14 +189,17 @@ int cli_cmd_init(int argc, char **argv)
     return CLI_OK;
 }
 
-/* Loads both states; the server must match the client's parameters. */
+/* Loads both states; the server must match the client's parameters.
+ * saves: 1 (insert, delete: the client file is saved, and locked first),
+ * 0 (query: saved, and locked, only when deterministic);
+ * cli_client_load_to_save. */
 static int load_both(struct cli_args *a, const char *cpath, const char *spath,
-                     mess_client **c, mess_server **s)
+                     mess_client **c, mess_server **s, int saves)
 {
     mess_params p;
     int rc;
     *s = NULL;
-    rc = cli_client_load(a, cpath, c);
+    rc = cli_client_load_to_save(a, cpath, c, saves);
     if (rc != CLI_OK)
         return rc;
     mess_client_params(*c, &p);
@@ -210,6 +226,32 @@ static int load_both(struct cli_args *a, const char *cpath, const char *spath,
     return CLI_OK;
 }
 
+/* Insert and delete save the client file once the server applied their
+ * buffers (it records the generations of ids deleted or inserted again):
+ * a file that cannot be saved is refused before any change, as the
+ * server would otherwise hold what the client does not know of. */
+static int client_unsaveable(const char *cpath, const char *what)
+{
+    if (cli_save_possible(cpath) == 0)
+        return 0;
+    cli_error("%s: %s saves the client file after the server applies it, and this one "
+              "cannot be saved; refused before changing anything", cpath, what);
+    return 1;
+}
+
+/* Insert and delete save the client, then checkpoint what they applied;
+ * each applied buffer is in the server's log already (fdatasync'd before
+ * the call returned), so when either fails (a full disk, a read-only
+ * directory) none of it is lost, and saying only "it keeps its last
+ * checkpoint" read as if it were. */
+static void say_durable(const char *spath)
+{
+    cli_error("what this command applied is durable all the same: it is in the "
+              "write-ahead log of '%s', which every open replays; `mess checkpoint "
+              "--server %s` writes it once the cause is fixed",
+              spath, spath);
+}
+
 static int save_both(struct cli_args *a, const mess_client *c, const char *cpath,
                      mess_server *s, const char *spath)
 {
@@ -219,11 +261,23 @@ static int save_both(struct cli_args *a, const mess_client *c, const char *cpath
         return CLI_USAGE;
     if (c) {
         rc = cli_client_save(a, c, cpath);
+        if (rc != CLI_OK && s)
+            say_durable(spath);
         if (rc != CLI_OK)
             return rc;
     }
-    if (s && cli_server_write(s, spath) != CLI_OK)
-        return CLI_FAIL;
+    if (s) {
+        int err;
+        errno = 0;
+        rc = mess_server_checkpoint(s);
+        err = errno;
+        if (rc != MESS_OK) {
+            cli_server_failed(spath, rc, err);
+            if (rc == MESS_EIO)
+                say_durable(spath);
+            return CLI_FAIL;
+        }
+    }
     return CLI_OK;
 }
 
@@ -287,7 +341,7 @@ int cli_cmd_insert(int argc, char **argv)
     rc = cli_read_vectors(file, "vectors to insert", &x, &n, &dim);
     if (rc != CLI_OK)
         return rc;
-    rc = load_both(&a, cpath, spath, &c, &s);
+    rc = load_both(&a, cpath, spath, &c, &s, 1);
     if (rc != CLI_OK) {
         mess_vecs_free(x);
         return rc;
@@ -295,6 +349,10 @@ int cli_cmd_insert(int argc, char **argv)
     mess_client_params(c, &p);
     if (dim != p.dim) {
         cli_error("'%s' has dimension %zu, the index expects %u", file, dim, p.dim);
+        rc = CLI_FAIL;
+        goto done;
+    }
+    if (client_unsaveable(cpath, "insert")) {
         rc = CLI_FAIL;
         goto done;
     }
@@ -306,7 +364,7 @@ int cli_cmd_insert(int argc, char **argv)
     for (i = 0; i < n; i++)
         ids[i] = (uint64_t)first + i;
     if (resume && cli_stored_prefix(c, s, x, n, dim, (uint64_t)first, (size_t)batch,
-                                    (unsigned)threads, file, &skip) != CLI_OK) {
+                                    (unsigned)threads, file, &skip, NULL) != CLI_OK) {
         rc = CLI_FAIL;
         goto done;
     }
@@ -580,7 +638,7 @@ int cli_cmd_query(int argc, char **argv)
         mess_vecs_free(q);
         return rc;
     }
-    rc = load_both(&a, cpath, spath, &c, &s);
+    rc = load_both(&a, cpath, spath, &c, &s, 0);
     if (rc != CLI_OK)
         goto done;
     mess_client_params(c, &p);
@@ -751,10 +809,16 @@ int cli_cmd_delete(int argc, char **argv)
         cli_error("--ids: expected a comma-separated list of non-negative integers");
         return CLI_USAGE;
     }
-    rc = load_both(&a, cpath, spath, &c, &s);
+    rc = load_both(&a, cpath, spath, &c, &s, 1);
     if (rc != CLI_OK) {
         free(ids);
         return rc;
+    }
+    if (client_unsaveable(cpath, "delete")) {
+        free(ids);
+        mess_client_free(c);
+        mess_server_free(s);
+        return CLI_FAIL;
     }
     rc = mess_client_delete(c, ids, n, &buf, &len);
     if (rc == MESS_OK) {

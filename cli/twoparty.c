@@ -374,7 +374,7 @@ int cli_cmd_request(int argc, char **argv)
         mess_vecs_free(x);
         return CLI_FAIL;
     }
-    rc = cli_client_load(&a, cpath, &c);
+    rc = cli_client_load_to_save(&a, cpath, &c, 0); /* deterministic: saved */
     if (rc != CLI_OK)
         goto done;
     mess_client_params(c, &p);

@@ -5,7 +5,8 @@
 # a time"), insert, delete, compact and checkpoint exit 1 saying "another
 # process is writing this directory" (before, insert said "an id in
 # [a, b) is already stored"), and change no file; once it is done they
-# work.
+# work.  The same for a client file another command is using (its flock):
+# insert, delete and a deterministic query, which save it, are refused.
 set -u
 MESS=${MESS:-build/mess}
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -60,4 +61,52 @@ check "insert once the other process is done" \
 check "verify" $MESS verify --server "$S"
 grep -q "800 entries (800 live)" "$tmp/out" && ok "every item stored once" ||
     bad "verify: $(cat "$tmp/out")"
+# a command that saves the client file (insert, delete, a deterministic
+# client's query) while another holds it: refused before loading it,
+# nothing changed.  Before, both ran, and the later save dropped the
+# earlier one's changes: a deterministic query running while an insert
+# put back a deleted id saved the generation map it had loaded, and the
+# id's entries then failed authentication, never returned
+hold() { # FILE FLAG: another process flocks FILE until it is killed
+    rm -f "$2"
+    "$PYTHON" -c '
+import fcntl, sys, time
+f = open(sys.argv[1], "rb")
+fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+open(sys.argv[2], "w").close()
+time.sleep(120)
+' "$1" "$2" &
+    holder=$!
+    i=0
+    while [ ! -e "$2" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+}
+hold "$C" "$tmp/held2"
+[ -e "$tmp/held2" ] && ok "another command holds the client file" || bad "no client lock taken"
+CBUSY="$C: another mess command is using this client file"
+cp "$C" "$tmp/c.before"
+snap "$S" >"$tmp/before"
+says "insert while another command uses the client file" "$CBUSY" \
+    $MESS insert --client "$C" --server "$S" --first-id 400 "$tmp/more.bvecs"
+says "delete while another command uses the client file" "$CBUSY" \
+    $MESS delete --client "$C" --server "$S" --ids 1
+says "a deterministic query while another command uses the client file" "$CBUSY" \
+    $MESS query --client "$C" --server "$S" "$tmp/more.bvecs" -k 3 --pool 20
+cmp -s "$C" "$tmp/c.before" && ok "the client file unchanged" || bad "client file changed"
+snap "$S" >"$tmp/after"
+cmp -s "$tmp/before" "$tmp/after" && ok "the server unchanged" ||
+    bad "files changed: $(diff "$tmp/before" "$tmp/after")"
+check "info --client meanwhile (it reads only)" $MESS info --client "$C"
+kill "$holder"
+wait "$holder" 2>/dev/null
+check "insert once the client file is free" \
+    $MESS insert --client "$C" --server "$S" --first-id 400 "$tmp/more.bvecs"
+# a production client is never written by a query: not locked by one
+$MESS init --client "$tmp/p.mess" --server "$tmp/p" --train "$tmp/learn.bvecs" $COMMON \
+    >/dev/null 2>&1 && $MESS insert --client "$tmp/p.mess" --server "$tmp/p" "$tmp/base.bvecs" \
+    >/dev/null 2>&1 || bad "init and insert of a production client"
+hold "$tmp/p.mess" "$tmp/held3"
+check "a production query while another command uses its client file" \
+    $MESS query --client "$tmp/p.mess" --server "$tmp/p" "$tmp/more.bvecs" -k 3 --pool 20
+kill "$holder"
+wait "$holder" 2>/dev/null
 finish

@@ -3,7 +3,8 @@
 # item 1): a second init with the same --client is refused before the
 # training, exit 1, the file's bytes unchanged and its server still
 # answering; --force keeps the old file under a name it prints (never
-# overwriting an earlier kept copy) and writes a new one.
+# overwriting an earlier kept copy) and writes a new one.  An init whose
+# server cannot be made leaves no client file and puts a kept one back.
 set -u
 MESS=${MESS:-build/mess}
 . tests/shlib.sh
@@ -101,6 +102,21 @@ if [ $? = 0 ] && ! grep -q "existed" "$tmp/err" && ! ls "$tmp" | grep -q "fresh.
 else
     bad "--force on a new path: $(cat "$tmp/err")"
 fi
+
+# an init whose server cannot be made (a mistyped --server) changes
+# nothing: before, it left a new client file (which the next init then
+# refused), and with --force the old one moved aside for the new one
+says "init into a missing parent" "cannot create server directory '$tmp/no/s'" \
+    $MESS init --client "$tmp/typo.mess" --server "$tmp/no/s" $small
+[ ! -e "$tmp/typo.mess" ] && grep -qF "$tmp/typo.mess: the new client file is removed" "$tmp/err" &&
+    ok "no client file left, and said" || bad "typo.mess left: $(cat "$tmp/err")"
+cp "$tmp/fresh.mess" "$tmp/fresh.before"
+says "--force into a missing parent" "cannot create server directory '$tmp/no/s'" \
+    $MESS init --client "$tmp/fresh.mess" --server "$tmp/no/s" --force $small
+cmp -s "$tmp/fresh.mess" "$tmp/fresh.before" && ! ls "$tmp" | grep -q "fresh.mess.replaced" &&
+    grep -qF "$tmp/fresh.mess: the old client file is back" "$tmp/err" &&
+    ok "--force: the old client file is back, no copy left" ||
+    bad "--force into a missing parent: $(ls "$tmp" | grep fresh) $(cat "$tmp/err")"
 
 # byte data: a .bvecs --train chooses u8 payloads (one byte a component)
 # unless --payload names one; a vector that is not bytes is then refused

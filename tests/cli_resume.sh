@@ -6,7 +6,10 @@
 # is refused with a hint, and `mess insert --resume` inserts the rest:
 # then the directory holds every item exactly once and the queries give
 # the same answers and recall as an uninterrupted build.  A row stored
-# past the prefix is refused, not inserted twice.
+# past the prefix is refused, not inserted twice; a row whose id holds
+# another vector (another file at ids in use) is never skipped.  A
+# file-size limit reached part-way (ulimit -f) is reported like a full
+# disk, with the count stored.
 set -u
 MESS=${MESS:-build/mess}
 . tests/shlib.sh
@@ -115,4 +118,83 @@ grep -q '^{"items":0,"skipped":200,' "$tmp/out" && ok "nothing left, nothing dou
     bad "$(cat "$tmp/out")"
 [ "$(entries "$tmp/p")" = 400 ] && ok "no item stored twice" ||
     bad "$(entries "$tmp/p") entries"
+# another file's rows at ids in use (a second file inserted without
+# --first-id): its ids hold other vectors, so none of its rows is stored;
+# before, the refusal said "all 100 items ... are stored" and --resume
+# skipped every row, exit 0, inserting nothing
+dd if=$D/base.bvecs bs=132 skip=200 count=100 of="$tmp/other.bvecs" 2>/dev/null
+says "another file at ids in use" "'$tmp/other.bvecs' row 0: the server holds id 0 with another vector" \
+    $MESS insert --client "$tmp/p.mess" --server "$tmp/p" "$tmp/other.bvecs"
+grep -qF "none of the 100 items of '$tmp/other.bvecs' is stored" "$tmp/err" &&
+    ok "says none of its items is stored" || bad "$(cat "$tmp/err")"
+says "--resume of another file at ids in use" \
+    "--resume: '$tmp/other.bvecs' row 0: the server holds id 0 with another vector" \
+    $MESS insert --client "$tmp/p.mess" --server "$tmp/p" "$tmp/other.bvecs" --resume
+# rows 0-149 of a.bvecs again, then other.bvecs' 100 rows as ids 150..:
+# the 150 stored rows are skipped, the row at id 150 is not this one
+head -c $((132 * 150)) "$tmp/a.bvecs" >"$tmp/mixed.bvecs"
+cat "$tmp/other.bvecs" >>"$tmp/mixed.bvecs"
+says "--resume past the stored rows into ids in use" \
+    "--resume: '$tmp/mixed.bvecs' row 150: the server holds id 150 with another vector" \
+    $MESS insert --client "$tmp/p.mess" --server "$tmp/p" "$tmp/mixed.bvecs" --batch 64 --resume
+[ "$(entries "$tmp/p")" = 400 ] && ok "nothing skipped, nothing doubled" ||
+    bad "$(entries "$tmp/p") entries"
+check "another file past the ids in use" $MESS insert --client "$tmp/p.mess" \
+    --server "$tmp/p" "$tmp/other.bvecs" --first-id 200
+[ "$(entries "$tmp/p")" = 600 ] && ok "its 100 items stored" || bad "$(entries "$tmp/p") entries"
+
+# a run that reaches ids in use after inserting new ones: says how many
+# it stored, without pointing to --resume
+check "other.bvecs as ids 1000-1099" $MESS insert --client "$tmp/p.mess" --server "$tmp/p" \
+    "$tmp/other.bvecs" --first-id 1000
+head -c $((132 * 150)) "$tmp/a.bvecs" >"$tmp/a150.bvecs"
+says "a run into ids in use" "'$tmp/a150.bvecs' row 50: the server holds id 1000 with another vector" \
+    $MESS insert --client "$tmp/p.mess" --server "$tmp/p" "$tmp/a150.bvecs" --first-id 950 --batch 50
+grep -qF "50 of the 150 items of '$tmp/a150.bvecs' are stored in '$tmp/p' and durable (rows 0 to 49, ids 950 to 999)" "$tmp/err" &&
+    ! grep -qF "inserts the rest" "$tmp/err" && ok "says the 50 it stored, no --resume hint" ||
+    bad "$(cat "$tmp/err")"
+
+# a file-size limit (ulimit -f, in a subshell) reached part-way: the write
+# fails with EFBIG and the insert says so and how many items it stored
+# (before, SIGXFSZ ended it mid-write: exit 153, nothing said), and
+# --resume then inserts the rest, each item once
+$MESS init --client "$tmp/f.mess" --server "$tmp/f" --train "$tmp/learn.bvecs" $COMMON \
+    --seed-env SEED >/dev/null 2>&1 || bad "init f"
+# 2,000 blocks: 1 MB (sh, POSIX 512-byte blocks) or 2 MB (bash), of the
+# log's 3.8 MB
+(ulimit -f 2000 && exec $MESS insert --client "$tmp/f.mess" --server "$tmp/f" \
+    "$tmp/base.bvecs" --batch 500) >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" = 1 ] && ok "file-size limit: exit 1" || bad "file-size limit: exit $rc ($(cat "$tmp/err"))"
+grep -q "^mess: cannot write server .*: File too large" "$tmp/err" &&
+    ok "file-size limit: 'File too large'" || bad "file-size limit: $(cat "$tmp/err")"
+stored=$(sed -n "s/^mess: \([0-9]*\) of the 10000 items of '.*' are stored in '.*' and durable .*/\1/p" "$tmp/err")
+[ -n "$stored" ] && [ "$stored" -gt 0 ] && [ "$stored" -lt 10000 ] &&
+    [ "$(entries "$tmp/f")" = $((stored * 2)) ] &&
+    ok "file-size limit: $stored items stored, as said" ||
+    bad "file-size limit: said '$stored', holds $(entries "$tmp/f") entries: $(cat "$tmp/err")"
+check "--resume after the file-size limit" $MESS insert --client "$tmp/f.mess" \
+    --server "$tmp/f" "$tmp/base.bvecs" --batch 500 --resume
+[ "$(entries "$tmp/f")" = 20000 ] && ok "file-size limit: every item stored exactly once" ||
+    bad "after the file-size limit and --resume: $(entries "$tmp/f") entries"
+# the limit reached by the checkpoint, after the log took the batch
+# (600 blocks: 300 or 600 KB, above the client file's 245 KB and under a
+# graph file's 800 KB): the insert says
+# its items are durable in the log (before: only "it keeps its last
+# checkpoint", read as lost); every open sees them, and `mess checkpoint`
+# writes them once the limit is gone
+head -c $((132 * 10)) $D/learn.bvecs >"$tmp/ten.bvecs"
+(ulimit -f 600 && exec $MESS insert --client "$tmp/f.mess" --server "$tmp/f" \
+    "$tmp/ten.bvecs" --first-id 20000) >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" = 1 ] && grep -q "^mess: cannot write server .*: File too large" "$tmp/err" &&
+    ok "checkpoint past the file-size limit: refused" || bad "exit $rc: $(cat "$tmp/err")"
+grep -qF "what this command applied is durable all the same: it is in the write-ahead log of '$tmp/f'" "$tmp/err" &&
+    ok "says what it applied is durable" || bad "$(cat "$tmp/err")"
+[ "$(entries "$tmp/f")" = 20020 ] && ok "the 10 items are there" ||
+    bad "after the failed checkpoint: $(entries "$tmp/f") entries"
+check "checkpoint without the limit" $MESS checkpoint --server "$tmp/f"
+check "verify --client" $MESS verify --server "$tmp/f" --client "$tmp/f.mess"
+grep -q "20020 entries (20020 live)" "$tmp/out" && ok "checkpointed: 20020 entries" ||
+    bad "$(cat "$tmp/out")"
 finish

@@ -49,6 +49,25 @@ if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
     says "permission denied" "mess: $C: Permission denied" \
         setpriv --reuid=65534 --regid=65534 --clear-groups \
         $MESS insert --client "$C" --server "$S" "$tmp/few.bvecs"
+    # a client file its user may read but not save (its directory is not
+    # theirs), and a server they may write: insert and delete refused
+    # before the server applies anything (before, the server took the
+    # batches and the client's save then failed)
+    mkdir "$tmp/rc" "$tmp/rs"
+    cp "$C" "$tmp/rc/c.mess"
+    chmod 644 "$tmp/rc/c.mess"
+    cp -a "$S" "$tmp/rs/s"
+    chown -R 65534:65534 "$tmp/rs"
+    snap "$tmp/rs/s" >"$tmp/before"
+    for cmd in "insert --first-id 500 $tmp/few.bvecs" "delete --ids 1"; do
+        says "${cmd%% *} with a client file that cannot be saved" \
+            "mess: $tmp/rc/c.mess: ${cmd%% *} saves the client file after the server applies it, and this one cannot be saved; refused before changing anything" \
+            setpriv --reuid=65534 --regid=65534 --clear-groups \
+            $MESS $(echo "${cmd%% *}") --client "$tmp/rc/c.mess" --server "$tmp/rs/s" ${cmd#* }
+    done
+    snap "$tmp/rs/s" >"$tmp/after"
+    cmp -s "$tmp/before" "$tmp/after" && ok "the server unchanged" ||
+        bad "server changed: $(diff "$tmp/before" "$tmp/after")"
     mkdir "$tmp/ro"
     if unshare -m sh -c "mount -t tmpfs -o ro tmpfs '$tmp/ro'" 2>/dev/null; then
         says "read-only file system" "mess: $tmp/ro/c.mess: Read-only file system" \

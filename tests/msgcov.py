@@ -30,6 +30,15 @@ EXEMPT = {
         "only on a CPU without POPCNT (hnsw_popcount_force; the build and test "
         "machines have it)",
     "bench batch: <reason>": "printed only with MESS_ENOMEM (bench/bench_batch.c)",
+    "%s: %s saves the client file after the server applies it, and this one "
+    "cannot be saved; refused before changing anything":
+        "only for a user who may not write the client file's directory: "
+        "tests/cli_state.sh runs it as an unprivileged user (setpriv), whose "
+        "stderr the recording wrapper cannot append to the root-owned log",
+    "the old client file stays as %s: %s":
+        "init putting a kept client file back failed: link(2) in the directory "
+        "the same init just wrote to (cli/files.c cli_undo_init; the path that "
+        "succeeds is tested in tests/cli_init.sh)",
     "choosing the configuration: <reason>":
         "mess_plan_choose fails otherwise only out of memory or when training a "
         "candidate fails on input the tool checked first (cli/init_choose.c; the "

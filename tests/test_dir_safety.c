@@ -34,8 +34,8 @@
 
 static char root[] = "build/dirsafeXXXXXX";
 static mess_params P;
-static uint8_t *up1, *up2, *up3, *req[NQ];
-static size_t up1_len, up2_len, up3_len, req_len[NQ];
+static uint8_t *up1, *up2, *up3, *up1_other, *req[NQ];
+static size_t up1_len, up2_len, up3_len, up1_other_len, req_len[NQ];
 
 static void path_of(char *out, size_t cap, const char *name)
 {
@@ -234,6 +234,12 @@ static void test_count_stored(void)
     CHECK(stored == records && records > 0);
     CHECK_OK(mess_server_count_stored(s, up2, up2_len, &stored, NULL));
     CHECK(stored == 0);
+    /* up1's ids with other vectors (another file at the same first id):
+     * not "stored", which would let a resume skip rows never inserted */
+    errno = 0;
+    CHECK_RC(mess_server_count_stored(s, up1_other, up1_other_len, &stored, &records),
+             MESS_ESTATE);
+    CHECK(errno == EEXIST && stored == 0);
     CHECK_RC(mess_server_count_stored(s, up2, 10, &stored, &records), MESS_EFORMAT);
     CHECK(stored == 0 && records == 0);
     CHECK_RC(mess_server_count_stored(s, NULL, 0, &stored, &records), MESS_EINVAL);
@@ -458,7 +464,9 @@ int main(void)
         ids[i] = i;
     if (mess_client_upload(c, ids, vecs, 200, 1, &up1, &up1_len) != MESS_OK ||
         mess_client_upload(c, ids + 200, vecs + 200 * DIM, 200, 1, &up2, &up2_len) != MESS_OK ||
-        mess_client_upload(c, ids + 400, vecs + 400 * DIM, 200, 1, &up3, &up3_len) != MESS_OK) {
+        mess_client_upload(c, ids + 400, vecs + 400 * DIM, 200, 1, &up3, &up3_len) != MESS_OK ||
+        mess_client_upload(c, ids, vecs + 200 * DIM, 200, 1, &up1_other, &up1_other_len) !=
+            MESS_OK) {
         fprintf(stderr, "cannot encode the test buffers\n");
         return 1;
     }
@@ -489,6 +497,7 @@ int main(void)
     mess_buf_free(up1);
     mess_buf_free(up2);
     mess_buf_free(up3);
+    mess_buf_free(up1_other);
     CHECK(rmdir(root) == 0);
     HARNESS_END();
 }

@@ -25,6 +25,7 @@
 #define NQ 6
 
 static char root[] = "build/storeXXXXXX";
+static char client_file[300]; /* the test client's file, under root */
 static mess_params P;
 static float *vecs;  /* 400 x DIM: the items */
 static uint8_t *up1, *up2, *del;
@@ -261,6 +262,17 @@ static void test_compact_export_import(void)
         char msg[300];
         CHECK_RC(mess_server_verify(fs, msg, sizeof msg), MESS_EFORMAT);
         CHECK(strstr(msg, "exported server") != NULL);
+    }
+    /* a client file there: named as one (it was called "an exported
+     * server", the two sharing the state files' magic) */
+    {
+        mess_server *x = (mess_server *)&x;
+        char msg[300];
+        CHECK_RC(mess_server_open(client_file, NULL, NULL, 0, &x), MESS_EFORMAT);
+        CHECK(x == NULL);
+        CHECK_RC(mess_server_verify(client_file, msg, sizeof msg), MESS_EFORMAT);
+        CHECK(strstr(msg, "is a client file, not a server directory") != NULL);
+        CHECK(strstr(msg, "exported server") == NULL);
     }
     CHECK_RC(mess_server_checkpoint(m), MESS_EINVAL); /* in memory */
     mess_server_free(s);
@@ -1478,12 +1490,17 @@ int main(void)
         }
         mess_query_free(q);
     }
-    mess_client_free(c);
     mkdir("build", 0755);
     if (!mkdtemp(root)) {
         fprintf(stderr, "cannot create a directory under build/\n");
         return 1;
     }
+    path_of(client_file, sizeof client_file, "client.mess");
+    if (mess_client_save(c, client_file, NULL) != MESS_OK) {
+        fprintf(stderr, "cannot save the test client\n");
+        return 1;
+    }
+    mess_client_free(c);
     RUN(test_roundtrip_append);
     RUN(test_one_writer);
     RUN(test_compact_export_import);
@@ -1514,6 +1531,7 @@ int main(void)
     mess_buf_free(up2);
     mess_buf_free(del);
     free(vecs);
+    CHECK(unlink(client_file) == 0);
     CHECK(rmdir(root) == 0);
     HARNESS_END();
 }

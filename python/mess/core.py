@@ -146,6 +146,8 @@ def _warn_k_pool(k, pool, stacklevel):
 
 def _u64(a):
     a = np.ascontiguousarray(a)
+    if a.size == 0 and a.dtype.kind == "f":
+        a = a.astype(np.uint64)  # [] reads as float64: no ids, not wrong ones
     if a.dtype.kind not in "iu":
         raise TypeError("ids must be integers, got %s" % a.dtype)
     if a.dtype.kind == "i" and a.size and a.min() < 0:

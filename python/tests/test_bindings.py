@@ -235,6 +235,10 @@ class TestArguments(unittest.TestCase):
             self.c.insert(self.s, [1, 2], Data.base[:3])
         with self.assertRaises(TypeError):
             self.c.insert(self.s, [1.5], Data.base[:1])
+        # an empty list is no ids, not ids of the wrong type ([] reads as
+        # float64: "ids must be integers, got float64" before)
+        with self.c.delete([]) as b:
+            self.assertEqual(self.s.apply_delete(b), 0)
         with self.assertRaises(ValueError):
             self.c.insert(self.s, [-1], Data.base[:1])
         with self.assertRaises(ValueError):

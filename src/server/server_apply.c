@@ -184,6 +184,7 @@ int mess_server_count_stored(const mess_server *s, const uint8_t *buf, size_t le
     struct wire_records recs;
     const uint8_t *owner;
     size_t i, found = 0;
+    uint64_t code[MESS_MAX_BITS / 64];
     int rc;
 
     if (stored)
@@ -197,7 +198,7 @@ int mess_server_count_stored(const mess_server *s, const uint8_t *buf, size_t le
         return rc;
     for (i = 0; i < recs.n; i++) {
         const uint8_t *rec = wire_record(&recs, i);
-        uint32_t shard = wire_record_shard(rec);
+        uint32_t shard = wire_record_shard(rec), node;
         if (shard >= s->p.shards)
             return MESS_EFORMAT;
         if (!server_holds(s, shard))
@@ -206,9 +207,22 @@ int mess_server_count_stored(const mess_server *s, const uint8_t *buf, size_t le
         if ((i == 0 || shard != wire_record_shard(wire_record(&recs, i - 1))) &&
             (rc = server_ready(s, &shard, 1)) != MESS_OK)
             return rc;
-        if (hnsw_find(s->shards[shard].graph, label_load(wire_record_label(rec)), NULL) ==
-            MESS_OK)
+        if (hnsw_find(s->shards[shard].graph, label_load(wire_record_label(rec)), &node) ==
+            MESS_OK) {
+            /* Stored, but is it this record?  Its entry (the sealed id and
+             * vector) is a function of the client's keys, the shard, the
+             * id and the vector alone (payload.c: no nonce), so the same
+             * row encoded again gives the same bytes; other bytes mean
+             * another vector under this id (another file's rows at the
+             * same --first-id), which a resume must not skip. */
+            const uint8_t *entry = wire_upload_record_code(rec, &s->p, code);
+            if (memcmp(shard_entry(&s->shards[shard], s->entry_bytes, node), entry,
+                       s->entry_bytes) != 0) {
+                errno = EEXIST;
+                return MESS_ESTATE;
+            }
             found++;
+        }
     }
     *stored = found;
     if (records)

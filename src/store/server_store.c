@@ -24,6 +24,7 @@
 #include "mess_experimental.h"
 #include "params.h"
 #include "payload.h"
+#include "statefile.h"
 #include "store.h"
 #include "wal.h"
 
@@ -932,17 +933,21 @@ int mess_server_error(const mess_server *cs, char *msg, size_t msg_cap)
 /* ---- reading a directory: its MANIFEST, each shard's files mapped ----------
  * (the open, store_open in src/server/server_open.c) */
 
-/* 1 if path is a regular file that starts like an exported server. */
-static int is_travel_file(const char *path)
+/* The role of a regular file that starts like a state file (statefile.h:
+ * STATEFILE_SERVER for an exported server, STATEFILE_CLIENT, ...), or 0:
+ * the three share the magic, so the role names what was given. */
+static uint32_t state_file_role(const char *path)
 {
-    char head[8];
-    int fd = atomicfile_open_regular(path, O_RDONLY, 0), yes = 0;
+    uint8_t head[16];
+    int fd = atomicfile_open_regular(path, O_RDONLY, 0);
+    uint32_t role = 0;
     if (fd < 0)
         return 0;
-    yes = read(fd, head, sizeof head) == (ssize_t)sizeof head &&
-          memcmp(head, "MESSSTAT", 8) == 0;
+    if (read(fd, head, sizeof head) == (ssize_t)sizeof head &&
+        memcmp(head, "MESSSTAT", 8) == 0)
+        role = mess_load_u32(head + 12);
     close(fd);
-    return yes;
+    return role;
 }
 
 static int read_manifest(const char *dir, struct store_manifest *m, char *msg,
@@ -956,11 +961,16 @@ static int read_manifest(const char *dir, struct store_manifest *m, char *msg,
     if (stat(dir, &st) != 0)
         return mess_fail(msg, cap, MESS_EIO, "%s: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) {
-        if (is_travel_file(dir))
+        uint32_t role = state_file_role(dir);
+        if (role == STATEFILE_SERVER)
             return mess_fail(msg, cap, MESS_EFORMAT,
                         "%s is an exported server (one file); import it into a "
                         "directory first (mess_server_import, `mess import FILE DIR`)",
                         dir);
+        if (role == STATEFILE_CLIENT || role == STATEFILE_QUERY)
+            return mess_fail(msg, cap, MESS_EFORMAT,
+                        "%s is a %s file, not a server directory", dir,
+                        role == STATEFILE_CLIENT ? "client" : "query state");
         return mess_fail(msg, cap, MESS_EFORMAT, "%s is not a server directory", dir);
     }
     path = store_path(dir, "MANIFEST", 0, 0, NULL);
