@@ -27,18 +27,22 @@ check "init" $MESS init --client "$C" --server "$S" --train "$tmp/learn.bvecs" $
     --seed-env SEED
 check "insert" $MESS insert --client "$C" --server "$S" "$tmp/base.bvecs"
 
-# another process takes the writer claim and keeps it until it is killed
-rm -f "$tmp/held"
-"$PYTHON" -c '
+hold() { # FILE FLAG: another process flocks FILE until it is killed
+    rm -f "$2"
+    "$PYTHON" -c '
 import fcntl, sys, time
 f = open(sys.argv[1], "a")
 fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
 open(sys.argv[2], "w").close()
 time.sleep(120)
-' "$S/LOCK" "$tmp/held" &
-holder=$!
-i=0
-while [ ! -e "$tmp/held" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+' "$1" "$2" &
+    holder=$!
+    i=0
+    while [ ! -e "$2" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+}
+
+# another process takes the writer claim and keeps it until it is killed
+hold "$S/LOCK" "$tmp/held"
 [ -e "$tmp/held" ] && ok "another process holds the writer claim" || bad "no claim taken"
 snap "$S" >"$tmp/before"
 BUSY="cannot write server '$S' (it keeps its last checkpoint): another process is writing this directory"
@@ -67,19 +71,6 @@ grep -q "800 entries (800 live)" "$tmp/out" && ok "every item stored once" ||
 # earlier one's changes: a deterministic query running while an insert
 # put back a deleted id saved the generation map it had loaded, and the
 # id's entries then failed authentication, never returned
-hold() { # FILE FLAG: another process flocks FILE until it is killed
-    rm -f "$2"
-    "$PYTHON" -c '
-import fcntl, sys, time
-f = open(sys.argv[1], "rb")
-fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-open(sys.argv[2], "w").close()
-time.sleep(120)
-' "$1" "$2" &
-    holder=$!
-    i=0
-    while [ ! -e "$2" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
-}
 hold "$C" "$tmp/held2"
 [ -e "$tmp/held2" ] && ok "another command holds the client file" || bad "no client lock taken"
 CBUSY="$C: another mess command is using this client file"
