@@ -133,6 +133,10 @@ int cli_client_save(struct cli_args *a, const mess_client *c, const char *cpath)
  * never written by them and is not locked. */
 int cli_client_load_to_save(struct cli_args *a, const char *cpath, mess_client **c,
                             int always);
+/* That lock alone (CLI_OK when there is no file to lock), for init
+ * --force, which moves the file aside: a command using it would save over
+ * the new one. */
+int cli_client_lock(const char *cpath);
 int cli_check_training(const char *path, size_t n, const mess_params *p);
 /* A hint on stderr when the norms of the vectors of path spread (`what`:
  * "training", "sample"; the 95th over the 5th percentile above the

@@ -480,7 +480,7 @@ int cli_client_load(struct cli_args *a, const char *cpath, mess_client **c)
  * process exits.  A save replaces the file (a new inode renamed over it),
  * so a lock taken on a file no longer at cpath is dropped and taken again
  * on the one there now. */
-static int client_lock(const char *cpath)
+int cli_client_lock(const char *cpath)
 {
     int tries;
     for (tries = 0; tries < 16; tries++) {
@@ -511,7 +511,7 @@ int cli_client_load_to_save(struct cli_args *a, const char *cpath, mess_client *
 {
     int rc;
     *c = NULL;
-    if (always && client_lock(cpath) != CLI_OK)
+    if (always && cli_client_lock(cpath) != CLI_OK)
         return CLI_FAIL;
     rc = cli_client_load(a, cpath, c);
     if (rc != CLI_OK || always || !mess_client_is_deterministic(*c))
@@ -520,7 +520,7 @@ int cli_client_load_to_save(struct cli_args *a, const char *cpath, mess_client *
      * loaded again, as another command may have saved it meanwhile */
     mess_client_free(*c);
     *c = NULL;
-    if (client_lock(cpath) != CLI_OK)
+    if (cli_client_lock(cpath) != CLI_OK)
         return CLI_FAIL;
     return cli_client_load(a, cpath, c);
 }

@@ -1,6 +1,7 @@
 /*
  * main.c - the `mess` tool: dispatch to one command per family.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -55,18 +56,9 @@ static void usage(FILE *f)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     size_t i;
-#ifdef SIGXFSZ
-    /* A file-size limit (ulimit -f) makes a write past it fail with EFBIG
-     * once SIGXFSZ is ignored, as it is here: by default the signal ends
-     * the process mid-write, with no message and without the line saying
-     * how many items an insert stored.  Every write of the library and the
-     * tool checks its result, so the command now fails with "File too
-     * large" like any other full disk (tests/cli_resume.sh). */
-    signal(SIGXFSZ, SIG_IGN);
-#endif
     if (argc < 2) {
         usage(stderr);
         return CLI_USAGE;
@@ -83,4 +75,33 @@ int main(int argc, char **argv)
             return commands[i].fn(argc - 2, argv + 2);
     cli_error("unknown command '%s' (see mess --help)", argv[1]);
     return CLI_USAGE;
+}
+
+/* What a command prints on stdout is its result: a write of it that failed
+ * (a full disk, or a file-size limit now that SIGXFSZ is ignored) is a
+ * failure, never exit 0 with the output cut short. */
+static int stdout_written(int rc)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return rc;
+    /* the reason is known when the flush failed; a printf that failed
+     * earlier left only the error flag */
+    cli_error("cannot write standard output: %s",
+              errno ? strerror(errno) : "a write failed, the output is incomplete");
+    return rc == CLI_OK ? CLI_FAIL : rc;
+}
+
+int main(int argc, char **argv)
+{
+#ifdef SIGXFSZ
+    /* A file-size limit (ulimit -f) makes a write past it fail with EFBIG
+     * once SIGXFSZ is ignored, as it is here: by default the signal ends
+     * the process mid-write, with no message and without the line saying
+     * how many items an insert stored.  Every write of the library and the
+     * tool checks its result, so the command now fails with "File too
+     * large" like any other full disk (tests/cli_resume.sh). */
+    signal(SIGXFSZ, SIG_IGN);
+#endif
+    return stdout_written(run(argc, argv));
 }

@@ -134,6 +134,11 @@ int cli_cmd_init(int argc, char **argv)
      * one's keys, and its server was lost) */
     if (!force && cli_client_fresh(cpath) != CLI_OK)
         return CLI_FAIL;
+    /* with --force, the file it moves aside is locked as a save locks it:
+     * an insert or delete using it would otherwise save it over the new
+     * one after this init, leaving the new server without its keys */
+    if (force && cli_client_lock(cpath) != CLI_OK)
+        return CLI_FAIL;
     t0 = cli_wall_s();
     if (choosing) {
         rc = cli_init_choose(&a, train, payload_named, have_seed ? seed : NULL, threads, &p,

@@ -82,6 +82,13 @@ says "delete while another command uses the client file" "$CBUSY" \
     $MESS delete --client "$C" --server "$S" --ids 1
 says "a deterministic query while another command uses the client file" "$CBUSY" \
     $MESS query --client "$C" --server "$S" "$tmp/more.bvecs" -k 3 --pool 20
+# init --force moves the file aside for a new one: refused too (before,
+# the other command's save then replaced the new client file, whose
+# server was left without its keys)
+says "init --force while another command uses the client file" "$CBUSY" \
+    $MESS init --client "$C" --server "$tmp/s2" --train "$tmp/learn.bvecs" $COMMON --force
+[ ! -e "$tmp/s2" ] && ! ls "$tmp" | grep -q "c.mess.replaced" &&
+    ok "init --force: nothing moved or made" || bad "init --force: $(ls "$tmp")"
 cmp -s "$C" "$tmp/c.before" && ok "the client file unchanged" || bad "client file changed"
 snap "$S" >"$tmp/after"
 cmp -s "$tmp/before" "$tmp/after" && ok "the server unchanged" ||

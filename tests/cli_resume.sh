@@ -33,6 +33,15 @@ killed() {
     rc=$?
 }
 
+# stdout past a file-size limit (first: the recording wrapper's log is
+# still empty, under the limit): exit 1 and said.  Before, with SIGXFSZ
+# ignored, the output was cut at the limit and the exit status was 0
+(ulimit -f 2 && exec $MESS init --help) >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" = 1 ] && grep -q "^mess: cannot write standard output" "$tmp/err" &&
+    ok "stdout past the file-size limit: exit 1, said" ||
+    bad "stdout past the file-size limit: exit $rc, $(wc -c <"$tmp/out") bytes ($(cat "$tmp/err"))"
+
 D=datasets/sift
 cp $D/base.bvecs "$tmp/base.bvecs"
 head -c $((132 * 1000)) $D/learn.bvecs >"$tmp/learn.bvecs"

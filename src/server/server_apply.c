@@ -211,10 +211,13 @@ int mess_server_count_stored(const mess_server *s, const uint8_t *buf, size_t le
             MESS_OK) {
             /* Stored, but is it this record?  Its entry (the sealed id and
              * vector) is a function of the client's keys, the shard, the
-             * id and the vector alone (payload.c: no nonce), so the same
-             * row encoded again gives the same bytes; other bytes mean
-             * another vector under this id (another file's rows at the
-             * same --first-id), which a resume must not skip. */
+             * id's generation (which the label names too), the id and the
+             * vector alone (payload.c: a synthetic IV, no random nonce;
+             * each payload encoding is exact or computed in a fixed
+             * order), so the same row encoded again gives the same bytes,
+             * a comparison any holder of the buffer could make; other
+             * bytes mean another vector under this id (another file's
+             * rows at the same --first-id), which a resume must not skip. */
             const uint8_t *entry = wire_upload_record_code(rec, &s->p, code);
             if (memcmp(shard_entry(&s->shards[shard], s->entry_bytes, node), entry,
                        s->entry_bytes) != 0) {
