@@ -257,6 +257,18 @@ static void say_durable(const char *spath)
               spath, spath);
 }
 
+/* The client's save failed after the server applied the buffers (a cause
+ * the check before could not see: a full disk, a file-size limit): the
+ * server keeps them, but the file does not record the generations they
+ * moved, and no command of the server's repairs that. */
+static void say_client_behind(const char *spath, const char *cpath)
+{
+    cli_error("the write-ahead log of '%s' holds what this command applied, but client "
+              "file '%s' could not record it and keeps its last save: the entries of ids "
+              "this command deleted or inserted again will not open with it",
+              spath, cpath);
+}
+
 static int save_both(struct cli_args *a, const mess_client *c, const char *cpath,
                      mess_server *s, const char *spath)
 {
@@ -267,7 +279,7 @@ static int save_both(struct cli_args *a, const mess_client *c, const char *cpath
     if (c) {
         rc = cli_client_save(a, c, cpath);
         if (rc != CLI_OK && s)
-            say_durable(spath);
+            say_client_behind(spath, cpath);
         if (rc != CLI_OK)
             return rc;
     }

@@ -206,4 +206,17 @@ check "checkpoint without the limit" $MESS checkpoint --server "$tmp/f"
 check "verify --client" $MESS verify --server "$tmp/f" --client "$tmp/f.mess"
 grep -q "20020 entries (20020 live)" "$tmp/out" && ok "checkpointed: 20020 entries" ||
     bad "$(cat "$tmp/out")"
+# the limit under the client file's 245 KB and over the log's appends
+# (200 blocks: 100 or 200 KB): the log takes the batch, the client's save
+# fails; the insert says the client file is behind, not that all is
+# durable (the file does not record what the server applied)
+(ulimit -f 200 && exec $MESS insert --client "$tmp/f.mess" --server "$tmp/f" \
+    "$tmp/ten.bvecs" --first-id 20010) >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" = 1 ] && grep -qF "mess: $tmp/f.mess: File too large" "$tmp/err" &&
+    ok "client save past the file-size limit: refused" || bad "exit $rc: $(cat "$tmp/err")"
+grep -qF "the write-ahead log of '$tmp/f' holds what this command applied, but client file '$tmp/f.mess' could not record it" "$tmp/err" &&
+    ok "says the client file is behind" || bad "$(cat "$tmp/err")"
+grep -q "durable all the same" "$tmp/err" && bad "said durable with the client file behind" ||
+    ok "not said durable"
 finish
