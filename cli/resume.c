@@ -104,15 +104,22 @@ int cli_stored_prefix(mess_client *c, const mess_server *s, const float *x, size
     }
     seen = oth;
     if (rc == MESS_OK && i < n && (stored > 0 || oth)) {
-        /* the batch where the prefix ends: its first row not stored, by
-         * halving (the rows stored in it are a prefix of it too) */
+        /* the batch where the prefix ends: its first row not stored as
+         * FILE has it, by halving on "rows lo..mid all stored as FILE has
+         * them" (true up to that row, false from it on), which holds
+         * however the rows after it are stored: probing row mid alone
+         * walked past a row holding another vector when rows after it
+         * were stored (an id of a complete insert deleted and inserted
+         * again with another vector), and --resume skipped it.  Rows
+         * lo..mid are encoded once each step: about a batch in all */
         lo = i, hi = i + m;
         while (rc == MESS_OK && lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
-            rc = rows_stored(c, s, x, dim, first, mid, 1, 1, &stored, &records, &oth);
+            rc = rows_stored(c, s, x, dim, first, lo, mid - lo + 1, threads, &stored,
+                             &records, &oth);
             if (rc == MESS_OK && !oth && stored == records)
                 lo = mid + 1;
-            else if (rc == MESS_OK && (oth || stored == 0))
+            else if (rc == MESS_OK && (oth || stored == 0 || mid > lo))
                 hi = mid;
             else if (rc == MESS_OK) {
                 if (file)

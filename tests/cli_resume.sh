@@ -151,6 +151,18 @@ says "--resume past the stored rows into ids in use" \
 check "another file past the ids in use" $MESS insert --client "$tmp/p.mess" \
     --server "$tmp/p" "$tmp/other.bvecs" --first-id 200
 [ "$(entries "$tmp/p")" = 600 ] && ok "its 100 items stored" || bad "$(entries "$tmp/p") entries"
+# a complete insert whose id 192 was deleted and inserted again with
+# another vector, resumed: the row at id 192 is not FILE's, and the rows
+# stored after it in its batch do not hide it (before, the search for the
+# prefix's end probed single rows, walked past it, and --resume said all
+# 200 rows were stored, exit 0)
+check "delete id 192" $MESS delete --client "$tmp/p.mess" --server "$tmp/p" --ids 192
+head -c 132 "$tmp/other.bvecs" >"$tmp/one.bvecs"
+check "id 192 again, another vector" $MESS insert --client "$tmp/p.mess" --server "$tmp/p" \
+    "$tmp/one.bvecs" --first-id 192
+says "--resume past an id inserted again" \
+    "--resume: '$tmp/a.bvecs' row 192: the server holds id 192 with another vector" \
+    $MESS insert --client "$tmp/p.mess" --server "$tmp/p" "$tmp/a.bvecs" --batch 20 --resume
 
 # a run that reaches ids in use after inserting new ones: says how many
 # it stored, without pointing to --resume
