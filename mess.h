@@ -617,7 +617,8 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
  * record of a shard a subset server does not hold is MESS_ESTATE.  A
  * record whose id the server stores with another entry (another vector
  * under that id, so not a row an interrupted insert applied) is
- * MESS_ESTATE with errno EEXIST.
+ * MESS_ESTATE with errno EEXIST (errno is left as it was for the other
+ * MESS_ESTATE: set it to 0 before the call to tell the two apart).
  * *stored: how many of its *records (may be NULL) records are stored. */
 MESS_API MESS_NODISCARD
 int mess_server_count_stored(const mess_server *s, const uint8_t *buf, size_t len,
