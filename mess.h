@@ -612,7 +612,8 @@ int mess_server_apply_upload(mess_server *s, const uint8_t *buf, size_t len,
 /* Counts the records of an upload buffer the server already stores (those
  * mess_server_apply_upload would refuse as already stored), changing
  * nothing: how an interrupted insert finds where to go on (`mess insert
- * --resume` probes one item at a time).  The buffer is checked as
+ * --resume` probes a batch at a time, then halves the batch where the
+ * rows stored end).  The buffer is checked as
  * mess_server_apply_upload checks it (MESS_EFORMAT, MESS_EOWNER, ...); a
  * record of a shard a subset server does not hold is MESS_ESTATE.  A
  * record whose id the server stores with another entry (another vector
