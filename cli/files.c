@@ -30,7 +30,12 @@ int cli_has_suffix(const char *s, const char *suffix)
  * library left errno set, else the library's. */
 static void file_error(const char *path, int rc, int err, const char *what)
 {
-    if (rc == MESS_EIO && err != 0)
+    struct stat st;
+    if (rc == MESS_EIO && err == EINVAL && stat(path, &st) == 0 && !S_ISREG(st.st_mode) &&
+        !S_ISDIR(st.st_mode))
+        /* the library's refusal of a FIFO, a device, a socket */
+        cli_error("%s: not a regular file", path);
+    else if (rc == MESS_EIO && err != 0)
         cli_error("%s: %s", path, strerror(err)); /* D7: exactly this */
     else
         cli_error("%s: %s (%s)", path, mess_strerror(rc), what);
@@ -485,7 +490,7 @@ int cli_client_lock(const char *cpath)
     int tries;
     for (tries = 0; tries < 16; tries++) {
         struct stat held, now;
-        int fd = open(cpath, O_RDONLY | O_CLOEXEC);
+        int fd = open(cpath, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO: no wait */
         if (fd < 0)
             return CLI_OK; /* the load names the reason */
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) {

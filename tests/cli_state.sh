@@ -40,6 +40,14 @@ says "missing directory" "mess: $tmp/no/dir/c.mess: No such file or directory" \
     --train "$tmp/few.bvecs" --shards 1 --per-item 1 --bits 64
 says "a directory given as the client file" "mess: $tmp: Is a directory" \
     $MESS insert --client "$tmp" --server "$S" "$tmp/few.bvecs"
+# a FIFO as the client file: refused at once (before, the open waited for
+# a writer that never came; timeout: the check fails rather than hangs)
+mkfifo "$tmp/fifo.mess"
+says "a FIFO given as the client file" "mess: $tmp/fifo.mess: not a regular file" \
+    timeout 20 $MESS info --client "$tmp/fifo.mess"
+says "a FIFO given as the client file of an insert" "mess: $tmp/fifo.mess: not a regular file" \
+    timeout 20 $MESS insert --client "$tmp/fifo.mess" --server "$S" "$tmp/few.bvecs"
+rm -f "$tmp/fifo.mess"
 says "a directory that is not a server" \
     "mess: cannot open server '$tmp': $tmp/MANIFEST: No such file or directory (not a server directory, or its MANIFEST is lost)" \
     $MESS info --server "$tmp"

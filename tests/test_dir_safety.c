@@ -399,6 +399,36 @@ static void test_symlinked_arena(void)
 /* Item 3: a graph file that is a link, and a LOCK that is a dangling
  * link: the open refuses the graph, the checkpoint creates nothing
  * outside. */
+/* A FIFO in place of a graph file, or of the log (a hostile directory):
+ * the open and the verify refuse it at once.  Before, open(2) waited for a
+ * writer that never came (alarm: the test fails rather than hangs). */
+static void test_fifo_in_directory(void)
+{
+    char dir[256], graph[512], wal[300], msg[256];
+    mess_server *s = NULL;
+    path_of(dir, sizeof dir, "fifo");
+    make_dir(dir);
+    CHECK(find_file(dir, ".graph", graph, sizeof graph));
+    alarm(20);
+    CHECK(unlink(graph) == 0 && mkfifo(graph, 0600) == 0);
+    CHECK(mess_server_open(dir, &P, NULL, 0, &s) != MESS_OK);
+    CHECK(s == NULL);
+    msg[0] = 0;
+    CHECK(mess_server_verify(dir, msg, sizeof msg) != MESS_OK);
+    CHECK(strstr(msg, ".graph") != NULL);
+    rm_tree(dir);
+    make_dir(dir);
+    snprintf(wal, sizeof wal, "%s/wal", dir);
+    unlink(wal);
+    CHECK(mkfifo(wal, 0600) == 0);
+    s = NULL;
+    CHECK(mess_server_open(dir, &P, NULL, 0, &s) != MESS_OK);
+    CHECK(s == NULL);
+    alarm(0);
+    mess_server_free(s);
+    rm_tree(dir);
+}
+
 static void test_symlinked_graph_and_lock(void)
 {
     char dir[256], graph[512], outside[256], lock[300], target[512], msg[256];
@@ -490,6 +520,7 @@ int main(void)
     RUN(test_stale_overlapping_subsets);
     RUN(test_symlinked_arena);
     RUN(test_symlinked_graph_and_lock);
+    RUN(test_fifo_in_directory);
     RUN(test_busy_other_process);
     RUN(test_count_stored);
     for (i = 0; i < NQ; i++)

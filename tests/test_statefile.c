@@ -167,6 +167,34 @@ static void test_errno_kept(void)
     CHECK(errno == EISDIR);
 }
 
+/* A FIFO where a state file is expected (a mistyped path, a hostile
+ * directory): refused at once, MESS_EIO with errno EINVAL.  Before, the
+ * open waited for a writer that never came (alarm: the test fails rather
+ * than hangs). */
+static void test_fifo_refused(void)
+{
+    char path[256];
+    mess_client *c2 = (mess_client *)1;
+    mess_server *s = (mess_server *)1;
+    uint32_t version, role;
+    int sealed;
+
+    path_of(path, sizeof path, "fifo.client");
+    CHECK(mkfifo(path, 0600) == 0);
+    alarm(20);
+    errno = 0;
+    CHECK_RC(mess_client_load(path, NULL, &c2), MESS_EIO);
+    CHECK(errno == EINVAL && c2 == NULL);
+    errno = 0;
+    CHECK_RC(mess_server_load(path, NULL, &s), MESS_EIO);
+    CHECK(errno == EINVAL && s == NULL);
+    errno = 0;
+    CHECK_RC(mess_state_file_peek(path, &version, &role, &sealed), MESS_EIO);
+    CHECK(errno == EINVAL);
+    alarm(0);
+    unlink(path);
+}
+
 /* mess_client_save_new creates the file mess_client_save writes and never
  * replaces anything at its path: a file, a dangling symlink (not
  * followed: nothing appears at its target), a directory.  A refusal is
@@ -578,6 +606,7 @@ int main(void)
     }
     RUN(test_symlink_not_followed);
     RUN(test_errno_kept);
+    RUN(test_fifo_refused);
     RUN(test_save_new);
     RUN(test_save_new_race);
     RUN(test_errno_privileged);

@@ -35,7 +35,10 @@ int atomicfile_write(struct atomicfile *af, const void *data, size_t len)
 int atomicfile_open_regular(const char *path, int flags, unsigned mode)
 {
     struct stat st;
-    int err, fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
+    /* O_NONBLOCK: a FIFO at path (a hostile directory's MANIFEST, say) is
+     * refused below instead of holding open(2) until a writer comes; it
+     * changes nothing for a regular file */
+    int err, fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, (mode_t)mode);
     if (fd < 0)
         return -1;
     if (fstat(fd, &st) != 0)
@@ -51,7 +54,7 @@ int atomicfile_open_regular(const char *path, int flags, unsigned mode)
 
 int atomicfile_sync(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = MESS_OK, err = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc = MESS_OK, err = 0;
     struct stat st;
     if (fd < 0)
         return MESS_EIO;
