@@ -205,9 +205,14 @@ check "--resume after the file-size limit" $MESS insert --client "$tmp/f.mess" \
 # checkpoint", read as lost); every open sees them, and `mess checkpoint`
 # writes them once the limit is gone
 head -c $((132 * 10)) $D/learn.bvecs >"$tmp/ten.bvecs"
-(ulimit -f 600 && exec $MESS insert --client "$tmp/f.mess" --server "$tmp/f" \
-    "$tmp/ten.bvecs" --first-id 20000) >"$tmp/out" 2>"$tmp/err"
-rc=$?
+# limited BLOCKS ID: inserts ten.bvecs at ids ID.. under ulimit -f BLOCKS;
+# its exit status in $rc, its output in $tmp/out and $tmp/err
+limited() {
+    (ulimit -f "$1" && exec $MESS insert --client "$tmp/f.mess" --server "$tmp/f" \
+        "$tmp/ten.bvecs" --first-id "$2") >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+}
+limited 600 20000
 [ "$rc" = 1 ] && grep -q "^mess: cannot write server .*: File too large" "$tmp/err" &&
     ok "checkpoint past the file-size limit: refused" || bad "exit $rc: $(cat "$tmp/err")"
 grep -qF "what this command applied is durable all the same: it is in the write-ahead log of '$tmp/f'" "$tmp/err" &&
@@ -222,9 +227,7 @@ grep -q "20020 entries (20020 live)" "$tmp/out" && ok "checkpointed: 20020 entri
 # (200 blocks: 100 or 200 KB): the log takes the batch, the client's save
 # fails; the insert says the client file is behind, not that all is
 # durable (the file does not record what the server applied)
-(ulimit -f 200 && exec $MESS insert --client "$tmp/f.mess" --server "$tmp/f" \
-    "$tmp/ten.bvecs" --first-id 20010) >"$tmp/out" 2>"$tmp/err"
-rc=$?
+limited 200 20010
 [ "$rc" = 1 ] && grep -qF "mess: $tmp/f.mess: File too large" "$tmp/err" &&
     ok "client save past the file-size limit: refused" || bad "exit $rc: $(cat "$tmp/err")"
 grep -qF "the write-ahead log of '$tmp/f' holds what this command applied, but client file '$tmp/f.mess' could not record it" "$tmp/err" &&
