@@ -178,6 +178,25 @@ static void test_errno_kept(void)
     remove("/tmp.tmp");
 }
 
+/* A FIFO as a vector file is refused at once, MESS_EIO with errno EINVAL
+ * (before, the open waited for a writer; alarm: the test fails rather
+ * than hangs). */
+static void test_fifo_refused(void)
+{
+    char path[64];
+    float *back = NULL;
+    size_t n, d;
+    snprintf(path, sizeof path, "/tmp/mess-vecio-fifo.%ld", (long)getpid());
+    unlink(path);
+    CHECK(mkfifo(path, 0600) == 0);
+    alarm(20);
+    errno = 0;
+    CHECK_RC(mess_fvecs_read(path, &back, &n, &d), MESS_EIO);
+    CHECK(errno == EINVAL && back == NULL);
+    alarm(0);
+    unlink(path);
+}
+
 /* Number of entries of /tmp whose name starts with prefix. */
 static int count_prefix(const char *prefix)
 {
@@ -263,6 +282,7 @@ int main(void)
     RUN(test_truncated_at_every_length);
     RUN(test_roundtrip_u64vecs);
     RUN(test_errno_kept);
+    RUN(test_fifo_refused);
     RUN(test_symlink_not_followed);
     HARNESS_END();
 }

@@ -32,24 +32,31 @@ int atomicfile_write(struct atomicfile *af, const void *data, size_t len)
     return MESS_OK;
 }
 
-int atomicfile_open_regular(const char *path, int flags, unsigned mode)
+int atomicfile_open_file(const char *path, int flags, unsigned mode, struct stat *st)
 {
-    struct stat st;
-    /* O_NONBLOCK: a FIFO at path (a hostile directory's MANIFEST, say) is
-     * refused below instead of holding open(2) until a writer comes; it
-     * changes nothing for a regular file */
-    int err, fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, (mode_t)mode);
+    int err, fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, (mode_t)mode);
     if (fd < 0)
         return -1;
-    if (fstat(fd, &st) != 0)
+    if (fstat(fd, st) != 0)
         err = errno;
-    else if (!S_ISREG(st.st_mode))
-        err = EINVAL;
+    else if (!S_ISREG(st->st_mode))
+        err = S_ISDIR(st->st_mode) ? EISDIR : EINVAL;
     else
         return fd;
     close(fd);
     errno = err;
     return -1;
+}
+
+int atomicfile_open_regular(const char *path, int flags, unsigned mode)
+{
+    struct stat st;
+    int fd;
+    st.st_mode = 0; /* set only if the open succeeded */
+    fd = atomicfile_open_file(path, flags | O_NOFOLLOW, mode, &st);
+    if (fd < 0 && errno == EISDIR && S_ISDIR(st.st_mode))
+        errno = EINVAL; /* a directory it opened: EINVAL, as any other kind */
+    return fd;
 }
 
 int atomicfile_sync(const char *path)

@@ -59,6 +59,17 @@ int atomicfile_end(struct atomicfile *af, const char *path, int rc);
  * file, else open's. */
 int atomicfile_open_regular(const char *path, int flags, unsigned mode);
 
+struct stat;
+/* The check both make: open(2) of path with flags (O_NONBLOCK and
+ * O_CLOEXEC added: a FIFO is refused at once instead of holding the open
+ * until a writer comes, and nothing changes for a regular file), refused
+ * unless it is a regular file: -1 with errno EISDIR for a directory,
+ * EINVAL for a device, FIFO or socket, else open's; *st its status.
+ * Symbolic links are followed (a user's state file may be one);
+ * atomicfile_open_regular adds O_NOFOLLOW and says EINVAL for a
+ * directory it opened. */
+int atomicfile_open_file(const char *path, int flags, unsigned mode, struct stat *st);
+
 /* As atomicfile_end, but creating path: link(2) instead of the rename,
  * MESS_EEXIST if anything is at path (nothing changed there). */
 int atomicfile_end_new(struct atomicfile *af, const char *path, int rc);

@@ -5,8 +5,10 @@
  * (EISDIR for a directory, EINVAL for another non-regular file).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "atomicfile.h"
 #include "internal.h"
@@ -22,24 +24,21 @@ static int vecs_read(const char *path, size_t elem, void **out, size_t *n_out,
     uint32_t dim, d;
     size_t rec, n, i, row, total;
     uint8_t *buf = NULL;
-    int rc = MESS_EFORMAT, err = 0;
+    int rc = MESS_EFORMAT, err = 0, fd;
 
     if (!path || !out || !n_out || !dim_out)
         return MESS_EINVAL;
     *out = NULL;
     *n_out = *dim_out = 0;
-    f = fopen(path, "rb");
-    if (!f)
-        return MESS_EIO; /* errno from fopen */
-    if (fstat(fileno(f), &st) != 0) {
+    fd = atomicfile_open_file(path, O_RDONLY, 0, &st); /* regular, a FIFO never waited on */
+    if (fd < 0)
+        return MESS_EIO; /* errno: open's, EISDIR or EINVAL */
+    f = fdopen(fd, "rb");
+    if (!f) {
         err = errno;
-        rc = MESS_EIO;
-        goto done;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-        rc = MESS_EIO;
-        goto done;
+        close(fd);
+        errno = err;
+        return MESS_EIO;
     }
     if (fread(hdr, 1, 4, f) != 4)
         goto short_read; /* empty or shorter than one header */

@@ -237,27 +237,6 @@ int statefile_create(const char *path, uint32_t role, const mess_params *p,
     return write_state(path, role, p, raw, raw_len, passphrase, pass_len, mode, 1);
 }
 
-/* Opens path for reading only if it is a regular file: O_NONBLOCK, so
- * that a FIFO (a mistyped path, a hostile directory) is refused here
- * rather than waiting in open(2) for a writer; it changes nothing for a
- * regular file's reads.  -1 with errno (EISDIR, EINVAL for any other
- * kind); *st its status. */
-static int open_regular_rd(const char *path, struct stat *st)
-{
-    int err, fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    if (fstat(fd, st) != 0)
-        err = errno;
-    else if (!S_ISREG(st->st_mode))
-        err = S_ISDIR(st->st_mode) ? EISDIR : EINVAL;
-    else
-        return fd;
-    close(fd);
-    errno = err;
-    return -1;
-}
-
 /* Reads a whole regular file with read(2) (no stdio buffer keeps a copy of
  * an unsealed client's keys).  On MESS_EIO, errno says why. */
 static int read_file(const char *path, uint8_t **out, size_t *len)
@@ -265,7 +244,7 @@ static int read_file(const char *path, uint8_t **out, size_t *len)
     struct stat st;
     uint8_t *buf;
     size_t n, got = 0;
-    int fd = open_regular_rd(path, &st), err;
+    int fd = atomicfile_open_file(path, O_RDONLY, 0, &st), err;
     if (fd < 0)
         return MESS_EIO;
     if ((uint64_t)st.st_size > (uint64_t)SIZE_MAX / 2) {
@@ -459,7 +438,7 @@ int mess_state_file_peek(const char *path, uint32_t *version, uint32_t *role,
     int fd, err;
     if (!path || !version || !role || !sealed)
         return MESS_EINVAL;
-    fd = open_regular_rd(path, &st);
+    fd = atomicfile_open_file(path, O_RDONLY, 0, &st);
     if (fd < 0)
         return MESS_EIO;
     while (got < sizeof h) {
