@@ -269,16 +269,15 @@ static void say_client_behind(const char *spath, const char *cpath)
               spath, cpath);
 }
 
+/* The client first (cli_client_save reads the passphrase: CLI_USAGE
+ * before anything is written), then the server's checkpoint. */
 static int save_both(struct cli_args *a, const mess_client *c, const char *cpath,
                      mess_server *s, const char *spath)
 {
-    const char *pass;
     int rc;
-    if (cli_passphrase(a, &pass))
-        return CLI_USAGE;
     if (c) {
         rc = cli_client_save(a, c, cpath);
-        if (rc != CLI_OK && s)
+        if (rc == CLI_FAIL && s)
             say_client_behind(spath, cpath);
         if (rc != CLI_OK)
             return rc;

@@ -933,23 +933,6 @@ int mess_server_error(const mess_server *cs, char *msg, size_t msg_cap)
 /* ---- reading a directory: its MANIFEST, each shard's files mapped ----------
  * (the open, store_open in src/server/server_open.c) */
 
-/* The role of a regular file that starts like a state file (statefile.h:
- * STATEFILE_SERVER for an exported server, STATEFILE_CLIENT, ...), or 0:
- * the three share the magic, so the role names what was given. */
-static uint32_t state_file_role(const char *path)
-{
-    uint8_t head[16];
-    int fd = atomicfile_open_regular(path, O_RDONLY, 0);
-    uint32_t role = 0;
-    if (fd < 0)
-        return 0;
-    if (read(fd, head, sizeof head) == (ssize_t)sizeof head &&
-        memcmp(head, "MESSSTAT", 8) == 0)
-        role = mess_load_u32(head + 12);
-    close(fd);
-    return role;
-}
-
 static int read_manifest(const char *dir, struct store_manifest *m, char *msg,
                          size_t cap)
 {
@@ -961,7 +944,12 @@ static int read_manifest(const char *dir, struct store_manifest *m, char *msg,
     if (stat(dir, &st) != 0)
         return mess_fail(msg, cap, MESS_EIO, "%s: %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode)) {
-        uint32_t role = state_file_role(dir);
+        /* a state file names its role (mess_state_file_peek): say what
+         * was given */
+        uint32_t version, role = 0;
+        int sealed;
+        if (mess_state_file_peek(dir, &version, &role, &sealed) != MESS_OK)
+            role = 0;
         if (role == STATEFILE_SERVER)
             return mess_fail(msg, cap, MESS_EFORMAT,
                         "%s is an exported server (one file); import it into a "
